@@ -1,0 +1,337 @@
+//! Frontiers: fixed-capacity sparse vector clocks.
+//!
+//! A [`Frontier`] is a set of `(axis, epoch)` entries — "everything on this axis up to this epoch
+//! is in my causal past" — plus a *tainted* flag. Absent axes have epoch 0; stored epochs are
+//! always ≥ 1.
+//!
+//! # Two uses, one soundness rule
+//!
+//! A frontier used as **knowledge** (what a queue knows has happened) stays sound when entries
+//! are lost: it only knows less. A frontier used as a **requirement** (what must have happened
+//! before something may run) becomes unsound if entries vanish. Overflow therefore evicts the
+//! smallest epochs *and* marks the frontier tainted, and [`Frontier::dominates`] is `false`
+//! whenever its argument is tainted: an incomplete requirement can never be proven from
+//! knowledge, only discharged by a real wait. Merging a tainted frontier taints the result.
+//!
+//! # Layout
+//!
+//! Axes and epochs live in two parallel arrays (structure of arrays), sorted by axis. Unused
+//! slots always hold the sentinel axis `u64::MAX` (never a valid axis: its domain code is
+//! unknown) and epoch 0. That invariant makes whole-array comparisons meaningful, which the
+//! fast paths use: two frontiers over the same axes merge and compare with straight-line
+//! element-wise code the compiler vectorises.
+
+mod wire;
+
+use core::fmt;
+
+pub use wire::WireError;
+
+use crate::axis::Axis;
+
+/// Axis bits of an unused slot. Never a valid [`Axis`] (its domain code is unknown), and larger
+/// than every valid axis, so it sorts last.
+const EMPTY: u64 = u64::MAX;
+
+/// One exact causal position: an epoch on an axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Point {
+    /// The timeline.
+    pub axis: Axis,
+    /// The position on it (≥ 1 for a real operation).
+    pub epoch: u64,
+}
+
+impl Point {
+    /// A point on `axis` at `epoch`.
+    pub const fn new(axis: Axis, epoch: u64) -> Point {
+        Point { axis, epoch }
+    }
+}
+
+/// A sparse vector clock of at most `N` entries (1 ≤ `N` ≤ 64), sorted by axis.
+///
+/// See the [module documentation](self) for the knowledge/requirement soundness rule.
+#[derive(Clone, Copy)]
+pub struct Frontier<const N: usize = 8> {
+    axes: [u64; N],
+    epochs: [u64; N],
+    len: u8,
+    tainted: bool,
+}
+
+impl<const N: usize> Frontier<N> {
+    const CAPACITY_IS_VALID: () = assert!(N >= 1 && N <= 64, "frontier capacity must be 1..=64");
+
+    /// An empty, untainted frontier.
+    pub const fn new() -> Frontier<N> {
+        // Referencing the constant forces the capacity check at compile time.
+        #[allow(clippy::let_unit_value)]
+        let () = Self::CAPACITY_IS_VALID;
+        Frontier { axes: [EMPTY; N], epochs: [0; N], len: 0, tainted: false }
+    }
+
+    /// A frontier holding the given points (later duplicates raise earlier ones; overflow evicts
+    /// and taints exactly as [`insert_or_raise`](Self::insert_or_raise) does).
+    pub fn from_points(points: impl IntoIterator<Item = Point>) -> Frontier<N> {
+        let mut frontier = Frontier::new();
+        for point in points {
+            frontier.insert_or_raise(point.axis, point.epoch);
+        }
+        frontier
+    }
+
+    /// Maximum number of entries.
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
+    /// Number of entries.
+    pub const fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the frontier has no entries (it may still be tainted).
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether entries may be missing (overflow, or a tainted input was merged in).
+    pub const fn is_tainted(&self) -> bool {
+        self.tainted
+    }
+
+    /// Marks the frontier as possibly incomplete.
+    pub fn taint(&mut self) {
+        self.tainted = true;
+    }
+
+    /// The epoch known for `axis`, if any.
+    pub fn get(&self, axis: Axis) -> Option<u64> {
+        let bits = axis.to_bits();
+        // Branch-free scan: N is small and the arrays are contiguous, so a full pass beats a
+        // data-dependent search.
+        let mut found = 0;
+        for (&a, &e) in self.axes.iter().zip(self.epochs.iter()) {
+            found |= if a == bits { e } else { 0 };
+        }
+        (found != 0).then_some(found)
+    }
+
+    /// Whether this frontier, as knowledge, covers `point`.
+    pub fn knows(&self, point: Point) -> bool {
+        point.epoch == 0 || self.get(point.axis).is_some_and(|e| e >= point.epoch)
+    }
+
+    /// The entries in axis order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Point> + '_ {
+        self.axes[..self.len()].iter().zip(&self.epochs[..self.len()]).map(|(&a, &e)| Point {
+            axis: Axis::from_trusted_bits(a),
+            epoch: e,
+        })
+    }
+
+    /// Removes every entry and the taint.
+    pub fn clear(&mut self) {
+        *self = Frontier::new();
+    }
+
+    /// Raises `axis` to at least `epoch`, inserting it if absent. Never lowers an entry; an
+    /// epoch of 0 is the absent value and changes nothing.
+    ///
+    /// When the frontier is full and `axis` is new, the entry with the smallest epoch among the
+    /// old entries and the new one is evicted (ties: the larger axis goes) and the frontier
+    /// becomes tainted.
+    pub fn insert_or_raise(&mut self, axis: Axis, epoch: u64) {
+        if epoch == 0 {
+            return;
+        }
+        let bits = axis.to_bits();
+        let len = self.len();
+        let pos = self.axes[..len].partition_point(|&a| a < bits);
+        if pos < len && self.axes[pos] == bits {
+            self.epochs[pos] = self.epochs[pos].max(epoch);
+            return;
+        }
+        if len == N {
+            self.tainted = true;
+            let victim = self.eviction_victim();
+            if evicts_before(epoch, bits, self.epochs[victim], self.axes[victim]) {
+                return;
+            }
+            self.remove_at(victim);
+            let pos = if victim < pos { pos - 1 } else { pos };
+            self.insert_at(pos, bits, epoch);
+        } else {
+            self.insert_at(pos, bits, epoch);
+        }
+    }
+
+    /// Component-wise maximum with `other` (the join of two causal histories). A tainted input
+    /// taints the result; overflow evicts the smallest epochs and taints.
+    pub fn merge<const M: usize>(&mut self, other: &Frontier<M>) {
+        self.tainted |= other.tainted;
+        if other.len == 0 {
+            return;
+        }
+        if N == M && self.len == other.len && self.axes[..] == other.axes[..] {
+            // Same axes in the same slots: epochs join element-wise, no reordering.
+            for (mine, theirs) in self.epochs.iter_mut().zip(other.epochs.iter()) {
+                *mine = (*mine).max(*theirs);
+            }
+            return;
+        }
+        self.merge_general(other);
+    }
+
+    fn merge_general<const M: usize>(&mut self, other: &Frontier<M>) {
+        let old = *self;
+        let (old_len, other_len) = (old.len(), other.len());
+        self.axes = [EMPTY; N];
+        self.epochs = [0; N];
+        self.len = 0;
+        let (mut i, mut j) = (0, 0);
+        while i < old_len || j < other_len {
+            let a = if i < old_len { old.axes[i] } else { EMPTY };
+            let b = if j < other_len { other.axes[j] } else { EMPTY };
+            let (take_a, take_b) = (a <= b, b <= a);
+            let ea = if take_a { old.epochs[i] } else { 0 };
+            let eb = if take_b { other.epochs[j] } else { 0 };
+            self.push_ordered(a.min(b), ea.max(eb));
+            i += usize::from(take_a);
+            j += usize::from(take_b);
+        }
+    }
+
+    /// Appends an entry whose axis is larger than every held axis, evicting on overflow.
+    fn push_ordered(&mut self, bits: u64, epoch: u64) {
+        let len = self.len();
+        if len < N {
+            self.axes[len] = bits;
+            self.epochs[len] = epoch;
+            self.len += 1;
+            return;
+        }
+        self.tainted = true;
+        let victim = self.eviction_victim();
+        if evicts_before(epoch, bits, self.epochs[victim], self.axes[victim]) {
+            return;
+        }
+        self.remove_at(victim);
+        self.axes[N - 1] = bits;
+        self.epochs[N - 1] = epoch;
+        self.len += 1;
+    }
+
+    /// Index of the entry overflow evicts first: the smallest epoch, ties to the larger axis.
+    fn eviction_victim(&self) -> usize {
+        let mut victim = 0;
+        for k in 1..self.len() {
+            if evicts_before(self.epochs[k], self.axes[k], self.epochs[victim], self.axes[victim])
+            {
+                victim = k;
+            }
+        }
+        victim
+    }
+
+    fn remove_at(&mut self, index: usize) {
+        let len = self.len();
+        self.axes.copy_within(index + 1..len, index);
+        self.epochs.copy_within(index + 1..len, index);
+        self.axes[len - 1] = EMPTY;
+        self.epochs[len - 1] = 0;
+        self.len -= 1;
+    }
+
+    fn insert_at(&mut self, index: usize, bits: u64, epoch: u64) {
+        let len = self.len();
+        self.axes.copy_within(index..len, index + 1);
+        self.epochs.copy_within(index..len, index + 1);
+        self.axes[index] = bits;
+        self.epochs[index] = epoch;
+        self.len += 1;
+    }
+
+    /// Whether this frontier, as knowledge, covers every entry of the requirement `other`.
+    ///
+    /// Always `false` when `other` is tainted: an incomplete requirement cannot be proven.
+    pub fn dominates<const M: usize>(&self, other: &Frontier<M>) -> bool {
+        if other.tainted {
+            return false;
+        }
+        if N == M && self.axes[..] == other.axes[..] {
+            // Same axes in the same slots: one element-wise pass, no early exit to mispredict.
+            let mut covered = true;
+            for (mine, theirs) in self.epochs.iter().zip(other.epochs.iter()) {
+                covered &= mine >= theirs;
+            }
+            return covered;
+        }
+        let len = self.len();
+        let mut i = 0;
+        for (&b, &e) in other.axes[..other.len()].iter().zip(&other.epochs[..other.len()]) {
+            while i < len && self.axes[i] < b {
+                i += 1;
+            }
+            if i == len || self.axes[i] != b || self.epochs[i] < e {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The entries of `requirement` this frontier does not cover, as a frontier of the same
+    /// capacity. Tainted when `requirement` is: the answer is then incomplete as well.
+    pub fn find_undominated<const M: usize>(&self, requirement: &Frontier<M>) -> Frontier<M> {
+        let mut missing = Frontier::<M>::new();
+        for point in requirement.iter() {
+            if !self.knows(point) {
+                missing.push_ordered(point.axis.to_bits(), point.epoch);
+            }
+        }
+        missing.tainted = requirement.tainted;
+        missing
+    }
+}
+
+/// Total eviction order: smaller epoch first, then larger axis first.
+fn evicts_before(epoch: u64, axis: u64, than_epoch: u64, than_axis: u64) -> bool {
+    (epoch, core::cmp::Reverse(axis)) < (than_epoch, core::cmp::Reverse(than_axis))
+}
+
+impl<const N: usize> Default for Frontier<N> {
+    fn default() -> Frontier<N> {
+        Frontier::new()
+    }
+}
+
+impl<const N: usize, const M: usize> PartialEq<Frontier<M>> for Frontier<N> {
+    fn eq(&self, other: &Frontier<M>) -> bool {
+        self.tainted == other.tainted
+            && self.axes[..self.len()] == other.axes[..other.len()]
+            && self.epochs[..self.len()] == other.epochs[..other.len()]
+    }
+}
+
+impl<const N: usize> Eq for Frontier<N> {}
+
+impl<const N: usize> fmt::Debug for Frontier<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("{")?;
+        for (k, point) in self.iter().enumerate() {
+            if k > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{:?}:{}", point.axis, point.epoch)?;
+        }
+        f.write_str("}")?;
+        if self.tainted {
+            f.write_str("+tainted")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -1,0 +1,67 @@
+//! The crate's only door to atomics and locks.
+//!
+//! Everything concurrent in core goes through here so that `--cfg loom` swaps in loom's
+//! model-checked types, and bare-metal targets get CAS and 64-bit atomics through
+//! `portable-atomic` (critical sections where the hardware has none).
+
+#[cfg(not(loom))]
+pub(crate) mod atomic {
+    pub(crate) use portable_atomic::{AtomicU64, AtomicU8, Ordering};
+}
+
+#[cfg(loom)]
+pub(crate) mod atomic {
+    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+}
+
+/// A short mutual-exclusion lock around plain data.
+///
+/// Held only for a bounded number of steps (a history update, a list splice); callbacks never
+/// run under it. With the `isr-safe` feature the lock is taken inside a critical section, so an
+/// interrupt handler on the same core can never find it held.
+pub(crate) struct Lock<T> {
+    #[cfg(not(loom))]
+    inner: spin::Mutex<T>,
+    #[cfg(loom)]
+    inner: loom::sync::Mutex<T>,
+}
+
+impl<T> Lock<T> {
+    #[cfg(not(loom))]
+    pub(crate) const fn new(value: T) -> Lock<T> {
+        Lock { inner: spin::Mutex::new(value) }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new(value: T) -> Lock<T> {
+        Lock { inner: loom::sync::Mutex::new(value) }
+    }
+
+    /// Runs `f` with exclusive access to the data.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        #[cfg(feature = "isr-safe")]
+        {
+            critical_section::with(|_| self.with_unmasked(f))
+        }
+        #[cfg(not(feature = "isr-safe"))]
+        {
+            self.with_unmasked(f)
+        }
+    }
+
+    fn with_unmasked<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        #[cfg(not(loom))]
+        let mut guard = self.inner.lock();
+        #[cfg(loom)]
+        let mut guard = self.inner.lock().unwrap();
+        f(&mut guard)
+    }
+}
+
+/// Tells the processor it is in a spin-wait loop.
+pub(crate) fn spin_hint() {
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
