@@ -6,12 +6,12 @@
 
 #[cfg(not(loom))]
 pub(crate) mod atomic {
-    pub(crate) use portable_atomic::{AtomicU64, AtomicU8, Ordering};
+    pub(crate) use portable_atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 }
 
 #[cfg(loom)]
 pub(crate) mod atomic {
-    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 }
 
 /// A short mutual-exclusion lock around plain data.

@@ -1,0 +1,410 @@
+//! The frontier history of one timeline: plain data, no synchronisation.
+//!
+//! Each signal is recorded when it is *submitted* (pending) and marked reached when it
+//! completes. Entries are kept in strictly increasing value order in a ring of `H` slots.
+//!
+//! Invariants (established by [`History::record`] and [`History::reach`]):
+//! 1. Recorded values strictly increase; every pending value is above `reached`.
+//! 2. Values are reached in order: reaching `v` while a smaller value is still pending is a
+//!    broken timeline contract, and the history fails with [`Failure::OutOfOrderSignal`]
+//!    rather than let a waiter import a frontier of work that has not happened.
+//! 3. Only reached entries are evicted, oldest first, and the newest reached entry is always
+//!    kept. So every entry older than a retained one is reached, and a value that aged out
+//!    was reached long ago: the oldest retained entry is reached and covers it.
+
+use crate::frontier::{Frontier, Point};
+
+use super::{Failure, SignalError};
+
+/// One recorded signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryEntry<const N: usize> {
+    /// The value the signal advances the timeline to.
+    pub value: u64,
+    /// The signalling operation's own position; `None` for an external signal.
+    pub origin: Option<Point>,
+    /// What the signalling operation knew (empty for an external signal).
+    pub frontier: Frontier<N>,
+    /// Whether the signal has completed.
+    pub reached: bool,
+}
+
+impl<const N: usize> HistoryEntry<N> {
+    /// Whether the value came from outside the scheduler's knowledge (the taint window).
+    pub const fn is_external(&self) -> bool {
+        self.origin.is_none()
+    }
+}
+
+/// What a wait on `S ≥ v` learns from the history (the late-waiter rule).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lookup<const N: usize> {
+    /// `v` is at or below the initial value: reached, nothing to import.
+    Initial,
+    /// No signal to a value ≥ `v` has been submitted yet.
+    Unsignalled,
+    /// The first tracked signal to reach ≥ `v`.
+    Tracked {
+        /// The signalling operation; knowing it discharges the wait exactly.
+        origin: Point,
+        /// The frontier to import.
+        frontier: Frontier<N>,
+        /// Whether the value has been reached.
+        reached: bool,
+        /// The exact entry aged out; this is the oldest retained one (true, only looser).
+        aged_out: bool,
+    },
+    /// The first signal to reach ≥ `v` was external: nothing exact to import, never elidable.
+    External {
+        /// Whether the value has been reached.
+        reached: bool,
+    },
+    /// The timeline failed; every waiter receives this.
+    Failed(Failure),
+}
+
+/// Bounded frontier history of one timeline. `H` ≥ 2 slots.
+#[derive(Clone, Debug)]
+pub struct History<const H: usize, const N: usize> {
+    entries: [HistoryEntry<N>; H],
+    /// Slot of the oldest retained entry.
+    head: usize,
+    len: usize,
+    initial: u64,
+    reached: u64,
+    /// Highest value recorded (pending or reached), at least `initial`.
+    submitted: u64,
+    /// Value of the newest evicted entry (`initial` when none was evicted).
+    evicted_through: u64,
+    failure: Option<Failure>,
+    aged_out_imports: u64,
+}
+
+impl<const H: usize, const N: usize> History<H, N> {
+    const SLOTS_ARE_VALID: () = assert!(H >= 2, "a history needs at least two slots");
+
+    /// An empty history of a timeline that starts at `initial`.
+    pub const fn new(initial: u64) -> History<H, N> {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::SLOTS_ARE_VALID;
+        const fn blank<const N: usize>() -> HistoryEntry<N> {
+            HistoryEntry { value: 0, origin: None, frontier: Frontier::new(), reached: false }
+        }
+        History {
+            entries: [blank(); H],
+            head: 0,
+            len: 0,
+            initial,
+            reached: initial,
+            submitted: initial,
+            evicted_through: initial,
+            failure: None,
+            aged_out_imports: 0,
+        }
+    }
+
+    /// The reached timeline value.
+    pub const fn reached(&self) -> u64 {
+        self.reached
+    }
+
+    /// The highest submitted value.
+    pub const fn submitted(&self) -> u64 {
+        self.submitted
+    }
+
+    /// The first failure, if any.
+    pub const fn failure(&self) -> Option<Failure> {
+        self.failure
+    }
+
+    /// How many lookups had to import a looser entry because the exact one aged out.
+    pub const fn aged_out_imports(&self) -> u64 {
+        self.aged_out_imports
+    }
+
+    /// Retained entries, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &HistoryEntry<N>> {
+        (0..self.len).map(move |k| &self.entries[(self.head + k) % H])
+    }
+
+    fn entry(&self, k: usize) -> &HistoryEntry<N> {
+        &self.entries[(self.head + k) % H]
+    }
+
+    /// Records a submitted signal (pending). Tracked signals carry their origin and frontier;
+    /// external ones (`origin == None`) carry nothing.
+    pub fn record(
+        &mut self,
+        value: u64,
+        origin: Option<Point>,
+        frontier: &Frontier<N>,
+    ) -> Result<(), SignalError> {
+        if let Some(failure) = self.failure {
+            return Err(SignalError::Failed(failure));
+        }
+        if value <= self.submitted {
+            return Err(SignalError::NotAdvancing { value, current: self.submitted });
+        }
+        if self.len == H {
+            self.evict_oldest()?;
+        }
+        let slot = (self.head + self.len) % H;
+        self.entries[slot] = HistoryEntry {
+            value,
+            origin,
+            frontier: if origin.is_some() { *frontier } else { Frontier::new() },
+            reached: false,
+        };
+        self.len += 1;
+        self.submitted = value;
+        Ok(())
+    }
+
+    fn evict_oldest(&mut self) -> Result<(), SignalError> {
+        // The oldest entry may go only if it is reached and a newer reached entry remains.
+        let evictable = self.len >= 2 && self.entry(0).reached && self.entry(1).reached;
+        if !evictable {
+            return Err(SignalError::HistoryFull { capacity: H });
+        }
+        self.evicted_through = self.entry(0).value;
+        self.head = (self.head + 1) % H;
+        self.len -= 1;
+        Ok(())
+    }
+
+    /// Marks the signal to `value` reached and advances the timeline to it.
+    ///
+    /// Reaching a value while a smaller one is still pending fails the timeline
+    /// ([`Failure::OutOfOrderSignal`]) and reports [`SignalError::OutOfOrder`].
+    pub fn reach(&mut self, value: u64) -> Result<(), SignalError> {
+        if let Some(failure) = self.failure {
+            return Err(SignalError::Failed(failure));
+        }
+        if value <= self.reached {
+            return Err(SignalError::NotAdvancing { value, current: self.reached });
+        }
+        let mut target = None;
+        for k in 0..self.len {
+            let entry = self.entry(k);
+            if entry.value == value {
+                target = Some(k);
+                break;
+            }
+            if !entry.reached {
+                let pending = entry.value;
+                self.failure = Some(Failure::OutOfOrderSignal);
+                return Err(SignalError::OutOfOrder { value, pending });
+            }
+        }
+        let Some(k) = target else {
+            return Err(SignalError::NotSubmitted { value });
+        };
+        self.entries[(self.head + k) % H].reached = true;
+        self.reached = value;
+        Ok(())
+    }
+
+    /// Records the first failure; later ones are ignored. Returns whether this one won.
+    pub fn fail(&mut self, failure: Failure) -> bool {
+        if self.failure.is_some() {
+            return false;
+        }
+        self.failure = Some(failure);
+        true
+    }
+
+    /// The late-waiter rule: what a wait on `S ≥ value` imports.
+    ///
+    /// The entry of the *first* signal to reach ≥ `value` — not the latest — because the waiter
+    /// depends on "S reached `value`", not on whatever advanced S further.
+    pub fn lookup(&mut self, value: u64) -> Lookup<N> {
+        if let Some(failure) = self.failure {
+            return Lookup::Failed(failure);
+        }
+        if value <= self.initial {
+            return Lookup::Initial;
+        }
+        let Some(k) = (0..self.len).find(|&k| self.entry(k).value >= value) else {
+            return Lookup::Unsignalled;
+        };
+        let aged_out = value <= self.evicted_through;
+        if aged_out {
+            self.aged_out_imports += 1;
+        }
+        let entry = self.entry(k);
+        match entry.origin {
+            Some(origin) => Lookup::Tracked {
+                origin,
+                frontier: entry.frontier,
+                reached: entry.reached,
+                aged_out,
+            },
+            None => Lookup::External { reached: entry.reached },
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::axis::{Axis, Domain};
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    fn point(queue: u64, epoch: u64) -> Point {
+        Point::new(Axis::new(0, Domain::Queue, queue), epoch)
+    }
+
+    fn tracked(history: &mut History<4, 4>, value: u64, epoch: u64) {
+        let origin = point(1, epoch);
+        history.record(value, Some(origin), &Frontier::from_points([origin])).unwrap();
+        history.reach(value).unwrap();
+    }
+
+    #[test]
+    fn late_waiter_imports_the_first_signal_at_or_above() {
+        let mut h = History::<8, 4>::new(0);
+        for v in 1..=5 {
+            let origin = point(1, v);
+            h.record(v, Some(origin), &Frontier::from_points([origin])).unwrap();
+            h.reach(v).unwrap();
+        }
+        match h.lookup(2) {
+            Lookup::Tracked { origin, frontier, reached: true, aged_out: false } => {
+                assert_eq!(origin, point(1, 2));
+                assert_eq!(frontier.get(origin.axis), Some(2));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn values_must_advance() {
+        let mut h = History::<4, 4>::new(3);
+        assert_eq!(
+            h.record(3, None, &Frontier::new()),
+            Err(SignalError::NotAdvancing { value: 3, current: 3 })
+        );
+        tracked(&mut h, 5, 1);
+        assert_eq!(h.reach(5), Err(SignalError::NotAdvancing { value: 5, current: 5 }));
+        assert_eq!(h.reach(9), Err(SignalError::NotSubmitted { value: 9 }));
+        assert_eq!(h.lookup(3), Lookup::Initial);
+    }
+
+    #[test]
+    fn reaching_past_a_pending_signal_fails_the_timeline() {
+        let mut h = History::<4, 4>::new(0);
+        h.record(1, Some(point(1, 1)), &Frontier::new()).unwrap();
+        h.record(2, Some(point(2, 1)), &Frontier::new()).unwrap();
+        assert_eq!(h.reach(2), Err(SignalError::OutOfOrder { value: 2, pending: 1 }));
+        assert_eq!(h.lookup(1), Lookup::Failed(Failure::OutOfOrderSignal));
+        assert_eq!(h.reach(1), Err(SignalError::Failed(Failure::OutOfOrderSignal)));
+    }
+
+    #[test]
+    fn pending_entries_are_never_evicted() {
+        let mut h = History::<2, 4>::new(0);
+        h.record(1, Some(point(1, 1)), &Frontier::new()).unwrap();
+        h.record(2, Some(point(1, 2)), &Frontier::new()).unwrap();
+        assert_eq!(
+            h.record(3, Some(point(1, 3)), &Frontier::new()),
+            Err(SignalError::HistoryFull { capacity: 2 })
+        );
+        h.reach(1).unwrap();
+        // The newest reached entry stays, so value 1 still cannot go while 2 is pending.
+        assert!(h.record(3, Some(point(1, 3)), &Frontier::new()).is_err());
+        h.reach(2).unwrap();
+        h.record(3, Some(point(1, 3)), &Frontier::new()).unwrap();
+        assert_eq!(h.iter().map(|e| e.value).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn aged_out_values_import_the_oldest_retained_reached_entry() {
+        let mut h = History::<4, 4>::new(0);
+        for v in 1..=6 {
+            tracked(&mut h, v, v);
+        }
+        match h.lookup(1) {
+            Lookup::Tracked { origin, reached: true, aged_out: true, .. } => {
+                assert_eq!(origin, point(1, 3));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(h.aged_out_imports(), 1);
+    }
+
+    #[test]
+    fn external_window_is_tainted_until_a_tracked_signal_passes_it() {
+        let mut h = History::<4, 4>::new(0);
+        tracked(&mut h, 1, 1);
+        h.record(4, None, &Frontier::new()).unwrap();
+        h.reach(4).unwrap();
+        assert!(matches!(h.lookup(1), Lookup::Tracked { .. }));
+        assert_eq!(h.lookup(2), Lookup::External { reached: true });
+        assert_eq!(h.lookup(4), Lookup::External { reached: true });
+        tracked(&mut h, 6, 2);
+        assert_eq!(h.lookup(3), Lookup::External { reached: true });
+        assert!(matches!(h.lookup(5), Lookup::Tracked { reached: true, .. }));
+        assert_eq!(h.lookup(7), Lookup::Unsignalled);
+    }
+
+    #[test]
+    fn first_failure_wins() {
+        let mut h = History::<4, 4>::new(0);
+        assert!(h.fail(Failure::Aborted));
+        assert!(!h.fail(Failure::DeviceLost));
+        assert_eq!(h.failure(), Some(Failure::Aborted));
+        assert_eq!(h.record(1, None, &Frontier::new()), Err(SignalError::Failed(Failure::Aborted)));
+    }
+
+    proptest! {
+        /// Against a model that keeps every signal forever: a lookup either returns the exact
+        /// first signal ≥ v, or (aged out) a reached signal above it — never an unreached one
+        /// when the value has been reached, never a later one when the exact one is retained.
+        #[test]
+        fn lookups_follow_the_late_waiter_rule(
+            steps in proptest::collection::vec((1u64..4, any::<bool>(), any::<bool>()), 1..40),
+            probes in proptest::collection::vec(1u64..120, 1..10),
+        ) {
+            let mut h = History::<4, 4>::new(0);
+            let mut all: Vec<(u64, bool, bool)> = Vec::new(); // (value, external, reached)
+            let mut next = 0;
+            for (gap, external, reach_now) in steps {
+                let value = next + gap;
+                let origin = (!external).then(|| point(1, value));
+                if h.record(value, origin, &Frontier::new()).is_err() {
+                    // Full of pending entries: complete the oldest pending and go on.
+                    let pending = all.iter().position(|e| !e.2).unwrap();
+                    h.reach(all[pending].0).unwrap();
+                    all[pending].2 = true;
+                    continue;
+                }
+                all.push((value, external, false));
+                next = value;
+                if reach_now {
+                    let oldest_pending = all.iter().position(|e| !e.2).unwrap();
+                    h.reach(all[oldest_pending].0).unwrap();
+                    all[oldest_pending].2 = true;
+                }
+            }
+            for v in probes {
+                let truth = all.iter().find(|e| e.0 >= v);
+                match (h.lookup(v), truth) {
+                    (Lookup::Unsignalled, None) => {}
+                    (Lookup::Tracked { origin, reached, aged_out: false, .. }, Some(&(tv, false, tr))) => {
+                        prop_assert_eq!(origin.epoch, tv);
+                        prop_assert_eq!(reached, tr);
+                    }
+                    (Lookup::External { reached }, Some(&(_, true, tr))) => prop_assert_eq!(reached, tr),
+                    (Lookup::Tracked { origin, reached, aged_out: true, .. }, Some(&(tv, _, true))) => {
+                        prop_assert!(reached && origin.epoch >= tv);
+                    }
+                    (Lookup::External { reached: true }, Some(&(_, _, true))) => {}
+                    (got, want) => prop_assert!(false, "lookup({}) = {:?}, truth {:?}", v, got, want),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! Timeline semaphores that carry frontiers.
+//!
+//! A [`Semaphore`] is a monotonic `u64` timeline plus a bounded [`History`] of the signals that
+//! advanced it, each with the frontier of the operation that signalled. Waiters import the
+//! frontier of the *first* signal that reached their value (the late-waiter rule), so knowledge
+//! flows transitively through every signal without round trips.
+//!
+//! # Concurrency
+//!
+//! - The reached value is mirrored in one atomic: [`Semaphore::value`] is a single Acquire load
+//!   that pairs with the Release store made when a signal completes, so a reader that sees
+//!   `value ≥ v` also sees everything the signaller did before signalling.
+//! - History and waiter list sit behind one short lock (a spin lock; with the `isr-safe`
+//!   feature, taken inside a critical section so interrupt handlers may signal on bare metal).
+//! - Timepoint callbacks run after the lock is released (see [`timepoint`]).
+//!
+//! # Failure
+//!
+//! The first [`Failure`] wins and is sticky: every current waiter is notified with it, every
+//! later lookup and wait returns it, and further signals are refused.
+
+mod history;
+pub mod timepoint;
+
+use core::fmt;
+use core::pin::Pin;
+
+pub use history::{History, HistoryEntry, Lookup};
+pub use timepoint::{Cancelled, Notify, Outcome, Timepoint};
+
+use crate::frontier::{Frontier, Point};
+use crate::scope::{Endpoint, Scope};
+use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use crate::sync::Lock;
+use timepoint::{FiredChain, WaiterList};
+
+/// Why a timeline failed. The first failure of a semaphore wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The work that would have signalled was cancelled.
+    Cancelled,
+    /// The work that would have signalled aborted.
+    Aborted,
+    /// The device executing the signaller was lost.
+    DeviceLost,
+    /// Signals completed out of value order (a broken timeline contract).
+    OutOfOrderSignal,
+    /// An application-defined status code.
+    Application(u32),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Cancelled => f.write_str("cancelled"),
+            Failure::Aborted => f.write_str("aborted"),
+            Failure::DeviceLost => f.write_str("device lost"),
+            Failure::OutOfOrderSignal => f.write_str("signals completed out of order"),
+            Failure::Application(code) => write!(f, "application failure {code}"),
+        }
+    }
+}
+
+impl core::error::Error for Failure {}
+
+/// Why a signal was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignalError {
+    /// The value does not advance the timeline past `current`.
+    NotAdvancing {
+        /// The refused value.
+        value: u64,
+        /// The value it had to exceed.
+        current: u64,
+    },
+    /// Every history slot holds a pending signal (or the newest reached one).
+    HistoryFull {
+        /// History capacity.
+        capacity: usize,
+    },
+    /// Completing a signal that was never submitted.
+    NotSubmitted {
+        /// The value with no submitted signal.
+        value: u64,
+    },
+    /// `value` completed while the smaller `pending` value had not; the timeline has failed.
+    OutOfOrder {
+        /// The value that completed.
+        value: u64,
+        /// The smaller value still pending.
+        pending: u64,
+    },
+    /// The timeline has failed.
+    Failed(Failure),
+}
+
+impl fmt::Display for SignalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SignalError::NotAdvancing { value, current } => {
+                write!(f, "signal value {value} does not advance past {current}")
+            }
+            SignalError::HistoryFull { capacity } => {
+                write!(f, "all {capacity} history slots hold pending signals")
+            }
+            SignalError::NotSubmitted { value } => {
+                write!(f, "no signal to value {value} was submitted")
+            }
+            SignalError::OutOfOrder { value, pending } => {
+                write!(f, "value {value} completed before pending value {pending}")
+            }
+            SignalError::Failed(failure) => write!(f, "semaphore failed: {failure}"),
+        }
+    }
+}
+
+impl core::error::Error for SignalError {}
+
+/// What arming a timepoint did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Arm {
+    /// Linked: the callback will run when the value is reached or the timeline fails.
+    Armed,
+    /// Already decided; nothing was linked and the callback will not run.
+    Ready(Outcome),
+}
+
+/// Why a timepoint could not be armed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ArmError {
+    /// The timepoint is armed (here or elsewhere) or its callback is running.
+    Busy,
+}
+
+impl fmt::Display for ArmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArmError::Busy => f.write_str("timepoint is already armed or firing"),
+        }
+    }
+}
+
+impl core::error::Error for ArmError {}
+
+struct State<const H: usize, const N: usize> {
+    history: History<H, N>,
+    waiters: WaiterList,
+}
+
+/// A timeline semaphore with a frontier history of `H` signals of capacity-`N` frontiers.
+pub struct Semaphore<const H: usize = 8, const N: usize = 8> {
+    value: AtomicU64,
+    failed: AtomicU8,
+    scope: Scope,
+    home: Endpoint,
+    state: Lock<State<H, N>>,
+}
+
+impl<const H: usize, const N: usize> Semaphore<H, N> {
+    /// A semaphore at `initial`, visible within `scope` around `home` (its creator).
+    #[cfg(not(loom))]
+    pub const fn new(initial: u64, scope: Scope, home: Endpoint) -> Semaphore<H, N> {
+        Semaphore {
+            value: AtomicU64::new(initial),
+            failed: AtomicU8::new(0),
+            scope,
+            home,
+            state: Lock::new(State { history: History::new(initial), waiters: WaiterList::new() }),
+        }
+    }
+
+    /// A semaphore at `initial`, visible within `scope` around `home` (its creator).
+    #[cfg(loom)]
+    pub fn new(initial: u64, scope: Scope, home: Endpoint) -> Semaphore<H, N> {
+        Semaphore {
+            value: AtomicU64::new(initial),
+            failed: AtomicU8::new(0),
+            scope,
+            home,
+            state: Lock::new(State { history: History::new(initial), waiters: WaiterList::new() }),
+        }
+    }
+
+    /// The reached value: one atomic load.
+    pub fn value(&self) -> u64 {
+        // Acquire pairs with the Release store in `complete_signal`/`signal_external`: seeing
+        // the value means seeing what the signaller wrote before it.
+        self.value.load(Ordering::Acquire)
+    }
+
+    /// The first failure, if the timeline failed.
+    pub fn failure(&self) -> Option<Failure> {
+        // Acquire pairs with the Release store in `fail_locked`; the status itself is read
+        // under the lock.
+        if self.failed.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.state.with(|state| state.history.failure())
+    }
+
+    /// The scope fixed at creation.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    /// Where the semaphore was created.
+    pub fn home(&self) -> Endpoint {
+        self.home
+    }
+
+    /// Whether a participant at `endpoint` may wait on or signal this semaphore.
+    pub fn admits(&self, endpoint: &Endpoint) -> bool {
+        self.scope.admits(&self.home, endpoint)
+    }
+
+    /// Records a submitted (pending) signal to `value` by the operation at `origin`, carrying
+    /// its frontier. Waits submitted from now on can import it before it completes.
+    pub fn submit_signal<const M: usize>(
+        &self,
+        value: u64,
+        origin: Point,
+        frontier: &Frontier<M>,
+    ) -> Result<(), SignalError> {
+        let mut carried = Frontier::<N>::new();
+        carried.merge(frontier);
+        self.state.with(|state| state.history.record(value, Some(origin), &carried))
+    }
+
+    /// Completes the submitted signal to `value`: advances the timeline and fires every
+    /// timepoint at or below it (after the lock is released).
+    pub fn complete_signal(&self, value: u64) -> Result<(), SignalError> {
+        self.reach_then_fire(|history| history.reach(value))
+    }
+
+    /// Submits and completes a signal in one step (a host or inline signal).
+    pub fn signal<const M: usize>(
+        &self,
+        value: u64,
+        origin: Point,
+        frontier: &Frontier<M>,
+    ) -> Result<(), SignalError> {
+        let mut carried = Frontier::<N>::new();
+        carried.merge(frontier);
+        self.reach_then_fire(|history| {
+            history.record(value, Some(origin), &carried)?;
+            history.reach(value)
+        })
+    }
+
+    /// Advances the timeline from outside the scheduler's knowledge (an imported event, another
+    /// process). Values up to `value` that no tracked signal covers become a taint window:
+    /// waits on them import nothing and are never elided, until a tracked signal passes it.
+    pub fn signal_external(&self, value: u64) -> Result<(), SignalError> {
+        self.reach_then_fire(|history| {
+            history.record(value, None, &Frontier::new())?;
+            history.reach(value)
+        })
+    }
+
+    fn reach_then_fire(
+        &self,
+        reach: impl FnOnce(&mut History<H, N>) -> Result<(), SignalError>,
+    ) -> Result<(), SignalError> {
+        let (result, fired, outcome) = self.state.with(|state| {
+            let result = reach(&mut state.history);
+            match (result, state.history.failure()) {
+                (_, Some(failure)) => {
+                    self.failed.store(1, Ordering::Release);
+                    (result, state.waiters.cut_through(u64::MAX), Err(failure))
+                }
+                (Ok(()), None) => {
+                    let reached = state.history.reached();
+                    // Release pairs with the Acquire load in `value`.
+                    self.value.store(reached, Ordering::Release);
+                    (result, state.waiters.cut_through(reached), Ok(reached))
+                }
+                (Err(_), None) => (result, FiredChain::empty(), Ok(0)),
+            }
+        });
+        fired.notify_all(outcome);
+        result
+    }
+
+    /// Fails the timeline. The first failure wins (returns `true`); every armed timepoint is
+    /// notified with it and all later waits see it.
+    pub fn fail(&self, failure: Failure) -> bool {
+        let (won, first, fired) = self.state.with(|state| {
+            let won = state.history.fail(failure);
+            // Release pairs with the Acquire load in `failure`.
+            self.failed.store(1, Ordering::Release);
+            let first = state.history.failure().unwrap_or(failure);
+            (won, first, state.waiters.cut_through(u64::MAX))
+        });
+        fired.notify_all(Err(first));
+        won
+    }
+
+    /// What a wait on `S ≥ value` imports (the late-waiter rule; see [`History::lookup`]).
+    pub fn lookup(&self, value: u64) -> Lookup<N> {
+        self.state.with(|state| state.history.lookup(value))
+    }
+
+    /// Runs `f` over the retained history, oldest first, under the lock (keep `f` short).
+    pub fn with_history<R>(&self, f: impl FnOnce(&History<H, N>) -> R) -> R {
+        self.state.with(|state| f(&state.history))
+    }
+
+    /// Links `timepoint` to fire when the timeline reaches `minimum` or fails.
+    ///
+    /// Returns [`Arm::Ready`] without linking when that is already decided. Refuses a
+    /// timepoint that is armed or firing.
+    ///
+    /// # Safety
+    /// If this returns `Ok(Arm::Armed)`, `timepoint` must stay alive and in place until it has
+    /// fired ([`Timepoint::is_done`]) or [`cancel`](Self::cancel) returned, and this semaphore
+    /// must outlive that period. [`wait_scoped`](Self::wait_scoped) packages these obligations
+    /// safely.
+    pub unsafe fn arm(
+        &self,
+        timepoint: Pin<&Timepoint<'_>>,
+        minimum: u64,
+    ) -> Result<Arm, ArmError> {
+        let timepoint = timepoint.get_ref();
+        self.state.with(|state| {
+            if !timepoint::is_armable(timepoint) {
+                return Err(ArmError::Busy);
+            }
+            if let Some(failure) = state.history.failure() {
+                return Ok(Arm::Ready(Err(failure)));
+            }
+            let reached = state.history.reached();
+            if reached >= minimum {
+                return Ok(Arm::Ready(Ok(reached)));
+            }
+            // SAFETY: the caller upholds the arm contract above (alive and pinned until
+            // unlinked); the lock is held.
+            unsafe { state.waiters.insert(timepoint, minimum) };
+            Ok(Arm::Armed)
+        })
+    }
+
+    /// Unlinks `timepoint` if it is still armed here. If its callback is running, waits for it
+    /// to return, so afterwards nothing touches the timepoint.
+    pub fn cancel(&self, timepoint: &Timepoint<'_>) -> Cancelled {
+        if self.state.with(|state| state.waiters.remove(timepoint)) {
+            return Cancelled::Unlinked;
+        }
+        if timepoint::state_is_firing(timepoint) {
+            timepoint::wait_until_not_firing(timepoint);
+            return Cancelled::AlreadyFired;
+        }
+        if timepoint.is_done() {
+            Cancelled::AlreadyFired
+        } else {
+            Cancelled::NotArmed
+        }
+    }
+
+    /// Arms a stack timepoint for `minimum` that calls `notify`, runs `body` with the arming
+    /// result, then cancels (waiting out a running callback) before returning. The safe way to
+    /// block on a semaphore: `body` parks until `notify` has been called or gives up.
+    pub fn wait_scoped<R>(
+        &self,
+        minimum: u64,
+        notify: &dyn Notify,
+        body: impl FnOnce(Arm) -> R,
+    ) -> R {
+        let timepoint = core::pin::pin!(Timepoint::new(notify));
+        // SAFETY: the timepoint is pinned in this frame and `self` is borrowed for the whole
+        // call; the `cancel` below runs before either can go away (also on unwind, through
+        // the guard), and returns only once no thread touches the timepoint.
+        let armed = unsafe { self.arm(timepoint.as_ref(), minimum) }
+            .expect("a fresh timepoint is idle");
+        let guard = CancelOnDrop { semaphore: self, timepoint: &timepoint };
+        let result = body(armed);
+        drop(guard);
+        result
+    }
+
+    /// Whether any timepoint is armed (for diagnostics and teardown checks).
+    pub fn has_waiters(&self) -> bool {
+        self.state.with(|state| !state.waiters.is_empty())
+    }
+}
+
+struct CancelOnDrop<'s, 't, const H: usize, const N: usize> {
+    semaphore: &'s Semaphore<H, N>,
+    timepoint: &'t Timepoint<'t>,
+}
+
+impl<const H: usize, const N: usize> Drop for CancelOnDrop<'_, '_, H, N> {
+    fn drop(&mut self) {
+        let _ = self.semaphore.cancel(self.timepoint);
+    }
+}
+
+impl<const H: usize, const N: usize> fmt::Debug for Semaphore<H, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("value", &self.value())
+            .field("failure", &self.failure())
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

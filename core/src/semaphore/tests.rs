@@ -1,0 +1,224 @@
+use core::pin::pin;
+use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
+use std::sync::Mutex;
+use std::vec::Vec;
+
+use super::*;
+use crate::axis::{Axis, Domain};
+
+const HERE: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 1 };
+
+fn semaphore() -> Semaphore<4, 4> {
+    Semaphore::new(0, Scope::DeviceLocal, HERE)
+}
+
+fn origin(queue: u64, epoch: u64) -> Point {
+    Point::new(Axis::new(0, Domain::Queue, queue), epoch)
+}
+
+fn signal(s: &Semaphore<4, 4>, value: u64, queue: u64, epoch: u64) -> Result<(), SignalError> {
+    let o = origin(queue, epoch);
+    s.signal(value, o, &Frontier::<4>::from_points([o]))
+}
+
+/// Records every outcome it is notified with.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Outcome>>);
+
+impl Notify for Recorder {
+    fn notify(&self, outcome: Outcome) {
+        self.0.lock().unwrap().push(outcome);
+    }
+}
+
+impl Recorder {
+    fn seen(&self) -> Vec<Outcome> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn value_advances_and_refuses_stale_signals() {
+    let s = semaphore();
+    signal(&s, 2, 1, 1).unwrap();
+    assert_eq!(s.value(), 2);
+    assert_eq!(signal(&s, 2, 1, 2), Err(SignalError::NotAdvancing { value: 2, current: 2 }));
+    assert_eq!(s.complete_signal(7), Err(SignalError::NotSubmitted { value: 7 }));
+    assert_eq!(s.value(), 2);
+}
+
+#[test]
+fn pending_signal_is_visible_to_lookups_before_it_completes() {
+    let s = semaphore();
+    let o = origin(3, 9);
+    s.submit_signal(1, o, &Frontier::<8>::from_points([o])).unwrap();
+    assert_eq!(s.value(), 0);
+    assert!(matches!(s.lookup(1), Lookup::Tracked { reached: false, origin, .. } if origin == o));
+    s.complete_signal(1).unwrap();
+    assert!(matches!(s.lookup(1), Lookup::Tracked { reached: true, .. }));
+}
+
+#[test]
+fn timepoints_fire_in_value_order_only_when_reached() {
+    let s = semaphore();
+    let (r1, r3) = (Recorder::default(), Recorder::default());
+    let t3 = pin!(Timepoint::new(&r3));
+    let t1 = pin!(Timepoint::new(&r1));
+    // SAFETY: both timepoints are pinned in this frame, outlive the semaphore's use of them
+    // (they fire below, checked with `is_done`) and `s` outlives them.
+    unsafe {
+        assert_eq!(s.arm(t3.as_ref(), 3), Ok(Arm::Armed));
+        assert_eq!(s.arm(t1.as_ref(), 1), Ok(Arm::Armed));
+        assert_eq!(s.arm(t1.as_ref(), 1), Err(ArmError::Busy));
+    }
+    signal(&s, 2, 1, 1).unwrap();
+    assert_eq!(r1.seen(), [Ok(2)]);
+    assert!(t1.is_done() && !t3.is_done());
+    assert!(r3.seen().is_empty());
+    signal(&s, 5, 1, 2).unwrap();
+    assert_eq!(r3.seen(), [Ok(5)]);
+    assert!(!s.has_waiters());
+}
+
+#[test]
+fn arming_a_reached_value_is_ready_without_a_callback() {
+    let s = semaphore();
+    signal(&s, 4, 1, 1).unwrap();
+    let r = Recorder::default();
+    let t = pin!(Timepoint::new(&r));
+    // SAFETY: `Ready` links nothing.
+    assert_eq!(unsafe { s.arm(t.as_ref(), 4) }, Ok(Arm::Ready(Ok(4))));
+    assert!(r.seen().is_empty());
+    assert!(!t.is_busy());
+}
+
+#[test]
+fn cancelled_timepoints_never_fire_and_can_be_rearmed() {
+    let s = semaphore();
+    let r = Recorder::default();
+    let t = pin!(Timepoint::new(&r));
+    // SAFETY: pinned here; cancelled or fired before the frame ends.
+    unsafe { assert_eq!(s.arm(t.as_ref(), 2), Ok(Arm::Armed)) };
+    assert_eq!(s.cancel(&t), Cancelled::Unlinked);
+    assert_eq!(s.cancel(&t), Cancelled::NotArmed);
+    signal(&s, 3, 1, 1).unwrap();
+    assert!(r.seen().is_empty());
+    // SAFETY: as above.
+    unsafe { assert_eq!(s.arm(t.as_ref(), 4), Ok(Arm::Armed)) };
+    signal(&s, 4, 1, 2).unwrap();
+    assert_eq!(r.seen(), [Ok(4)]);
+    assert_eq!(s.cancel(&t), Cancelled::AlreadyFired);
+}
+
+/// A callback that takes the semaphore's lock again would spin forever if callbacks ran under it.
+struct Reentrant<'s> {
+    semaphore: &'s Semaphore<4, 4>,
+    observed: StdAtomicU64,
+}
+
+impl Notify for Reentrant<'_> {
+    fn notify(&self, _: Outcome) {
+        let value = self.semaphore.value();
+        let imported = matches!(self.semaphore.lookup(value), Lookup::Tracked { .. });
+        self.observed.store(if imported { value } else { u64::MAX }, StdOrdering::SeqCst);
+    }
+}
+
+#[test]
+fn callbacks_run_outside_the_lock() {
+    let s = semaphore();
+    let probe = Reentrant { semaphore: &s, observed: StdAtomicU64::new(0) };
+    let t = pin!(Timepoint::new(&probe));
+    // SAFETY: pinned here; fires below.
+    unsafe { assert_eq!(s.arm(t.as_ref(), 1), Ok(Arm::Armed)) };
+    signal(&s, 1, 1, 1).unwrap();
+    assert_eq!(probe.observed.load(StdOrdering::SeqCst), 1);
+}
+
+#[test]
+fn failure_is_sticky_and_reaches_current_and_later_waiters() {
+    let s = semaphore();
+    let r = Recorder::default();
+    let t = pin!(Timepoint::new(&r));
+    // SAFETY: pinned here; fires below.
+    unsafe { assert_eq!(s.arm(t.as_ref(), 10), Ok(Arm::Armed)) };
+    assert!(s.fail(Failure::DeviceLost));
+    assert!(!s.fail(Failure::Aborted));
+    assert_eq!(r.seen(), [Err(Failure::DeviceLost)]);
+    assert_eq!(s.failure(), Some(Failure::DeviceLost));
+    let late = pin!(Timepoint::new(&r));
+    // SAFETY: `Ready` links nothing.
+    assert_eq!(unsafe { s.arm(late.as_ref(), 1) }, Ok(Arm::Ready(Err(Failure::DeviceLost))));
+    assert_eq!(s.lookup(1), Lookup::Failed(Failure::DeviceLost));
+    assert_eq!(signal(&s, 11, 1, 1), Err(SignalError::Failed(Failure::DeviceLost)));
+}
+
+#[test]
+fn out_of_order_completion_fails_waiters_instead_of_lying() {
+    let s = semaphore();
+    let r = Recorder::default();
+    let t = pin!(Timepoint::new(&r));
+    s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
+    s.submit_signal(2, origin(2, 1), &Frontier::<4>::new()).unwrap();
+    // SAFETY: pinned here; fires below.
+    unsafe { assert_eq!(s.arm(t.as_ref(), 1), Ok(Arm::Armed)) };
+    assert_eq!(s.complete_signal(2), Err(SignalError::OutOfOrder { value: 2, pending: 1 }));
+    assert_eq!(r.seen(), [Err(Failure::OutOfOrderSignal)]);
+    assert_eq!(s.value(), 0);
+}
+
+#[test]
+fn external_signals_open_a_taint_window() {
+    let s = semaphore();
+    signal(&s, 1, 1, 1).unwrap();
+    s.signal_external(3).unwrap();
+    assert_eq!(s.value(), 3);
+    assert_eq!(s.lookup(2), Lookup::External { reached: true });
+    signal(&s, 4, 1, 2).unwrap();
+    assert!(matches!(s.lookup(4), Lookup::Tracked { .. }));
+}
+
+/// Unparks a waiting thread.
+struct Unpark(std::thread::Thread, std::sync::atomic::AtomicBool);
+
+impl Notify for Unpark {
+    fn notify(&self, _: Outcome) {
+        self.1.store(true, StdOrdering::Release);
+        self.0.unpark();
+    }
+}
+
+#[test]
+fn scoped_wait_blocks_until_another_thread_signals() {
+    let s = semaphore();
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| {
+            let wake = Unpark(std::thread::current(), Default::default());
+            s.wait_scoped(3, &wake, |arm| match arm {
+                Arm::Ready(outcome) => outcome,
+                Arm::Armed => {
+                    while !wake.1.load(StdOrdering::Acquire) {
+                        std::thread::park();
+                    }
+                    Ok(s.value())
+                }
+            })
+        });
+        for v in 1..=3 {
+            signal(&s, v, 1, v).unwrap();
+        }
+        assert_eq!(waiter.join().unwrap(), Ok(3));
+    });
+    assert!(!s.has_waiters());
+}
+
+#[test]
+fn scoped_wait_that_gives_up_unlinks_its_timepoint() {
+    let s = semaphore();
+    let r = Recorder::default();
+    let outcome = s.wait_scoped(5, &r, |arm| arm);
+    assert_eq!(outcome, Arm::Armed);
+    assert!(!s.has_waiters());
+    signal(&s, 5, 1, 1).unwrap();
+    assert!(r.seen().is_empty());
+}
