@@ -8,6 +8,11 @@
 //! - [`semaphore`] — timeline semaphores with a frontier history, taint windows, sticky
 //!   failure and intrusive timepoints.
 //! - [`scope`] — how far a semaphore's signals are visible.
+//! - [`queue`] — queue clocks and the resolution of every wait into elided, satisfied,
+//!   device wait or held.
+//! - [`fence`] — sets of semaphore points for wait and signal lists.
+//! - [`collective`] — one shared axis for an N-participant collective.
+//! - [`reuse`] — death frontiers and the buffer reuse decision.
 //!
 //! Every fallible operation returns a small typed error; nothing here panics on data that came
 //! from outside the program, and nothing allocates.
@@ -17,12 +22,20 @@
 extern crate std;
 
 pub mod axis;
+pub mod collective;
+pub mod fence;
 pub mod frontier;
+pub mod queue;
+pub mod reuse;
 pub mod scope;
 pub mod semaphore;
 mod sync;
 
 pub use axis::{Axis, AxisAllocator, AxisError, Domain};
 pub use frontier::{Frontier, Point, WireError};
+pub use collective::{CollectiveChannel, CollectiveRound};
+pub use fence::Fence;
+pub use queue::{Capabilities, QueueClock, Resolution, Submission, Submitted, WaitResolution};
+pub use reuse::{Acquire, DeathRecord, ReuseDecision, ReusePool};
 pub use scope::{Endpoint, Scope};
 pub use semaphore::{Failure, Semaphore, SignalError};

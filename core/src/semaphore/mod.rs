@@ -92,6 +92,8 @@ pub enum SignalError {
         /// The smaller value still pending.
         pending: u64,
     },
+    /// The semaphore's scope does not reach the signaller.
+    OutOfScope,
     /// The timeline has failed.
     Failed(Failure),
 }
@@ -111,6 +113,7 @@ impl fmt::Display for SignalError {
             SignalError::OutOfOrder { value, pending } => {
                 write!(f, "value {value} completed before pending value {pending}")
             }
+            SignalError::OutOfScope => f.write_str("semaphore scope does not reach the signaller"),
             SignalError::Failed(failure) => write!(f, "semaphore failed: {failure}"),
         }
     }
