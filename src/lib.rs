@@ -1,5 +1,8 @@
 //! # causeway
 //!
-//! The hosted facade of causeway. Today it re-exports the causal core ([`causeway_core`]);
-//! runtimes, drivers and the CLI grow here in later layers.
+//! The hosted facade of causeway. It re-exports the `no_std` causal core ([`causeway_core`])
+//! and adds what only a hosted process has: blocking host waits ([`host`]). Runtimes, drivers
+//! and the CLI grow here in later layers.
 pub use causeway_core::*;
+
+pub mod host;
