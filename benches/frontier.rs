@@ -391,6 +391,13 @@ fn bench_merge(c: &mut Criterion) {
                 black_box(&out);
             })
         });
+        // The harness floor both peers pay: the fresh operand copy, with no merge.
+        group.bench_function("copy_only", |b| {
+            b.iter(|| {
+                let out = *black_box(&left);
+                black_box(&out);
+            })
+        });
         group.finish();
     }
 }

@@ -27,13 +27,19 @@ pub struct FenceFull<'s, const H: usize, const N: usize> {
 
 impl<const H: usize, const N: usize> fmt::Debug for FenceFull<'_, H, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FenceFull").field("value", &self.value).finish_non_exhaustive()
+        f.debug_struct("FenceFull")
+            .field("value", &self.value)
+            .finish_non_exhaustive()
     }
 }
 
 impl<const H: usize, const N: usize> fmt::Display for FenceFull<'_, H, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "fence is full; point at value {} handed back", self.value)
+        write!(
+            f,
+            "fence is full; point at value {} handed back",
+            self.value
+        )
     }
 }
 
@@ -56,7 +62,9 @@ impl<'s, const K: usize, const H: usize, const N: usize> Fence<'s, K, H, N> {
             point.1 = point.1.max(value);
             return Ok(());
         }
-        self.points.push((semaphore, value)).map_err(|(semaphore, value)| FenceFull { semaphore, value })
+        self.points
+            .push((semaphore, value))
+            .map_err(|(semaphore, value)| FenceFull { semaphore, value })
     }
 
     /// The points, in insertion order.
@@ -77,7 +85,9 @@ impl<'s, const K: usize, const H: usize, const N: usize> Fence<'s, K, H, N> {
     /// Whether every point is reached (one atomic load per point). A failed semaphore never
     /// counts as reached: see [`failure`](Self::failure).
     pub fn is_reached(&self) -> bool {
-        self.points.iter().all(|(s, v)| s.value() >= *v && s.failure().is_none())
+        self.points
+            .iter()
+            .all(|(s, v)| s.value() >= *v && s.failure().is_none())
     }
 
     /// The failure of the first failed semaphore in the fence, if any.
@@ -94,7 +104,9 @@ impl<const K: usize, const H: usize, const N: usize> Default for Fence<'_, K, H,
 
 impl<const K: usize, const H: usize, const N: usize> fmt::Debug for Fence<'_, K, H, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.points.iter().map(|(s, v)| (s.value(), *v))).finish()
+        f.debug_list()
+            .entries(self.points.iter().map(|(s, v)| (s.value(), *v)))
+            .finish()
     }
 }
 
@@ -105,7 +117,13 @@ mod tests {
     use crate::frontier::{Frontier, Point};
     use crate::scope::{Endpoint, Scope};
 
-    const HERE: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
+    const HERE: Endpoint = Endpoint {
+        machine: 0,
+        process: 0,
+        device_group: 0,
+        device: 0,
+        queue: 0,
+    };
 
     #[test]
     fn duplicate_semaphores_keep_the_larger_value_and_overflow_hands_back() {
@@ -115,7 +133,13 @@ mod tests {
         fence.insert(&a, 3).unwrap();
         fence.insert(&a, 5).unwrap();
         fence.insert(&a, 1).unwrap();
-        assert_eq!(fence.iter().map(|(_, v)| v).collect::<heapless::Vec<_, 2>>(), [5]);
+        assert_eq!(
+            fence
+                .iter()
+                .map(|(_, v)| v)
+                .collect::<heapless::Vec<_, 2>>(),
+            [5]
+        );
         let back = fence.insert(&b, 2).unwrap_err();
         assert!(ptr::eq(back.semaphore, &b) && back.value == 2);
     }

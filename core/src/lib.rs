@@ -30,11 +30,13 @@ pub mod reuse;
 pub mod scope;
 pub mod semaphore;
 mod sync;
+#[cfg(all(test, not(loom)))]
+mod testing;
 
 pub use axis::{Axis, AxisAllocator, AxisError, Domain};
-pub use frontier::{Frontier, Point, WireError};
 pub use collective::{CollectiveChannel, CollectiveRound};
 pub use fence::Fence;
+pub use frontier::{Frontier, Point, WireError};
 pub use queue::{Capabilities, QueueClock, Resolution, Submission, Submitted, WaitResolution};
 pub use reuse::{Acquire, DeathRecord, ReuseDecision, ReusePool};
 pub use scope::{Endpoint, Scope};

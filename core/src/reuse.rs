@@ -74,7 +74,10 @@ impl<const N: usize> DeathRecord<N> {
         if missing.is_empty() {
             ReuseDecision::ReuseNow
         } else {
-            ReuseDecision::NeedsWait { missing, dealloc: self.dealloc }
+            ReuseDecision::NeedsWait {
+                missing,
+                dealloc: self.dealloc,
+            }
         }
     }
 }
@@ -124,7 +127,11 @@ pub struct PoolFull<const N: usize>(pub FreeBlock<N>);
 
 impl<const N: usize> fmt::Display for PoolFull<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "reuse pool is full; block {} handed back", self.0.block.0)
+        write!(
+            f,
+            "reuse pool is full; block {} handed back",
+            self.0.block.0
+        )
     }
 }
 
@@ -176,7 +183,10 @@ impl<const B: usize, const N: usize> ReusePool<B, N> {
                     }
                 }
                 ReuseDecision::NeedsWait { missing, dealloc } => {
-                    if best_wait.as_ref().is_none_or(|(_, m, _)| missing.len() < m.len()) {
+                    if best_wait
+                        .as_ref()
+                        .is_none_or(|(_, m, _)| missing.len() < m.len())
+                    {
                         best_wait = Some((candidate.block, missing, dealloc));
                     }
                 }
@@ -187,7 +197,11 @@ impl<const B: usize, const N: usize> ReusePool<B, N> {
                 let block = self.free.swap_remove(index).block;
                 Acquire::Reuse { block, size }
             }
-            (None, Some((block, missing, dealloc))) => Acquire::NeedsWait { block, missing, dealloc },
+            (None, Some((block, missing, dealloc))) => Acquire::NeedsWait {
+                block,
+                missing,
+                dealloc,
+            },
             (None, None) => Acquire::Exhausted,
         }
     }
@@ -210,9 +224,15 @@ mod tests {
     fn knowing_the_dealloc_or_dominating_the_past_allows_reuse() {
         let r = record(p(1, 4), &[p(1, 3), p(2, 7)]);
         let none = Frontier::<8>::new();
-        assert_eq!(r.decide(&Frontier::<8>::from_points([p(1, 4)]), &none), ReuseDecision::ReuseNow);
         assert_eq!(
-            r.decide(&Frontier::<8>::from_points([p(1, 3)]), &Frontier::<4>::from_points([p(2, 9)])),
+            r.decide(&Frontier::<8>::from_points([p(1, 4)]), &none),
+            ReuseDecision::ReuseNow
+        );
+        assert_eq!(
+            r.decide(
+                &Frontier::<8>::from_points([p(1, 3)]),
+                &Frontier::<4>::from_points([p(2, 9)])
+            ),
             ReuseDecision::ReuseNow
         );
         match r.decide(&Frontier::<8>::from_points([p(1, 3)]), &none) {
@@ -240,9 +260,15 @@ mod tests {
     #[test]
     fn pool_prefers_reusable_then_fewest_waits_then_exhausted() {
         let mut pool: ReusePool<3> = ReusePool::new();
-        let block = |id, size, r| FreeBlock { block: BlockId(id), size, record: r };
-        pool.release(block(1, 64, record(p(1, 2), &[p(1, 1), p(2, 1), p(3, 1)]))).unwrap();
-        pool.release(block(2, 64, record(p(2, 5), &[p(2, 4)]))).unwrap();
+        let block = |id, size, r| FreeBlock {
+            block: BlockId(id),
+            size,
+            record: r,
+        };
+        pool.release(block(1, 64, record(p(1, 2), &[p(1, 1), p(2, 1), p(3, 1)])))
+            .unwrap();
+        pool.release(block(2, 64, record(p(2, 5), &[p(2, 4)])))
+            .unwrap();
         pool.release(block(3, 16, record(p(1, 9), &[]))).unwrap();
         assert_eq!(
             pool.release(block(4, 1, record(p(1, 1), &[]))),
@@ -250,7 +276,13 @@ mod tests {
         );
         let knows = Frontier::<8>::from_points([p(1, 1)]);
         let none = Frontier::<8>::new();
-        assert_eq!(pool.acquire(8, &knows, &none), Acquire::Reuse { block: BlockId(3), size: 16 });
+        assert_eq!(
+            pool.acquire(8, &knows, &none),
+            Acquire::Reuse {
+                block: BlockId(3),
+                size: 16
+            }
+        );
         match pool.acquire(32, &knows, &none) {
             Acquire::NeedsWait { block, missing, .. } => {
                 assert_eq!(block, BlockId(2));

@@ -68,7 +68,12 @@ impl<const N: usize> Frontier<N> {
         // Referencing the constant forces the capacity check at compile time.
         #[allow(clippy::let_unit_value)]
         let () = Self::CAPACITY_IS_VALID;
-        Frontier { axes: [EMPTY; N], epochs: [0; N], len: 0, tainted: false }
+        Frontier {
+            axes: [EMPTY; N],
+            epochs: [0; N],
+            len: 0,
+            tainted: false,
+        }
     }
 
     /// A frontier holding the given points (later duplicates raise earlier ones; overflow evicts
@@ -125,10 +130,13 @@ impl<const N: usize> Frontier<N> {
 
     /// The entries in axis order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Point> + '_ {
-        self.axes[..self.len()].iter().zip(&self.epochs[..self.len()]).map(|(&a, &e)| Point {
-            axis: Axis::from_trusted_bits(a),
-            epoch: e,
-        })
+        self.axes[..self.len()]
+            .iter()
+            .zip(&self.epochs[..self.len()])
+            .map(|(&a, &e)| Point {
+                axis: Axis::from_trusted_bits(a),
+                epoch: e,
+            })
     }
 
     /// Removes every entry and the taint.
@@ -174,65 +182,66 @@ impl<const N: usize> Frontier<N> {
         if other.len == 0 {
             return;
         }
-        if N == M && self.len == other.len && self.axes[..] == other.axes[..] {
+        if N == M && self.len == other.len && same_axes(&self.axes, &other.axes) {
             // Same axes in the same slots: epochs join element-wise, no reordering.
             for (mine, theirs) in self.epochs.iter_mut().zip(other.epochs.iter()) {
                 *mine = (*mine).max(*theirs);
             }
             return;
         }
-        self.merge_general(other);
+        // A scratch of 2·max(N, M) slots holds the whole union, so the walk never evicts.
+        if M <= N {
+            self.merge_through_scratch::<N, M>(other);
+        } else {
+            self.merge_through_scratch::<M, M>(other);
+        }
     }
 
-    fn merge_general<const M: usize>(&mut self, other: &Frontier<M>) {
-        let old = *self;
-        let (old_len, other_len) = (old.len(), other.len());
-        self.axes = [EMPTY; N];
-        self.epochs = [0; N];
-        self.len = 0;
-        let (mut i, mut j) = (0, 0);
-        while i < old_len || j < other_len {
-            let a = if i < old_len { old.axes[i] } else { EMPTY };
-            let b = if j < other_len { other.axes[j] } else { EMPTY };
+    /// Sorted union into a stack scratch (branch-free walk), then, only on overflow, eviction
+    /// of the smallest epochs by marking them 0, then one copy back.
+    fn merge_through_scratch<const S: usize, const M: usize>(&mut self, other: &Frontier<M>) {
+        let mut axes = [[EMPTY; S]; 2];
+        let mut epochs = [[0u64; S]; 2];
+        let (axes, epochs) = (axes.as_flattened_mut(), epochs.as_flattened_mut());
+        let (own_len, other_len) = (self.len(), other.len());
+        let (mut i, mut j, mut k) = (0, 0, 0);
+        while i < own_len || j < other_len {
+            // Clamped indices keep every load in bounds without a check, so the selections
+            // below compile to conditional moves rather than branches.
+            let (ic, jc) = (i.min(N - 1), j.min(M - 1));
+            let a = if i < own_len { self.axes[ic] } else { EMPTY };
+            let b = if j < other_len { other.axes[jc] } else { EMPTY };
             let (take_a, take_b) = (a <= b, b <= a);
-            let ea = if take_a { old.epochs[i] } else { 0 };
-            let eb = if take_b { other.epochs[j] } else { 0 };
-            self.push_ordered(a.min(b), ea.max(eb));
+            let ea = if take_a { self.epochs[ic] } else { 0 };
+            let eb = if take_b { other.epochs[jc] } else { 0 };
+            let kc = k.min(2 * S - 1);
+            axes[kc] = a.min(b);
+            epochs[kc] = ea.max(eb);
             i += usize::from(take_a);
             j += usize::from(take_b);
+            k += 1;
         }
-    }
-
-    /// Appends an entry whose axis is larger than every held axis, evicting on overflow.
-    fn push_ordered(&mut self, bits: u64, epoch: u64) {
-        let len = self.len();
-        if len < N {
-            self.axes[len] = bits;
-            self.epochs[len] = epoch;
-            self.len += 1;
-            return;
-        }
-        self.tainted = true;
-        let victim = self.eviction_victim();
-        if evicts_before(epoch, bits, self.epochs[victim], self.axes[victim]) {
-            return;
-        }
-        self.remove_at(victim);
-        self.axes[N - 1] = bits;
-        self.epochs[N - 1] = epoch;
-        self.len += 1;
-    }
-
-    /// Index of the entry overflow evicts first: the smallest epoch, ties to the larger axis.
-    fn eviction_victim(&self) -> usize {
-        let mut victim = 0;
-        for k in 1..self.len() {
-            if evicts_before(self.epochs[k], self.axes[k], self.epochs[victim], self.axes[victim])
-            {
-                victim = k;
+        if k > N {
+            self.tainted = true;
+            evict_smallest(&mut epochs[..k], k - N);
+            let mut kept = 0;
+            for (&a, &e) in axes[..k].iter().zip(&epochs[..k]) {
+                // Branch-free compaction: always write, advance only past kept entries.
+                let slot = kept.min(N - 1);
+                self.axes[slot] = if e != 0 { a } else { self.axes[slot] };
+                self.epochs[slot] = if e != 0 { e } else { self.epochs[slot] };
+                kept += usize::from(e != 0);
             }
+            self.len = N as u8;
+        } else {
+            self.axes.copy_from_slice(&axes[..N]);
+            self.epochs.copy_from_slice(&epochs[..N]);
+            self.len = k as u8;
         }
-        victim
+    }
+
+    fn eviction_victim(&self) -> usize {
+        smallest_entry(&self.axes[..self.len()], &self.epochs[..self.len()])
     }
 
     fn remove_at(&mut self, index: usize) {
@@ -260,7 +269,7 @@ impl<const N: usize> Frontier<N> {
         if other.tainted {
             return false;
         }
-        if N == M && self.axes[..] == other.axes[..] {
+        if N == M && self.len == other.len && same_axes(&self.axes, &other.axes) {
             // Same axes in the same slots: one element-wise pass, no early exit to mispredict.
             let mut covered = true;
             for (mine, theirs) in self.epochs.iter().zip(other.epochs.iter()) {
@@ -270,7 +279,10 @@ impl<const N: usize> Frontier<N> {
         }
         let len = self.len();
         let mut i = 0;
-        for (&b, &e) in other.axes[..other.len()].iter().zip(&other.epochs[..other.len()]) {
+        for (&b, &e) in other.axes[..other.len()]
+            .iter()
+            .zip(&other.epochs[..other.len()])
+        {
             while i < len && self.axes[i] < b {
                 i += 1;
             }
@@ -285,13 +297,55 @@ impl<const N: usize> Frontier<N> {
     /// capacity. Tainted when `requirement` is: the answer is then incomplete as well.
     pub fn find_undominated<const M: usize>(&self, requirement: &Frontier<M>) -> Frontier<M> {
         let mut missing = Frontier::<M>::new();
-        for point in requirement.iter() {
-            if !self.knows(point) {
-                missing.push_ordered(point.axis.to_bits(), point.epoch);
-            }
+        for point in requirement.iter().filter(|&p| !self.knows(p)) {
+            // A subset of `requirement` in axis order: appending never overflows.
+            let at = missing.len();
+            missing.axes[at] = point.axis.to_bits();
+            missing.epochs[at] = point.epoch;
+            missing.len += 1;
         }
         missing.tainted = requirement.tainted;
         missing
+    }
+}
+
+/// Whole-array axis equality, written as a fold so it compiles to inline vector compares
+/// rather than a call to `bcmp`.
+fn same_axes<const N: usize, const M: usize>(a: &[u64; N], b: &[u64; M]) -> bool {
+    a.iter()
+        .zip(b.iter())
+        .fold(true, |same, (x, y)| same & (x == y))
+}
+
+/// Index of the entry overflow evicts first among live entries (epoch 0 marks an evicted one).
+fn smallest_entry(axes: &[u64], epochs: &[u64]) -> usize {
+    let mut victim = 0;
+    let (mut victim_epoch, mut victim_axis) = (u64::MAX, 0);
+    for (k, (&a, &e)) in axes.iter().zip(epochs).enumerate() {
+        let smaller = e != 0 && (e < victim_epoch || (e == victim_epoch && a > victim_axis));
+        victim = if smaller { k } else { victim };
+        victim_epoch = if smaller { e } else { victim_epoch };
+        victim_axis = if smaller { a } else { victim_axis };
+    }
+    victim
+}
+
+/// Marks (epoch := 0) the `count` entries overflow evicts from an axis-sorted run of live
+/// entries: smallest epochs, ties to the larger axis, i.e. the later index.
+///
+/// Each round is two independent passes (a minimum, then the last index holding it) instead of
+/// one pass carrying (epoch, index) through a serial chain of conditional moves.
+fn evict_smallest(epochs: &mut [u64], count: usize) {
+    for _ in 0..count {
+        let live = |e: u64| if e == 0 { u64::MAX } else { e };
+        let (mut lo, mut hi) = (u64::MAX, u64::MAX);
+        for pair in epochs.chunks(2) {
+            lo = lo.min(live(pair[0]));
+            hi = hi.min(pair.get(1).map_or(u64::MAX, |&e| live(e)));
+        }
+        let smallest = lo.min(hi);
+        let victim = epochs.iter().rposition(|&e| e == smallest).unwrap_or(0);
+        epochs[victim] = 0;
     }
 }
 

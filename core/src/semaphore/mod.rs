@@ -172,7 +172,10 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
             failed: AtomicU8::new(0),
             scope,
             home,
-            state: Lock::new(State { history: History::new(initial), waiters: WaiterList::new() }),
+            state: Lock::new(State {
+                history: History::new(initial),
+                waiters: WaiterList::new(),
+            }),
         }
     }
 
@@ -184,7 +187,10 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
             failed: AtomicU8::new(0),
             scope,
             home,
-            state: Lock::new(State { history: History::new(initial), waiters: WaiterList::new() }),
+            state: Lock::new(State {
+                history: History::new(initial),
+                waiters: WaiterList::new(),
+            }),
         }
     }
 
@@ -230,7 +236,8 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
     ) -> Result<(), SignalError> {
         let mut carried = Frontier::<N>::new();
         carried.merge(frontier);
-        self.state.with(|state| state.history.record(value, Some(origin), &carried))
+        self.state
+            .with(|state| state.history.record(value, Some(origin), &carried))
     }
 
     /// Completes the submitted signal to `value`: advances the timeline and fires every
@@ -376,9 +383,12 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
         // SAFETY: the timepoint is pinned in this frame and `self` is borrowed for the whole
         // call; the `cancel` below runs before either can go away (also on unwind, through
         // the guard), and returns only once no thread touches the timepoint.
-        let armed = unsafe { self.arm(timepoint.as_ref(), minimum) }
-            .expect("a fresh timepoint is idle");
-        let guard = CancelOnDrop { semaphore: self, timepoint: &timepoint };
+        let armed =
+            unsafe { self.arm(timepoint.as_ref(), minimum) }.expect("a fresh timepoint is idle");
+        let guard = CancelOnDrop {
+            semaphore: self,
+            timepoint: &timepoint,
+        };
         let result = body(armed);
         drop(guard);
         result

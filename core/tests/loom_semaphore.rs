@@ -1,0 +1,127 @@
+//! Loom models of the semaphore's timepoint protocol (run with `RUSTFLAGS="--cfg loom"`).
+//!
+//! Every interleaving of signal, failure, arm and cancel is explored for:
+//! - no lost wake-up: an armed timepoint whose value is reached is notified;
+//! - exactly once: a timepoint is notified at most once, never after `cancel` unlinked it;
+//! - `cancel` returning means the callback has finished (its effects are visible).
+#![cfg(loom)]
+
+use std::pin::pin;
+
+use causeway_core::axis::{Axis, Domain};
+use causeway_core::frontier::{Frontier, Point};
+use causeway_core::semaphore::{Arm, Cancelled, Failure, Notify, Outcome, Timepoint};
+use causeway_core::{Endpoint, Scope, Semaphore};
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+type Sem = Semaphore<2, 2>;
+
+fn semaphore() -> Arc<Sem> {
+    let home = Endpoint {
+        machine: 0,
+        process: 0,
+        device_group: 0,
+        device: 0,
+        queue: 0,
+    };
+    Arc::new(Semaphore::new(0, Scope::DeviceLocal, home))
+}
+
+fn origin() -> Point {
+    Point::new(Axis::new(0, Domain::Queue, 1), 1)
+}
+
+#[derive(Default)]
+struct Count {
+    calls: AtomicUsize,
+    failures: AtomicUsize,
+}
+
+impl Notify for Count {
+    fn notify(&self, outcome: Outcome) {
+        if outcome.is_err() {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        // Relaxed is enough: the model checks visibility through the protocol's own
+        // Release (DONE) / Acquire (cancel, is_done) pair.
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn signal_racing_arm_and_cancel_notifies_exactly_when_it_should() {
+    loom::model(|| {
+        let sem = semaphore();
+        let signaller = {
+            let sem = sem.clone();
+            thread::spawn(move || sem.signal(1, origin(), &Frontier::<2>::new()).unwrap())
+        };
+        let count = Count::default();
+        let timepoint = pin!(Timepoint::new(&count));
+        // SAFETY: the timepoint is pinned in this frame and is cancelled (which waits out a
+        // running callback) before the frame ends; `sem` outlives it.
+        let armed = unsafe { sem.arm(timepoint.as_ref(), 1) }.unwrap();
+        match armed {
+            Arm::Ready(outcome) => {
+                assert_eq!(outcome, Ok(1));
+                assert_eq!(count.calls.load(Ordering::Relaxed), 0);
+            }
+            Arm::Armed => match sem.cancel(&timepoint) {
+                Cancelled::Unlinked => assert_eq!(count.calls.load(Ordering::Relaxed), 0),
+                Cancelled::AlreadyFired => assert_eq!(count.calls.load(Ordering::Relaxed), 1),
+                other => panic!("armed timepoint vanished: {other:?}"),
+            },
+        }
+        signaller.join().unwrap();
+        assert!(count.calls.load(Ordering::Relaxed) <= 1);
+        assert!(!sem.has_waiters());
+    });
+}
+
+#[test]
+fn armed_timepoint_is_never_lost() {
+    loom::model(|| {
+        let sem = semaphore();
+        let count = Count::default();
+        let timepoint = pin!(Timepoint::new(&count));
+        // SAFETY: pinned here; the loop below waits until it is DONE before the frame ends.
+        let armed = unsafe { sem.arm(timepoint.as_ref(), 1) }.unwrap();
+        assert_eq!(armed, Arm::Armed);
+        let signaller = {
+            let sem = sem.clone();
+            thread::spawn(move || sem.signal(1, origin(), &Frontier::<2>::new()).unwrap())
+        };
+        while !timepoint.is_done() {
+            thread::yield_now();
+        }
+        assert_eq!(count.calls.load(Ordering::Relaxed), 1);
+        assert_eq!(sem.value(), 1);
+        signaller.join().unwrap();
+    });
+}
+
+#[test]
+fn failure_racing_signal_notifies_once_and_failure_sticks() {
+    loom::model(|| {
+        let sem = semaphore();
+        let count = Count::default();
+        let timepoint = pin!(Timepoint::new(&count));
+        // SAFETY: pinned here; waited to DONE below.
+        let armed = unsafe { sem.arm(timepoint.as_ref(), 2) }.unwrap();
+        assert_eq!(armed, Arm::Armed);
+        let failer = {
+            let sem = sem.clone();
+            thread::spawn(move || sem.fail(Failure::Aborted))
+        };
+        let _ = sem.signal(1, origin(), &Frontier::<2>::new());
+        while !timepoint.is_done() {
+            thread::yield_now();
+        }
+        assert!(failer.join().unwrap());
+        assert_eq!(count.calls.load(Ordering::Relaxed), 1);
+        assert_eq!(count.failures.load(Ordering::Relaxed), 1);
+        assert_eq!(sem.failure(), Some(Failure::Aborted));
+    });
+}
