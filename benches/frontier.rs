@@ -52,11 +52,7 @@ const _: () = assert!(size_of::<Frontier>() == size_of::<SortedArrayFrontier>())
 
 impl SortedArrayFrontier {
     const fn new() -> SortedArrayFrontier {
-        SortedArrayFrontier {
-            entries: [Entry::ZERO; CAPACITY],
-            len: 0,
-            tainted: false,
-        }
+        SortedArrayFrontier { entries: [Entry::ZERO; CAPACITY], len: 0, tainted: false }
     }
 
     fn from_points(points: &[Point]) -> SortedArrayFrontier {
@@ -120,10 +116,7 @@ impl SortedArrayFrontier {
                 merged[n] = b;
                 j += 1;
             } else {
-                merged[n] = Entry {
-                    axis: a.axis,
-                    epoch: a.epoch.max(b.epoch),
-                };
+                merged[n] = Entry { axis: a.axis, epoch: a.epoch.max(b.epoch) };
                 i += 1;
                 j += 1;
             }
@@ -280,28 +273,17 @@ fn axis(ordinal: u64) -> Axis {
 }
 
 fn points(spec: Spec) -> Vec<Point> {
-    spec.iter()
-        .map(|&(ordinal, epoch)| Point::new(axis(ordinal), epoch))
-        .collect()
+    spec.iter().map(|&(ordinal, epoch)| Point::new(axis(ordinal), epoch)).collect()
 }
 
 /// Both peers built from the same points, so they start from the same state.
 fn both(spec: Spec) -> (Frontier, SortedArrayFrontier) {
     let points = points(spec);
-    (
-        Frontier::from_points(points.iter().copied()),
-        SortedArrayFrontier::from_points(&points),
-    )
+    (Frontier::from_points(points.iter().copied()), SortedArrayFrontier::from_points(&points))
 }
 
 fn entries_of(frontier: &Frontier) -> Vec<Entry> {
-    frontier
-        .iter()
-        .map(|p| Entry {
-            axis: p.axis.to_bits(),
-            epoch: p.epoch,
-        })
-        .collect()
+    frontier.iter().map(|p| Entry { axis: p.axis.to_bits(), epoch: p.epoch }).collect()
 }
 
 fn assert_same(context: &str, ours: &Frontier, peer: &SortedArrayFrontier) {
@@ -322,16 +304,8 @@ fn check_peer_agrees() {
         ours.merge(&right);
         peer.merge(&right_peer);
         assert_same(&context, &ours, &peer);
-        assert_eq!(
-            ours.len(),
-            case.merged_len,
-            "{context}: unexpected merged length"
-        );
-        assert_eq!(
-            ours.is_tainted(),
-            case.tainted,
-            "{context}: unexpected taint"
-        );
+        assert_eq!(ours.len(), case.merged_len, "{context}: unexpected merged length");
+        assert_eq!(ours.is_tainted(), case.tainted, "{context}: unexpected taint");
     }
 
     for case in &DOMINATES_CASES {
@@ -340,16 +314,8 @@ fn check_peer_agrees() {
         let (requirement, requirement_peer) = both(case.requirement);
         assert_same(&context, &knowledge, &knowledge_peer);
         assert_same(&context, &requirement, &requirement_peer);
-        assert_eq!(
-            knowledge.dominates(&requirement),
-            case.expected,
-            "{context}: causeway"
-        );
-        assert_eq!(
-            knowledge_peer.dominates(&requirement_peer),
-            case.expected,
-            "{context}: peer"
-        );
+        assert_eq!(knowledge.dominates(&requirement), case.expected, "{context}: causeway");
+        assert_eq!(knowledge_peer.dominates(&requirement_peer), case.expected, "{context}: peer");
     }
 
     for case in &INSERT_CASES {
@@ -363,11 +329,7 @@ fn check_peer_agrees() {
         assert_same(&context, &ours, &peer);
         let expected_len = len_before + usize::from(case.inserts);
         assert_eq!(ours.len(), expected_len, "{context}: insert/raise mismatch");
-        assert_eq!(
-            ours.get(axis(ordinal)),
-            Some(epoch),
-            "{context}: point not applied"
-        );
+        assert_eq!(ours.get(axis(ordinal)), Some(epoch), "{context}: point not applied");
     }
 }
 

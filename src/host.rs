@@ -56,10 +56,7 @@ pub fn wait<const H: usize, const N: usize>(
     timeout: Option<Duration>,
 ) -> Result<u64, HostWaitError> {
     let deadline = timeout.map(|t| Instant::now() + t);
-    let wake = Unpark {
-        thread: thread::current(),
-        fired: AtomicBool::new(false),
-    };
+    let wake = Unpark { thread: thread::current(), fired: AtomicBool::new(false) };
     let arm = semaphore.wait_scoped(minimum, &wake, |arm| {
         if arm != Arm::Armed {
             return arm;
@@ -76,11 +73,7 @@ pub fn wait<const H: usize, const N: usize>(
                 }
             }
         }
-        Arm::Ready(
-            semaphore
-                .failure()
-                .map_or_else(|| Ok(semaphore.value()), Err),
-        )
+        Arm::Ready(semaphore.failure().map_or_else(|| Ok(semaphore.value()), Err))
     });
     match arm {
         Arm::Ready(Ok(value)) => Ok(value),
@@ -88,9 +81,7 @@ pub fn wait<const H: usize, const N: usize>(
         Arm::Armed => match semaphore.failure() {
             Some(failure) => Err(HostWaitError::Failed(failure)),
             None if semaphore.value() >= minimum => Ok(semaphore.value()),
-            None => Err(HostWaitError::TimedOut {
-                value: semaphore.value(),
-            }),
+            None => Err(HostWaitError::TimedOut { value: semaphore.value() }),
         },
     }
 }

@@ -11,9 +11,7 @@ use causeway::{
     Resolution, Scope, Semaphore,
 };
 
-const TIMELINE: Capabilities = Capabilities {
-    wait_before_signal: true,
-};
+const TIMELINE: Capabilities = Capabilities { wait_before_signal: true };
 
 /// One device, one process: every queue sees every device-local semaphore.
 struct World {
@@ -22,19 +20,11 @@ struct World {
 
 impl World {
     fn new() -> World {
-        World {
-            axes: AxisAllocator::new(0),
-        }
+        World { axes: AxisAllocator::new(0) }
     }
 
     fn endpoint(queue: u64) -> Endpoint {
-        Endpoint {
-            machine: 0,
-            process: 0,
-            device_group: 0,
-            device: 0,
-            queue,
-        }
+        Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue }
     }
 
     fn queue(&self) -> QueueClock {
@@ -56,10 +46,7 @@ fn submit(
 ) -> (Vec<Resolution>, Frontier) {
     let at = queue.endpoint();
     let mut op = queue.begin();
-    let resolutions = waits
-        .iter()
-        .map(|(s, v)| op.wait(*s, *v).unwrap().resolution)
-        .collect();
+    let resolutions = waits.iter().map(|(s, v)| op.wait(*s, *v).unwrap().resolution).collect();
     let done = op.commit();
     for (s, v) in signals {
         done.submit_signal(*s, *v, &at).unwrap();
@@ -84,11 +71,7 @@ fn transitivity_across_three_queues() {
     submit(&mut qa, &[], &[(&s1, 1)]);
     submit(&mut qb, &[(&s1, 1)], &[(&s2, 1)]);
     let (_, c) = submit(&mut qc, &[(&s2, 1)], &[]);
-    assert_eq!(
-        c.get(qa.axis()),
-        Some(5),
-        "C learned A's work through B alone"
-    );
+    assert_eq!(c.get(qa.axis()), Some(5), "C learned A's work through B alone");
     assert_eq!(c.get(qb.axis()), Some(1));
     assert_eq!(c.get(qc.axis()), Some(1));
 }
@@ -105,11 +88,7 @@ fn late_waiter_imports_the_value_two_frontier_not_value_five() {
     assert_eq!(s.value(), 5);
     let (r, f) = submit(&mut late, &[(&s, 2)], &[]);
     assert_eq!(r, [Resolution::Satisfied]);
-    assert_eq!(
-        f.get(q.axis()),
-        Some(2),
-        "depends on S reaching 2, not on what advanced it to 5"
-    );
+    assert_eq!(f.get(q.axis()), Some(2), "depends on S reaching 2, not on what advanced it to 5");
 }
 
 #[test]
@@ -125,10 +104,7 @@ fn sequential_same_queue_waits_are_all_elided() {
         complete(&[(&s, v)]);
     }
     assert_eq!(q.counts().elided, 9);
-    assert_eq!(
-        q.counts().device + q.counts().satisfied + q.counts().held,
-        0
-    );
+    assert_eq!(q.counts().device + q.counts().satisfied + q.counts().held, 0);
 }
 
 #[test]
@@ -137,19 +113,10 @@ fn cross_queue_wait_needs_one_device_wait_then_repeats_are_elided() {
     let (mut producer, mut consumer) = (w.queue(), w.queue());
     let s = w.semaphore();
     submit(&mut producer, &[], &[(&s, 1)]);
-    assert_eq!(
-        submit(&mut consumer, &[(&s, 1)], &[]).0,
-        [Resolution::DeviceWait]
-    );
-    assert_eq!(
-        submit(&mut consumer, &[(&s, 1)], &[]).0,
-        [Resolution::Elided]
-    );
+    assert_eq!(submit(&mut consumer, &[(&s, 1)], &[]).0, [Resolution::DeviceWait]);
+    assert_eq!(submit(&mut consumer, &[(&s, 1)], &[]).0, [Resolution::Elided]);
     complete(&[(&s, 1)]);
-    assert_eq!(
-        submit(&mut consumer, &[(&s, 1)], &[]).0,
-        [Resolution::Elided]
-    );
+    assert_eq!(submit(&mut consumer, &[(&s, 1)], &[]).0, [Resolution::Elided]);
     assert_eq!(consumer.counts().device, 1);
 }
 
@@ -160,15 +127,8 @@ fn transitive_knowledge_elides_a_wait_never_made_directly() {
     let (sa, sb) = (w.semaphore(), w.semaphore());
     submit(&mut qa, &[], &[(&sa, 1)]);
     submit(&mut qb, &[(&sa, 1)], &[(&sb, 1)]);
-    assert_eq!(
-        submit(&mut qc, &[(&sb, 1)], &[]).0,
-        [Resolution::DeviceWait]
-    );
-    assert_eq!(
-        submit(&mut qc, &[(&sa, 1)], &[]).0,
-        [Resolution::Elided],
-        "C knows A through B"
-    );
+    assert_eq!(submit(&mut qc, &[(&sb, 1)], &[]).0, [Resolution::DeviceWait]);
+    assert_eq!(submit(&mut qc, &[(&sa, 1)], &[]).0, [Resolution::Elided], "C knows A through B");
 }
 
 #[test]
@@ -201,11 +161,7 @@ fn fork_join_carries_every_branch_in_one_signal() {
     assert_eq!(waits, 3);
 
     let (r, f) = submit(&mut downstream, &[(&joined, 1)], &[]);
-    assert_eq!(
-        r,
-        [Resolution::DeviceWait],
-        "one wait downstream, not one per branch"
-    );
+    assert_eq!(r, [Resolution::DeviceWait], "one wait downstream, not one per branch");
     for q in branches.iter().chain([&root, &join]) {
         assert_eq!(f.get(q.axis()), Some(1));
     }
@@ -225,34 +181,16 @@ fn external_taint_is_never_elided_and_recovers_after_a_tracked_signal() {
     let first = op.wait(&s, 2).unwrap();
     let repeat = op.wait(&s, 2).unwrap();
     op.commit();
-    assert_eq!(
-        (first.resolution, first.tainted),
-        (Resolution::Satisfied, true)
-    );
-    assert_eq!(
-        (repeat.resolution, repeat.tainted),
-        (Resolution::Satisfied, true),
-        "never elided"
-    );
-    assert_eq!(
-        waiter.frontier().get(tracked.axis()),
-        None,
-        "imports nothing from the window"
-    );
-    assert!(
-        !waiter.frontier().is_tainted(),
-        "external taint stays on the semaphore"
-    );
+    assert_eq!((first.resolution, first.tainted), (Resolution::Satisfied, true));
+    assert_eq!((repeat.resolution, repeat.tainted), (Resolution::Satisfied, true), "never elided");
+    assert_eq!(waiter.frontier().get(tracked.axis()), None, "imports nothing from the window");
+    assert!(!waiter.frontier().is_tainted(), "external taint stays on the semaphore");
 
     submit(&mut tracked, &[], &[(&s, 4)]);
     complete(&[(&s, 4)]);
     let (r, _) = submit(&mut waiter, &[(&s, 4)], &[]);
     assert_eq!(r, [Resolution::Satisfied]);
-    assert_eq!(
-        submit(&mut waiter, &[(&s, 4)], &[]).0,
-        [Resolution::Elided],
-        "exact again"
-    );
+    assert_eq!(submit(&mut waiter, &[(&s, 4)], &[]).0, [Resolution::Elided], "exact again");
     assert_eq!(waiter.counts().tainted, 2);
 }
 
@@ -275,10 +213,7 @@ fn death_frontier_reuse_across_queues() {
     let record = DeathRecord::new(done.point, death);
 
     submit(&mut informed, &[(&freed, 1)], &[]);
-    assert_eq!(
-        record.decide(informed.frontier(), &Frontier::<8>::new()),
-        ReuseDecision::ReuseNow
-    );
+    assert_eq!(record.decide(informed.frontier(), &Frontier::<8>::new()), ReuseDecision::ReuseNow);
 
     match record.decide(stranger.frontier(), &Frontier::<8>::new()) {
         ReuseDecision::NeedsWait { missing, dealloc } => {
@@ -291,10 +226,7 @@ fn death_frontier_reuse_across_queues() {
     }
     // Waiting on the reader's signal (not the dealloc) closes the gap: try before you fence.
     submit(&mut stranger, &[(&read_done, 1)], &[]);
-    assert_eq!(
-        record.decide(stranger.frontier(), &Frontier::<8>::new()),
-        ReuseDecision::ReuseNow
-    );
+    assert_eq!(record.decide(stranger.frontier(), &Frontier::<8>::new()), ReuseDecision::ReuseNow);
 }
 
 #[test]
@@ -309,12 +241,7 @@ fn disjoint_workloads_never_wait_on_each_others_axes() {
         let (rb, fb) = submit(&mut b[0], &[], &[(&sb, 2 * round - 1)]);
         let (ra2, fa2) = submit(&mut a[1], &[(&sa, 2 * round - 1)], &[(&sa, 2 * round)]);
         let (rb2, fb2) = submit(&mut b[1], &[(&sb, 2 * round - 1)], &[(&sb, 2 * round)]);
-        complete(&[
-            (&sa, 2 * round - 1),
-            (&sb, 2 * round - 1),
-            (&sa, 2 * round),
-            (&sb, 2 * round),
-        ]);
+        complete(&[(&sa, 2 * round - 1), (&sb, 2 * round - 1), (&sa, 2 * round), (&sb, 2 * round)]);
         assert!(ra.is_empty() && rb.is_empty());
         assert_eq!(ra2.len() + rb2.len(), 2);
         let b_axes = [b[0].axis(), b[1].axis()];
@@ -328,17 +255,10 @@ fn disjoint_workloads_never_wait_on_each_others_axes() {
     }
     // A block freed by workload A: workload B may need to wait, but only on A's entries.
     let freed_by_a = DeathRecord::new(Point::new(a[1].axis(), 6), *a[1].frontier());
-    pool.release(FreeBlock {
-        block: BlockId(1),
-        size: 64,
-        record: freed_by_a,
-    })
-    .unwrap();
+    pool.release(FreeBlock { block: BlockId(1), size: 64, record: freed_by_a }).unwrap();
     match pool.acquire(64, b[1].frontier(), &Frontier::<8>::new()) {
         Acquire::NeedsWait { missing, .. } => {
-            assert!(missing
-                .iter()
-                .all(|p| p.axis == a[0].axis() || p.axis == a[1].axis()));
+            assert!(missing.iter().all(|p| p.axis == a[0].axis() || p.axis == a[1].axis()));
         }
         other => panic!("{other:?}"),
     }
@@ -364,11 +284,7 @@ fn eight_participant_collective_adds_one_entry() {
         let mut op = q.begin();
         op.join_collective(&round);
         op.commit();
-        assert_eq!(
-            q.frontier().len(),
-            before + 1,
-            "one channel entry, not one per peer"
-        );
+        assert_eq!(q.frontier().len(), before + 1, "one channel entry, not one per peer");
         assert!(!q.frontier().is_tainted());
     }
     // The collective's completion carries the one channel entry downstream.
@@ -402,10 +318,7 @@ fn failure_reaches_current_and_later_waiters_and_propagates() {
     // `s` outlives it.
     assert_eq!(unsafe { s.arm(timepoint.as_ref(), 1) }, Ok(Arm::Armed));
     s.fail(Failure::DeviceLost);
-    assert_eq!(
-        current.0.lock().unwrap().as_slice(),
-        [Err(Failure::DeviceLost)]
-    );
+    assert_eq!(current.0.lock().unwrap().as_slice(), [Err(Failure::DeviceLost)]);
 
     // A later waiter sees the failure, fails, and fails what it signals.
     match consumer.begin().wait(&s, 1) {
@@ -414,14 +327,8 @@ fn failure_reaches_current_and_later_waiters_and_propagates() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(
-        downstream.begin().wait(&next, 1),
-        Err(WaitError::Failed(Failure::DeviceLost))
-    );
-    assert_eq!(
-        host::wait(&next, 1, None),
-        Err(host::HostWaitError::Failed(Failure::DeviceLost))
-    );
+    assert_eq!(downstream.begin().wait(&next, 1), Err(WaitError::Failed(Failure::DeviceLost)));
+    assert_eq!(host::wait(&next, 1, None), Err(host::HostWaitError::Failed(Failure::DeviceLost)));
 }
 
 #[test]
@@ -435,14 +342,8 @@ fn host_wait_returns_at_its_value_not_at_a_later_pending_one() {
 
     // Op A waits gate1 and signals S=1; op B waits gate2 and signals S=2. Both are submitted
     // before either gate opens.
-    assert_eq!(
-        submit(&mut qa, &[(&gate1, 1)], &[(&s, 1)]).0,
-        [Resolution::DeviceWait]
-    );
-    assert_eq!(
-        submit(&mut qb, &[(&gate2, 1)], &[(&s, 2)]).0,
-        [Resolution::DeviceWait]
-    );
+    assert_eq!(submit(&mut qa, &[(&gate1, 1)], &[(&s, 1)]).0, [Resolution::DeviceWait]);
+    assert_eq!(submit(&mut qb, &[(&gate2, 1)], &[(&s, 2)]).0, [Resolution::DeviceWait]);
 
     std::thread::scope(|scope| {
         // Each queue runs its op on its own thread once the gate opens.
@@ -461,11 +362,7 @@ fn host_wait_returns_at_its_value_not_at_a_later_pending_one() {
         };
         host_signal(&mut host_clock, &gate1);
         let reached = host::wait(&s, 1, Some(Duration::from_secs(30)));
-        assert_eq!(
-            reached,
-            Ok(1),
-            "S >= 1 returns when A signals, without B's gate"
-        );
+        assert_eq!(reached, Ok(1), "S >= 1 returns when A signals, without B's gate");
         assert_eq!(gate2.value(), 0);
         host_signal(&mut host_clock, &gate2);
         assert_eq!(host::wait(&s, 2, Some(Duration::from_secs(30))), Ok(2));

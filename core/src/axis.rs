@@ -195,11 +195,7 @@ impl AxisAllocator {
         let first = if first == 0 { 1 } else { first };
         AxisAllocator {
             machine,
-            next: [
-                AtomicU64::new(first),
-                AtomicU64::new(first),
-                AtomicU64::new(first),
-            ],
+            next: [AtomicU64::new(first), AtomicU64::new(first), AtomicU64::new(first)],
         }
     }
 
@@ -209,11 +205,7 @@ impl AxisAllocator {
         let first = if first == 0 { 1 } else { first };
         AxisAllocator {
             machine,
-            next: [
-                AtomicU64::new(first),
-                AtomicU64::new(first),
-                AtomicU64::new(first),
-            ],
+            next: [AtomicU64::new(first), AtomicU64::new(first), AtomicU64::new(first)],
         }
     }
 
@@ -239,9 +231,7 @@ impl AxisAllocator {
 
 impl fmt::Debug for AxisAllocator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AxisAllocator")
-            .field("machine", &self.machine)
-            .finish_non_exhaustive()
+        f.debug_struct("AxisAllocator").field("machine", &self.machine).finish_non_exhaustive()
     }
 }
 
@@ -291,21 +281,14 @@ mod tests {
     #[test]
     fn allocator_reports_exhaustion_instead_of_wrapping() {
         let alloc = AxisAllocator::starting_at(0, MAX_ORDINAL);
+        assert_eq!(alloc.allocate(Domain::Queue).unwrap().ordinal(), MAX_ORDINAL);
         assert_eq!(
-            alloc.allocate(Domain::Queue).unwrap().ordinal(),
-            MAX_ORDINAL
+            alloc.allocate(Domain::Queue),
+            Err(AxisError::Exhausted { domain: Domain::Queue })
         );
         assert_eq!(
             alloc.allocate(Domain::Queue),
-            Err(AxisError::Exhausted {
-                domain: Domain::Queue
-            })
-        );
-        assert_eq!(
-            alloc.allocate(Domain::Queue),
-            Err(AxisError::Exhausted {
-                domain: Domain::Queue
-            })
+            Err(AxisError::Exhausted { domain: Domain::Queue })
         );
         assert!(alloc.allocate(Domain::Host).is_ok());
     }

@@ -70,11 +70,7 @@ impl CollectiveChannel {
         if participants == 0 {
             return Err(CollectiveError::NoParticipants);
         }
-        Ok(CollectiveChannel {
-            axis,
-            participants,
-            round: 0,
-        })
+        Ok(CollectiveChannel { axis, participants, round: 0 })
     }
 
     /// The channel's axis.
@@ -84,14 +80,8 @@ impl CollectiveChannel {
 
     /// Starts the next round.
     pub fn begin_round(&mut self) -> Result<CollectiveRound, CollectiveError> {
-        let round = self
-            .round
-            .checked_add(1)
-            .ok_or(CollectiveError::RoundsExhausted)?;
+        let round = self.round.checked_add(1).ok_or(CollectiveError::RoundsExhausted)?;
         self.round = round;
-        Ok(CollectiveRound {
-            point: Point::new(self.axis, round),
-            participants: self.participants,
-        })
+        Ok(CollectiveRound { point: Point::new(self.axis, round), participants: self.participants })
     }
 }

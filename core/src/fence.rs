@@ -27,19 +27,13 @@ pub struct FenceFull<'s, const H: usize, const N: usize> {
 
 impl<const H: usize, const N: usize> fmt::Debug for FenceFull<'_, H, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FenceFull")
-            .field("value", &self.value)
-            .finish_non_exhaustive()
+        f.debug_struct("FenceFull").field("value", &self.value).finish_non_exhaustive()
     }
 }
 
 impl<const H: usize, const N: usize> fmt::Display for FenceFull<'_, H, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "fence is full; point at value {} handed back",
-            self.value
-        )
+        write!(f, "fence is full; point at value {} handed back", self.value)
     }
 }
 
@@ -85,9 +79,7 @@ impl<'s, const K: usize, const H: usize, const N: usize> Fence<'s, K, H, N> {
     /// Whether every point is reached (one atomic load per point). A failed semaphore never
     /// counts as reached: see [`failure`](Self::failure).
     pub fn is_reached(&self) -> bool {
-        self.points
-            .iter()
-            .all(|(s, v)| s.value() >= *v && s.failure().is_none())
+        self.points.iter().all(|(s, v)| s.value() >= *v && s.failure().is_none())
     }
 
     /// The failure of the first failed semaphore in the fence, if any.
@@ -104,9 +96,7 @@ impl<const K: usize, const H: usize, const N: usize> Default for Fence<'_, K, H,
 
 impl<const K: usize, const H: usize, const N: usize> fmt::Debug for Fence<'_, K, H, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list()
-            .entries(self.points.iter().map(|(s, v)| (s.value(), *v)))
-            .finish()
+        f.debug_list().entries(self.points.iter().map(|(s, v)| (s.value(), *v))).finish()
     }
 }
 
@@ -117,13 +107,8 @@ mod tests {
     use crate::frontier::{Frontier, Point};
     use crate::scope::{Endpoint, Scope};
 
-    const HERE: Endpoint = Endpoint {
-        machine: 0,
-        process: 0,
-        device_group: 0,
-        device: 0,
-        queue: 0,
-    };
+    const HERE: Endpoint =
+        Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 
     #[test]
     fn duplicate_semaphores_keep_the_larger_value_and_overflow_hands_back() {
@@ -133,13 +118,7 @@ mod tests {
         fence.insert(&a, 3).unwrap();
         fence.insert(&a, 5).unwrap();
         fence.insert(&a, 1).unwrap();
-        assert_eq!(
-            fence
-                .iter()
-                .map(|(_, v)| v)
-                .collect::<heapless::Vec<_, 2>>(),
-            [5]
-        );
+        assert_eq!(fence.iter().map(|(_, v)| v).collect::<heapless::Vec<_, 2>>(), [5]);
         let back = fence.insert(&b, 2).unwrap_err();
         assert!(ptr::eq(back.semaphore, &b) && back.value == 2);
     }

@@ -133,11 +133,7 @@ pub fn resolve<const K: usize, const N: usize>(
     lookup: Lookup<N>,
     capabilities: Capabilities,
 ) -> Result<(WaitResolution, Option<(Point, Frontier<N>)>), WaitError> {
-    let exact = |resolution| WaitResolution {
-        resolution,
-        tainted: false,
-        aged_out: false,
-    };
+    let exact = |resolution| WaitResolution { resolution, tainted: false, aged_out: false };
     Ok(match lookup {
         Lookup::Failed(failure) => return Err(WaitError::Failed(failure)),
         Lookup::Initial => (exact(Resolution::Satisfied), None),
@@ -146,26 +142,10 @@ pub fn resolve<const K: usize, const N: usize>(
         }
         Lookup::Unsignalled => (exact(Resolution::Held), None),
         Lookup::External { reached } => {
-            let resolution = if reached {
-                Resolution::Satisfied
-            } else {
-                Resolution::DeviceWait
-            };
-            (
-                WaitResolution {
-                    resolution,
-                    tainted: true,
-                    aged_out: false,
-                },
-                None,
-            )
+            let resolution = if reached { Resolution::Satisfied } else { Resolution::DeviceWait };
+            (WaitResolution { resolution, tainted: true, aged_out: false }, None)
         }
-        Lookup::Tracked {
-            origin,
-            frontier,
-            reached,
-            aged_out,
-        } => {
+        Lookup::Tracked { origin, frontier, reached, aged_out } => {
             let resolution = if knowledge.knows(origin) {
                 Resolution::Elided
             } else if reached {
@@ -174,14 +154,7 @@ pub fn resolve<const K: usize, const N: usize>(
                 Resolution::DeviceWait
             };
             let import = (resolution != Resolution::Elided).then_some((origin, frontier));
-            (
-                WaitResolution {
-                    resolution,
-                    tainted: false,
-                    aged_out,
-                },
-                import,
-            )
+            (WaitResolution { resolution, tainted: false, aged_out }, import)
         }
     })
 }
@@ -237,11 +210,7 @@ impl<const N: usize> QueueClock<N> {
 
     /// Starts submitting an operation.
     pub fn begin(&mut self) -> Submission<'_, N> {
-        Submission {
-            frontier: self.frontier,
-            held: 0,
-            clock: self,
-        }
+        Submission { frontier: self.frontier, held: 0, clock: self }
     }
 }
 
@@ -264,11 +233,8 @@ impl<const N: usize> Submission<'_, N> {
         if !semaphore.admits(&self.clock.endpoint) {
             return Err(WaitError::OutOfScope);
         }
-        let (resolution, import) = resolve(
-            &self.frontier,
-            semaphore.lookup(value),
-            self.clock.capabilities,
-        )?;
+        let (resolution, import) =
+            resolve(&self.frontier, semaphore.lookup(value), self.clock.capabilities)?;
         if let Some((origin, frontier)) = import {
             self.frontier.merge(&frontier);
             self.frontier.insert_or_raise(origin.axis, origin.epoch);
@@ -295,8 +261,7 @@ impl<const N: usize> Submission<'_, N> {
     /// Marks the operation as a participant of a collective round: one shared entry for all
     /// participants instead of one per participant queue.
     pub fn join_collective(&mut self, round: &CollectiveRound) {
-        self.frontier
-            .insert_or_raise(round.point().axis, round.point().epoch);
+        self.frontier.insert_or_raise(round.point().axis, round.point().epoch);
     }
 
     /// What the operation knows so far (before its own entry is added).
@@ -311,11 +276,7 @@ impl<const N: usize> Submission<'_, N> {
         let mut frontier = self.frontier;
         frontier.insert_or_raise(clock.axis, clock.epoch);
         clock.frontier = frontier;
-        Submitted {
-            point: Point::new(clock.axis, clock.epoch),
-            frontier,
-            held: self.held,
-        }
+        Submitted { point: Point::new(clock.axis, clock.epoch), frontier, held: self.held }
     }
 }
 
@@ -352,8 +313,7 @@ impl<const N: usize> Submitted<N> {
         at: &Endpoint,
     ) -> Result<(), (usize, SignalError)> {
         for (index, (semaphore, value)) in fence.iter().enumerate() {
-            self.submit_signal(semaphore, value, at)
-                .map_err(|e| (index, e))?;
+            self.submit_signal(semaphore, value, at).map_err(|e| (index, e))?;
         }
         Ok(())
     }
@@ -365,29 +325,15 @@ mod tests {
     use crate::axis::Domain;
     use crate::scope::Scope;
 
-    const TIMELINE: Capabilities = Capabilities {
-        wait_before_signal: true,
-    };
-    const BINARY_EVENTS: Capabilities = Capabilities {
-        wait_before_signal: false,
-    };
+    const TIMELINE: Capabilities = Capabilities { wait_before_signal: true };
+    const BINARY_EVENTS: Capabilities = Capabilities { wait_before_signal: false };
 
     fn endpoint(queue: u64) -> Endpoint {
-        Endpoint {
-            machine: 0,
-            process: 0,
-            device_group: 0,
-            device: 0,
-            queue,
-        }
+        Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue }
     }
 
     fn clock(ordinal: u64, capabilities: Capabilities) -> QueueClock<8> {
-        QueueClock::new(
-            Axis::new(0, Domain::Queue, ordinal),
-            endpoint(ordinal),
-            capabilities,
-        )
+        QueueClock::new(Axis::new(0, Domain::Queue, ordinal), endpoint(ordinal), capabilities)
     }
 
     #[test]
@@ -409,10 +355,7 @@ mod tests {
         let mut other = clock(2, TIMELINE);
         assert_eq!(other.begin().wait(&local, 1), Err(WaitError::OutOfScope));
         let done = other.begin().commit();
-        assert_eq!(
-            done.submit_signal(&local, 1, &endpoint(2)),
-            Err(SignalError::OutOfScope)
-        );
+        assert_eq!(done.submit_signal(&local, 1, &endpoint(2)), Err(SignalError::OutOfScope));
         let mut own = clock(1, TIMELINE);
         assert!(own.begin().wait(&local, 1).is_ok());
     }
@@ -431,19 +374,11 @@ mod tests {
     fn resolve_never_elides_a_tainted_window() {
         let knows_all: Frontier =
             Frontier::from_points([Point::new(Axis::new(0, Domain::Queue, 1), u64::MAX)]);
-        let (r, import) = resolve(
-            &knows_all,
-            Lookup::<8>::External { reached: true },
-            TIMELINE,
-        )
-        .unwrap();
+        let (r, import) =
+            resolve(&knows_all, Lookup::<8>::External { reached: true }, TIMELINE).unwrap();
         assert_eq!(
             r,
-            WaitResolution {
-                resolution: Resolution::Satisfied,
-                tainted: true,
-                aged_out: false
-            }
+            WaitResolution { resolution: Resolution::Satisfied, tainted: true, aged_out: false }
         );
         assert!(import.is_none());
     }

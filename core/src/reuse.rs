@@ -74,10 +74,7 @@ impl<const N: usize> DeathRecord<N> {
         if missing.is_empty() {
             ReuseDecision::ReuseNow
         } else {
-            ReuseDecision::NeedsWait {
-                missing,
-                dealloc: self.dealloc,
-            }
+            ReuseDecision::NeedsWait { missing, dealloc: self.dealloc }
         }
     }
 }
@@ -127,11 +124,7 @@ pub struct PoolFull<const N: usize>(pub FreeBlock<N>);
 
 impl<const N: usize> fmt::Display for PoolFull<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "reuse pool is full; block {} handed back",
-            self.0.block.0
-        )
+        write!(f, "reuse pool is full; block {} handed back", self.0.block.0)
     }
 }
 
@@ -183,10 +176,7 @@ impl<const B: usize, const N: usize> ReusePool<B, N> {
                     }
                 }
                 ReuseDecision::NeedsWait { missing, dealloc } => {
-                    if best_wait
-                        .as_ref()
-                        .is_none_or(|(_, m, _)| missing.len() < m.len())
-                    {
+                    if best_wait.as_ref().is_none_or(|(_, m, _)| missing.len() < m.len()) {
                         best_wait = Some((candidate.block, missing, dealloc));
                     }
                 }
@@ -197,11 +187,9 @@ impl<const B: usize, const N: usize> ReusePool<B, N> {
                 let block = self.free.swap_remove(index).block;
                 Acquire::Reuse { block, size }
             }
-            (None, Some((block, missing, dealloc))) => Acquire::NeedsWait {
-                block,
-                missing,
-                dealloc,
-            },
+            (None, Some((block, missing, dealloc))) => {
+                Acquire::NeedsWait { block, missing, dealloc }
+            }
             (None, None) => Acquire::Exhausted,
         }
     }
@@ -260,15 +248,9 @@ mod tests {
     #[test]
     fn pool_prefers_reusable_then_fewest_waits_then_exhausted() {
         let mut pool: ReusePool<3> = ReusePool::new();
-        let block = |id, size, r| FreeBlock {
-            block: BlockId(id),
-            size,
-            record: r,
-        };
-        pool.release(block(1, 64, record(p(1, 2), &[p(1, 1), p(2, 1), p(3, 1)])))
-            .unwrap();
-        pool.release(block(2, 64, record(p(2, 5), &[p(2, 4)])))
-            .unwrap();
+        let block = |id, size, r| FreeBlock { block: BlockId(id), size, record: r };
+        pool.release(block(1, 64, record(p(1, 2), &[p(1, 1), p(2, 1), p(3, 1)]))).unwrap();
+        pool.release(block(2, 64, record(p(2, 5), &[p(2, 4)]))).unwrap();
         pool.release(block(3, 16, record(p(1, 9), &[]))).unwrap();
         assert_eq!(
             pool.release(block(4, 1, record(p(1, 1), &[]))),
@@ -276,13 +258,7 @@ mod tests {
         );
         let knows = Frontier::<8>::from_points([p(1, 1)]);
         let none = Frontier::<8>::new();
-        assert_eq!(
-            pool.acquire(8, &knows, &none),
-            Acquire::Reuse {
-                block: BlockId(3),
-                size: 16
-            }
-        );
+        assert_eq!(pool.acquire(8, &knows, &none), Acquire::Reuse { block: BlockId(3), size: 16 });
         match pool.acquire(32, &knows, &none) {
             Acquire::NeedsWait { block, missing, .. } => {
                 assert_eq!(block, BlockId(2));

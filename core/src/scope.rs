@@ -66,25 +66,14 @@ impl Scope {
 mod tests {
     use super::*;
 
-    const HOME: Endpoint = Endpoint {
-        machine: 0,
-        process: 1,
-        device_group: 0,
-        device: 0,
-        queue: 7,
-    };
+    const HOME: Endpoint =
+        Endpoint { machine: 0, process: 1, device_group: 0, device: 0, queue: 7 };
 
     #[test]
     fn narrowest_scope_per_distance() {
         let same_device = Endpoint { queue: 8, ..HOME };
-        let peer = Endpoint {
-            device: 1,
-            ..same_device
-        };
-        let far_device = Endpoint {
-            device_group: 3,
-            ..peer
-        };
+        let peer = Endpoint { device: 1, ..same_device };
+        let far_device = Endpoint { device_group: 3, ..peer };
         let other_process = Endpoint { process: 2, ..HOME };
         assert_eq!(Scope::narrowest(&HOME, &HOME), Scope::QueueLocal);
         assert_eq!(Scope::narrowest(&HOME, &same_device), Scope::DeviceLocal);

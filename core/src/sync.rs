@@ -29,16 +29,12 @@ pub(crate) struct Lock<T> {
 impl<T> Lock<T> {
     #[cfg(not(loom))]
     pub(crate) const fn new(value: T) -> Lock<T> {
-        Lock {
-            inner: spin::Mutex::new(value),
-        }
+        Lock { inner: spin::Mutex::new(value) }
     }
 
     #[cfg(loom)]
     pub(crate) fn new(value: T) -> Lock<T> {
-        Lock {
-            inner: loom::sync::Mutex::new(value),
-        }
+        Lock { inner: loom::sync::Mutex::new(value) }
     }
 
     /// Runs `f` with exclusive access to the data.

@@ -6,11 +6,7 @@ use proptest::test_runner::Config;
 /// instruction) and no failure files (Miri isolates the filesystem).
 pub(crate) fn proptest_config() -> Config {
     if cfg!(miri) {
-        Config {
-            cases: 4,
-            failure_persistence: None,
-            ..Config::default()
-        }
+        Config { cases: 4, failure_persistence: None, ..Config::default() }
     } else {
         Config::default()
     }

@@ -19,13 +19,7 @@ use loom::thread;
 type Sem = Semaphore<2, 2>;
 
 fn semaphore() -> Arc<Sem> {
-    let home = Endpoint {
-        machine: 0,
-        process: 0,
-        device_group: 0,
-        device: 0,
-        queue: 0,
-    };
+    let home = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
     Arc::new(Semaphore::new(0, Scope::DeviceLocal, home))
 }
 

@@ -68,12 +68,7 @@ impl<const N: usize> Frontier<N> {
         // Referencing the constant forces the capacity check at compile time.
         #[allow(clippy::let_unit_value)]
         let () = Self::CAPACITY_IS_VALID;
-        Frontier {
-            axes: [EMPTY; N],
-            epochs: [0; N],
-            len: 0,
-            tainted: false,
-        }
+        Frontier { axes: [EMPTY; N], epochs: [0; N], len: 0, tainted: false }
     }
 
     /// A frontier holding the given points (later duplicates raise earlier ones; overflow evicts
@@ -133,10 +128,7 @@ impl<const N: usize> Frontier<N> {
         self.axes[..self.len()]
             .iter()
             .zip(&self.epochs[..self.len()])
-            .map(|(&a, &e)| Point {
-                axis: Axis::from_trusted_bits(a),
-                epoch: e,
-            })
+            .map(|(&a, &e)| Point { axis: Axis::from_trusted_bits(a), epoch: e })
     }
 
     /// Removes every entry and the taint.
@@ -279,10 +271,7 @@ impl<const N: usize> Frontier<N> {
         }
         let len = self.len();
         let mut i = 0;
-        for (&b, &e) in other.axes[..other.len()]
-            .iter()
-            .zip(&other.epochs[..other.len()])
-        {
+        for (&b, &e) in other.axes[..other.len()].iter().zip(&other.epochs[..other.len()]) {
             while i < len && self.axes[i] < b {
                 i += 1;
             }
@@ -312,9 +301,7 @@ impl<const N: usize> Frontier<N> {
 /// Whole-array axis equality, written as a fold so it compiles to inline vector compares
 /// rather than a call to `bcmp`.
 fn same_axes<const N: usize, const M: usize>(a: &[u64; N], b: &[u64; M]) -> bool {
-    a.iter()
-        .zip(b.iter())
-        .fold(true, |same, (x, y)| same & (x == y))
+    a.iter().zip(b.iter()).fold(true, |same, (x, y)| same & (x == y))
 }
 
 /// Index of the entry overflow evicts first among live entries (epoch 0 marks an evicted one).

@@ -45,8 +45,7 @@ fn model_join(a: &BTreeMap<u64, u64>, b: &BTreeMap<u64, u64>) -> BTreeMap<u64, u
 }
 
 fn model_dominates(a: &BTreeMap<u64, u64>, b: &BTreeMap<u64, u64>) -> bool {
-    b.iter()
-        .all(|(k, &v)| a.get(k).is_some_and(|&have| have >= v))
+    b.iter().all(|(k, &v)| a.get(k).is_some_and(|&have| have >= v))
 }
 
 /// Entries as (small axis ordinal, epoch ≥ 1); a narrow axis range makes overlaps common.
@@ -121,10 +120,7 @@ fn wire_rejects_each_malformation() {
     let n = f.encode(&mut buf).unwrap();
     assert_eq!(n, f.encoded_len());
     assert_eq!(Frontier::<8>::decode(&buf[..n]), Ok((f, n)));
-    assert_eq!(
-        f.encode(&mut buf[..n - 1]),
-        Err(WireError::BufferTooSmall { needed: n })
-    );
+    assert_eq!(f.encode(&mut buf[..n - 1]), Err(WireError::BufferTooSmall { needed: n }));
 
     let corrupt = |at: usize, byte: u8| {
         let mut bytes = buf;
@@ -135,20 +131,11 @@ fn wire_rejects_each_malformation() {
     assert_eq!(corrupt(1, 0x02), Err(WireError::ReservedFlags(0x02)));
     assert_eq!(
         Frontier::<1>::decode(&buf[..n]),
-        Err(WireError::TooManyEntries {
-            count: 2,
-            capacity: 1
-        })
+        Err(WireError::TooManyEntries { count: 2, capacity: 1 })
     );
-    assert_eq!(
-        corrupt(3 + 5, 0x00),
-        Err(WireError::InvalidAxis { index: 0 })
-    );
+    assert_eq!(corrupt(3 + 5, 0x00), Err(WireError::InvalidAxis { index: 0 }));
     assert_eq!(corrupt(3 + 8, 0), Err(WireError::ZeroEpoch { index: 0 }));
-    assert_eq!(
-        Frontier::<8>::decode(&buf[..n - 1]),
-        Err(WireError::Truncated)
-    );
+    assert_eq!(Frontier::<8>::decode(&buf[..n - 1]), Err(WireError::Truncated));
     assert_eq!(Frontier::<8>::decode(&buf[..2]), Err(WireError::Truncated));
 
     let dup: Frontier<8> = frontier(&[(1, 5), (2, 6)]);
@@ -157,27 +144,18 @@ fn wire_rejects_each_malformation() {
     let second = 3 + 9;
     let first_axis: [u8; 8] = dup_bytes[3..11].try_into().unwrap();
     dup_bytes[second..second + 8].copy_from_slice(&first_axis);
-    assert_eq!(
-        Frontier::<8>::decode(&dup_bytes[..dn]),
-        Err(WireError::DuplicateAxis { index: 1 })
-    );
+    assert_eq!(Frontier::<8>::decode(&dup_bytes[..dn]), Err(WireError::DuplicateAxis { index: 1 }));
     let mut unsorted = dup_bytes;
     unsorted[second..second + 8].copy_from_slice(&first_axis);
     unsorted[3..11].copy_from_slice(&axis(7).to_bits().to_le_bytes());
-    assert_eq!(
-        Frontier::<8>::decode(&unsorted[..dn]),
-        Err(WireError::UnsortedAxes { index: 1 })
-    );
+    assert_eq!(Frontier::<8>::decode(&unsorted[..dn]), Err(WireError::UnsortedAxes { index: 1 }));
 
     // A non-minimal epoch (5 written as 0x85 0x00) has two encodings: rejected.
     let mut padded = [0u8; 64];
     padded[..3].copy_from_slice(&[WIRE_VERSION_FOR_TESTS, 0, 1]);
     padded[3..11].copy_from_slice(&axis(1).to_bits().to_le_bytes());
     padded[11..13].copy_from_slice(&[0x85, 0x00]);
-    assert_eq!(
-        Frontier::<8>::decode(&padded[..13]),
-        Err(WireError::MalformedEpoch { index: 0 })
-    );
+    assert_eq!(Frontier::<8>::decode(&padded[..13]), Err(WireError::MalformedEpoch { index: 0 }));
 }
 
 const WIRE_VERSION_FOR_TESTS: u8 = wire::WIRE_VERSION;

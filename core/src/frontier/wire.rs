@@ -134,10 +134,7 @@ impl<const N: usize> Frontier<N> {
     /// Bytes [`encode`](Self::encode) writes for this frontier.
     pub fn encoded_len(&self) -> usize {
         HEADER_LEN
-            + self.epochs[..self.len()]
-                .iter()
-                .map(|&e| AXIS_LEN + varint_len(e))
-                .sum::<usize>()
+            + self.epochs[..self.len()].iter().map(|&e| AXIS_LEN + varint_len(e)).sum::<usize>()
     }
 
     /// Writes the wire encoding into the front of `out`, returning the bytes written.
@@ -150,10 +147,7 @@ impl<const N: usize> Frontier<N> {
         out[1] = if self.tainted { FLAG_TAINTED } else { 0 };
         out[2] = self.len;
         let mut at = HEADER_LEN;
-        for (&axis, &epoch) in self.axes[..self.len()]
-            .iter()
-            .zip(&self.epochs[..self.len()])
-        {
+        for (&axis, &epoch) in self.axes[..self.len()].iter().zip(&self.epochs[..self.len()]) {
             out[at..at + AXIS_LEN].copy_from_slice(&axis.to_le_bytes());
             at += AXIS_LEN;
             let mut rest = epoch;
@@ -175,10 +169,8 @@ impl<const N: usize> Frontier<N> {
     /// Trailing bytes are left for the caller (frontiers are often framed inside larger
     /// messages). Every malformation is reported as a [`WireError`]; nothing panics.
     pub fn decode(bytes: &[u8]) -> Result<(Frontier<N>, usize), WireError> {
-        let header: [u8; HEADER_LEN] = bytes
-            .get(..HEADER_LEN)
-            .and_then(|h| h.try_into().ok())
-            .ok_or(WireError::Truncated)?;
+        let header: [u8; HEADER_LEN] =
+            bytes.get(..HEADER_LEN).and_then(|h| h.try_into().ok()).ok_or(WireError::Truncated)?;
         let [version, flags, count] = header;
         if version != WIRE_VERSION {
             return Err(WireError::UnsupportedVersion(version));

@@ -89,12 +89,7 @@ impl<const H: usize, const N: usize> History<H, N> {
         #[allow(clippy::let_unit_value)]
         let () = Self::SLOTS_ARE_VALID;
         const fn blank<const N: usize>() -> HistoryEntry<N> {
-            HistoryEntry {
-                value: 0,
-                origin: None,
-                frontier: Frontier::new(),
-                reached: false,
-            }
+            HistoryEntry { value: 0, origin: None, frontier: Frontier::new(), reached: false }
         }
         History {
             entries: [blank(); H],
@@ -150,10 +145,7 @@ impl<const H: usize, const N: usize> History<H, N> {
             return Err(SignalError::Failed(failure));
         }
         if value <= self.submitted {
-            return Err(SignalError::NotAdvancing {
-                value,
-                current: self.submitted,
-            });
+            return Err(SignalError::NotAdvancing { value, current: self.submitted });
         }
         if self.len == H {
             self.evict_oldest()?;
@@ -162,11 +154,7 @@ impl<const H: usize, const N: usize> History<H, N> {
         self.entries[slot] = HistoryEntry {
             value,
             origin,
-            frontier: if origin.is_some() {
-                *frontier
-            } else {
-                Frontier::new()
-            },
+            frontier: if origin.is_some() { *frontier } else { Frontier::new() },
             reached: false,
         };
         self.len += 1;
@@ -195,10 +183,7 @@ impl<const H: usize, const N: usize> History<H, N> {
             return Err(SignalError::Failed(failure));
         }
         if value <= self.reached {
-            return Err(SignalError::NotAdvancing {
-                value,
-                current: self.reached,
-            });
+            return Err(SignalError::NotAdvancing { value, current: self.reached });
         }
         let mut target = None;
         for k in 0..self.len {
@@ -256,9 +241,7 @@ impl<const H: usize, const N: usize> History<H, N> {
                 reached: entry.reached,
                 aged_out,
             },
-            None => Lookup::External {
-                reached: entry.reached,
-            },
+            None => Lookup::External { reached: entry.reached },
         }
     }
 }
@@ -276,9 +259,7 @@ mod tests {
 
     fn tracked(history: &mut History<4, 4>, value: u64, epoch: u64) {
         let origin = point(1, epoch);
-        history
-            .record(value, Some(origin), &Frontier::from_points([origin]))
-            .unwrap();
+        history.record(value, Some(origin), &Frontier::from_points([origin])).unwrap();
         history.reach(value).unwrap();
     }
 
@@ -287,17 +268,11 @@ mod tests {
         let mut h = History::<8, 4>::new(0);
         for v in 1..=5 {
             let origin = point(1, v);
-            h.record(v, Some(origin), &Frontier::from_points([origin]))
-                .unwrap();
+            h.record(v, Some(origin), &Frontier::from_points([origin])).unwrap();
             h.reach(v).unwrap();
         }
         match h.lookup(2) {
-            Lookup::Tracked {
-                origin,
-                frontier,
-                reached: true,
-                aged_out: false,
-            } => {
+            Lookup::Tracked { origin, frontier, reached: true, aged_out: false } => {
                 assert_eq!(origin, point(1, 2));
                 assert_eq!(frontier.get(origin.axis), Some(2));
             }
@@ -310,19 +285,10 @@ mod tests {
         let mut h = History::<4, 4>::new(3);
         assert_eq!(
             h.record(3, None, &Frontier::new()),
-            Err(SignalError::NotAdvancing {
-                value: 3,
-                current: 3
-            })
+            Err(SignalError::NotAdvancing { value: 3, current: 3 })
         );
         tracked(&mut h, 5, 1);
-        assert_eq!(
-            h.reach(5),
-            Err(SignalError::NotAdvancing {
-                value: 5,
-                current: 5
-            })
-        );
+        assert_eq!(h.reach(5), Err(SignalError::NotAdvancing { value: 5, current: 5 }));
         assert_eq!(h.reach(9), Err(SignalError::NotSubmitted { value: 9 }));
         assert_eq!(h.lookup(3), Lookup::Initial);
     }
@@ -332,18 +298,9 @@ mod tests {
         let mut h = History::<4, 4>::new(0);
         h.record(1, Some(point(1, 1)), &Frontier::new()).unwrap();
         h.record(2, Some(point(2, 1)), &Frontier::new()).unwrap();
-        assert_eq!(
-            h.reach(2),
-            Err(SignalError::OutOfOrder {
-                value: 2,
-                pending: 1
-            })
-        );
+        assert_eq!(h.reach(2), Err(SignalError::OutOfOrder { value: 2, pending: 1 }));
         assert_eq!(h.lookup(1), Lookup::Failed(Failure::OutOfOrderSignal));
-        assert_eq!(
-            h.reach(1),
-            Err(SignalError::Failed(Failure::OutOfOrderSignal))
-        );
+        assert_eq!(h.reach(1), Err(SignalError::Failed(Failure::OutOfOrderSignal)));
     }
 
     #[test]
@@ -370,12 +327,7 @@ mod tests {
             tracked(&mut h, v, v);
         }
         match h.lookup(1) {
-            Lookup::Tracked {
-                origin,
-                reached: true,
-                aged_out: true,
-                ..
-            } => {
+            Lookup::Tracked { origin, reached: true, aged_out: true, .. } => {
                 assert_eq!(origin, point(1, 3));
             }
             other => panic!("{other:?}"),
@@ -404,10 +356,7 @@ mod tests {
         assert!(h.fail(Failure::Aborted));
         assert!(!h.fail(Failure::DeviceLost));
         assert_eq!(h.failure(), Some(Failure::Aborted));
-        assert_eq!(
-            h.record(1, None, &Frontier::new()),
-            Err(SignalError::Failed(Failure::Aborted))
-        );
+        assert_eq!(h.record(1, None, &Frontier::new()), Err(SignalError::Failed(Failure::Aborted)));
     }
 
     proptest! {

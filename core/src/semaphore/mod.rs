@@ -172,10 +172,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
             failed: AtomicU8::new(0),
             scope,
             home,
-            state: Lock::new(State {
-                history: History::new(initial),
-                waiters: WaiterList::new(),
-            }),
+            state: Lock::new(State { history: History::new(initial), waiters: WaiterList::new() }),
         }
     }
 
@@ -187,10 +184,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
             failed: AtomicU8::new(0),
             scope,
             home,
-            state: Lock::new(State {
-                history: History::new(initial),
-                waiters: WaiterList::new(),
-            }),
+            state: Lock::new(State { history: History::new(initial), waiters: WaiterList::new() }),
         }
     }
 
@@ -236,8 +230,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
     ) -> Result<(), SignalError> {
         let mut carried = Frontier::<N>::new();
         carried.merge(frontier);
-        self.state
-            .with(|state| state.history.record(value, Some(origin), &carried))
+        self.state.with(|state| state.history.record(value, Some(origin), &carried))
     }
 
     /// Completes the submitted signal to `value`: advances the timeline and fires every
@@ -385,10 +378,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
         // the guard), and returns only once no thread touches the timepoint.
         let armed =
             unsafe { self.arm(timepoint.as_ref(), minimum) }.expect("a fresh timepoint is idle");
-        let guard = CancelOnDrop {
-            semaphore: self,
-            timepoint: &timepoint,
-        };
+        let guard = CancelOnDrop { semaphore: self, timepoint: &timepoint };
         let result = body(armed);
         drop(guard);
         result

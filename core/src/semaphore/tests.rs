@@ -6,13 +6,7 @@ use std::vec::Vec;
 use super::*;
 use crate::axis::{Axis, Domain};
 
-const HERE: Endpoint = Endpoint {
-    machine: 0,
-    process: 0,
-    device_group: 0,
-    device: 0,
-    queue: 1,
-};
+const HERE: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 1 };
 
 fn semaphore() -> Semaphore<4, 4> {
     Semaphore::new(0, Scope::DeviceLocal, HERE)
@@ -48,17 +42,8 @@ fn value_advances_and_refuses_stale_signals() {
     let s = semaphore();
     signal(&s, 2, 1, 1).unwrap();
     assert_eq!(s.value(), 2);
-    assert_eq!(
-        signal(&s, 2, 1, 2),
-        Err(SignalError::NotAdvancing {
-            value: 2,
-            current: 2
-        })
-    );
-    assert_eq!(
-        s.complete_signal(7),
-        Err(SignalError::NotSubmitted { value: 7 })
-    );
+    assert_eq!(signal(&s, 2, 1, 2), Err(SignalError::NotAdvancing { value: 2, current: 2 }));
+    assert_eq!(s.complete_signal(7), Err(SignalError::NotSubmitted { value: 7 }));
     assert_eq!(s.value(), 2);
 }
 
@@ -66,8 +51,7 @@ fn value_advances_and_refuses_stale_signals() {
 fn pending_signal_is_visible_to_lookups_before_it_completes() {
     let s = semaphore();
     let o = origin(3, 9);
-    s.submit_signal(1, o, &Frontier::<8>::from_points([o]))
-        .unwrap();
+    s.submit_signal(1, o, &Frontier::<8>::from_points([o])).unwrap();
     assert_eq!(s.value(), 0);
     assert!(matches!(s.lookup(1), Lookup::Tracked { reached: false, origin, .. } if origin == o));
     s.complete_signal(1).unwrap();
@@ -136,18 +120,14 @@ impl Notify for Reentrant<'_> {
     fn notify(&self, _: Outcome) {
         let value = self.semaphore.value();
         let imported = matches!(self.semaphore.lookup(value), Lookup::Tracked { .. });
-        self.observed
-            .store(if imported { value } else { u64::MAX }, StdOrdering::SeqCst);
+        self.observed.store(if imported { value } else { u64::MAX }, StdOrdering::SeqCst);
     }
 }
 
 #[test]
 fn callbacks_run_outside_the_lock() {
     let s = semaphore();
-    let probe = Reentrant {
-        semaphore: &s,
-        observed: StdAtomicU64::new(0),
-    };
+    let probe = Reentrant { semaphore: &s, observed: StdAtomicU64::new(0) };
     let t = pin!(Timepoint::new(&probe));
     // SAFETY: pinned here; fires below.
     unsafe { assert_eq!(s.arm(t.as_ref(), 1), Ok(Arm::Armed)) };
@@ -168,15 +148,9 @@ fn failure_is_sticky_and_reaches_current_and_later_waiters() {
     assert_eq!(s.failure(), Some(Failure::DeviceLost));
     let late = pin!(Timepoint::new(&r));
     // SAFETY: `Ready` links nothing.
-    assert_eq!(
-        unsafe { s.arm(late.as_ref(), 1) },
-        Ok(Arm::Ready(Err(Failure::DeviceLost)))
-    );
+    assert_eq!(unsafe { s.arm(late.as_ref(), 1) }, Ok(Arm::Ready(Err(Failure::DeviceLost))));
     assert_eq!(s.lookup(1), Lookup::Failed(Failure::DeviceLost));
-    assert_eq!(
-        signal(&s, 11, 1, 1),
-        Err(SignalError::Failed(Failure::DeviceLost))
-    );
+    assert_eq!(signal(&s, 11, 1, 1), Err(SignalError::Failed(Failure::DeviceLost)));
 }
 
 #[test]
@@ -184,19 +158,11 @@ fn out_of_order_completion_fails_waiters_instead_of_lying() {
     let s = semaphore();
     let r = Recorder::default();
     let t = pin!(Timepoint::new(&r));
-    s.submit_signal(1, origin(1, 1), &Frontier::<4>::new())
-        .unwrap();
-    s.submit_signal(2, origin(2, 1), &Frontier::<4>::new())
-        .unwrap();
+    s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
+    s.submit_signal(2, origin(2, 1), &Frontier::<4>::new()).unwrap();
     // SAFETY: pinned here; fires below.
     unsafe { assert_eq!(s.arm(t.as_ref(), 1), Ok(Arm::Armed)) };
-    assert_eq!(
-        s.complete_signal(2),
-        Err(SignalError::OutOfOrder {
-            value: 2,
-            pending: 1
-        })
-    );
+    assert_eq!(s.complete_signal(2), Err(SignalError::OutOfOrder { value: 2, pending: 1 }));
     assert_eq!(r.seen(), [Err(Failure::OutOfOrderSignal)]);
     assert_eq!(s.value(), 0);
 }

@@ -128,9 +128,7 @@ pub(super) struct FiredChain {
 
 impl WaiterList {
     pub(super) const fn new() -> WaiterList {
-        WaiterList {
-            head: ptr::null_mut(),
-        }
+        WaiterList { head: ptr::null_mut() }
     }
 
     /// Links `timepoint`; the caller has checked it is IDLE or DONE and holds the lock.
@@ -218,9 +216,7 @@ impl WaiterList {
 
 impl FiredChain {
     pub(super) const fn empty() -> FiredChain {
-        FiredChain {
-            head: ptr::null_mut(),
-        }
+        FiredChain { head: ptr::null_mut() }
     }
 
     /// Calls every callback in the chain with `outcome`, then marks each DONE. Must run after

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs every test tier causeway has, in order, on a fresh machine or a warm one.
+# Installs what the tiers need when it is missing (rustup targets, nightly Miri) and fails
+# loudly when something cannot be had: no tier is ever skipped silently.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tiers_passed=0
+step() { printf '\n==> %s\n' "$*"; }
+passed() { tiers_passed=$((tiers_passed + 1)); }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+CROSS_TARGETS=(thumbv6m-none-eabi thumbv7em-none-eabihf)
+
+step "set-up: rustup targets and nightly Miri"
+command -v rustup >/dev/null || die "rustup is required (the cross-target and Miri tiers need it)"
+for target in "${CROSS_TARGETS[@]}"; do
+  if ! rustup target list --installed | grep -qx "$target"; then
+    rustup target add "$target" || die "could not install rustup target $target"
+  fi
+done
+if ! rustup toolchain list | grep -q '^nightly'; then
+  rustup toolchain install nightly --profile minimal || die "could not install the nightly toolchain for Miri"
+fi
+if ! rustup +nightly component list --installed | grep -q '^miri'; then
+  rustup +nightly component add miri rust-src || die "could not install the nightly miri component"
+fi
+
+step "style: rustfmt and clippy (warnings are errors)"
+cargo fmt --all -- --check || die "cargo fmt reports unformatted code"
+cargo clippy --workspace --all-targets -- -D warnings
+passed
+
+step "tiers 1 and 3: unit, property and integration tests"
+cargo test --workspace
+passed
+
+step "no heap in core: no alloc crate, builds for Cortex-M0 (no CAS) and Cortex-M4"
+# `std` appears only under cfg(test); `alloc` must not appear at all.
+if grep -rnwE 'extern crate alloc|alloc::[a-z_]+' core/src --include=*.rs; then
+  die "causeway-core must not use the alloc crate"
+fi
+for target in "${CROSS_TARGETS[@]}"; do
+  cargo build -p causeway-core --release --target "$target"
+  cargo build -p causeway-core --release --target "$target" --features isr-safe
+done
+passed
+
+step "tier 2: Miri over core"
+cargo +nightly miri test -p causeway-core --lib
+passed
+
+step "tier 2: loom models"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p causeway-core --release --test loom_semaphore
+passed
+
+step "tier 5: benchmarks build and run one iteration each"
+cargo bench --workspace -- --test
+passed
+
+step "main job: the causal walkthrough"
+cargo run --release --example causal_walkthrough
+passed
+
+printf '\ntiers: %d passed, 0 failed\n' "$tiers_passed"
