@@ -237,7 +237,11 @@ impl<const N: usize> Submission<'_, N> {
             resolve(&self.frontier, semaphore.lookup(value), self.clock.capabilities)?;
         if let Some((origin, frontier)) = import {
             self.frontier.merge(&frontier);
-            self.frontier.insert_or_raise(origin.axis, origin.epoch);
+            // The origin is normally inside its own frontier already; it is re-added only
+            // when that frontier evicted it.
+            if !self.frontier.knows(origin) {
+                self.frontier.insert_or_raise(origin.axis, origin.epoch);
+            }
         }
         self.held += u32::from(resolution.resolution == Resolution::Held);
         self.clock.counts.count(&resolution);

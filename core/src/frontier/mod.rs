@@ -174,6 +174,14 @@ impl<const N: usize> Frontier<N> {
         if other.len == 0 {
             return;
         }
+        if self.len == 0 && M <= N {
+            // Joining into nothing (a semaphore taking a signaller's frontier): a plain copy.
+            // Slots past `other`'s length are already the empty sentinels.
+            self.axes[..M].copy_from_slice(&other.axes);
+            self.epochs[..M].copy_from_slice(&other.epochs);
+            self.len = other.len;
+            return;
+        }
         if N == M && self.len == other.len && same_axes(&self.axes, &other.axes) {
             // Same axes in the same slots: epochs join element-wise, no reordering.
             for (mine, theirs) in self.epochs.iter_mut().zip(other.epochs.iter()) {
