@@ -61,6 +61,7 @@ pub fn wait<const H: usize, const N: usize>(
         if arm != Arm::Armed {
             return arm;
         }
+        // Acquire pairs with the Release store in `Unpark::notify`.
         while !wake.fired.load(Ordering::Acquire) {
             match deadline {
                 None => thread::park(),

@@ -81,6 +81,14 @@ impl<const N: usize> Frontier<N> {
         frontier
     }
 
+    /// The same entries in a frontier of capacity `N`: a copy when they fit, otherwise
+    /// evicted and tainted like any overflowing merge.
+    pub fn from_frontier<const M: usize>(other: &Frontier<M>) -> Frontier<N> {
+        let mut frontier = Frontier::new();
+        frontier.merge(other);
+        frontier
+    }
+
     /// Maximum number of entries.
     pub const fn capacity(&self) -> usize {
         N
@@ -154,14 +162,10 @@ impl<const N: usize> Frontier<N> {
             return;
         }
         if len == N {
-            self.tainted = true;
-            let victim = self.eviction_victim();
-            if evicts_before(epoch, bits, self.epochs[victim], self.axes[victim]) {
-                return;
-            }
-            self.remove_at(victim);
-            let pos = if victim < pos { pos - 1 } else { pos };
-            self.insert_at(pos, bits, epoch);
+            // Overflow: the merge owns the one eviction rule.
+            let mut single = Frontier::<1>::new();
+            single.insert_at(0, bits, epoch);
+            self.merge(&single);
         } else {
             self.insert_at(pos, bits, epoch);
         }
@@ -197,8 +201,8 @@ impl<const N: usize> Frontier<N> {
         }
     }
 
-    /// Sorted union into a stack scratch (branch-free walk), then, only on overflow, eviction
-    /// of the smallest epochs by marking them 0, then one copy back.
+    /// Sorted union into a stack scratch, then, only on overflow, eviction of the smallest
+    /// epochs by marking them 0, then one copy back.
     fn merge_through_scratch<const S: usize, const M: usize>(&mut self, other: &Frontier<M>) {
         let mut axes = [[EMPTY; S]; 2];
         let mut epochs = [[0u64; S]; 2];
@@ -235,13 +239,9 @@ impl<const N: usize> Frontier<N> {
         if k > N {
             self.tainted = true;
             evict_smallest(&mut epochs[..k], k - N);
-            let mut kept = 0;
-            for (&a, &e) in axes[..k].iter().zip(&epochs[..k]) {
-                // Branch-free compaction: always write, advance only past kept entries.
-                let slot = kept.min(N - 1);
-                self.axes[slot] = if e != 0 { a } else { self.axes[slot] };
-                self.epochs[slot] = if e != 0 { e } else { self.epochs[slot] };
-                kept += usize::from(e != 0);
+            let survivors = axes[..k].iter().zip(&epochs[..k]).filter(|(_, &e)| e != 0);
+            for (slot, (&a, &e)) in survivors.enumerate() {
+                (self.axes[slot], self.epochs[slot]) = (a, e);
             }
             self.len = N as u8;
         } else {
@@ -249,19 +249,6 @@ impl<const N: usize> Frontier<N> {
             self.epochs.copy_from_slice(&epochs[..N]);
             self.len = k as u8;
         }
-    }
-
-    fn eviction_victim(&self) -> usize {
-        smallest_entry(&self.axes[..self.len()], &self.epochs[..self.len()])
-    }
-
-    fn remove_at(&mut self, index: usize) {
-        let len = self.len();
-        self.axes.copy_within(index + 1..len, index);
-        self.epochs.copy_within(index + 1..len, index);
-        self.axes[len - 1] = EMPTY;
-        self.epochs[len - 1] = 0;
-        self.len -= 1;
     }
 
     fn insert_at(&mut self, index: usize, bits: u64, epoch: u64) {
@@ -323,19 +310,6 @@ fn same_axes<const N: usize, const M: usize>(a: &[u64; N], b: &[u64; M]) -> bool
     a.iter().zip(b.iter()).fold(true, |same, (x, y)| same & (x == y))
 }
 
-/// Index of the entry overflow evicts first among live entries (epoch 0 marks an evicted one).
-fn smallest_entry(axes: &[u64], epochs: &[u64]) -> usize {
-    let mut victim = 0;
-    let (mut victim_epoch, mut victim_axis) = (u64::MAX, 0);
-    for (k, (&a, &e)) in axes.iter().zip(epochs).enumerate() {
-        let smaller = e != 0 && (e < victim_epoch || (e == victim_epoch && a > victim_axis));
-        victim = if smaller { k } else { victim };
-        victim_epoch = if smaller { e } else { victim_epoch };
-        victim_axis = if smaller { a } else { victim_axis };
-    }
-    victim
-}
-
 /// Marks (epoch := 0) the `count` entries overflow evicts from an axis-sorted run of live
 /// entries: smallest epochs, ties to the larger axis, i.e. the later index.
 ///
@@ -353,11 +327,6 @@ fn evict_smallest(epochs: &mut [u64], count: usize) {
         let victim = epochs.iter().rposition(|&e| e == smallest).unwrap_or(0);
         epochs[victim] = 0;
     }
-}
-
-/// Total eviction order: smaller epoch first, then larger axis first.
-fn evicts_before(epoch: u64, axis: u64, than_epoch: u64, than_axis: u64) -> bool {
-    (epoch, core::cmp::Reverse(axis)) < (than_epoch, core::cmp::Reverse(than_axis))
 }
 
 impl<const N: usize> Default for Frontier<N> {

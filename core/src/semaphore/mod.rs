@@ -228,8 +228,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
         origin: Point,
         frontier: &Frontier<M>,
     ) -> Result<(), SignalError> {
-        let mut carried = Frontier::<N>::new();
-        carried.merge(frontier);
+        let carried = Frontier::<N>::from_frontier(frontier);
         self.state.with(|state| state.history.record(value, Some(origin), &carried))
     }
 
@@ -246,8 +245,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
         origin: Point,
         frontier: &Frontier<M>,
     ) -> Result<(), SignalError> {
-        let mut carried = Frontier::<N>::new();
-        carried.merge(frontier);
+        let carried = Frontier::<N>::from_frontier(frontier);
         self.reach_then_fire(|history| {
             history.record(value, Some(origin), &carried)?;
             history.reach(value)
@@ -271,10 +269,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
         let (result, fired, outcome) = self.state.with(|state| {
             let result = reach(&mut state.history);
             match (result, state.history.failure()) {
-                (_, Some(failure)) => {
-                    self.failed.store(1, Ordering::Release);
-                    (result, state.waiters.cut_through(u64::MAX), Err(failure))
-                }
+                (_, Some(failure)) => (result, self.mark_failed(state), Err(failure)),
                 (Ok(()), None) => {
                     let reached = state.history.reached();
                     // Release pairs with the Acquire load in `value`.
@@ -293,13 +288,19 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
     pub fn fail(&self, failure: Failure) -> bool {
         let (won, first, fired) = self.state.with(|state| {
             let won = state.history.fail(failure);
-            // Release pairs with the Acquire load in `failure`.
-            self.failed.store(1, Ordering::Release);
             let first = state.history.failure().unwrap_or(failure);
-            (won, first, state.waiters.cut_through(u64::MAX))
+            (won, first, self.mark_failed(state))
         });
         fired.notify_all(Err(first));
         won
+    }
+
+    /// Publishes a failure already recorded in the history and cuts out every waiter, to be
+    /// notified once the lock is released. Runs under the lock.
+    fn mark_failed(&self, state: &mut State<H, N>) -> FiredChain {
+        // Release pairs with the Acquire load in `failure`.
+        self.failed.store(1, Ordering::Release);
+        state.waiters.cut_through(u64::MAX)
     }
 
     /// What a wait on `S ≥ value` imports (the late-waiter rule; see [`History::lookup`]).
@@ -352,10 +353,8 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
         if self.state.with(|state| state.waiters.remove(timepoint)) {
             return Cancelled::Unlinked;
         }
-        if timepoint::state_is_firing(timepoint) {
-            timepoint::wait_until_not_firing(timepoint);
-            return Cancelled::AlreadyFired;
-        }
+        // Not linked here: it may be firing, so wait that out before answering.
+        timepoint::wait_until_not_firing(timepoint);
         if timepoint.is_done() {
             Cancelled::AlreadyFired
         } else {

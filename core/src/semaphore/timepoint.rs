@@ -80,6 +80,7 @@ impl<'a> Timepoint<'a> {
 
     /// Whether the timepoint is linked into a semaphore or its callback is running.
     pub fn is_busy(&self) -> bool {
+        // Acquire pairs with the Release store of DONE in `notify_all`, as in `is_done`.
         matches!(self.state.load(Ordering::Acquire), ARMED | FIRING)
     }
 
@@ -259,10 +260,7 @@ pub(super) fn wait_until_not_firing(timepoint: &Timepoint<'_>) {
 
 /// Whether the state says the timepoint may be armed now.
 pub(super) fn is_armable(timepoint: &Timepoint<'_>) -> bool {
+    // Acquire pairs with the Release store of DONE in `notify_all`: the last firer's accesses
+    // happen-before the timepoint is linked again.
     matches!(timepoint.state.load(Ordering::Acquire), IDLE | DONE)
-}
-
-/// Whether the timepoint is ARMED (somewhere) or FIRING.
-pub(super) fn state_is_firing(timepoint: &Timepoint<'_>) -> bool {
-    timepoint.state.load(Ordering::Acquire) == FIRING
 }
