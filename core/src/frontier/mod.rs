@@ -162,13 +162,20 @@ impl<const N: usize> Frontier<N> {
             return;
         }
         if len == N {
-            // Overflow: the merge owns the one eviction rule.
-            let mut single = Frontier::<1>::new();
-            single.insert_at(0, bits, epoch);
-            self.merge(&single);
+            self.insert_overflowing(bits, epoch);
         } else {
             self.insert_at(pos, bits, epoch);
         }
+    }
+
+    /// Overflow is rare and goes through the merge, which owns the one eviction rule; kept out
+    /// of line so the merge's scratch does not weigh on every raise.
+    #[cold]
+    #[inline(never)]
+    fn insert_overflowing(&mut self, bits: u64, epoch: u64) {
+        let mut single = Frontier::<1>::new();
+        single.insert_at(0, bits, epoch);
+        self.merge(&single);
     }
 
     /// Component-wise maximum with `other` (the join of two causal histories). A tainted input
