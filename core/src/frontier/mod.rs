@@ -200,6 +200,15 @@ impl<const N: usize> Frontier<N> {
             }
             return;
         }
+        if self.len() + other.len() <= N {
+            // The union cannot overflow: walk straight into place from a copy of the old
+            // entries. Slots past the union were past the old length too: still sentinels.
+            let (own_axes, own_epochs) = (self.axes, self.epochs);
+            let own = (&own_axes[..self.len()], &own_epochs[..self.len()]);
+            let theirs = (&other.axes[..other.len()], &other.epochs[..other.len()]);
+            self.len = sorted_union(own, theirs, (&mut self.axes, &mut self.epochs)) as u8;
+            return;
+        }
         // A scratch of 2·max(N, M) slots holds the whole union, so the walk never evicts.
         if M <= N {
             self.merge_through_scratch::<N, M>(other);
@@ -209,59 +218,43 @@ impl<const N: usize> Frontier<N> {
     }
 
     /// Sorted union into a stack scratch, then, only on overflow, eviction of the smallest
-    /// epochs by marking them 0, then one copy back.
+    /// epochs by marking them 0, then the survivors back into place.
     fn merge_through_scratch<const S: usize, const M: usize>(&mut self, other: &Frontier<M>) {
         let mut axes = [[EMPTY; S]; 2];
         let mut epochs = [[0u64; S]; 2];
         let (axes, epochs) = (axes.as_flattened_mut(), epochs.as_flattened_mut());
-        let (own_len, other_len) = (self.len(), other.len());
-        let (mut i, mut j, mut k) = (0, 0, 0);
-        // A plain two-pointer walk: on real inputs the comparisons follow the axis layout,
-        // which repeats from operation to operation, so the branches predict well and beat a
-        // branch-free walk's serial dependency chain.
-        while i < own_len && j < other_len {
-            let (a, b) = (self.axes[i], other.axes[j]);
-            if a < b {
-                (axes[k], epochs[k]) = (a, self.epochs[i]);
-                i += 1;
-            } else if b < a {
-                (axes[k], epochs[k]) = (b, other.epochs[j]);
-                j += 1;
-            } else {
-                (axes[k], epochs[k]) = (a, self.epochs[i].max(other.epochs[j]));
-                i += 1;
-                j += 1;
-            }
-            k += 1;
-        }
-        // Tails element by element: at most a few entries, cheaper than `memcpy` calls.
-        for i in i..own_len {
-            (axes[k], epochs[k]) = (self.axes[i], self.epochs[i]);
-            k += 1;
-        }
-        for j in j..other_len {
-            (axes[k], epochs[k]) = (other.axes[j], other.epochs[j]);
-            k += 1;
-        }
+        let own = (&self.axes[..self.len()], &self.epochs[..self.len()]);
+        let theirs = (&other.axes[..other.len()], &other.epochs[..other.len()]);
+        let k = sorted_union(own, theirs, (axes, epochs));
         if k > N {
             self.tainted = true;
-            evict_smallest(&mut epochs[..k], k - N);
-            let survivors = axes[..k].iter().zip(&epochs[..k]).filter(|(_, &e)| e != 0);
-            for (slot, (&a, &e)) in survivors.enumerate() {
-                (self.axes[slot], self.epochs[slot]) = (a, e);
-            }
-            self.len = N as u8;
-        } else {
-            self.axes.copy_from_slice(&axes[..N]);
-            self.epochs.copy_from_slice(&epochs[..N]);
-            self.len = k as u8;
+            let (mut victims, mut victim_epochs) = ([[0u8; S]; 2], [[0u64; S]; 2]);
+            evict_smallest(
+                &mut epochs[..k],
+                k - N,
+                victims.as_flattened_mut(),
+                victim_epochs.as_flattened_mut(),
+            );
         }
+        // Survivors element by element, straight into place: a bulk copy would read the scratch
+        // with wide loads that cannot be forwarded from the walk's narrow stores still in
+        // flight. Slots past the union were past the old length too: still sentinels.
+        let mut slot = 0;
+        for (&axis, &epoch) in axes[..k].iter().zip(&epochs[..k]) {
+            if epoch != 0 {
+                (self.axes[slot], self.epochs[slot]) = (axis, epoch);
+                slot += 1;
+            }
+        }
+        self.len = k.min(N) as u8;
     }
 
     fn insert_at(&mut self, index: usize, bits: u64, epoch: u64) {
-        let len = self.len();
-        self.axes.copy_within(index..len, index + 1);
-        self.epochs.copy_within(index..len, index + 1);
+        // Shifted element by element: a few entries, cheaper than two `memmove` calls.
+        for slot in (index..self.len()).rev() {
+            self.axes[slot + 1] = self.axes[slot];
+            self.epochs[slot + 1] = self.epochs[slot];
+        }
         self.axes[index] = bits;
         self.epochs[index] = epoch;
         self.len += 1;
@@ -282,15 +275,17 @@ impl<const N: usize> Frontier<N> {
             }
             return covered;
         }
-        let len = self.len();
+        // Both sides sorted: one forward walk. Knowledge slots past its length hold the
+        // sentinel, which no requirement axis reaches, so the walk needs no length check.
         let mut i = 0;
         for (&b, &e) in other.axes[..other.len()].iter().zip(&other.epochs[..other.len()]) {
-            while i < len && self.axes[i] < b {
+            while i < N && self.axes[i] < b {
                 i += 1;
             }
-            if i == len || self.axes[i] != b || self.epochs[i] < e {
+            if i == N || self.axes[i] != b || self.epochs[i] < e {
                 return false;
             }
+            i += 1;
         }
         true
     }
@@ -311,6 +306,46 @@ impl<const N: usize> Frontier<N> {
     }
 }
 
+/// Writes the axis-sorted union of two sorted runs (`(axes, epochs)` each; shared axes take
+/// the larger epoch) to the front of `out`, which must have room for both runs, and returns
+/// its length.
+#[inline(always)]
+fn sorted_union(
+    (own_axes, own_epochs): (&[u64], &[u64]),
+    (other_axes, other_epochs): (&[u64], &[u64]),
+    (axes, epochs): (&mut [u64], &mut [u64]),
+) -> usize {
+    let (mut i, mut j, mut k) = (0, 0, 0);
+    // A plain two-pointer walk: on real inputs the comparisons follow the axis layout, which
+    // repeats from operation to operation, so the branches predict well and beat a branch-free
+    // walk's serial dependency chain.
+    while i < own_axes.len() && j < other_axes.len() {
+        let (a, b) = (own_axes[i], other_axes[j]);
+        if a < b {
+            (axes[k], epochs[k]) = (a, own_epochs[i]);
+            i += 1;
+        } else if b < a {
+            (axes[k], epochs[k]) = (b, other_epochs[j]);
+            j += 1;
+        } else {
+            (axes[k], epochs[k]) = (a, own_epochs[i].max(other_epochs[j]));
+            i += 1;
+            j += 1;
+        }
+        k += 1;
+    }
+    // Tails element by element: at most a few entries, cheaper than `memcpy` calls.
+    for i in i..own_axes.len() {
+        (axes[k], epochs[k]) = (own_axes[i], own_epochs[i]);
+        k += 1;
+    }
+    for j in j..other_axes.len() {
+        (axes[k], epochs[k]) = (other_axes[j], other_epochs[j]);
+        k += 1;
+    }
+    k
+}
+
 /// Whole-array axis equality, written as a fold so it compiles to inline vector compares
 /// rather than a call to `bcmp`.
 fn same_axes<const N: usize, const M: usize>(a: &[u64; N], b: &[u64; M]) -> bool {
@@ -320,19 +355,37 @@ fn same_axes<const N: usize, const M: usize>(a: &[u64; N], b: &[u64; M]) -> bool
 /// Marks (epoch := 0) the `count` entries overflow evicts from an axis-sorted run of live
 /// entries: smallest epochs, ties to the larger axis, i.e. the later index.
 ///
-/// Each round is two independent passes (a minimum, then the last index holding it) instead of
-/// one pass carrying (epoch, index) through a serial chain of conditional moves.
-fn evict_smallest(epochs: &mut [u64], count: usize) {
-    for _ in 0..count {
-        let live = |e: u64| if e == 0 { u64::MAX } else { e };
-        let (mut lo, mut hi) = (u64::MAX, u64::MAX);
-        for pair in epochs.chunks(2) {
-            lo = lo.min(live(pair[0]));
-            hi = hi.min(pair.get(1).map_or(u64::MAX, |&e| live(e)));
+/// One pass keeps the `count` entries evicted first so far, ordered by eviction key, in
+/// `victims` (indices) and `victim_epochs` (their epochs, so no comparison goes through an
+/// index). An entry that cannot beat the last held victim costs one comparison against a
+/// register. Both buffers need `count` slots; `epochs` holds at most 256 entries.
+fn evict_smallest(epochs: &mut [u64], count: usize, victims: &mut [u8], victim_epochs: &mut [u64]) {
+    let mut held = 0;
+    // The last held victim's epoch while the buffer is full, else past every epoch.
+    let mut bound = u64::MAX;
+    for (index, &epoch) in epochs.iter().enumerate() {
+        // An equal epoch still wins: this entry's axis is larger than every held one's.
+        if epoch > bound {
+            continue;
         }
-        let smallest = lo.min(hi);
-        let victim = epochs.iter().rposition(|&e| e == smallest).unwrap_or(0);
-        epochs[victim] = 0;
+        if held == count {
+            held -= 1;
+        }
+        let mut at = held;
+        while at > 0 && victim_epochs[at - 1] >= epoch {
+            victims[at] = victims[at - 1];
+            victim_epochs[at] = victim_epochs[at - 1];
+            at -= 1;
+        }
+        victims[at] = index as u8;
+        victim_epochs[at] = epoch;
+        held += 1;
+        if held == count {
+            bound = victim_epochs[count - 1];
+        }
+    }
+    for &victim in &victims[..count] {
+        epochs[usize::from(victim)] = 0;
     }
 }
 
