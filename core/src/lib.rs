@@ -13,6 +13,7 @@
 //! - [`fence`] — sets of semaphore points for wait and signal lists.
 //! - [`collective`] — one shared axis for an N-participant collective.
 //! - [`reuse`] — death frontiers and the buffer reuse decision.
+//! - [`executor`] — the cooperative process executor and its platform wait seam.
 //!
 //! Every fallible operation returns a small typed error; nothing here panics on data that came
 //! from outside the program, and nothing allocates.
@@ -23,6 +24,7 @@ extern crate std;
 
 pub mod axis;
 pub mod collective;
+pub mod executor;
 pub mod fence;
 pub mod frontier;
 pub mod queue;

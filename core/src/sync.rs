@@ -6,12 +6,43 @@
 
 #[cfg(not(loom))]
 pub(crate) mod atomic {
-    pub(crate) use portable_atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+    pub(crate) use core::sync::atomic::fence;
+    pub(crate) use portable_atomic::{
+        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    };
 }
 
 #[cfg(loom)]
 pub(crate) mod atomic {
-    pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    };
+}
+
+/// Interior mutability whose accesses loom can check for data races.
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// Interior mutability with loom's closure-based access API, so the same code builds both ways.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(core::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> UnsafeCell<T> {
+        UnsafeCell(core::cell::UnsafeCell::new(value))
+    }
+
+    /// Runs `f` with a shared pointer to the contents; the caller's protocol rules out writers.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Runs `f` with a unique pointer to the contents; the caller's protocol rules out others.
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
 }
 
 /// A short mutual-exclusion lock around plain data.
