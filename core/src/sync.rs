@@ -6,7 +6,6 @@
 
 #[cfg(not(loom))]
 pub(crate) mod atomic {
-    pub(crate) use core::sync::atomic::fence;
     pub(crate) use portable_atomic::{
         AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
@@ -15,7 +14,7 @@ pub(crate) mod atomic {
 #[cfg(loom)]
 pub(crate) mod atomic {
     pub(crate) use loom::sync::atomic::{
-        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
 }
 

@@ -1,6 +1,488 @@
 //! The cooperative process executor (seed 004): one process abstraction, workers that drain,
 //! spin and park, direct wake with no coordinator, nothing allocated.
+//!
+//! - [`Process`] — caller-owned work: a [`Drain`] behaviour, a suspend count, dependents, a
+//!   cancellation/failure word (first failure wins) and a wake budget.
+//! - [`Executor`] — the shared state: the FIFO immediate list for budget-1 work, the fixed
+//!   compute slot array for multi-worker work (with an overflow list when every slot is
+//!   taken), the aggregate wake budget and one parking word per worker.
+//! - [`Worker`] — one per thread (or the main loop of an MCU): pops immediate work, scans
+//!   compute slots under a swappable [`ScanPolicy`], spins adaptively, then parks on the
+//!   platform [`Futex`].
+//!
+//! # Activation, wake and parking
+//!
+//! Whoever drives a process's suspend count to zero (a submitter, an upstream completion, a
+//! semaphore timepoint callback) activates it inline: it queues the process (list push or slot
+//! claim, both Release) and then *notifies*. Notifying performs a read-modify-write on the
+//! `idle` mask of parked workers and wakes one if any is parked; a parking worker sets its bit
+//! with a read-modify-write on the same mask and then re-checks for work before sleeping. The
+//! two RMWs are ordered in the mask's modification order, so either the notifier sees the
+//! parker's bit (and wakes it), or the parker's RMW reads the notifier's and therefore
+//! synchronises with it and sees the queued work. No wake-up is lost, without SeqCst.
+//!
+//! ```text
+//!   worker:  spinning ──no work for the spin limit──► set idle bit ──re-check──► parked
+//!               ▲   ▲                                      │ work seen            │
+//!               │   └──────────── clear own bit ◄──────────┘                      │
+//!               └─────── word := NOTIFIED, futex wake (bit cleared by the waker) ◄┘
+//! ```
+//!
+//! Waking many workers uses a wake tree: the notifier adds `budget − 1` to a pending count and
+//! wakes one worker; every woken worker claims up to `fanout` of the pending wakes and wakes
+//! that many more before it starts scanning, so N workers are up in about log(N) rounds.
+//!
+//! # Shutdown
+//!
+//! [`Executor::shutdown`] stops new submissions, cancels every process in a compute slot or the
+//! overflow list, and wakes every worker. Workers cancel whatever they pop from then on (its
+//! [`Drain::finish`] runs with [`Failure::Cancelled`]) and return from [`Worker::run`] once the
+//! lists and slots are empty, so teardown waits for at most one running drain call per worker.
+//! Processes the executor has never been handed (still suspended, or immediate processes
+//! asleep) are not known to it and stay with their owner, who may cancel them.
 
 mod futex;
+mod list;
+mod process;
+mod scan;
+mod slots;
+mod worker;
+
+use core::fmt;
 
 pub use futex::{Futex, FutexWord};
+pub use process::{Class, Drain, DrainContext, Drained, Process, ProcessError};
+pub use scan::{BudgetWeighted, Priority, RoundRobin, ScanPolicy, SlotHint};
+pub use worker::{SpinPolicy, Worker};
+
+use crate::semaphore::Failure;
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use list::ProcessList;
+use process::state;
+use slots::{SlotArray, SlotWake};
+
+/// One group of fields on its own cache line on hosts (no padding on bare metal).
+#[cfg_attr(not(target_os = "none"), repr(align(64)))]
+pub(crate) struct Line<T>(pub(crate) T);
+
+/// Parking word values.
+const AWAKE: u32 = 0;
+const PARKED: u32 = 1;
+const NOTIFIED: u32 = 2;
+
+/// Why an executor or worker could not be set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExecutorError {
+    /// The worker count must be between 1 and the executor's worker capacity (at most 64).
+    WorkerCount {
+        /// The count asked for.
+        requested: usize,
+        /// The capacity.
+        capacity: usize,
+    },
+    /// The wake-tree fan-out must be at least 1.
+    Fanout,
+    /// That worker index is out of range or already has a [`Worker`].
+    WorkerTaken(usize),
+}
+
+impl fmt::Display for ExecutorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExecutorError::WorkerCount { requested, capacity } => {
+                write!(f, "worker count {requested} not in 1..={capacity}")
+            }
+            ExecutorError::Fanout => f.write_str("wake-tree fan-out must be at least 1"),
+            ExecutorError::WorkerTaken(index) => {
+                write!(f, "worker {index} is out of range or already taken")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ExecutorError {}
+
+/// The executor's shared state for processes borrowed for `'p`, parking through `F`, with
+/// `SLOTS` compute slots and room for `WORKERS` (≤ 64) workers. See the [module docs](self).
+pub struct Executor<'p, F: Futex, const SLOTS: usize = 64, const WORKERS: usize = 64> {
+    immediate: ProcessList<'p>,
+    overflow: ProcessList<'p>,
+    slots: SlotArray<'p, SLOTS>,
+    /// Bit `w` set: worker `w` is parked or about to park.
+    idle: Line<AtomicU64>,
+    /// Sum of the wake budgets of active compute processes.
+    budget: Line<AtomicU32>,
+    /// Wakes still owed by the wake tree.
+    pending_wakes: AtomicU32,
+    parking: [Line<FutexWord>; WORKERS],
+    /// Bit `w` set: a [`Worker`] handle exists for index `w`.
+    taken: AtomicU64,
+    /// Submitted processes not yet completed.
+    live: AtomicUsize,
+    stopping: AtomicBool,
+    workers: usize,
+    fanout: u32,
+    futex: F,
+}
+
+impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLOTS, WORKERS> {
+    const CAPACITY_IS_VALID: () = assert!(
+        SLOTS >= 1 && SLOTS <= u16::MAX as usize && WORKERS >= 1 && WORKERS <= 64,
+        "executor needs 1..=65535 slots and 1..=64 workers"
+    );
+
+    /// An executor for `workers` workers parking through `futex`, with a wake-tree fan-out of
+    /// two.
+    pub fn new(futex: F, workers: usize) -> Result<Executor<'p, F, SLOTS, WORKERS>, ExecutorError> {
+        Self::with_fanout(futex, workers, 2)
+    }
+
+    /// As [`new`](Self::new), with each woken worker waking up to `fanout` more.
+    pub fn with_fanout(
+        futex: F,
+        workers: usize,
+        fanout: u32,
+    ) -> Result<Executor<'p, F, SLOTS, WORKERS>, ExecutorError> {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::CAPACITY_IS_VALID;
+        if workers == 0 || workers > WORKERS {
+            return Err(ExecutorError::WorkerCount { requested: workers, capacity: WORKERS });
+        }
+        if fanout == 0 {
+            return Err(ExecutorError::Fanout);
+        }
+        Ok(Executor {
+            immediate: ProcessList::new(),
+            overflow: ProcessList::new(),
+            slots: SlotArray::new(),
+            idle: Line(AtomicU64::new(0)),
+            budget: Line(AtomicU32::new(0)),
+            pending_wakes: AtomicU32::new(0),
+            parking: core::array::from_fn(|_| Line(FutexWord::new(AWAKE))),
+            taken: AtomicU64::new(0),
+            live: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            workers,
+            fanout,
+            futex,
+        })
+    }
+
+    /// The number of workers this executor was built for.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// The handle for worker `index` (each index once), scanning under policy `P`.
+    pub fn worker<P: ScanPolicy<SLOTS>>(
+        &self,
+        index: usize,
+        spin: SpinPolicy,
+    ) -> Result<Worker<'_, 'p, F, P, SLOTS, WORKERS>, ExecutorError> {
+        if index >= self.workers {
+            return Err(ExecutorError::WorkerTaken(index));
+        }
+        let bit = 1u64 << index;
+        if self.taken.fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+            return Err(ExecutorError::WorkerTaken(index));
+        }
+        Ok(Worker::new(self, index, P::for_worker(index, self.workers), spin))
+    }
+
+    /// Hands `process` to the executor: drops its creation hold, so it activates now if nothing
+    /// else suspends it, or when its last upstream process completes or hold is released.
+    pub fn submit(&self, process: &'p Process<'p>) -> Result<(), ProcessError> {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(ProcessError::ShutDown);
+        }
+        process.mark_submitted()?;
+        self.live.fetch_add(1, Ordering::Relaxed);
+        self.release(process)
+    }
+
+    /// Adds a suspension to a process that is not active yet (created, or submitted and still
+    /// suspended); a matching [`release`](Self::release) drops it.
+    pub fn hold(&self, process: &'p Process<'p>) -> Result<(), ProcessError> {
+        process.hold()
+    }
+
+    /// Drops one suspension (an awaited event happened); activates the process when it was
+    /// the last. Callable from any thread, including semaphore callbacks and interrupts.
+    pub fn release(&self, process: &'p Process<'p>) -> Result<(), ProcessError> {
+        if process.release()? {
+            self.activate(process);
+        }
+        Ok(())
+    }
+
+    /// Makes a sleeping process runnable again (a no-op if it is queued, not yet active or
+    /// completed; a wake during a drain turns that drain's `Sleep` into another drain).
+    pub fn wake(&self, process: &'p Process<'p>) {
+        match process.class() {
+            Class::Immediate => self.wake_immediate(process),
+            Class::Compute => {
+                let slot = process.slot().load(Ordering::Relaxed) as usize;
+                if self.slots.wake(slot, process) == SlotWake::Runnable {
+                    self.notify(process.wake_budget());
+                }
+            }
+        }
+    }
+
+    /// Cancels `process`: unless it already failed, it completes with [`Failure::Cancelled`]
+    /// without being drained again, and its dependents inherit the failure. A no-op on a
+    /// completed process.
+    pub fn cancel(&self, process: &'p Process<'p>) {
+        if process.is_completed() {
+            return;
+        }
+        process.record_failure(Failure::Cancelled);
+        self.wake(process);
+    }
+
+    /// Submitted processes that have not completed yet.
+    pub fn live(&self) -> usize {
+        // Acquire pairs with the Release decrement in `complete`: a caller that sees a count
+        // also sees those completions' effects.
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has been called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Stops the executor: refuses new submissions, cancels every process in a compute slot
+    /// (asleep or not) and every process workers pop from now on, and wakes every worker so that [`Worker::run`] returns once nothing is left (see the
+    /// module docs for what is not waited for).
+    pub fn shutdown(&self) {
+        // Release pairs with the Acquire loads in `submit`, `activate` and the worker loop.
+        self.stopping.store(true, Ordering::Release);
+        // Sleeping occupants become runnable; the worker that enters next sees `stopping`,
+        // records the cancellation and closes the slot.
+        for index in 0..SLOTS {
+            self.slots.rouse(index);
+        }
+        self.wake_all_workers();
+    }
+
+    fn activate(&self, process: &'p Process<'p>) {
+        if self.stopping.load(Ordering::Acquire) {
+            process.record_failure(Failure::Cancelled);
+        }
+        process.state_word().store(state::QUEUED, Ordering::Relaxed);
+        match process.class() {
+            Class::Immediate => {
+                self.immediate.push(process);
+                self.notify(1);
+            }
+            Class::Compute => self.place(process),
+        }
+    }
+
+    /// Puts an activated compute process into a slot, or onto the overflow list.
+    fn place(&self, process: &'p Process<'p>) {
+        if self.slots.claim(process).is_some() {
+            let budget = process.wake_budget();
+            self.budget.0.fetch_add(budget, Ordering::Relaxed);
+            self.notify(budget);
+        } else {
+            self.overflow.push(process);
+            self.notify(1);
+        }
+    }
+
+    /// Moves overflowed compute processes into free slots while both exist.
+    pub(crate) fn drain_overflow(&self) {
+        while let Some(process) = self.overflow.pop() {
+            if self.slots.claim(process).is_some() {
+                let budget = process.wake_budget();
+                self.budget.0.fetch_add(budget, Ordering::Relaxed);
+                self.notify(budget);
+            } else {
+                self.overflow.push(process);
+                return;
+            }
+        }
+    }
+
+    fn wake_immediate(&self, process: &'p Process<'p>) {
+        let word = process.state_word();
+        // Acquire pairs with the Release transitions in the worker (RUNNING → SLEEPING).
+        let mut current = word.load(Ordering::Acquire);
+        loop {
+            let next = match current & 0xff {
+                state::SLEEPING => state::QUEUED,
+                state::RUNNING if current & state::NOTIFIED == 0 => current | state::NOTIFIED,
+                _ => return,
+            };
+            // AcqRel: pairs with the worker's compare-exchange out of RUNNING, so a wake and a
+            // `Sleep` result cannot both miss each other.
+            match word.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) if next == state::QUEUED => {
+                    self.immediate.push(process);
+                    self.notify(1);
+                    return;
+                }
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Completes a process whose last drain call has returned: runs its `finish`, marks it
+    /// completed, then releases its dependents (handing on its failure).
+    pub(crate) fn complete(&self, process: &'p Process<'p>) {
+        let outcome = process.failure().map_or(Ok(()), Err);
+        process.drain_ref().finish(outcome);
+        let dependents = process.dependents();
+        // Release: pairs with the Acquire in `Process::is_completed`/`rearm`; this is the
+        // executor's last access to the process's storage.
+        process.state_word().store(state::COMPLETED, Ordering::Release);
+        for &dependent in dependents {
+            if let Err(failure) = outcome {
+                dependent.record_failure(failure);
+            }
+            if let Ok(true) = dependent.release() {
+                self.activate(dependent);
+            }
+        }
+        // Release pairs with the Acquire load in `live`.
+        self.live.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Finalizes the compute process in `index` (this thread won the slot's FINALIZING).
+    pub(crate) fn finalize_slot(&self, index: usize, process: &'p Process<'p>) {
+        self.budget.0.fetch_sub(process.wake_budget(), Ordering::Relaxed);
+        self.slots.vacate(index);
+        self.complete(process);
+        self.drain_overflow();
+    }
+
+    /// Whether any queued work is visible (hints; see the parking protocol).
+    pub(crate) fn has_work(&self) -> bool {
+        !self.immediate.looks_empty() || self.slots.any_runnable() || !self.overflow.looks_empty()
+    }
+
+    /// Whether nothing is queued or occupying a slot: after shutdown, workers may return.
+    pub(crate) fn is_quiescent(&self) -> bool {
+        self.immediate.looks_empty() && self.overflow.looks_empty() && self.slots.all_vacant()
+    }
+
+    /// Wakes up to `wanted` parked workers: one now, the rest through the wake tree.
+    pub(crate) fn notify(&self, wanted: u32) {
+        // An RMW, not a load: see "Activation, wake and parking" in the module docs. AcqRel
+        // pairs with the parker's AcqRel `fetch_or` of its idle bit.
+        if self.idle.0.fetch_or(0, Ordering::AcqRel) == 0 {
+            return;
+        }
+        if wanted > 1 {
+            self.pending_wakes.fetch_add(wanted - 1, Ordering::Relaxed);
+        }
+        self.wake_one_idle();
+    }
+
+    /// Claims one parked worker's idle bit and wakes it; `false` when none is parked.
+    pub(crate) fn wake_one_idle(&self) -> bool {
+        let mut idle = self.idle.0.load(Ordering::Relaxed);
+        while idle != 0 {
+            let bit = idle & idle.wrapping_neg();
+            // AcqRel: continues the mask's handshake (see `notify`).
+            match self.idle.0.compare_exchange_weak(
+                idle,
+                idle & !bit,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    let word = &self.parking[bit.trailing_zeros() as usize].0;
+                    // Release pairs with the Acquire load in the parked worker's wait loop.
+                    word.store(NOTIFIED, Ordering::Release);
+                    self.futex.wake_one(word);
+                    return true;
+                }
+                Err(current) => idle = current,
+            }
+        }
+        false
+    }
+
+    /// A freshly woken worker's share of the wake tree.
+    pub(crate) fn spread_wakes(&self) {
+        let claimed = self
+            .pending_wakes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |pending| {
+                (pending > 0).then(|| pending - pending.min(self.fanout))
+            })
+            .map_or(0, |pending| pending.min(self.fanout));
+        for _ in 0..claimed {
+            if !self.wake_one_idle() {
+                // Nobody left to wake: the rest of the tree is moot.
+                self.pending_wakes.store(0, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+
+    fn wake_all_workers(&self) {
+        // AcqRel: as in `notify`; every bit taken here is a worker this call must wake.
+        let idle = self.idle.0.swap(0, Ordering::AcqRel);
+        for (index, word) in self.parking.iter().enumerate().take(self.workers) {
+            if idle & (1 << index) != 0 {
+                // Release pairs with the parked worker's Acquire load.
+                word.0.store(NOTIFIED, Ordering::Release);
+            }
+            self.futex.wake_all(&word.0);
+        }
+    }
+
+    /// Frees a worker index when its handle is dropped.
+    pub(crate) fn release_worker(&self, index: usize) {
+        self.taken.fetch_and(!(1u64 << index), Ordering::Relaxed);
+    }
+
+    pub(crate) fn futex(&self) -> &F {
+        &self.futex
+    }
+
+    pub(crate) fn parking_word(&self, index: usize) -> &FutexWord {
+        &self.parking[index].0
+    }
+
+    pub(crate) fn idle_mask(&self) -> &AtomicU64 {
+        &self.idle.0
+    }
+
+    pub(crate) fn aggregate_budget(&self) -> &AtomicU32 {
+        &self.budget.0
+    }
+
+    pub(crate) fn immediate(&self) -> &ProcessList<'p> {
+        &self.immediate
+    }
+
+    pub(crate) fn overflow_looks_empty(&self) -> bool {
+        self.overflow.looks_empty()
+    }
+
+    pub(crate) fn slots(&self) -> &SlotArray<'p, SLOTS> {
+        &self.slots
+    }
+}
+
+impl<F: Futex, const SLOTS: usize, const WORKERS: usize> fmt::Debug
+    for Executor<'_, F, SLOTS, WORKERS>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executor")
+            .field("workers", &self.workers)
+            .field("slots", &SLOTS)
+            .field("live", &self.live())
+            .field("stopping", &self.is_stopping())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

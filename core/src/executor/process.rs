@@ -1,0 +1,531 @@
+//! The process: one abstraction for every kind of schedulable work.
+//!
+//! A [`Process`] is caller-owned storage (a `static`, a struct field, a slice element) that
+//! outlives the executor borrow `'p`. It holds a reference to its behaviour (a [`Drain`]), the
+//! processes that depend on it, and the atomics the executor drives.
+//!
+//! # Lifecycle
+//!
+//! ```text
+//!  Created ──submit──► Suspended ──last release──► Queued ◄──────────┐
+//!     │ hold / set_dependents        (count → 0)     │ pop / enter     │ Progress, or
+//!     ▼                                              ▼                 │ Sleep after a wake
+//!  (count += n)                                   Running ─────────────┤
+//!                                                    │ Sleep           │ wake
+//!                                                    ▼                 │
+//!                                                 Sleeping ────────────┘
+//!                                                    │ Done / failure seen
+//!                                                    ▼
+//!                                                 Completed ──rearm──► Created
+//! ```
+//!
+//! The suspend count starts at one — the *creation hold*, dropped by submission — plus one per
+//! upstream process and per [`hold`](crate::executor::Executor::hold). Whoever drives it to zero
+//! activates the process, exactly once. Immediate processes track Queued / Running / Sleeping in
+//! their own state word; compute processes, which many workers drain at once, keep that part in
+//! their slot's word (see `slots`), so scanners never touch process memory to skip them.
+//!
+//! # Failure
+//!
+//! The first failure wins (a compare-exchange on the failure word): the drain's own error,
+//! cancellation, or an error inherited from an upstream process. A process with a failure is
+//! never drained again; it completes with that failure, its [`Drain::finish`] runs, and its
+//! dependents inherit the failure and complete the same way — the cascade is iterative (each
+//! dependent is activated, not called), so its depth costs no stack.
+//!
+//! # Cache lines
+//!
+//! Fields are grouped by who writes them, each group on its own 64-byte line on hosts (no
+//! padding on bare metal, where RAM is the scarce resource and there is one core):
+//! - *immutable* once submitted — the drain reference, class, priority, dependents — read by
+//!   every scanner and completer, so it stays shared in every worker's cache;
+//! - *activation* — suspend count, state, failure, list link, slot — written by the threads that
+//!   release, wake, cancel and queue the process;
+//! - *scheduling* — the wake budget — written by the drain function as its parallelism changes.
+
+use core::fmt;
+use core::ptr;
+
+use crate::semaphore::Failure;
+use crate::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::sync::UnsafeCell;
+
+/// Where a process is queued when it becomes runnable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Class {
+    /// Short, single-worker work (queue management, host calls, retire/signal): the FIFO
+    /// immediate list, one drainer at a time.
+    Immediate,
+    /// Long, multi-worker work (tiled dispatches, streaming rings): a compute slot that every
+    /// worker may drain concurrently.
+    Compute,
+}
+
+/// What one [`Drain::drain`] call achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// Work was done and more remains: drain again.
+    Progress,
+    /// Nothing to do until an outside event: skip this process until
+    /// [`wake`](crate::executor::Executor::wake) is called for it.
+    Sleep,
+    /// The process is finished, successfully or not.
+    Done(Result<(), Failure>),
+}
+
+/// The behaviour of a process.
+pub trait Drain: Sync {
+    /// Does a bounded amount of work and says what is left. Compute processes are drained by
+    /// several workers at once; exactly one of those calls should return [`Drained::Done`] (the
+    /// others may return it too: the first completion request wins, later ones are ignored).
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained;
+
+    /// Called exactly once, after the last drain call has returned, with the final outcome:
+    /// the drain's own result, or the failure that stopped it (cancellation, an upstream error)
+    /// — the bail path of a process that never ran. The process's storage may be reused as soon
+    /// as the executor has marked it completed, right after this returns.
+    fn finish(&self, outcome: Result<(), Failure>) {
+        let _ = outcome;
+    }
+}
+
+/// What a drain call can see and adjust besides its own state.
+pub struct DrainContext<'a, 'p> {
+    worker: usize,
+    local: &'a mut u64,
+    process: &'a Process<'p>,
+    aggregate_budget: &'a AtomicU32,
+}
+
+impl<'a, 'p> DrainContext<'a, 'p> {
+    pub(crate) fn new(
+        worker: usize,
+        local: &'a mut u64,
+        process: &'a Process<'p>,
+        aggregate_budget: &'a AtomicU32,
+    ) -> DrainContext<'a, 'p> {
+        DrainContext { worker, local, process, aggregate_budget }
+    }
+
+    /// The index of the worker making this call.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// This worker's private word for this compute process (zero on the process's first drain
+    /// by this worker): a cached sequence number, a cursor. Never shared, never atomic. An
+    /// immediate process has one drainer at a time and gets a fresh zero on every call.
+    pub fn local(&mut self) -> &mut u64 {
+        self.local
+    }
+
+    /// Whether the process has been cancelled or has failed: long drains may stop early.
+    pub fn is_failed(&self) -> bool {
+        self.process.failure().is_some()
+    }
+
+    /// Sets how many workers this process can keep busy; the executor wakes parked workers up
+    /// to the aggregate of all runnable processes' budgets.
+    pub fn set_wake_budget(&mut self, budget: u32) {
+        self.process.set_wake_budget(budget, self.aggregate_budget);
+    }
+}
+
+/// Why a process could not be configured or submitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProcessError {
+    /// The process has already been submitted (or activated): its configuration is frozen.
+    AlreadySubmitted,
+    /// A dependent has already been submitted, so it can no longer gain a suspension.
+    DependentSubmitted,
+    /// The process is not completed, so its storage cannot be rearmed.
+    NotCompleted,
+    /// A release found no suspension left to drop.
+    NotSuspended,
+    /// The suspend count would overflow.
+    TooManySuspensions,
+    /// The executor is shutting down and accepts no new work.
+    ShutDown,
+}
+
+impl fmt::Display for ProcessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProcessError::AlreadySubmitted => "process already submitted",
+            ProcessError::DependentSubmitted => "dependent already submitted",
+            ProcessError::NotCompleted => "process not completed",
+            ProcessError::NotSuspended => "process has no suspension to release",
+            ProcessError::TooManySuspensions => "suspend count overflow",
+            ProcessError::ShutDown => "executor is shutting down",
+        })
+    }
+}
+
+impl core::error::Error for ProcessError {}
+
+/// Lifecycle states of the `state` word (the low byte); see the module diagram.
+pub(crate) mod state {
+    pub(crate) const CREATED: u32 = 0;
+    /// Configuration in progress (`set_dependents`): excludes a second configurer.
+    pub(crate) const CONFIGURING: u32 = 1;
+    pub(crate) const SUSPENDED: u32 = 2;
+    pub(crate) const QUEUED: u32 = 3;
+    pub(crate) const RUNNING: u32 = 4;
+    pub(crate) const SLEEPING: u32 = 5;
+    pub(crate) const COMPLETED: u32 = 6;
+    /// Flag beside RUNNING: a wake arrived during the drain, so a `Sleep` result requeues.
+    pub(crate) const NOTIFIED: u32 = 1 << 8;
+}
+
+/// One group of fields on its own cache line on hosts.
+#[cfg_attr(not(target_os = "none"), repr(align(64)))]
+struct Line<T>(T);
+
+struct Immutable<'p> {
+    drain: &'p dyn Drain,
+    class: Class,
+    priority: u8,
+    /// Written only in the CONFIGURING state, before submission; read only after activation,
+    /// which the submission's release orders after the write.
+    dependents: UnsafeCell<&'p [&'p Process<'p>]>,
+}
+
+struct Activation<'p> {
+    suspend: AtomicU32,
+    state: AtomicU32,
+    failure: AtomicU64,
+    /// Link in an executor process list while queued there.
+    pub(crate) next: AtomicPtr<Process<'p>>,
+    /// Compute slot index while active in one.
+    slot: AtomicU32,
+}
+
+/// A schedulable unit of work in caller-owned storage. See the [module docs](self).
+pub struct Process<'p> {
+    immutable: Line<Immutable<'p>>,
+    activation: Line<Activation<'p>>,
+    wake_budget: Line<AtomicU32>,
+}
+
+// SAFETY: every field is an atomic or the `dependents` cell, whose only write happens in the
+// CONFIGURING state, which `set_dependents` enters by compare-exchange, before the process is
+// submitted; all reads happen after activation, ordered after that write by the submission's
+// AcqRel release. `dyn Drain` is `Sync` by the trait bound.
+unsafe impl Sync for Process<'_> {}
+// SAFETY: as for `Sync`; the references held are to `Sync` data.
+unsafe impl Send for Process<'_> {}
+
+const NO_FAILURE: u64 = 0;
+
+impl<'p> Process<'p> {
+    /// A created process of `class` running `drain`, with normal priority (128) and a wake
+    /// budget of one.
+    #[cfg(not(loom))]
+    pub const fn new(drain: &'p dyn Drain, class: Class) -> Process<'p> {
+        Process::with_priority(drain, class, 128)
+    }
+
+    /// A created process of `class` running `drain`, with normal priority (128) and a wake
+    /// budget of one.
+    #[cfg(loom)]
+    pub fn new(drain: &'p dyn Drain, class: Class) -> Process<'p> {
+        Process::with_priority(drain, class, 128)
+    }
+
+    /// As [`new`](Self::new) with a scan priority (higher runs first under
+    /// [`Priority`](crate::executor::Priority) scanning).
+    #[cfg(not(loom))]
+    pub const fn with_priority(drain: &'p dyn Drain, class: Class, priority: u8) -> Process<'p> {
+        Process {
+            immutable: Line(Immutable { drain, class, priority, dependents: UnsafeCell::new(&[]) }),
+            activation: Line(Activation {
+                suspend: AtomicU32::new(1),
+                state: AtomicU32::new(state::CREATED),
+                failure: AtomicU64::new(NO_FAILURE),
+                next: AtomicPtr::new(ptr::null_mut()),
+                slot: AtomicU32::new(u32::MAX),
+            }),
+            wake_budget: Line(AtomicU32::new(1)),
+        }
+    }
+
+    /// As [`new`](Self::new) with a scan priority.
+    #[cfg(loom)]
+    pub fn with_priority(drain: &'p dyn Drain, class: Class, priority: u8) -> Process<'p> {
+        Process {
+            immutable: Line(Immutable { drain, class, priority, dependents: UnsafeCell::new(&[]) }),
+            activation: Line(Activation {
+                suspend: AtomicU32::new(1),
+                state: AtomicU32::new(state::CREATED),
+                failure: AtomicU64::new(NO_FAILURE),
+                next: AtomicPtr::new(ptr::null_mut()),
+                slot: AtomicU32::new(u32::MAX),
+            }),
+            wake_budget: Line(AtomicU32::new(1)),
+        }
+    }
+
+    /// The class fixed at creation.
+    pub fn class(&self) -> Class {
+        self.immutable.0.class
+    }
+
+    /// The scan priority fixed at creation.
+    pub fn priority(&self) -> u8 {
+        self.immutable.0.priority
+    }
+
+    /// The current wake budget.
+    pub fn wake_budget(&self) -> u32 {
+        self.wake_budget.0.load(Ordering::Relaxed)
+    }
+
+    /// Whether the process has completed (its `finish` has run).
+    pub fn is_completed(&self) -> bool {
+        // Acquire pairs with the Release store that marks completion in `complete`: an owner
+        // that sees it may reuse the storage, everything the executor did is before it.
+        self.state() == state::COMPLETED
+    }
+
+    /// The failure the process has (or will) complete with, if any.
+    pub fn failure(&self) -> Option<Failure> {
+        // Acquire pairs with the AcqRel compare-exchange in `record_failure`.
+        decode_failure(self.activation.0.failure.load(Ordering::Acquire))
+    }
+
+    /// Makes every process in `dependents` wait for this one: each gains one suspension now and
+    /// loses it when this process completes (inheriting its failure, if any). Allowed once,
+    /// before this process and each dependent is submitted.
+    pub fn set_dependents(&self, dependents: &'p [&'p Process<'p>]) -> Result<(), ProcessError> {
+        let activation = &self.activation.0;
+        // Acquire/Release: pairs with the Release store back to CREATED below, so a second
+        // configuration sees the first one's write to `dependents`.
+        if activation
+            .state
+            .compare_exchange(
+                state::CREATED,
+                state::CONFIGURING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return Err(ProcessError::AlreadySubmitted);
+        }
+        let mut result = Ok(());
+        for (added, dependent) in dependents.iter().enumerate() {
+            if let Err(error) = dependent.add_suspension_before_submit() {
+                for undone in &dependents[..added] {
+                    undone.activation.0.suspend.fetch_sub(1, Ordering::Relaxed);
+                }
+                result = Err(error);
+                break;
+            }
+        }
+        if result.is_ok() {
+            // SAFETY: the CONFIGURING state, entered by the compare-exchange above, excludes
+            // every other writer and every reader (reads happen after activation only).
+            self.immutable.0.dependents.with_mut(|cell| unsafe { *cell = dependents });
+        }
+        activation.state.store(state::CREATED, Ordering::Release);
+        result
+    }
+
+    /// Adds a suspension to a process that has not been submitted.
+    fn add_suspension_before_submit(&self) -> Result<(), ProcessError> {
+        let activation = &self.activation.0;
+        if activation.state.load(Ordering::Acquire) > state::CONFIGURING {
+            return Err(ProcessError::DependentSubmitted);
+        }
+        // The creation hold keeps the count above zero until submission, so no release can
+        // race this increment into an activation.
+        activation
+            .suspend
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| count.checked_add(1))
+            .map(|_| ())
+            .map_err(|_| ProcessError::TooManySuspensions)
+    }
+
+    /// Adds a suspension while the process is not yet active (its count is above zero).
+    pub(crate) fn hold(&self) -> Result<(), ProcessError> {
+        self.activation
+            .0
+            .suspend
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| match count {
+                0 => None,
+                n => n.checked_add(1),
+            })
+            .map(|_| ())
+            .map_err(|count| {
+                if count == 0 {
+                    ProcessError::AlreadySubmitted
+                } else {
+                    ProcessError::TooManySuspensions
+                }
+            })
+    }
+
+    /// Marks the process submitted: CREATED → SUSPENDED.
+    pub(crate) fn mark_submitted(&self) -> Result<(), ProcessError> {
+        // Release pairs with the Acquire in `add_suspension_before_submit`, which must see a
+        // submitted dependent as such.
+        self.activation
+            .0
+            .state
+            .compare_exchange(
+                state::CREATED,
+                state::SUSPENDED,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .map(|_| ())
+            .map_err(|_| ProcessError::AlreadySubmitted)
+    }
+
+    /// Drops one suspension; `Ok(true)` when this call drove the count to zero, so the caller
+    /// must activate the process. Before submission the creation hold is never dropped here,
+    /// so only a submitted process can reach zero.
+    pub(crate) fn release(&self) -> Result<bool, ProcessError> {
+        let activation = &self.activation.0;
+        // AcqRel: the Release half publishes what this releaser wrote before; the Acquire half
+        // lets the activating thread (the one that reaches zero) see every earlier releaser's
+        // writes, and hands them on through the queue push that follows.
+        activation
+            .suspend
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |count| {
+                // Re-read on every attempt: a submission racing this release changes the state
+                // first and the count second, so a retry after it sees the state it needs.
+                // Acquire pairs with the Release in `mark_submitted`.
+                let floor = match activation.state.load(Ordering::Acquire) & 0xff {
+                    state::CREATED | state::CONFIGURING => 1,
+                    _ => 0,
+                };
+                (count > floor).then(|| count - 1)
+            })
+            .map(|previous| previous == 1)
+            .map_err(|_| ProcessError::NotSuspended)
+    }
+
+    /// Records `failure` unless one is already recorded; returns whether it won.
+    pub(crate) fn record_failure(&self, failure: Failure) -> bool {
+        // AcqRel: pairs with the Acquire load in `failure`; the loser learns the winner.
+        self.activation
+            .0
+            .failure
+            .compare_exchange(
+                NO_FAILURE,
+                encode_failure(failure),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    pub(crate) fn state(&self) -> u32 {
+        // Acquire: pairs with the Release stores and RMWs of every transition.
+        self.activation.0.state.load(Ordering::Acquire) & 0xff
+    }
+
+    pub(crate) fn state_word(&self) -> &AtomicU32 {
+        &self.activation.0.state
+    }
+
+    pub(crate) fn link(&self) -> &AtomicPtr<Process<'p>> {
+        &self.activation.0.next
+    }
+
+    pub(crate) fn slot(&self) -> &AtomicU32 {
+        &self.activation.0.slot
+    }
+
+    pub(crate) fn drain_ref(&self) -> &'p dyn Drain {
+        self.immutable.0.drain
+    }
+
+    /// The dependents; only called after activation (see the field's invariant).
+    pub(crate) fn dependents(&self) -> &'p [&'p Process<'p>] {
+        // SAFETY: the only write happened before submission (CONFIGURING state), and this runs
+        // after activation, which the submission's AcqRel release orders after that write.
+        self.immutable.0.dependents.with(|cell| unsafe { *cell })
+    }
+
+    /// Sets the wake budget and moves the executor's aggregate by the difference.
+    pub(crate) fn set_wake_budget(&self, budget: u32, aggregate: &AtomicU32) {
+        let previous = self.wake_budget.0.swap(budget, Ordering::Relaxed);
+        if self.state() == state::COMPLETED {
+            return;
+        }
+        adjust(aggregate, previous, budget);
+    }
+
+    /// Reuses the storage of a completed process: back to CREATED with no dependents, no
+    /// failure, one creation hold and a wake budget of one.
+    pub fn rearm(&self) -> Result<(), ProcessError> {
+        let activation = &self.activation.0;
+        // Acquire pairs with the Release that marked completion: all executor accesses are
+        // over. Relaxed writes below are published by the next submission's Release.
+        activation
+            .state
+            .compare_exchange(
+                state::COMPLETED,
+                state::CONFIGURING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .map_err(|_| ProcessError::NotCompleted)?;
+        activation.suspend.store(1, Ordering::Relaxed);
+        activation.failure.store(NO_FAILURE, Ordering::Relaxed);
+        activation.slot.store(u32::MAX, Ordering::Relaxed);
+        self.wake_budget.0.store(1, Ordering::Relaxed);
+        // SAFETY: CONFIGURING, entered above from COMPLETED, excludes every other access.
+        self.immutable.0.dependents.with_mut(|cell| unsafe { *cell = &[] });
+        activation.state.store(state::CREATED, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// Moves an aggregate counter from `previous` to `next` of one contributor.
+pub(crate) fn adjust(aggregate: &AtomicU32, previous: u32, next: u32) {
+    if next >= previous {
+        aggregate.fetch_add(next - previous, Ordering::Relaxed);
+    } else {
+        aggregate.fetch_sub(previous - next, Ordering::Relaxed);
+    }
+}
+
+impl fmt::Debug for Process<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Process")
+            .field("class", &self.class())
+            .field("priority", &self.priority())
+            .field("state", &self.state())
+            .field("suspend", &self.activation.0.suspend.load(Ordering::Relaxed))
+            .field("failure", &self.failure())
+            .finish_non_exhaustive()
+    }
+}
+
+fn encode_failure(failure: Failure) -> u64 {
+    let (tag, payload): (u64, u32) = match failure {
+        Failure::Cancelled => (1, 0),
+        Failure::Aborted => (2, 0),
+        Failure::DeviceLost => (3, 0),
+        Failure::OutOfOrderSignal => (4, 0),
+        Failure::Application(code) => (5, code),
+    };
+    tag << 32 | u64::from(payload)
+}
+
+fn decode_failure(word: u64) -> Option<Failure> {
+    let payload = word as u32;
+    match word >> 32 {
+        1 => Some(Failure::Cancelled),
+        2 => Some(Failure::Aborted),
+        3 => Some(Failure::DeviceLost),
+        4 => Some(Failure::OutOfOrderSignal),
+        5 => Some(Failure::Application(payload)),
+        _ => None,
+    }
+}

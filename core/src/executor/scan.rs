@@ -1,0 +1,220 @@
+//! Scan policies: the order in which a worker visits compute slots.
+//!
+//! A policy is worker-private plain data: it sees the slot count, the array's occupancy
+//! generation and the hints this worker gathered while draining (each occupant's priority and
+//! wake budget), and calls `visit` on slot indices until one reports work. Tables are rebuilt
+//! only when the generation or the hints change, so they are immutable between updates and a
+//! scan is a walk over plain memory plus one relaxed load per visited slot.
+
+/// What a worker last saw of a slot's occupant, refreshed whenever it enters the slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotHint {
+    /// The occupant's priority (higher first); 128 when never seen.
+    pub priority: u8,
+    /// The occupant's wake budget; 1 when never seen.
+    pub budget: u32,
+}
+
+impl SlotHint {
+    /// The hint for a slot this worker has not entered yet.
+    pub const UNSEEN: SlotHint = SlotHint { priority: 128, budget: 1 };
+}
+
+/// Chooses the visiting order of one scan revolution.
+pub trait ScanPolicy<const SLOTS: usize> {
+    /// The policy of worker `worker` out of `workers`.
+    fn for_worker(worker: usize, workers: usize) -> Self
+    where
+        Self: Sized;
+
+    /// Calls `visit` on slot indices, at most one revolution's worth, until it returns `true`;
+    /// returns whether one did. `version` changes whenever occupancy or `hints` changed.
+    fn scan(
+        &mut self,
+        hints: &[SlotHint; SLOTS],
+        version: u64,
+        visit: impl FnMut(usize) -> bool,
+    ) -> bool;
+}
+
+/// Every slot in index order, each worker starting at its own offset and resuming after the
+/// slot where it last found work: simple, fair, and free of tables.
+#[derive(Clone, Copy, Debug)]
+pub struct RoundRobin {
+    cursor: usize,
+}
+
+impl<const SLOTS: usize> ScanPolicy<SLOTS> for RoundRobin {
+    fn for_worker(worker: usize, workers: usize) -> RoundRobin {
+        RoundRobin { cursor: worker * SLOTS / workers.max(1) % SLOTS.max(1) }
+    }
+
+    fn scan(
+        &mut self,
+        _hints: &[SlotHint; SLOTS],
+        _version: u64,
+        mut visit: impl FnMut(usize) -> bool,
+    ) -> bool {
+        // Two plain ranges instead of a modulo per step.
+        let start = self.cursor;
+        for index in (start..SLOTS).chain(0..start) {
+            if visit(index) {
+                self.cursor = if index + 1 == SLOTS { 0 } else { index + 1 };
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Slots ordered by their occupant's priority, highest first (ties in index order), through an
+/// indirection table rebuilt when occupancy or hints change.
+#[derive(Clone, Copy, Debug)]
+pub struct Priority<const SLOTS: usize> {
+    order: [u16; SLOTS],
+    built_for: Option<u64>,
+}
+
+impl<const SLOTS: usize> ScanPolicy<SLOTS> for Priority<SLOTS> {
+    fn for_worker(_worker: usize, _workers: usize) -> Priority<SLOTS> {
+        Priority { order: [0; SLOTS], built_for: None }
+    }
+
+    fn scan(
+        &mut self,
+        hints: &[SlotHint; SLOTS],
+        version: u64,
+        mut visit: impl FnMut(usize) -> bool,
+    ) -> bool {
+        if self.built_for != Some(version) {
+            // Insertion sort (core has no stable sort without `alloc`): equal priorities keep
+            // index order, and the table is small and rebuilt rarely.
+            let priority = |slot: u16| hints[usize::from(slot)].priority;
+            for slot in 0..SLOTS {
+                let mut at = slot;
+                while at > 0 && priority(self.order[at - 1]) < hints[slot].priority {
+                    self.order[at] = self.order[at - 1];
+                    at -= 1;
+                }
+                self.order[at] = slot as u16;
+            }
+            self.built_for = Some(version);
+        }
+        self.order.iter().any(|&slot| visit(usize::from(slot)))
+    }
+}
+
+/// Slots visited in proportion to their occupant's wake budget: weight = budget / 2, clamped
+/// to 1..=4, so a budget-8 process is visited four times as often as a budget-2 one. The table
+/// holds up to four passes; pass `r` lists the slots whose weight exceeds `r`, which spreads
+/// the repeats over the revolution instead of bunching them.
+#[derive(Clone, Copy, Debug)]
+pub struct BudgetWeighted<const SLOTS: usize> {
+    table: [[u16; SLOTS]; 4],
+    lengths: [usize; 4],
+    built_for: Option<u64>,
+}
+
+impl<const SLOTS: usize> BudgetWeighted<SLOTS> {
+    fn weight(hint: &SlotHint) -> usize {
+        (hint.budget / 2).clamp(1, 4) as usize
+    }
+}
+
+impl<const SLOTS: usize> ScanPolicy<SLOTS> for BudgetWeighted<SLOTS> {
+    fn for_worker(_worker: usize, _workers: usize) -> BudgetWeighted<SLOTS> {
+        BudgetWeighted { table: [[0; SLOTS]; 4], lengths: [0; 4], built_for: None }
+    }
+
+    fn scan(
+        &mut self,
+        hints: &[SlotHint; SLOTS],
+        version: u64,
+        mut visit: impl FnMut(usize) -> bool,
+    ) -> bool {
+        if self.built_for != Some(version) {
+            for (pass, (row, length)) in self.table.iter_mut().zip(&mut self.lengths).enumerate() {
+                *length = 0;
+                for (slot, hint) in hints.iter().enumerate() {
+                    if Self::weight(hint) > pass {
+                        row[*length] = slot as u16;
+                        *length += 1;
+                    }
+                }
+            }
+            self.built_for = Some(version);
+        }
+        self.table
+            .iter()
+            .zip(&self.lengths)
+            .any(|(row, &length)| row[..length].iter().any(|&slot| visit(usize::from(slot))))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::vec::Vec;
+
+    use super::*;
+
+    fn order<P: ScanPolicy<8>>(policy: &mut P, hints: &[SlotHint; 8], version: u64) -> Vec<usize> {
+        let mut seen = Vec::new();
+        policy.scan(hints, version, |slot| {
+            seen.push(slot);
+            false
+        });
+        seen
+    }
+
+    fn hinted(priorities_and_budgets: [(u8, u32); 8]) -> [SlotHint; 8] {
+        priorities_and_budgets.map(|(priority, budget)| SlotHint { priority, budget })
+    }
+
+    #[test]
+    fn round_robin_starts_at_the_worker_offset_and_resumes_after_work() {
+        let mut policy = <RoundRobin as ScanPolicy<8>>::for_worker(1, 2);
+        let hints = [SlotHint::UNSEEN; 8];
+        assert_eq!(order(&mut policy, &hints, 0), [4, 5, 6, 7, 0, 1, 2, 3]);
+        assert!(policy.scan(&hints, 0, |slot| slot == 6));
+        assert_eq!(order(&mut policy, &hints, 0)[0], 7);
+        assert!(policy.scan(&hints, 0, |slot| slot == 7));
+        assert_eq!(order(&mut policy, &hints, 0)[0], 0, "wraps past the last slot");
+    }
+
+    #[test]
+    fn priority_visits_high_priorities_first_and_keeps_ties_in_index_order() {
+        let mut policy = <Priority<8> as ScanPolicy<8>>::for_worker(0, 1);
+        let hints =
+            hinted([(1, 1), (200, 1), (128, 1), (200, 1), (0, 1), (128, 1), (128, 1), (9, 1)]);
+        assert_eq!(order(&mut policy, &hints, 1), [1, 3, 2, 5, 6, 7, 0, 4]);
+        let changed =
+            hinted([(255, 1), (200, 1), (128, 1), (200, 1), (0, 1), (128, 1), (128, 1), (9, 1)]);
+        assert_eq!(order(&mut policy, &changed, 1), [1, 3, 2, 5, 6, 7, 0, 4], "same version");
+        assert_eq!(order(&mut policy, &changed, 2)[0], 0, "a new version rebuilds the table");
+    }
+
+    #[test]
+    fn budget_weighted_visits_in_proportion_to_budget() {
+        let mut policy = <BudgetWeighted<8> as ScanPolicy<8>>::for_worker(0, 1);
+        let hints = hinted([(0, 8), (0, 2), (0, 1), (0, 4), (0, 1), (0, 1), (0, 1), (0, 100)]);
+        let visits = order(&mut policy, &hints, 1);
+        let count = |slot| visits.iter().filter(|&&s| s == slot).count();
+        assert_eq!(count(0), 4);
+        assert_eq!(count(1), 1);
+        assert_eq!(count(3), 2);
+        assert_eq!(count(7), 4, "weights are clamped");
+        assert_eq!(visits.len(), 4 + 1 + 1 + 2 + 1 + 1 + 1 + 4);
+        assert_eq!(&visits[..8], [0, 1, 2, 3, 4, 5, 6, 7], "the first pass covers every slot");
+    }
+
+    #[test]
+    fn a_scan_stops_at_the_first_slot_with_work() {
+        let mut policy = <RoundRobin as ScanPolicy<8>>::for_worker(0, 1);
+        let mut visited = 0;
+        assert!(policy.scan(&[SlotHint::UNSEEN; 8], 0, |slot| {
+            visited += 1;
+            slot == 2
+        }));
+        assert_eq!(visited, 3);
+    }
+}

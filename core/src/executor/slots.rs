@@ -1,0 +1,223 @@
+//! The compute slot array: fixed slots holding the active compute processes, scanned read-only
+//! by every worker and drained by many at once.
+//!
+//! # Protocol
+//!
+//! Each slot has a 32-bit word: a drainer count (low 24 bits) and flags.
+//!
+//! ```text
+//!       claim (CAS 0 → OCCUPIED), store process, set PUBLISHED | RUNNABLE
+//!   free ─────────────────────────────────────────────────► runnable ◄──┐
+//!    ▲                                                     │   │  │     │ wake
+//!    │ clear flags                               Sleep     │   │  └─────┼── drainers enter /
+//!    │ (late enterers may still hold counts)  (unless      ▼   │        │   leave (count ±1)
+//!  finalizing ◄── last leaver, count 0 ◄── closing ◄─ sleeping │        │
+//!                  (CAS adds FINALIZING)      ▲   NOTIFIED)    │        │
+//!                                             └── Done / failure seen ──┘
+//! ```
+//!
+//! A worker *enters* a slot by incrementing the count and checking, in the value that the same
+//! atomic increment returned, that the slot is PUBLISHED | RUNNABLE and neither CLOSING nor
+//! FINALIZING; only then does it read the process pointer and touch the process. A drainer that
+//! finishes the process sets CLOSING; no new drainer gets in after that, and whichever drainer
+//! *leaves* last (count back to zero with CLOSING set) wins a compare-exchange to FINALIZING and
+//! finalizes the process. So the process is finalized exactly once, after every drain call on
+//! it has returned — and a worker that merely raced to enter never touches process memory,
+//! which is what lets the owner reuse the storage the moment it is completed. The slot itself
+//! becomes claimable again only when its word is exactly zero: no occupant, no stragglers.
+//!
+//! Scanners only load words (read-shared cache lines); a runnable check never writes.
+
+use core::ptr;
+
+use super::process::Process;
+use crate::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+const COUNT: u32 = (1 << 24) - 1;
+const OCCUPIED: u32 = 1 << 24;
+const RUNNABLE: u32 = 1 << 25;
+const NOTIFIED: u32 = 1 << 26;
+const CLOSING: u32 = 1 << 27;
+const FINALIZING: u32 = 1 << 28;
+/// Set (with RUNNABLE) by the claimer's Release RMW after it stored the process pointer: a
+/// word carrying it guarantees an Acquire reader sees the pointer.
+const PUBLISHED: u32 = 1 << 29;
+
+/// What a wake did to a compute slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotWake {
+    /// The process was asleep and is runnable again: workers should be woken.
+    Runnable,
+    /// The process was runnable; its next `Sleep` becomes another drain.
+    Notified,
+    /// The slot no longer holds that process, or it is completing.
+    Gone,
+}
+
+pub(crate) struct SlotArray<'p, const SLOTS: usize> {
+    words: [AtomicU32; SLOTS],
+    processes: [AtomicPtr<Process<'p>>; SLOTS],
+    /// Bumped on every claim: lets workers reset per-slot private state for a new occupant.
+    claims: [AtomicU32; SLOTS],
+    /// Bumped whenever occupancy changes: scan policies rebuild their tables on a change.
+    generation: AtomicU32,
+}
+
+impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> SlotArray<'p, SLOTS> {
+        SlotArray {
+            words: [const { AtomicU32::new(0) }; SLOTS],
+            processes: [const { AtomicPtr::new(ptr::null_mut()) }; SLOTS],
+            claims: [const { AtomicU32::new(0) }; SLOTS],
+            generation: AtomicU32::new(0),
+        }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new() -> SlotArray<'p, SLOTS> {
+        SlotArray {
+            words: core::array::from_fn(|_| AtomicU32::new(0)),
+            processes: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            claims: core::array::from_fn(|_| AtomicU32::new(0)),
+            generation: AtomicU32::new(0),
+        }
+    }
+
+    /// Puts `process` into a free slot and makes it runnable; `None` when every slot is taken.
+    pub(crate) fn claim(&self, process: &'p Process<'p>) -> Option<usize> {
+        for (index, word) in self.words.iter().enumerate() {
+            if word.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            // Acquire pairs with the Release in `vacate`: the previous occupant's finalization
+            // is complete before this claim reuses the slot.
+            if word.compare_exchange(0, OCCUPIED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            self.processes[index].store(ptr::from_ref(process).cast_mut(), Ordering::Relaxed);
+            self.claims[index].fetch_add(1, Ordering::Relaxed);
+            process.slot().store(index as u32, Ordering::Relaxed);
+            // Release: pairs with the Acquire increment in `enter`, publishing the pointer,
+            // the claim number and the process's own state to every drainer.
+            word.fetch_or(PUBLISHED | RUNNABLE, Ordering::Release);
+            self.generation.fetch_add(1, Ordering::Relaxed);
+            return Some(index);
+        }
+        None
+    }
+
+    /// Whether scanners should try to enter `index`: one relaxed load, never a write.
+    pub(crate) fn looks_runnable(&self, index: usize) -> bool {
+        self.words[index].load(Ordering::Relaxed) & (RUNNABLE | CLOSING | FINALIZING) == RUNNABLE
+    }
+
+    /// Whether any slot looks runnable (a hint, like every relaxed scan).
+    pub(crate) fn any_runnable(&self) -> bool {
+        (0..SLOTS).any(|index| self.looks_runnable(index))
+    }
+
+    /// Whether every slot is free (a hint).
+    pub(crate) fn all_vacant(&self) -> bool {
+        self.words.iter().all(|word| word.load(Ordering::Relaxed) & !COUNT == 0)
+    }
+
+    /// Registers as a drainer of `index`. On success returns the process and its claim number;
+    /// the caller must [`leave`](Self::leave) exactly once afterwards either way.
+    pub(crate) fn enter(&self, index: usize) -> Option<(&'p Process<'p>, u32)> {
+        // Acquire pairs with the Release `fetch_or(PUBLISHED | RUNNABLE)` in `claim` (and the RMWs after
+        // it in the word's release sequence): pointer and process state are visible.
+        let before = self.words[index].fetch_add(1, Ordering::Acquire);
+        if before & (PUBLISHED | RUNNABLE | CLOSING | FINALIZING) != PUBLISHED | RUNNABLE {
+            return None;
+        }
+        let process = self.processes[index].load(Ordering::Relaxed);
+        // SAFETY: the slot was PUBLISHED and not closing when this drainer's increment landed,
+        // so `claim` had stored a `&'p Process` here (visible through the Acquire above), and finalization (which clears it) waits
+        // for this drainer's `leave`.
+        Some((unsafe { &*process }, self.claims[index].load(Ordering::Relaxed)))
+    }
+
+    /// Unregisters a drainer. Returns the process when this leaver must finalize it.
+    pub(crate) fn leave(&self, index: usize) -> Option<&'p Process<'p>> {
+        let word = &self.words[index];
+        // Release: this drainer's writes happen before the finalization. Acquire: a leaver
+        // that finalizes sees every other drainer's writes (their Release decrements).
+        let after = word.fetch_sub(1, Ordering::AcqRel) - 1;
+        if after & COUNT != 0 || after & (CLOSING | FINALIZING) != CLOSING {
+            return None;
+        }
+        // Acquire: as above, for decrements that landed between ours and this exchange.
+        word.compare_exchange(after, after | FINALIZING, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        let process = self.processes[index].load(Ordering::Relaxed);
+        // SAFETY: FINALIZING was won by this thread from a CLOSING slot with no drainers, so
+        // the pointer stored by `claim` is still there and nobody else will finalize it.
+        Some(unsafe { &*process })
+    }
+
+    /// Stops new drainers: the process is finishing. Called by a registered drainer.
+    pub(crate) fn close(&self, index: usize) {
+        // Release: the closer's writes (its recorded outcome) happen before the finalization,
+        // which acquires through the leavers' decrements.
+        self.words[index].fetch_or(CLOSING, Ordering::Release);
+    }
+
+    /// A drainer found nothing to do: sleep unless a wake arrived meanwhile.
+    pub(crate) fn sleep(&self, index: usize) {
+        // AcqRel: pairs with the RMW in `wake`, so a wake either lands before (NOTIFIED seen
+        // and consumed) or after (it finds the slot asleep and makes it runnable).
+        let _ = self.words[index].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |word| {
+            if word & (CLOSING | FINALIZING) != 0 {
+                None
+            } else if word & NOTIFIED != 0 {
+                Some(word & !NOTIFIED)
+            } else {
+                Some(word & !RUNNABLE)
+            }
+        });
+    }
+
+    /// Wakes `process` if it still occupies `index`.
+    pub(crate) fn wake(&self, index: usize, process: &Process<'p>) -> SlotWake {
+        if index >= SLOTS || !ptr::eq(self.processes[index].load(Ordering::Relaxed), process) {
+            return SlotWake::Gone;
+        }
+        self.rouse(index)
+    }
+
+    /// Makes whatever occupies `index` runnable (shutdown: every occupant must be drained once
+    /// more to see its cancellation).
+    pub(crate) fn rouse(&self, index: usize) -> SlotWake {
+        let word = &self.words[index];
+        // AcqRel: pairs with `sleep` (see there) and publishes the waker's writes to the
+        // drainers that enter after the slot turns runnable.
+        let result = word.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |word| {
+            if word & PUBLISHED == 0 || word & (CLOSING | FINALIZING) != 0 {
+                None
+            } else if word & RUNNABLE != 0 {
+                Some(word | NOTIFIED)
+            } else {
+                Some(word | RUNNABLE)
+            }
+        });
+        match result {
+            Ok(before) if before & RUNNABLE == 0 => SlotWake::Runnable,
+            Ok(_) => SlotWake::Notified,
+            Err(_) => SlotWake::Gone,
+        }
+    }
+
+    /// Frees a finalized slot for the next claim.
+    pub(crate) fn vacate(&self, index: usize) {
+        self.processes[index].store(ptr::null_mut(), Ordering::Relaxed);
+        // Release: pairs with the Acquire exchange in `claim`; stragglers' counts stay.
+        self.words[index].fetch_and(COUNT, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The occupancy generation (see the field).
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,444 @@
+//! Executor behaviour on real threads with a yielding futex (spurious wake-ups are legal, so a
+//! `wait` that yields once and returns is a correct, portable implementation for tests).
+
+use std::sync::atomic::{AtomicBool as StdBool, AtomicU32 as StdU32, AtomicUsize as StdUsize};
+use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
+use std::vec::Vec;
+
+use super::*;
+
+struct YieldingFutex;
+
+impl Futex for YieldingFutex {
+    fn wait(&self, word: &FutexWord, expected: u32, _timeout: Option<Duration>) {
+        if word.load(Ordering::Acquire) == expected {
+            thread::yield_now();
+        }
+    }
+
+    fn wake_one(&self, _word: &FutexWord) {}
+
+    fn wake_all(&self, _word: &FutexWord) {}
+}
+
+type TestExecutor<'p, const SLOTS: usize = 8> = Executor<'p, YieldingFutex, SLOTS, 4>;
+
+const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
+const SEQ: std::sync::atomic::Ordering = std::sync::atomic::Ordering::SeqCst;
+
+/// Records drains and the final outcome; returns a scripted sequence of results.
+struct Scripted {
+    name: u32,
+    script: Mutex<Vec<Drained>>,
+    drains: StdU32,
+    finished: Mutex<Vec<Result<(), Failure>>>,
+    log: Option<&'static Mutex<Vec<u32>>>,
+}
+
+impl Scripted {
+    fn new(name: u32, script: &[Drained]) -> Scripted {
+        let mut reversed = script.to_vec();
+        reversed.reverse();
+        Scripted {
+            name,
+            script: Mutex::new(reversed),
+            drains: StdU32::new(0),
+            finished: Mutex::new(Vec::new()),
+            log: None,
+        }
+    }
+
+    fn done() -> Scripted {
+        Scripted::new(0, &[Drained::Done(Ok(()))])
+    }
+
+    fn logging(name: u32, log: &'static Mutex<Vec<u32>>) -> Scripted {
+        Scripted { log: Some(log), ..Scripted::new(name, &[Drained::Done(Ok(()))]) }
+    }
+
+    fn outcomes(&self) -> Vec<Result<(), Failure>> {
+        self.finished.lock().unwrap().clone()
+    }
+}
+
+impl Drain for Scripted {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        self.drains.fetch_add(1, SEQ);
+        if let Some(log) = self.log {
+            log.lock().unwrap().push(self.name);
+        }
+        self.script.lock().unwrap().pop().unwrap_or(Drained::Done(Ok(())))
+    }
+
+    fn finish(&self, outcome: Result<(), Failure>) {
+        self.finished.lock().unwrap().push(outcome);
+    }
+}
+
+/// Runs `workers` workers until `until` holds, then shuts down and joins them.
+fn with_workers<'p, const SLOTS: usize>(
+    executor: &TestExecutor<'p, SLOTS>,
+    workers: usize,
+    body: impl FnOnce(),
+    until: impl Fn() -> bool,
+) {
+    thread::scope(|scope| {
+        for index in 0..workers {
+            let mut worker =
+                executor.worker::<RoundRobin>(index, SpinPolicy::Fixed(32)).expect("free index");
+            scope.spawn(move || worker.run());
+        }
+        body();
+        while !until() {
+            thread::yield_now();
+        }
+        executor.shutdown();
+    });
+}
+
+#[test]
+fn an_immediate_process_drains_once_and_finishes_ok() {
+    let drain = Scripted::done();
+    let process = Process::new(&drain, Class::Immediate);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    with_workers(&executor, 2, || executor.submit(&process).unwrap(), || process.is_completed());
+    assert_eq!(drain.drains.load(SEQ), 1);
+    assert_eq!(drain.outcomes(), [Ok(())]);
+    assert_eq!(executor.live(), 0);
+}
+
+#[test]
+fn dependents_run_after_their_upstream_in_chain_order() {
+    static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    let drains: Vec<Scripted> = (0..4).map(|name| Scripted::logging(name, &LOG)).collect();
+    let processes: Vec<Process> =
+        drains.iter().map(|drain| Process::new(drain, Class::Immediate)).collect();
+    let edges: Vec<[&Process; 1]> = processes[1..].iter().map(|process| [process]).collect();
+    for (process, edge) in processes.iter().zip(&edges) {
+        process.set_dependents(edge).unwrap();
+    }
+    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    with_workers(
+        &executor,
+        2,
+        || {
+            // Submitted last-first: order comes from the dependencies alone.
+            for process in processes.iter().rev() {
+                executor.submit(process).unwrap();
+            }
+        },
+        || processes.iter().all(Process::is_completed),
+    );
+    assert_eq!(*LOG.lock().unwrap(), [0, 1, 2, 3]);
+}
+
+/// A compute process with `tiles` units claimed by whichever worker drains it.
+struct Tiles {
+    next: StdU32,
+    total: u32,
+    done: StdU32,
+    claimed_twice: StdBool,
+    seen: Vec<StdBool>,
+    finished: StdU32,
+}
+
+impl Tiles {
+    fn new(total: u32) -> Tiles {
+        Tiles {
+            next: StdU32::new(0),
+            total,
+            done: StdU32::new(0),
+            claimed_twice: StdBool::new(false),
+            seen: (0..total).map(|_| StdBool::new(false)).collect(),
+            finished: StdU32::new(0),
+        }
+    }
+}
+
+impl Drain for Tiles {
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        cx.set_wake_budget(2);
+        let tile = self.next.fetch_add(1, SEQ);
+        if tile >= self.total {
+            return Drained::Sleep;
+        }
+        if self.seen[tile as usize].swap(true, SEQ) {
+            self.claimed_twice.store(true, SEQ);
+        }
+        *cx.local() += 1;
+        if self.done.fetch_add(1, SEQ) + 1 == self.total {
+            Drained::Done(Ok(()))
+        } else {
+            Drained::Progress
+        }
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {
+        self.finished.fetch_add(1, SEQ);
+    }
+}
+
+#[test]
+fn compute_processes_are_drained_by_several_workers_and_finish_once() {
+    let tiles = Tiles::new(if cfg!(miri) { 40 } else { 2_000 });
+    let process = Process::new(&tiles, Class::Compute);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 3).unwrap();
+    with_workers(&executor, 3, || executor.submit(&process).unwrap(), || process.is_completed());
+    assert!(!tiles.claimed_twice.load(SEQ));
+    assert!(tiles.seen.iter().all(|seen| seen.load(SEQ)));
+    assert_eq!(tiles.finished.load(SEQ), 1);
+    assert_eq!(executor.aggregate_budget().load(Ordering::Relaxed), 0, "budget returned");
+}
+
+#[test]
+fn more_compute_processes_than_slots_go_through_the_overflow_list() {
+    let tiles: Vec<Tiles> = (0..6).map(|_| Tiles::new(5)).collect();
+    let processes: Vec<Process> =
+        tiles.iter().map(|tiles| Process::new(tiles, Class::Compute)).collect();
+    let executor = TestExecutor::<2>::new(YieldingFutex, 2).unwrap();
+    with_workers(
+        &executor,
+        2,
+        || {
+            for process in &processes {
+                executor.submit(process).unwrap();
+            }
+        },
+        || processes.iter().all(Process::is_completed),
+    );
+    assert!(tiles.iter().all(|tiles| tiles.finished.load(SEQ) == 1));
+}
+
+#[test]
+fn a_sleeping_process_runs_again_only_when_woken() {
+    let drain = Scripted::new(0, &[Drained::Sleep, Drained::Done(Ok(()))]);
+    let process = Process::new(&drain, Class::Immediate);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    with_workers(
+        &executor,
+        1,
+        || {
+            executor.submit(&process).unwrap();
+            while drain.drains.load(SEQ) == 0 {
+                thread::yield_now();
+            }
+            while process.state() != state::SLEEPING {
+                thread::yield_now();
+            }
+            thread::sleep(Duration::from_millis(5));
+            assert_eq!(drain.drains.load(SEQ), 1, "asleep: not drained again");
+            executor.wake(&process);
+        },
+        || process.is_completed(),
+    );
+    assert_eq!(drain.drains.load(SEQ), 2);
+}
+
+#[test]
+fn a_compute_process_sleeps_until_woken() {
+    let drain = Scripted::new(0, &[Drained::Sleep, Drained::Done(Ok(()))]);
+    let process = Process::new(&drain, Class::Compute);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    with_workers(
+        &executor,
+        2,
+        || {
+            executor.submit(&process).unwrap();
+            while drain.drains.load(SEQ) == 0 {
+                thread::yield_now();
+            }
+            thread::sleep(Duration::from_millis(5));
+            assert_eq!(drain.drains.load(SEQ), 1, "asleep: skipped by scans");
+            executor.wake(&process);
+        },
+        || process.is_completed(),
+    );
+    assert_eq!(drain.outcomes(), [Ok(())]);
+}
+
+#[test]
+fn cancelling_a_sleeper_runs_its_bail_path_and_cascades_to_dependents() {
+    let sleeper = Scripted::new(0, &[Drained::Sleep]);
+    let downstream = Scripted::done();
+    let process = Process::new(&sleeper, Class::Immediate);
+    let dependent = Process::new(&downstream, Class::Compute);
+    let edge = [&dependent];
+    process.set_dependents(&edge).unwrap();
+    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    with_workers(
+        &executor,
+        2,
+        || {
+            executor.submit(&dependent).unwrap();
+            executor.submit(&process).unwrap();
+            while process.state() != state::SLEEPING {
+                thread::yield_now();
+            }
+            executor.cancel(&process);
+        },
+        || dependent.is_completed(),
+    );
+    assert_eq!(sleeper.outcomes(), [Err(Failure::Cancelled)]);
+    assert_eq!(downstream.drains.load(SEQ), 0, "a failed upstream means no drain");
+    assert_eq!(downstream.outcomes(), [Err(Failure::Cancelled)]);
+    executor.cancel(&process);
+    assert_eq!(sleeper.outcomes().len(), 1, "cancelling a completed process is a no-op");
+}
+
+#[test]
+fn a_failure_reaches_every_dependent_and_the_first_failure_wins() {
+    let failing = Scripted::new(0, &[Drained::Done(Err(Failure::Application(7)))]);
+    let also_failing = Scripted::new(1, &[Drained::Done(Err(Failure::Aborted))]);
+    let joined = Scripted::done();
+    let first = Process::new(&failing, Class::Immediate);
+    let second = Process::new(&also_failing, Class::Immediate);
+    let join = Process::new(&joined, Class::Immediate);
+    let edge = [&join];
+    first.set_dependents(&edge).unwrap();
+    second.set_dependents(&edge).unwrap();
+    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    with_workers(
+        &executor,
+        2,
+        || {
+            executor.submit(&join).unwrap();
+            executor.submit(&first).unwrap();
+            executor.submit(&second).unwrap();
+        },
+        || join.is_completed(),
+    );
+    let outcome = joined.outcomes();
+    assert_eq!(outcome.len(), 1);
+    assert!(
+        outcome[0] == Err(Failure::Application(7)) || outcome[0] == Err(Failure::Aborted),
+        "one of the upstream failures, whichever completed first: {outcome:?}"
+    );
+    assert_eq!(joined.drains.load(SEQ), 0);
+}
+
+#[test]
+fn shutdown_cancels_work_in_flight_and_returns() {
+    let sleeper = Scripted::new(0, &[Drained::Sleep]);
+    let process = Process::new(&sleeper, Class::Compute);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    with_workers(
+        &executor,
+        2,
+        || {
+            executor.submit(&process).unwrap();
+            while sleeper.drains.load(SEQ) == 0 {
+                thread::yield_now();
+            }
+        },
+        || true,
+    );
+    assert_eq!(sleeper.outcomes(), [Err(Failure::Cancelled)]);
+    let late = Scripted::done();
+    let refused = Process::new(&late, Class::Immediate);
+    assert_eq!(executor.submit(&refused), Err(ProcessError::ShutDown));
+}
+
+#[test]
+fn completed_storage_is_rearmed_and_reused() {
+    let drain = Scripted::new(0, &[Drained::Done(Ok(())), Drained::Done(Ok(()))]);
+    let process = Process::new(&drain, Class::Immediate);
+    assert_eq!(process.rearm(), Err(ProcessError::NotCompleted));
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    with_workers(
+        &executor,
+        1,
+        || {
+            executor.submit(&process).unwrap();
+            while !process.is_completed() {
+                thread::yield_now();
+            }
+            process.rearm().unwrap();
+            executor.submit(&process).unwrap();
+        },
+        || process.is_completed() && drain.outcomes().len() == 2,
+    );
+    assert_eq!(drain.drains.load(SEQ), 2);
+}
+
+#[test]
+fn holds_delay_activation_until_released() {
+    let drain = Scripted::done();
+    let process = Process::new(&drain, Class::Immediate);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    executor.hold(&process).unwrap();
+    executor.hold(&process).unwrap();
+    // Before submission a release never drops the creation hold.
+    executor.release(&process).unwrap();
+    executor.submit(&process).unwrap();
+    assert!(!process.is_completed());
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    assert!(!worker.step(), "still held");
+    executor.release(&process).unwrap();
+    assert!(worker.step());
+    assert!(process.is_completed());
+    assert_eq!(executor.release(&process), Err(ProcessError::NotSuspended));
+    assert_eq!(executor.hold(&process), Err(ProcessError::AlreadySubmitted));
+}
+
+#[test]
+fn configuration_mistakes_are_typed_errors() {
+    let drain = Scripted::done();
+    let process = Process::new(&drain, Class::Immediate);
+    let other = Process::new(&drain, Class::Immediate);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    executor.submit(&other).unwrap();
+    let edge = [&other];
+    assert_eq!(process.set_dependents(&edge), Err(ProcessError::DependentSubmitted));
+    executor.submit(&process).unwrap();
+    assert_eq!(executor.submit(&process), Err(ProcessError::AlreadySubmitted));
+    assert_eq!(process.set_dependents(&[]), Err(ProcessError::AlreadySubmitted));
+    assert!(matches!(
+        TestExecutor::<8>::new(YieldingFutex, 5),
+        Err(ExecutorError::WorkerCount { requested: 5, capacity: 4 })
+    ));
+    assert!(matches!(
+        TestExecutor::<8>::new(YieldingFutex, 0),
+        Err(ExecutorError::WorkerCount { .. })
+    ));
+    assert!(matches!(
+        TestExecutor::<8>::with_fanout(YieldingFutex, 1, 0),
+        Err(ExecutorError::Fanout)
+    ));
+    let first = executor.worker::<RoundRobin>(1, SpinPolicy::Park).unwrap();
+    assert!(matches!(
+        executor.worker::<RoundRobin>(1, SpinPolicy::Park),
+        Err(ExecutorError::WorkerTaken(1))
+    ));
+    assert!(matches!(
+        executor.worker::<RoundRobin>(2, SpinPolicy::Park),
+        Err(ExecutorError::WorkerTaken(2))
+    ));
+    drop(first);
+    assert!(executor.worker::<RoundRobin>(1, SpinPolicy::Park).is_ok(), "index given back");
+}
+
+#[test]
+fn a_single_worker_main_loop_steps_without_blocking() {
+    let counter = StdUsize::new(0);
+    struct Count<'a>(&'a StdUsize);
+    impl Drain for Count<'_> {
+        fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+            if self.0.fetch_add(1, RELAXED) < 2 {
+                Drained::Progress
+            } else {
+                Drained::Done(Ok(()))
+            }
+        }
+    }
+    let drain = Count(&counter);
+    let process = Process::with_priority(&drain, Class::Compute, 200);
+    let executor = Executor::<YieldingFutex, 4, 1>::new(YieldingFutex, 1).unwrap();
+    let mut worker = executor.worker::<Priority<4>>(0, SpinPolicy::Park).unwrap();
+    assert!(!worker.step());
+    executor.submit(&process).unwrap();
+    while worker.step() {}
+    assert!(process.is_completed());
+    assert_eq!(counter.load(RELAXED), 3);
+}

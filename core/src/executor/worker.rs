@@ -1,0 +1,283 @@
+//! The worker loop: immediate list, then compute slots, then spin, then park.
+
+use super::process::{state, DrainContext, Drained, Process};
+use super::scan::{ScanPolicy, SlotHint};
+use super::{Executor, Futex, AWAKE, PARKED};
+use crate::semaphore::Failure;
+use crate::sync::atomic::Ordering;
+use crate::sync::spin_hint;
+
+/// How long a worker with nothing to do keeps scanning before it parks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SpinPolicy {
+    /// Park as soon as a scan finds nothing.
+    Park,
+    /// Scan this many more times before parking.
+    Fixed(u32),
+    /// Scan `min` more times, or `max` while the aggregate wake budget of active compute
+    /// processes exceeds the workers awake to serve it (work is likely to appear soon).
+    Adaptive {
+        /// Scans before parking when demand is low.
+        min: u32,
+        /// Scans before parking when demand exceeds the awake workers.
+        max: u32,
+    },
+}
+
+impl Default for SpinPolicy {
+    fn default() -> SpinPolicy {
+        SpinPolicy::Adaptive { min: 64, max: 4096 }
+    }
+}
+
+/// One worker of an [`Executor`]: owned by one thread (or a bare-metal main loop), holding
+/// its private per-slot state. Created by [`Executor::worker`].
+pub struct Worker<'e, 'p, F: Futex, P, const SLOTS: usize, const WORKERS: usize> {
+    executor: &'e Executor<'p, F, SLOTS, WORKERS>,
+    index: usize,
+    policy: P,
+    spin: SpinPolicy,
+    hints: [SlotHint; SLOTS],
+    /// Bumped when `hints` change, folded into the scan version.
+    hint_changes: u32,
+    /// The claim number of each slot's occupant when this worker last drained it.
+    seen_claims: [u32; SLOTS],
+    /// Private per-slot words handed to drains (`DrainContext::local`).
+    local: [u64; SLOTS],
+}
+
+impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: usize>
+    Worker<'e, 'p, F, P, SLOTS, WORKERS>
+{
+    pub(crate) fn new(
+        executor: &'e Executor<'p, F, SLOTS, WORKERS>,
+        index: usize,
+        policy: P,
+        spin: SpinPolicy,
+    ) -> Self {
+        Worker {
+            executor,
+            index,
+            policy,
+            spin,
+            hints: [SlotHint::UNSEEN; SLOTS],
+            hint_changes: 0,
+            seen_claims: [u32::MAX; SLOTS],
+            local: [0; SLOTS],
+        }
+    }
+
+    /// This worker's index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Runs until the executor is shut down and nothing is left to cancel.
+    pub fn run(&mut self) {
+        let mut idle_scans = 0u32;
+        loop {
+            if self.step() {
+                idle_scans = 0;
+                continue;
+            }
+            if self.executor.is_stopping() && self.executor.is_quiescent() {
+                return;
+            }
+            if idle_scans < self.spin_limit() {
+                idle_scans += 1;
+                spin_hint();
+                continue;
+            }
+            idle_scans = 0;
+            self.park();
+        }
+    }
+
+    /// One unit of work, never blocking: one immediate process, or one compute drain.
+    /// Returns whether anything was done (the bare-metal main loop sleeps when it was not).
+    pub fn step(&mut self) -> bool {
+        let executor = self.executor;
+        if let Some(process) = executor.immediate().pop() {
+            self.run_immediate(process);
+            return true;
+        }
+        if !executor.overflow_looks_empty() {
+            executor.drain_overflow();
+        }
+        let version = u64::from(executor.slots().generation()) << 32 | u64::from(self.hint_changes);
+        let Worker { policy, hints, local, seen_claims, index, .. } = self;
+        let hints: &[SlotHint; SLOTS] = hints;
+        // The policy reads the hints during the scan, so what a visit learns is applied after
+        // it (hints are allowed to lag by a scan).
+        let mut learned = None;
+        let did_work = policy.scan(hints, version, |slot| {
+            executor.slots().looks_runnable(slot)
+                && drain_slot(
+                    executor,
+                    *index,
+                    slot,
+                    &mut seen_claims[slot],
+                    &mut local[slot],
+                    &mut learned,
+                )
+        });
+        if let Some((slot, seen)) = learned {
+            if self.hints[slot] != seen {
+                self.hints[slot] = seen;
+                self.hint_changes = self.hint_changes.wrapping_add(1);
+            }
+        }
+        did_work
+    }
+
+    fn run_immediate(&mut self, process: &'p Process<'p>) {
+        let executor = self.executor;
+        let word = process.state_word();
+        // This worker owns the process since the pop; Relaxed because wakers only need to see
+        // RUNNING through their own RMWs on this word.
+        word.store(state::RUNNING, Ordering::Relaxed);
+        if executor.is_stopping() {
+            process.record_failure(Failure::Cancelled);
+        }
+        if process.failure().is_some() {
+            executor.complete(process);
+            return;
+        }
+        let mut local = 0;
+        let mut cx =
+            DrainContext::new(self.index, &mut local, process, executor.aggregate_budget());
+        match process.drain_ref().drain(&mut cx) {
+            Drained::Progress => {
+                word.store(state::QUEUED, Ordering::Relaxed);
+                executor.immediate().push(process);
+            }
+            Drained::Sleep => {
+                // AcqRel pairs with the compare-exchange in `wake_immediate`: a wake that
+                // landed during the drain left NOTIFIED, so this exchange fails and requeues.
+                if word
+                    .compare_exchange(
+                        state::RUNNING,
+                        state::SLEEPING,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    )
+                    .is_err()
+                {
+                    word.store(state::QUEUED, Ordering::Relaxed);
+                    executor.immediate().push(process);
+                }
+            }
+            Drained::Done(result) => {
+                if let Err(failure) = result {
+                    process.record_failure(failure);
+                }
+                executor.complete(process);
+            }
+        }
+    }
+
+    fn spin_limit(&self) -> u32 {
+        match self.spin {
+            SpinPolicy::Park => 0,
+            SpinPolicy::Fixed(scans) => scans,
+            SpinPolicy::Adaptive { min, max } => {
+                let executor = self.executor;
+                let parked = executor.idle_mask().load(Ordering::Relaxed).count_ones() as usize;
+                let awake = executor.workers().saturating_sub(parked) as u32;
+                if executor.aggregate_budget().load(Ordering::Relaxed) > awake {
+                    max
+                } else {
+                    min
+                }
+            }
+        }
+    }
+
+    /// Parks until notified, unless work or shutdown shows up after announcing idleness.
+    fn park(&mut self) {
+        let executor = self.executor;
+        let word = executor.parking_word(self.index);
+        let bit = 1u64 << self.index;
+        word.store(PARKED, Ordering::Relaxed);
+        // AcqRel RMW: the parking half of the handshake described in the module docs.
+        executor.idle_mask().fetch_or(bit, Ordering::AcqRel);
+        if executor.has_work() || executor.is_stopping() {
+            // Withdraw. If a waker already took the bit it also set NOTIFIED: harmless.
+            executor.idle_mask().fetch_and(!bit, Ordering::AcqRel);
+            word.store(AWAKE, Ordering::Relaxed);
+            return;
+        }
+        // Acquire pairs with the waker's Release store of NOTIFIED.
+        while word.load(Ordering::Acquire) == PARKED {
+            executor.futex().wait(word, PARKED, None);
+        }
+        word.store(AWAKE, Ordering::Relaxed);
+        executor.spread_wakes();
+    }
+}
+
+/// Enters `slot`, drains its process once and leaves; returns whether work was done and
+/// records what it saw of the occupant in `learned`.
+fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
+    executor: &Executor<'p, F, SLOTS, WORKERS>,
+    worker: usize,
+    slot: usize,
+    seen_claim: &mut u32,
+    local: &mut u64,
+    learned: &mut Option<(usize, SlotHint)>,
+) -> bool {
+    let slots = executor.slots();
+    let mut did_work = false;
+    if let Some((process, claim)) = slots.enter(slot) {
+        if *seen_claim != claim {
+            // A new occupant: the private word left by the previous one must not leak in.
+            *seen_claim = claim;
+            *local = 0;
+        }
+        if executor.is_stopping() {
+            process.record_failure(Failure::Cancelled);
+        }
+        if process.failure().is_some() {
+            slots.close(slot);
+            did_work = true;
+        } else {
+            let mut cx = DrainContext::new(worker, local, process, executor.aggregate_budget());
+            match process.drain_ref().drain(&mut cx) {
+                Drained::Progress => did_work = true,
+                Drained::Sleep => slots.sleep(slot),
+                Drained::Done(result) => {
+                    if let Err(failure) = result {
+                        process.record_failure(failure);
+                    }
+                    slots.close(slot);
+                    did_work = true;
+                }
+            }
+        }
+        let seen = SlotHint { priority: process.priority(), budget: process.wake_budget() };
+        *learned = Some((slot, seen));
+    }
+    if let Some(process) = slots.leave(slot) {
+        executor.finalize_slot(slot, process);
+        did_work = true;
+    }
+    did_work
+}
+
+impl<F: Futex, P, const SLOTS: usize, const WORKERS: usize> Drop
+    for Worker<'_, '_, F, P, SLOTS, WORKERS>
+{
+    fn drop(&mut self) {
+        // Give the index back so a new worker may take it (e.g. a restarted thread).
+        self.executor.release_worker(self.index);
+    }
+}
+
+impl<F: Futex, P, const SLOTS: usize, const WORKERS: usize> core::fmt::Debug
+    for Worker<'_, '_, F, P, SLOTS, WORKERS>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Worker").field("index", &self.index).field("spin", &self.spin).finish()
+    }
+}
