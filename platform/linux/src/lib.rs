@@ -1,1 +1,32 @@
-//! Placeholder replaced by the platform helper.
+//! Host implementations of causeway's executor wait seam, [`Futex`].
+//!
+//! The executor in `causeway-core` never blocks by itself: an idle worker parks by waiting while
+//! its 32-bit word holds a "parked" value, and a waker changes the word and then wakes it. This
+//! crate supplies that wait for hosted targets:
+//!
+//! - `LinuxFutex` (Linux only) is the kernel's futex, reached through `rustix`: one system
+//!   call per wait or wake, no user-space state at all.
+//! - [`ParkingFutex`] (every std target) emulates the futex with a fixed table of
+//!   `std::sync::{Mutex, Condvar}` buckets, for hosts without a futex-like system call.
+//! - [`HostFutex`] names the best of the two for the target being built, so executors can be
+//!   written once: `static FUTEX: HostFutex = HostFutex::new();`.
+//!
+//! [`Futex`]: causeway_core::executor::Futex
+
+#[cfg(target_os = "linux")]
+mod linux;
+mod parking;
+
+#[cfg(target_os = "linux")]
+pub use linux::LinuxFutex;
+pub use parking::ParkingFutex;
+
+/// The wait primitive this target should use: [`LinuxFutex`] here, because the kernel's futex
+/// is available.
+#[cfg(target_os = "linux")]
+pub type HostFutex = LinuxFutex;
+
+/// The wait primitive this target should use: [`ParkingFutex`] here, because Linux's futex is
+/// not available.
+#[cfg(not(target_os = "linux"))]
+pub type HostFutex = ParkingFutex;
