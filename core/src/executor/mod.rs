@@ -41,6 +41,7 @@
 //! Processes the executor has never been handed (still suspended, or immediate processes
 //! asleep) are not known to it and stay with their owner, who may cancel them.
 
+mod arena;
 mod futex;
 mod list;
 mod process;
@@ -50,6 +51,7 @@ mod worker;
 
 use core::fmt;
 
+pub use arena::{Arena, Block};
 pub use futex::{Futex, FutexWord};
 pub use process::{Class, Drain, DrainContext, Drained, Process, ProcessError};
 pub use scan::{BudgetWeighted, Priority, RoundRobin, ScanPolicy, SlotHint};
