@@ -90,9 +90,9 @@ impl<const SLOTS: usize> ScanPolicy<SLOTS> for Priority<SLOTS> {
             // Insertion sort (core has no stable sort without `alloc`): equal priorities keep
             // index order, and the table is small and rebuilt rarely.
             let priority = |slot: u16| hints[usize::from(slot)].priority;
-            for slot in 0..SLOTS {
+            for (slot, hint) in hints.iter().enumerate() {
                 let mut at = slot;
-                while at > 0 && priority(self.order[at - 1]) < hints[slot].priority {
+                while at > 0 && priority(self.order[at - 1]) < hint.priority {
                     self.order[at] = self.order[at - 1];
                     at -= 1;
                 }
