@@ -10,13 +10,16 @@
 //!   `std::sync::{Mutex, Condvar}` buckets, for hosts without a futex-like system call.
 //! - [`HostFutex`] names the best of the two for the target being built, so executors can be
 //!   written once: `static FUTEX: HostFutex = HostFutex::new();`.
+//! - [`pin_current_thread`] restricts a worker thread to one CPU.
 //!
 //! [`Futex`]: causeway_core::executor::Futex
 
+mod affinity;
 #[cfg(target_os = "linux")]
 mod linux;
 mod parking;
 
+pub use affinity::{pin_current_thread, PinError};
 #[cfg(target_os = "linux")]
 pub use linux::LinuxFutex;
 pub use parking::ParkingFutex;
