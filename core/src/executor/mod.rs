@@ -340,8 +340,10 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         process.drain_ref().finish(outcome);
         let dependents = process.dependents();
         // Release: pairs with the Acquire in `Process::is_completed`/`rearm`; this is the
-        // executor's last access to the process's storage.
-        process.state_word().store(state::COMPLETED, Ordering::Release);
+        // executor's last access to the process's storage. A swap rather than a store: a
+        // waker's compare-exchange (RUNNING → RUNNING|NOTIFIED) may race it, and an RMW keeps
+        // the two in one total order on the word, so the completion can never be overwritten.
+        process.state_word().swap(state::COMPLETED, Ordering::Release);
         for &dependent in dependents {
             if let Err(failure) = outcome {
                 dependent.record_failure(failure);

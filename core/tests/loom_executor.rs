@@ -1,0 +1,226 @@
+//! Loom models of the executor's lock-free protocols (run with `RUSTFLAGS="--cfg loom"`).
+//!
+//! Every model drives the public API with tiny capacities (2 slots, 2 workers):
+//! - immediate-list push/pop: processes pushed from two threads are each drained exactly once;
+//! - slot claim/release against scanners: a compute process drained by two workers at once is
+//!   finalized exactly once, after its last drain call, and its storage is then reusable;
+//! - exactly-once activation under concurrent suspend-count releases;
+//! - park/wake: a submission always reaches a parked worker (a lost wake-up deadlocks);
+//! - cancellation racing activation: the process finishes exactly once, drained at most once.
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use causeway_core::executor::{
+    Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
+    SpinPolicy,
+};
+use causeway_core::Failure;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::{Condvar, Mutex};
+use loom::thread;
+
+/// A futex over one lock and condition variable: the waker changes the word before taking the
+/// lock, and the waiter compares under it, so no wake can slip between compare and sleep.
+struct LoomFutex {
+    lock: Mutex<()>,
+    condvar: Condvar,
+}
+
+impl Futex for LoomFutex {
+    fn wait(&self, word: &FutexWord, expected: u32, _timeout: Option<Duration>) {
+        let guard = self.lock.lock().unwrap();
+        if word.load(Ordering::SeqCst) == expected {
+            drop(self.condvar.wait(guard).unwrap());
+        }
+    }
+
+    fn wake_one(&self, _word: &FutexWord) {
+        let _guard = self.lock.lock().unwrap();
+        self.condvar.notify_all();
+    }
+
+    fn wake_all(&self, _word: &FutexWord) {
+        let _guard = self.lock.lock().unwrap();
+        self.condvar.notify_all();
+    }
+}
+
+type ModelExecutor = Executor<'static, LoomFutex, 2, 2>;
+
+/// Counts drains and finishes; `Done` after `drains_to_finish` drains.
+struct Counted {
+    drains: AtomicUsize,
+    finishes: AtomicUsize,
+    cancelled: AtomicUsize,
+    /// Drain calls in progress: `finish` must only ever see zero.
+    inside: AtomicUsize,
+    drains_to_finish: usize,
+}
+
+impl Counted {
+    fn leaked(drains_to_finish: usize) -> &'static Counted {
+        Box::leak(Box::new(Counted {
+            drains: AtomicUsize::new(0),
+            finishes: AtomicUsize::new(0),
+            cancelled: AtomicUsize::new(0),
+            inside: AtomicUsize::new(0),
+            drains_to_finish,
+        }))
+    }
+}
+
+impl Drain for Counted {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        self.inside.fetch_add(1, Ordering::SeqCst);
+        let drained = if self.drains.fetch_add(1, Ordering::Relaxed) + 1 >= self.drains_to_finish {
+            Drained::Done(Ok(()))
+        } else {
+            Drained::Progress
+        };
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+        drained
+    }
+
+    fn finish(&self, outcome: Result<(), Failure>) {
+        assert_eq!(self.inside.load(Ordering::SeqCst), 0, "finished during a drain call");
+        if outcome == Err(Failure::Cancelled) {
+            self.cancelled.fetch_add(1, Ordering::Relaxed);
+        }
+        self.finishes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn executor(workers: usize) -> &'static ModelExecutor {
+    let futex = LoomFutex { lock: Mutex::new(()), condvar: Condvar::new() };
+    Box::leak(Box::new(ModelExecutor::new(futex, workers).unwrap()))
+}
+
+fn process(drain: &'static Counted, class: Class) -> &'static Process<'static> {
+    Box::leak(Box::new(Process::new(drain, class)))
+}
+
+fn bounded(body: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(2);
+    // A worker step touches a dozen atomics (list, overflow, slot scan), so executions are
+    // longer than loom's default branch budget allows.
+    builder.max_branches = 20_000;
+    builder.check(body);
+}
+
+/// Steps `worker` until `done` holds, yielding between steps so loom schedules the others.
+fn step_until(
+    worker: &mut causeway_core::executor::Worker<'_, 'static, LoomFutex, RoundRobin, 2, 2>,
+    done: impl Fn() -> bool,
+) {
+    while !done() {
+        if !worker.step() {
+            thread::yield_now();
+        }
+    }
+}
+
+#[test]
+fn immediate_processes_pushed_from_two_threads_are_each_drained_once() {
+    bounded(|| {
+        let executor = executor(1);
+        let (first, second) = (Counted::leaked(1), Counted::leaked(1));
+        let (a, b) = (process(first, Class::Immediate), process(second, Class::Immediate));
+        let pusher = thread::spawn(move || executor.submit(a).unwrap());
+        executor.submit(b).unwrap();
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        step_until(&mut worker, || a.is_completed() && b.is_completed());
+        pusher.join().unwrap();
+        for counted in [first, second] {
+            assert_eq!(counted.drains.load(Ordering::Relaxed), 1);
+            assert_eq!(counted.finishes.load(Ordering::Relaxed), 1);
+        }
+    });
+}
+
+#[test]
+fn a_compute_process_drained_by_two_workers_is_finalized_once_after_its_last_drain() {
+    bounded(|| {
+        let executor = executor(2);
+        let counted = Counted::leaked(2);
+        let compute = process(counted, Class::Compute);
+        executor.submit(compute).unwrap();
+        let helper = thread::spawn(move || {
+            let mut worker = executor.worker::<RoundRobin>(1, SpinPolicy::Park).unwrap();
+            // Not `is_completed`: the main thread rearms the storage as soon as it completes.
+            step_until(&mut worker, || executor.live() == 0);
+        });
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        step_until(&mut worker, || compute.is_completed());
+        // Completed means every drain call has returned: the storage is the owner's again.
+        compute.rearm().unwrap();
+        helper.join().unwrap();
+        assert_eq!(counted.finishes.load(Ordering::Relaxed), 1);
+        assert!(counted.drains.load(Ordering::Relaxed) >= 2);
+        assert_eq!(executor.live(), 0);
+    });
+}
+
+#[test]
+fn concurrent_releases_activate_exactly_once() {
+    bounded(|| {
+        let executor = executor(1);
+        let counted = Counted::leaked(1);
+        let held = process(counted, Class::Immediate);
+        executor.hold(held).unwrap();
+        executor.hold(held).unwrap();
+        executor.submit(held).unwrap();
+        let releasers: Vec<_> =
+            (0..2).map(|_| thread::spawn(move || executor.release(held).unwrap())).collect();
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        step_until(&mut worker, || held.is_completed());
+        for releaser in releasers {
+            releaser.join().unwrap();
+        }
+        assert_eq!(counted.drains.load(Ordering::Relaxed), 1);
+        assert_eq!(counted.finishes.load(Ordering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn a_submission_always_reaches_a_parked_worker() {
+    bounded(|| {
+        let executor = executor(1);
+        let counted = Counted::leaked(1);
+        let work = process(counted, Class::Immediate);
+        let runner = thread::spawn(move || {
+            let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+            worker.run();
+        });
+        executor.submit(work).unwrap();
+        while !work.is_completed() {
+            thread::yield_now();
+        }
+        executor.shutdown();
+        runner.join().unwrap();
+        assert_eq!(counted.finishes.load(Ordering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn cancellation_racing_activation_finishes_exactly_once() {
+    bounded(|| {
+        let executor = executor(1);
+        let counted = Counted::leaked(1);
+        let raced = process(counted, Class::Immediate);
+        executor.hold(raced).unwrap();
+        executor.submit(raced).unwrap();
+        let canceller = thread::spawn(move || executor.cancel(raced));
+        executor.release(raced).unwrap();
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        step_until(&mut worker, || raced.is_completed());
+        canceller.join().unwrap();
+        let drains = counted.drains.load(Ordering::Relaxed);
+        assert_eq!(counted.finishes.load(Ordering::Relaxed), 1);
+        assert!(drains <= 1);
+        if counted.cancelled.load(Ordering::Relaxed) == 0 {
+            assert_eq!(drains, 1, "finished Ok, so it was drained");
+        }
+    });
+}
