@@ -90,11 +90,19 @@ fn with_workers<'p, const SLOTS: usize>(
                 executor.worker::<RoundRobin>(index, SpinPolicy::Fixed(32)).expect("free index");
             scope.spawn(move || worker.run());
         }
+        // Shut down even when `body` or `until` panics, so the scope can join the workers
+        // and the failure is reported instead of hanging.
+        struct ShutdownOnExit<'a, 'p, const SLOTS: usize>(&'a TestExecutor<'p, SLOTS>);
+        impl<const SLOTS: usize> Drop for ShutdownOnExit<'_, '_, SLOTS> {
+            fn drop(&mut self) {
+                self.0.shutdown();
+            }
+        }
+        let _shutdown = ShutdownOnExit(executor);
         body();
         while !until() {
             thread::yield_now();
         }
-        executor.shutdown();
     });
 }
 
@@ -238,12 +246,14 @@ fn a_sleeping_process_runs_again_only_when_woken() {
 
 #[test]
 fn a_compute_process_sleeps_until_woken() {
+    // One worker: with two, a second drainer may legitimately drain while the first one's
+    // `Sleep` is on its way back.
     let drain = Scripted::new(0, &[Drained::Sleep, Drained::Done(Ok(()))]);
     let process = Process::new(&drain, Class::Compute);
-    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
     with_workers(
         &executor,
-        2,
+        1,
         || {
             executor.submit(&process).unwrap();
             while drain.drains.load(SEQ) == 0 {
@@ -320,7 +330,8 @@ fn a_failure_reaches_every_dependent_and_the_first_failure_wins() {
 
 #[test]
 fn shutdown_cancels_work_in_flight_and_returns() {
-    let sleeper = Scripted::new(0, &[Drained::Sleep]);
+    // Two workers may both drain it before it is asleep: it sleeps every time.
+    let sleeper = Scripted::new(0, &[Drained::Sleep; 64]);
     let process = Process::new(&sleeper, Class::Compute);
     let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
     with_workers(
