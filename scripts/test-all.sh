@@ -35,6 +35,10 @@ step "tiers 1 and 3: unit, property and integration tests"
 cargo test --workspace
 passed
 
+step "tier 2: executor stress and zero-allocation tests, optimised"
+cargo test --release --test executor_stress --test no_alloc
+passed
+
 step "no heap in core: no alloc crate, builds for Cortex-M0 (no CAS) and Cortex-M4"
 # `std` appears only under cfg(test); `alloc` must not appear at all.
 if grep -rnwE 'extern crate alloc|alloc::[a-z_]+' core/src --include=*.rs; then

@@ -463,12 +463,10 @@ fn a_compute_process_failing_on_two_workers_at_once_finishes_once() {
         .expect("start the runtime");
 }
 
-/// Demonstrates a bug in `CpuPool::scope` (drivers/cpu), which `Runtime::scope` calls: the
-/// executor is shut down only after the body returns normally, so when the body panics the
-/// workers keep running and `std::thread::scope`, which joins them before re-raising the panic,
-/// blocks forever. The tests above guard against it with [`ShutdownOnDrop`].
+/// `CpuPool::scope` (behind `Runtime::scope`) must shut the executor down when its body
+/// panics: `std::thread::scope` joins the workers before re-raising the panic, so a pool that
+/// only shut down on a normal return would block forever.
 #[test]
-#[ignore = "fails until CpuPool::scope shuts its executor down when the body panics"]
 fn a_panic_in_a_scope_body_propagates_instead_of_hanging() {
     let (report, reported) = mpsc::channel();
     // Detached: if the scope hangs, this thread stays blocked and the wait below fails the test.

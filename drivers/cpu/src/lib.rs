@@ -139,12 +139,13 @@ impl CpuPool {
                     break;
                 }
             }
-            let result = match spawn_error {
+            // Shut down on the way out even if `body` panics: the scope joins the workers
+            // before it re-raises the panic, and they only return once shut down.
+            let _shutdown = ShutdownOnExit(executor);
+            match spawn_error {
                 None => Ok(body(executor)),
                 Some(error) => Err(PoolError::Spawn(error)),
-            };
-            executor.shutdown();
-            result
+            }
         })
     }
 
@@ -178,6 +179,15 @@ impl Drop for CpuPool {
 impl fmt::Debug for CpuPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CpuPool").field("executor", &self.executor).finish_non_exhaustive()
+    }
+}
+
+/// Shuts an executor down when dropped, panics included.
+struct ShutdownOnExit<'e, 'p>(&'e HostExecutor<'p>);
+
+impl Drop for ShutdownOnExit<'_, '_> {
+    fn drop(&mut self) {
+        self.0.shutdown();
     }
 }
 
