@@ -3,9 +3,10 @@
 //!
 //! Every outcome asserted here is deterministic (counts, which processes finished how); only the
 //! interleavings vary. Nothing is timed. A test that stops making progress fails instead of
-//! hanging: waits panic at a deadline, a shutdown guard stops the workers while a failing test
-//! unwinds (so joining them cannot block), and a watchdog aborts the whole binary if a test
-//! outlives a hard deadline anyway.
+//! hanging: waits panic at a deadline; while a failing test unwinds its executor is shut down
+//! (by `Runtime::scope` itself, or by a guard where a test runs its own workers), so joining the
+//! workers cannot block; and a watchdog aborts the whole binary if a test outlives a hard
+//! deadline anyway.
 //!
 //! CI runs this file in release (`cargo test --release --test executor_stress`); it also runs in
 //! a few seconds in debug, as part of `cargo test --workspace`.
@@ -76,7 +77,7 @@ impl Deadline {
 }
 
 /// Shuts the executor down when dropped, including while a failing test unwinds: workers then
-/// return from `run`, so the scope that joins them does not block.
+/// return from `run`, so the `thread::scope` that joins them does not block.
 struct ShutdownOnDrop<'e, 'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
     &'e Executor<'p, F, SLOTS, WORKERS>,
 );
@@ -293,7 +294,6 @@ fn cancelling_the_head_of_a_10k_chain_finishes_every_process_cancelled_undrained
     Runtime::builder()
         .workers(2)
         .scope(|executor| {
-            let _shutdown = ShutdownOnDrop(executor);
             let head = &processes[0];
             executor.hold(head).expect("a fresh head can be held");
             for process in &processes {
@@ -345,7 +345,6 @@ fn concurrent_upstream_failures_reach_their_join_exactly_once() {
     Runtime::builder()
         .workers(2)
         .scope(|executor| {
-            let _shutdown = ShutdownOnDrop(executor);
             for round in 0..RACE_ROUNDS {
                 for process in upstreams.iter().chain([&join]) {
                     if process.is_completed() {
@@ -436,7 +435,6 @@ fn a_compute_process_failing_on_two_workers_at_once_finishes_once() {
         .workers(2)
         .spin(SpinPolicy::Fixed(1 << 20))
         .scope(|executor| {
-            let _shutdown = ShutdownOnDrop(executor);
             for round in 0..RACE_ROUNDS {
                 if process.is_completed() {
                     process.rearm().expect("a completed process rearms");
