@@ -58,7 +58,7 @@ use causeway::executor::{
 use causeway::{Failure, HostExecutor, Runtime};
 use causeway_platform_linux::{HostFutex, LinuxFutex};
 use criterion::measurement::WallTime;
-use criterion::{criterion_group, BenchmarkGroup, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput};
 
 /// Tasks in one chain of `chain_hop`: long enough that starting the chain and waking the bench
 /// thread at its end stay near 1% of the figure.
@@ -373,7 +373,13 @@ fn bench_causeway_chain(
 
 fn bench_chain_hop(c: &mut Criterion) {
     let mut group = c.benchmark_group("chain_hop");
-    group.warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    // An iteration is a whole chain (about a millisecond): flat sampling keeps the sample count
+    // within the window.
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(50)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     let chain = Arc::new(Chain::for_current_thread());
 
     // Two workers that never park, as asked of the executor; then, to show where its cost comes
@@ -892,9 +898,10 @@ fn bench_tiny_causeway(
 fn bench_tiny_1m(c: &mut Criterion) {
     let mut group = c.benchmark_group("tiny_1m");
     group
+        .sampling_mode(SamplingMode::Flat)
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(5))
+        .measurement_time(Duration::from_secs(4))
         .throughput(Throughput::Elements(TINY_TASKS as u64));
 
     let tally = Tally::default();
