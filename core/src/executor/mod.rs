@@ -120,8 +120,10 @@ pub struct Executor<'p, F: Futex, const SLOTS: usize = 64, const WORKERS: usize 
     parking: [Line<FutexWord>; WORKERS],
     /// Bit `w` set: a [`Worker`] handle exists for index `w`.
     taken: AtomicU64,
-    /// Submitted processes not yet completed.
-    live: AtomicUsize,
+    /// Submitted processes not yet completed. On its own line: it changes on every submit and
+    /// completion, and sharing a line with `stopping` (read on every idle scan) made spinning
+    /// workers slow the draining one down.
+    live: Line<AtomicUsize>,
     stopping: AtomicBool,
     workers: usize,
     fanout: u32,
@@ -163,7 +165,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             pending_wakes: AtomicU32::new(0),
             parking: core::array::from_fn(|_| Line(FutexWord::new(AWAKE))),
             taken: AtomicU64::new(0),
-            live: AtomicUsize::new(0),
+            live: Line(AtomicUsize::new(0)),
             stopping: AtomicBool::new(false),
             workers,
             fanout,
@@ -199,7 +201,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             return Err(ProcessError::ShutDown);
         }
         process.mark_submitted()?;
-        self.live.fetch_add(1, Ordering::Relaxed);
+        self.live.0.fetch_add(1, Ordering::Relaxed);
         self.release(process)
     }
 
@@ -247,7 +249,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     pub fn live(&self) -> usize {
         // Acquire pairs with the Release decrement in `complete`: a caller that sees a count
         // also sees those completions' effects.
-        self.live.load(Ordering::Acquire)
+        self.live.0.load(Ordering::Acquire)
     }
 
     /// Whether [`shutdown`](Self::shutdown) has been called.
@@ -353,7 +355,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             }
         }
         // Release pairs with the Acquire load in `live`.
-        self.live.fetch_sub(1, Ordering::Release);
+        self.live.0.fetch_sub(1, Ordering::Release);
     }
 
     /// Finalizes the compute process in `index` (this thread won the slot's FINALIZING).
