@@ -197,7 +197,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     /// Hands `process` to the executor: drops its creation hold, so it activates now if nothing
     /// else suspends it, or when its last upstream process completes or hold is released.
     pub fn submit(&self, process: &'p Process<'p>) -> Result<(), ProcessError> {
-        if self.stopping.load(Ordering::Acquire) {
+        if self.is_stopping() {
             return Err(ProcessError::ShutDown);
         }
         process.mark_submitted()?;
@@ -254,6 +254,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     /// Whether [`shutdown`](Self::shutdown) has been called.
     pub fn is_stopping(&self) -> bool {
+        // Acquire pairs with the Release store in `shutdown`.
         self.stopping.load(Ordering::Acquire)
     }
 
@@ -272,7 +273,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     }
 
     fn activate(&self, process: &'p Process<'p>) {
-        if self.stopping.load(Ordering::Acquire) {
+        if self.is_stopping() {
             process.record_failure(Failure::Cancelled);
         }
         process.state_word().store(state::QUEUED, Ordering::Relaxed);
@@ -287,11 +288,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     /// Puts an activated compute process into a slot, or onto the overflow list.
     fn place(&self, process: &'p Process<'p>) {
-        if self.slots.claim(process).is_some() {
-            let budget = process.wake_budget();
-            self.budget.0.fetch_add(budget, Ordering::Relaxed);
-            self.notify(budget);
-        } else {
+        if !self.try_claim_slot(process) {
             self.overflow.push(process);
             self.notify(1);
         }
@@ -300,15 +297,23 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     /// Moves overflowed compute processes into free slots while both exist.
     pub(crate) fn drain_overflow(&self) {
         while let Some(process) = self.overflow.pop() {
-            if self.slots.claim(process).is_some() {
-                let budget = process.wake_budget();
-                self.budget.0.fetch_add(budget, Ordering::Relaxed);
-                self.notify(budget);
-            } else {
+            if !self.try_claim_slot(process) {
                 self.overflow.push(process);
                 return;
             }
         }
+    }
+
+    /// Puts `process` into a free slot, counts its budget and wakes workers for it; `false`
+    /// when every slot is taken.
+    fn try_claim_slot(&self, process: &'p Process<'p>) -> bool {
+        if self.slots.claim(process).is_none() {
+            return false;
+        }
+        let budget = process.wake_budget();
+        self.budget.0.fetch_add(budget, Ordering::Relaxed);
+        self.notify(budget);
+        true
     }
 
     fn wake_immediate(&self, process: &'p Process<'p>) {

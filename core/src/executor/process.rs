@@ -451,13 +451,15 @@ impl<'p> Process<'p> {
         self.immutable.0.dependents.with(|cell| unsafe { *cell })
     }
 
-    /// Sets the wake budget and moves the executor's aggregate by the difference.
+    /// Sets the wake budget and, for a compute process, moves the executor's aggregate by the
+    /// difference. Only drains call this, and a compute process drains only while it holds a
+    /// slot, whose claim added its budget to the aggregate and whose finalization (after the
+    /// last drain) subtracts it; immediate processes are not part of the aggregate.
     pub(crate) fn set_wake_budget(&self, budget: u32, aggregate: &AtomicU32) {
         let previous = self.wake_budget.0.swap(budget, Ordering::Relaxed);
-        if self.state() == state::COMPLETED {
-            return;
+        if self.class() == Class::Compute {
+            adjust(aggregate, previous, budget);
         }
-        adjust(aggregate, previous, budget);
     }
 
     /// Reuses the storage of a completed process: back to CREATED with no dependents, no
@@ -487,7 +489,7 @@ impl<'p> Process<'p> {
 }
 
 /// Moves an aggregate counter from `previous` to `next` of one contributor.
-pub(crate) fn adjust(aggregate: &AtomicU32, previous: u32, next: u32) {
+fn adjust(aggregate: &AtomicU32, previous: u32, next: u32) {
     if next >= previous {
         aggregate.fetch_add(next - previous, Ordering::Relaxed);
     } else {
