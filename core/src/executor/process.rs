@@ -292,7 +292,7 @@ impl<'p> Process<'p> {
     /// The failure the process has (or will) complete with, if any.
     pub fn failure(&self) -> Option<Failure> {
         // Acquire pairs with the AcqRel compare-exchange in `record_failure`.
-        decode_failure(self.activation.0.failure.load(Ordering::Acquire))
+        Failure::from_word(self.activation.0.failure.load(Ordering::Acquire))
     }
 
     /// Makes every process in `dependents` wait for this one: each gains one suspension now and
@@ -416,7 +416,7 @@ impl<'p> Process<'p> {
             .failure
             .compare_exchange(
                 NO_FAILURE,
-                encode_failure(failure),
+                failure.to_word(),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
@@ -509,25 +509,3 @@ impl fmt::Debug for Process<'_> {
     }
 }
 
-fn encode_failure(failure: Failure) -> u64 {
-    let (tag, payload): (u64, u32) = match failure {
-        Failure::Cancelled => (1, 0),
-        Failure::Aborted => (2, 0),
-        Failure::DeviceLost => (3, 0),
-        Failure::OutOfOrderSignal => (4, 0),
-        Failure::Application(code) => (5, code),
-    };
-    tag << 32 | u64::from(payload)
-}
-
-fn decode_failure(word: u64) -> Option<Failure> {
-    let payload = word as u32;
-    match word >> 32 {
-        1 => Some(Failure::Cancelled),
-        2 => Some(Failure::Aborted),
-        3 => Some(Failure::DeviceLost),
-        4 => Some(Failure::OutOfOrderSignal),
-        5 => Some(Failure::Application(payload)),
-        _ => None,
-    }
-}

@@ -64,6 +64,35 @@ impl fmt::Display for Failure {
 
 impl core::error::Error for Failure {}
 
+impl Failure {
+    /// Packs the failure into one non-zero word, so a "first failure wins" slot can be a
+    /// single atomic whose zero means "no failure".
+    pub const fn to_word(self) -> u64 {
+        let (tag, payload): (u64, u32) = match self {
+            Failure::Cancelled => (1, 0),
+            Failure::Aborted => (2, 0),
+            Failure::DeviceLost => (3, 0),
+            Failure::OutOfOrderSignal => (4, 0),
+            Failure::Application(code) => (5, code),
+        };
+        tag << 32 | payload as u64
+    }
+
+    /// Unpacks a word made by [`to_word`](Self::to_word); `None` for zero (no failure) and for
+    /// words no failure packs to.
+    pub const fn from_word(word: u64) -> Option<Failure> {
+        let payload = word as u32;
+        match word >> 32 {
+            1 => Some(Failure::Cancelled),
+            2 => Some(Failure::Aborted),
+            3 => Some(Failure::DeviceLost),
+            4 => Some(Failure::OutOfOrderSignal),
+            5 => Some(Failure::Application(payload)),
+            _ => None,
+        }
+    }
+}
+
 /// Why a signal was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -222,3 +222,21 @@ fn scoped_wait_that_gives_up_unlinks_its_timepoint() {
     signal(&s, 5, 1, 1).unwrap();
     assert!(r.seen().is_empty());
 }
+
+#[test]
+fn failure_words_round_trip_and_are_never_zero() {
+    let failures = [
+        Failure::Cancelled,
+        Failure::Aborted,
+        Failure::DeviceLost,
+        Failure::OutOfOrderSignal,
+        Failure::Application(0),
+        Failure::Application(u32::MAX),
+    ];
+    for failure in failures {
+        assert_ne!(failure.to_word(), 0);
+        assert_eq!(Failure::from_word(failure.to_word()), Some(failure));
+    }
+    assert_eq!(Failure::from_word(0), None);
+    assert_eq!(Failure::from_word(9 << 32), None);
+}
