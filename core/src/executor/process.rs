@@ -414,12 +414,7 @@ impl<'p> Process<'p> {
         self.activation
             .0
             .failure
-            .compare_exchange(
-                NO_FAILURE,
-                failure.to_word(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
+            .compare_exchange(NO_FAILURE, failure.to_word(), Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
     }
 
@@ -508,4 +503,3 @@ impl fmt::Debug for Process<'_> {
             .finish_non_exhaustive()
     }
 }
-

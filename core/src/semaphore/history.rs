@@ -162,10 +162,19 @@ impl<const H: usize, const N: usize> History<H, N> {
         Ok(())
     }
 
-    fn evict_oldest(&mut self) -> Result<(), SignalError> {
+    /// Whether [`record`](Self::record) has room for one more signal (it may evict the oldest
+    /// reached entry; it cannot evict pending ones).
+    pub fn has_room(&self) -> bool {
+        self.len < H || self.oldest_is_evictable()
+    }
+
+    fn oldest_is_evictable(&self) -> bool {
         // The oldest entry may go only if it is reached and a newer reached entry remains.
-        let evictable = self.len >= 2 && self.entry(0).reached && self.entry(1).reached;
-        if !evictable {
+        self.len >= 2 && self.entry(0).reached && self.entry(1).reached
+    }
+
+    fn evict_oldest(&mut self) -> Result<(), SignalError> {
+        if !self.oldest_is_evictable() {
             return Err(SignalError::HistoryFull { capacity: H });
         }
         self.evicted_through = self.entry(0).value;

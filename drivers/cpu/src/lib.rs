@@ -12,6 +12,8 @@
 //! Shutting down (explicitly, or by dropping the pool) cancels queued work and joins the
 //! threads: each worker finishes at most the drain call it is in.
 
+pub mod device;
+
 use std::fmt;
 use std::sync::Arc;
 use std::thread;
@@ -152,6 +154,11 @@ impl CpuPool {
     /// The executor, for submitting, releasing, waking and cancelling processes.
     pub fn executor(&self) -> &HostExecutor<'static> {
         &self.executor
+    }
+
+    /// Another handle to the executor, for state that must reach it from worker threads.
+    pub(crate) fn shared_executor(&self) -> Arc<HostExecutor<'static>> {
+        Arc::clone(&self.executor)
     }
 
     /// Submits a process (see [`Executor::submit`]).

@@ -1,0 +1,366 @@
+//! Stream-ordered memory: a pool with a byte quota whose allocations are scheduled like any
+//! other queue operation.
+//!
+//! From the host's side an `alloca` is only a *reservation* and a `dealloca` only releases it;
+//! the bytes are *committed* when the alloca operation runs (just before the work that uses
+//! them) and *decommitted* when the dealloca operation runs (just after the last use). Peak
+//! committed memory therefore follows execution, not submission: N sequential users of a
+//! transient buffer need one buffer's worth of quota.
+//!
+//! A commit that would exceed the quota does not fail: the queue that runs it waits until a
+//! decommit makes room, so two requests that together exceed the pool are serialised. Only a
+//! single request larger than the whole quota is refused, at submission.
+//!
+//! Which memory a reservation gets is decided at submission, from causality alone: a submitted
+//! dealloca hands its block to the reuse table with its death frontier (see
+//! [`causeway_core::reuse`]); a later alloca takes that block when its own knowledge (joined
+//! with what the device knows is complete) proves it runs after every use — then its commit is
+//! ordered after the decommit with no fence at all. Otherwise it takes fresh memory rather than
+//! waiting (try before you fence, and here skip the fence).
+//!
+//! This module is plain data: the device wraps one pool in a lock.
+
+use std::fmt;
+
+use causeway_core::frontier::{Frontier, Point};
+use causeway_core::reuse::{Acquire, BlockId, DeathRecord, FreeBlock, ReusePool};
+
+/// Dead blocks kept for reuse; older ones are forgotten when it is full.
+const REUSE_BLOCKS: usize = 64;
+
+/// One reservation's handle, from [`MemoryPool::reserve`] to [`MemoryPool::decommit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct AllocationId(u32);
+
+/// Why a memory operation was refused at submission, or failed when it ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The buffer index is outside the device's buffer table.
+    UnknownBuffer(u32),
+    /// `alloca` of a buffer whose previous reservation was not released by a `dealloca`.
+    BufferLive(u32),
+    /// `dealloca` of a buffer with no reservation.
+    BufferNotLive(u32),
+    /// One request larger than the whole pool can never be served.
+    TooLarge {
+        /// Requested bytes.
+        bytes: u64,
+        /// The pool quota.
+        quota: u64,
+    },
+    /// Every allocation record is in use (reservations not yet decommitted).
+    TooManyAllocations,
+    /// A dealloca ran before its alloca: nothing ordered the two.
+    NotCommitted,
+}
+
+impl fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            MemoryError::UnknownBuffer(buffer) => write!(f, "buffer {buffer} does not exist"),
+            MemoryError::BufferLive(buffer) => {
+                write!(f, "buffer {buffer} is already allocated (no dealloca released it)")
+            }
+            MemoryError::BufferNotLive(buffer) => write!(f, "buffer {buffer} is not allocated"),
+            MemoryError::TooLarge { bytes, quota } => {
+                write!(f, "{bytes} bytes can never fit a pool of {quota} bytes")
+            }
+            MemoryError::TooManyAllocations => {
+                f.write_str("every allocation record is in use; deallocate first")
+            }
+            MemoryError::NotCommitted => {
+                f.write_str("dealloca ran before its alloca (nothing orders them)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for MemoryError {}
+
+/// What a commit did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Commit {
+    /// The bytes are committed.
+    Committed,
+    /// Committing now would exceed the quota: retry after a decommit.
+    OverQuota,
+}
+
+/// Totals over a pool's life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Allocations committed.
+    pub commits: u64,
+    /// Reservations that reused a dead block without any wait.
+    pub reused: u64,
+    /// Reservations that found a fitting dead block the requester could not prove dead and
+    /// took fresh memory instead.
+    pub reuse_declined: u64,
+    /// Times a commit found the quota exhausted and waited for a decommit.
+    pub over_quota_waits: u64,
+    /// Highest committed byte count.
+    pub peak_committed: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Allocation {
+    bytes: u64,
+    block: Option<BlockId>,
+    live: bool,
+}
+
+/// A stream-ordered pool. Every table is sized at creation; no method allocates.
+#[derive(Debug)]
+pub(crate) struct MemoryPool<const N: usize> {
+    quota: u64,
+    committed: u64,
+    buffers: Vec<Option<AllocationId>>,
+    allocations: Vec<Allocation>,
+    free_allocations: Vec<AllocationId>,
+    reuse: ReusePool<REUSE_BLOCKS, N>,
+    next_block: u32,
+    stats: MemoryStats,
+}
+
+impl<const N: usize> MemoryPool<N> {
+    /// A pool of `quota` bytes for `buffers` buffer names; up to twice that many reservations
+    /// may be outstanding (a buffer re-reserved while its previous decommit is still queued).
+    pub(crate) fn new(quota: u64, buffers: usize) -> MemoryPool<N> {
+        let records = buffers.saturating_mul(2);
+        MemoryPool {
+            quota,
+            committed: 0,
+            buffers: vec![None; buffers],
+            allocations: vec![Allocation { bytes: 0, block: None, live: false }; records],
+            free_allocations: (0..records).rev().map(|i| AllocationId(i as u32)).collect(),
+            reuse: ReusePool::new(),
+            next_block: 0,
+            stats: MemoryStats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> MemoryStats {
+        self.stats
+    }
+
+    pub(crate) fn committed(&self) -> u64 {
+        self.committed
+    }
+
+    /// Submission of an alloca: checks the request can ever be served and reserves a record.
+    pub(crate) fn reserve(&mut self, buffer: u32, bytes: u64) -> Result<AllocationId, MemoryError> {
+        let entry = self.buffers.get(buffer as usize).ok_or(MemoryError::UnknownBuffer(buffer))?;
+        if entry.is_some() {
+            return Err(MemoryError::BufferLive(buffer));
+        }
+        if bytes > self.quota {
+            return Err(MemoryError::TooLarge { bytes, quota: self.quota });
+        }
+        let id = self.free_allocations.pop().ok_or(MemoryError::TooManyAllocations)?;
+        self.allocations[id.0 as usize] = Allocation { bytes, block: None, live: false };
+        self.buffers[buffer as usize] = Some(id);
+        Ok(id)
+    }
+
+    /// Submission of a dealloca: releases the buffer name; the record lives until decommit.
+    pub(crate) fn release(&mut self, buffer: u32) -> Result<AllocationId, MemoryError> {
+        let entry =
+            self.buffers.get_mut(buffer as usize).ok_or(MemoryError::UnknownBuffer(buffer))?;
+        entry.take().ok_or(MemoryError::BufferNotLive(buffer))
+    }
+
+    /// Undoes [`reserve`](Self::reserve) for a submission that was refused later on.
+    pub(crate) fn unreserve(&mut self, buffer: u32, id: AllocationId) {
+        self.buffers[buffer as usize] = None;
+        self.free_allocations.push(id);
+    }
+
+    /// Undoes [`release`](Self::release) for a submission that was refused later on.
+    pub(crate) fn unrelease(&mut self, buffer: u32, id: AllocationId) {
+        self.buffers[buffer as usize] = Some(id);
+    }
+
+    /// Picks the memory of reservation `id` for an alloca that knows `knowledge` on a device
+    /// that has completed `completed`: a dead block whose uses are provably over, else a
+    /// fresh one. Returns the block and whether it was reused.
+    pub(crate) fn assign<const K: usize, const C: usize>(
+        &mut self,
+        id: AllocationId,
+        knowledge: &Frontier<K>,
+        completed: &Frontier<C>,
+    ) -> (BlockId, bool) {
+        let bytes = self.allocations[id.0 as usize].bytes;
+        let (block, reused) = match self.reuse.acquire(bytes, knowledge, completed) {
+            Acquire::Reuse { block, .. } => (block, true),
+            Acquire::NeedsWait { .. } => {
+                self.stats.reuse_declined += 1;
+                (self.fresh_block(), false)
+            }
+            _ => (self.fresh_block(), false),
+        };
+        self.stats.reused += u64::from(reused);
+        self.allocations[id.0 as usize].block = Some(block);
+        (block, reused)
+    }
+
+    /// Submission of a dealloca `dealloc` with frontier `death`: its block becomes reusable
+    /// by whoever provably runs after it.
+    pub(crate) fn retire<const M: usize>(
+        &mut self,
+        id: AllocationId,
+        dealloc: Point,
+        death: &Frontier<M>,
+    ) {
+        let allocation = self.allocations[id.0 as usize];
+        let Some(block) = allocation.block else { return };
+        let record = DeathRecord::new(dealloc, Frontier::from_frontier(death));
+        // A full reuse table forgets the block: only a reuse opportunity is lost.
+        let _ = self.reuse.release(FreeBlock { block, size: allocation.bytes, record });
+    }
+
+    /// The alloca runs: commit its bytes if the quota allows.
+    pub(crate) fn commit(&mut self, id: AllocationId) -> Commit {
+        let bytes = self.allocations[id.0 as usize].bytes;
+        if self.committed + bytes > self.quota {
+            self.stats.over_quota_waits += 1;
+            return Commit::OverQuota;
+        }
+        self.stats.commits += 1;
+        self.committed += bytes;
+        self.stats.peak_committed = self.stats.peak_committed.max(self.committed);
+        self.allocations[id.0 as usize].live = true;
+        Commit::Committed
+    }
+
+    /// The dealloca runs: decommit. Fails when the alloca has not run.
+    pub(crate) fn decommit(&mut self, id: AllocationId) -> Result<(), MemoryError> {
+        let allocation = self.allocations[id.0 as usize];
+        if !allocation.live {
+            return Err(MemoryError::NotCommitted);
+        }
+        self.committed -= allocation.bytes;
+        self.allocations[id.0 as usize] = Allocation { bytes: 0, block: None, live: false };
+        self.free_allocations.push(id);
+        Ok(())
+    }
+
+    /// Abandons a record whose dealloca failed or never ran (its bytes are decommitted if
+    /// they were committed).
+    pub(crate) fn abandon(&mut self, id: AllocationId) {
+        let allocation = self.allocations[id.0 as usize];
+        if allocation.live {
+            self.committed -= allocation.bytes;
+        }
+        self.allocations[id.0 as usize] = Allocation { bytes: 0, block: None, live: false };
+        self.free_allocations.push(id);
+    }
+
+    fn fresh_block(&mut self) -> BlockId {
+        let block = BlockId(self.next_block);
+        self.next_block = self.next_block.wrapping_add(1);
+        block
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use causeway_core::axis::{Axis, Domain};
+
+    use super::*;
+
+    fn point(queue: u64, epoch: u64) -> Point {
+        Point::new(Axis::new(0, Domain::Queue, queue), epoch)
+    }
+
+    fn knows(points: &[Point]) -> Frontier<8> {
+        Frontier::from_points(points.iter().copied())
+    }
+
+    #[test]
+    fn over_quota_commits_wait_for_a_decommit_instead_of_failing() {
+        let mut pool = MemoryPool::<8>::new(512, 4);
+        let a = pool.reserve(0, 400).unwrap();
+        let b = pool.reserve(1, 400).unwrap();
+        assert_eq!(pool.commit(a), Commit::Committed);
+        assert_eq!(pool.commit(b), Commit::OverQuota);
+        pool.release(0).unwrap();
+        pool.decommit(a).unwrap();
+        assert_eq!(pool.commit(b), Commit::Committed);
+        assert_eq!(pool.stats().peak_committed, 400);
+        assert_eq!(pool.stats().over_quota_waits, 1);
+    }
+
+    #[test]
+    fn a_request_larger_than_the_pool_is_refused_at_submission() {
+        let mut pool = MemoryPool::<8>::new(100, 1);
+        assert_eq!(pool.reserve(0, 101), Err(MemoryError::TooLarge { bytes: 101, quota: 100 }));
+        assert_eq!(pool.reserve(3, 1), Err(MemoryError::UnknownBuffer(3)));
+    }
+
+    #[test]
+    fn buffer_names_follow_reserve_and_release() {
+        let mut pool = MemoryPool::<8>::new(100, 1);
+        let first = pool.reserve(0, 10).unwrap();
+        assert_eq!(pool.reserve(0, 10), Err(MemoryError::BufferLive(0)));
+        assert_eq!(pool.release(0), Ok(first));
+        assert_eq!(pool.release(0), Err(MemoryError::BufferNotLive(0)));
+        // Re-reserving while the first decommit is still queued takes a second record.
+        let second = pool.reserve(0, 10).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(pool.decommit(first), Err(MemoryError::NotCommitted));
+    }
+
+    /// Allocates `bytes` for `buffer`, assigning memory as `knowledge` allows.
+    fn allocate(
+        pool: &mut MemoryPool<8>,
+        buffer: u32,
+        knowledge: &[Point],
+    ) -> (AllocationId, BlockId, bool) {
+        let id = pool.reserve(buffer, 64).unwrap();
+        let (block, reused) = pool.assign(id, &knows(knowledge), &knows(&[]));
+        (id, block, reused)
+    }
+
+    #[test]
+    fn reuse_needs_the_dealloc_in_the_requesters_past() {
+        let mut pool = MemoryPool::<8>::new(100, 2);
+        let (a, block, _) = allocate(&mut pool, 0, &[]);
+        pool.release(0).unwrap();
+        pool.retire(a, point(1, 3), &knows(&[point(1, 3), point(2, 5)]));
+
+        // A requester that knows nothing of queue 1 gets fresh memory (no fence is issued).
+        let (b, fresh, reused) = allocate(&mut pool, 1, &[point(3, 1)]);
+        assert!(!reused);
+        assert_ne!(fresh, block);
+        assert_eq!(pool.stats().reuse_declined, 1);
+        pool.release(1).unwrap();
+        pool.retire(b, point(3, 2), &knows(&[point(3, 2)]));
+
+        // One that runs after the dealloc reuses the same block.
+        assert_eq!(allocate(&mut pool, 0, &[point(1, 3)]).1, block);
+        assert_eq!(pool.stats().reused, 1);
+    }
+
+    #[test]
+    fn completed_work_counts_as_knowledge() {
+        let mut pool = MemoryPool::<8>::new(100, 2);
+        let (a, block, _) = allocate(&mut pool, 0, &[]);
+        pool.release(0).unwrap();
+        pool.retire(a, point(1, 3), &knows(&[point(1, 3)]));
+        let b = pool.reserve(1, 64).unwrap();
+        assert_eq!(pool.assign(b, &knows(&[point(7, 1)]), &knows(&[point(1, 3)])), (block, true));
+    }
+
+    #[test]
+    fn records_run_out_before_anything_allocates() {
+        let mut pool = MemoryPool::<8>::new(100, 1);
+        let first = pool.reserve(0, 1).unwrap();
+        pool.release(0).unwrap();
+        let _second = pool.reserve(0, 1).unwrap();
+        pool.release(0).unwrap();
+        assert_eq!(pool.reserve(0, 1), Err(MemoryError::TooManyAllocations));
+        pool.abandon(first);
+        assert!(pool.reserve(0, 1).is_ok());
+    }
+}

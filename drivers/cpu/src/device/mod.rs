@@ -1,0 +1,743 @@
+//! The hosted CPU device: queues whose operations wait on and signal timeline semaphores,
+//! run by the worker pool.
+//!
+//! A [`CpuDevice`] owns a [`CpuPool`], a fixed set of queues, a fixed table of semaphores,
+//! registered host functions and a stream-ordered memory pool, all sized when it is built
+//! ([`DeviceBuilder`]). After that, submitting, running and signalling allocate nothing.
+//!
+//! Submitting an [`Op`] to a queue ([`CpuDevice::submit`]) happens on the calling thread and
+//! never blocks on other work:
+//!
+//! 1. each wait is resolved against the queue's clock (DESIGN §2): **elided** (the queue
+//!    already knows the signalling operation), **satisfied** (already reached), or — when the
+//!    value is still to come — **device** (a semaphore timepoint, the CPU device's native
+//!    wait, armed now; submit-before-signal is fine) or **held** (for queues configured
+//!    without wait-before-signal: the operation is held on the host until the value is
+//!    reached, modelling binary-event backends);
+//! 2. the operation gets the next epoch, its frontier becomes the queue's, and its signals
+//!    are recorded as pending with that frontier;
+//! 3. it enters the queue's ring and the queue process is woken.
+//!
+//! Each queue's process (see `queue`) runs its operations in order as their waits resolve,
+//! woken directly by the timepoint callbacks — no polling. Finishing an operation completes
+//! its signals, which wakes the next waiters the same way. A failed wait, or failing work,
+//! fails the operation and every semaphore it signals; shutting the device down cancels what
+//! has not run and fails its signals as cancelled, so no host waiter is left hanging.
+
+mod memory;
+mod op;
+mod queue;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use causeway_core::axis::{Axis, AxisAllocator, AxisError, Domain};
+use causeway_core::frontier::{Frontier, Point};
+use causeway_core::queue::{
+    Capabilities, QueueClock, Resolution, ResolutionCounts, Submitted, WaitError, WaitResolution,
+};
+use causeway_core::scope::{Endpoint, Scope};
+use causeway_core::semaphore::{Arm, Failure, Semaphore, SignalError};
+use heapless::Vec as FixedVec;
+
+pub use memory::{MemoryError, MemoryStats};
+pub use op::{Observer, Op, OpEvent, OpStatus, Work};
+
+use crate::{CpuPool, HostExecutor, PoolConfig, PoolError};
+use memory::{AllocationId, MemoryPool};
+use op::OpBody;
+use queue::QueueShared;
+
+/// Most waits one operation may carry.
+pub const MAX_WAITS: usize = 8;
+/// Most signals one operation may carry.
+pub const MAX_SIGNALS: usize = 8;
+/// History entries per device semaphore: how many signals may be pending at once, plus
+/// recent reached ones for late waiters.
+pub const SEMAPHORE_HISTORY: usize = 64;
+
+/// The semaphores a device owns.
+pub type DeviceSemaphore = Semaphore<SEMAPHORE_HISTORY, 8>;
+
+/// Axes are never reused within a process, across devices included.
+static AXES: AxisAllocator = AxisAllocator::new(0);
+
+/// Allocates a fresh axis on `machine` in `domain` (for host participants and channels that
+/// live beside a device's queues).
+pub fn allocate_axis(machine: u16, domain: Domain) -> Result<Axis, AxisError> {
+    let ordinal = AXES.allocate(domain)?.ordinal();
+    Axis::try_new(machine, domain, ordinal).ok_or(AxisError::Exhausted { domain })
+}
+
+/// A queue of a device (its index in creation order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QueueId(pub usize);
+
+/// A semaphore of a device (its index in creation order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SemaphoreId(pub u32);
+
+/// A registered host function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HostCallId(pub u32);
+
+/// A stream-ordered buffer name (index below the device's buffer count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BufferId(pub u32);
+
+/// A host function a [`Work::Host`] operation calls.
+pub type HostCall = Box<dyn Fn() -> Result<(), Failure> + Send + Sync>;
+
+/// How to build one queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueConfig {
+    /// Machine index (for scopes and the queue's axis).
+    pub machine: u16,
+    /// Device index within the process (queues of one device share device-local semaphores).
+    pub device: u32,
+    /// Peer-to-peer group of that device.
+    pub device_group: u32,
+    /// Operations in flight at most (submitted, not retired).
+    pub capacity: usize,
+    /// Whether waits may be queued before their signal is submitted; without it such waits
+    /// are held on the host (binary-event backends).
+    pub wait_before_signal: bool,
+}
+
+impl Default for QueueConfig {
+    fn default() -> QueueConfig {
+        QueueConfig {
+            machine: 0,
+            device: 0,
+            device_group: 0,
+            capacity: 256,
+            wait_before_signal: true,
+        }
+    }
+}
+
+/// Why a device could not be built.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DeviceError {
+    /// The worker pool could not start.
+    Pool(PoolError),
+    /// No axis left for a queue.
+    Axis(AxisError),
+    /// A queue was configured with no room for operations.
+    ZeroCapacity(QueueId),
+}
+
+impl fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceError::Pool(error) => write!(f, "worker pool: {error}"),
+            DeviceError::Axis(error) => write!(f, "queue axis: {error}"),
+            DeviceError::ZeroCapacity(queue) => write!(f, "queue {} has capacity 0", queue.0),
+        }
+    }
+}
+
+impl std::error::Error for DeviceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DeviceError::Pool(error) => Some(error),
+            DeviceError::Axis(error) => Some(error),
+            DeviceError::ZeroCapacity(_) => None,
+        }
+    }
+}
+
+/// Why a submission was refused. A refused submission changes nothing, except where noted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// No such queue.
+    UnknownQueue(QueueId),
+    /// No such semaphore.
+    UnknownSemaphore(SemaphoreId),
+    /// No such host function.
+    UnknownHostCall(HostCallId),
+    /// More than [`MAX_WAITS`] waits.
+    TooManyWaits(usize),
+    /// More than [`MAX_SIGNALS`] signals.
+    TooManySignals(usize),
+    /// The queue's ring is full of operations that have not run yet.
+    QueueFull {
+        /// The ring size.
+        capacity: usize,
+    },
+    /// Wait number `wait` names a semaphore whose scope does not reach the queue.
+    WaitOutOfScope {
+        /// Index into [`Op::waits`].
+        wait: usize,
+    },
+    /// Signal number `signal` was refused. When `enqueued` is true the refusal came after
+    /// the operation was committed (another thread raced a signal of the same semaphore):
+    /// the operation is in the queue and will fail, failing what it signals.
+    Signal {
+        /// Index into [`Op::signals`].
+        signal: usize,
+        /// Why.
+        error: SignalError,
+        /// Whether the operation was enqueued regardless.
+        enqueued: bool,
+    },
+    /// The stream-ordered pool refused the alloca or dealloca.
+    Memory(MemoryError),
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SubmitError::UnknownQueue(queue) => write!(f, "no queue {}", queue.0),
+            SubmitError::UnknownSemaphore(semaphore) => write!(f, "no semaphore {}", semaphore.0),
+            SubmitError::UnknownHostCall(call) => write!(f, "no host function {}", call.0),
+            SubmitError::TooManyWaits(n) => write!(f, "{n} waits (at most {MAX_WAITS})"),
+            SubmitError::TooManySignals(n) => write!(f, "{n} signals (at most {MAX_SIGNALS})"),
+            SubmitError::QueueFull { capacity } => {
+                write!(f, "queue full: {capacity} operations in flight")
+            }
+            SubmitError::WaitOutOfScope { wait } => {
+                write!(f, "wait {wait}: semaphore scope does not reach this queue")
+            }
+            SubmitError::Signal { signal, error, enqueued } => {
+                write!(f, "signal {signal}: {error}")?;
+                if enqueued {
+                    f.write_str(" (the operation was enqueued and will fail)")?;
+                }
+                Ok(())
+            }
+            SubmitError::Memory(error) => write!(f, "stream-ordered memory: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {}
+
+/// How one wait of a submitted operation was decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitOutcome {
+    /// Resolved (DESIGN §2): elided, satisfied, device wait or held.
+    Resolved(WaitResolution),
+    /// The semaphore had already failed: the operation will fail.
+    Failed(Failure),
+}
+
+/// What a successful submission tells the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Receipt {
+    /// The operation's `(queue axis, epoch)`.
+    pub point: Point,
+    /// Everything the operation knows, itself included; its signals carry this.
+    pub frontier: Frontier<8>,
+    /// One outcome per wait, in order.
+    pub waits: FixedVec<WaitOutcome, MAX_WAITS>,
+}
+
+struct MemoryState {
+    pool: MemoryPool<8>,
+    /// Queues whose head alloca waits for quota.
+    waiting: Vec<usize>,
+}
+
+/// Everything the queue processes reach; leaked while the device lives (see [`CpuDevice`]).
+pub(crate) struct DeviceShared {
+    queues: Box<[QueueShared]>,
+    endpoints: Box<[Endpoint]>,
+    semaphores: Box<[DeviceSemaphore]>,
+    host_calls: Box<[HostCall]>,
+    memory: Mutex<MemoryState>,
+    observer: Option<Arc<dyn Observer>>,
+    executor: Arc<HostExecutor<'static>>,
+    start: Instant,
+}
+
+impl DeviceShared {
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn observe(&self, queue: usize, tag: u64, event: OpEvent) {
+        if let Some(observer) = &self.observer {
+            observer.op_event(queue, tag, event);
+        }
+    }
+
+    fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
+        // A poisoned lock means an observer or host call panicked mid-update of unrelated
+        // state; the pool's own updates are not interrupted by user code, so it stays whole.
+        self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// What the device knows has completed: every queue's last retired epoch.
+    fn completed_frontier(&self) -> Frontier<8> {
+        let mut completed = Frontier::new();
+        for queue in self.queues.iter() {
+            let epoch = queue.completed_epoch();
+            if epoch > 0 {
+                let axis = queue.submit_axis();
+                completed.insert_or_raise(axis, epoch);
+            }
+        }
+        completed
+    }
+
+    /// Runs a dealloca: decommit, then wake queues waiting for quota.
+    fn decommit(&self, allocation: AllocationId) -> OpStatus {
+        let mut memory = self.lock_memory();
+        let status = match memory.pool.decommit(allocation) {
+            Ok(()) => OpStatus::Ok,
+            Err(_) => {
+                memory.pool.abandon(allocation);
+                OpStatus::Failed(Failure::Aborted)
+            }
+        };
+        let waiting = std::mem::take(&mut memory.waiting);
+        drop(memory);
+        for &queue in &waiting {
+            self.queues[queue].wake();
+        }
+        // Hand the (unchanged-capacity) list back so the next registration does not allocate.
+        let mut memory = self.lock_memory();
+        if memory.waiting.is_empty() {
+            memory.waiting = waiting;
+            memory.waiting.clear();
+        }
+        status
+    }
+
+    /// Completes (or, on failure, fails) every signal of a finished operation.
+    fn finish_signals(&self, body: &OpBody, status: OpStatus) {
+        for &(semaphore, value) in &body.signals {
+            let semaphore = &self.semaphores[semaphore.0 as usize];
+            match status {
+                // A completion refused here (out of order) fails the timeline itself, which
+                // is how its waiters learn of it.
+                OpStatus::Ok => {
+                    let _ = semaphore.complete_signal(value);
+                }
+                OpStatus::Failed(failure) => {
+                    semaphore.fail(failure);
+                }
+                OpStatus::Cancelled => {
+                    semaphore.fail(Failure::Cancelled);
+                }
+            }
+        }
+    }
+}
+
+/// Collects a device's queues, semaphores, host functions and memory pool; [`build`]
+/// starts it.
+///
+/// [`build`]: DeviceBuilder::build
+pub struct DeviceBuilder {
+    pool: PoolConfig,
+    queues: Vec<QueueConfig>,
+    semaphores: Vec<(u64, Scope, Endpoint)>,
+    host_calls: Vec<HostCall>,
+    buffers: usize,
+    quota: u64,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl DeviceBuilder {
+    /// A device run by a pool built from `pool`, with nothing in it yet.
+    pub fn new(pool: PoolConfig) -> DeviceBuilder {
+        DeviceBuilder {
+            pool,
+            queues: Vec::new(),
+            semaphores: Vec::new(),
+            host_calls: Vec::new(),
+            buffers: 0,
+            quota: 0,
+            observer: None,
+        }
+    }
+
+    /// Adds a queue.
+    pub fn queue(&mut self, config: QueueConfig) -> QueueId {
+        self.queues.push(config);
+        QueueId(self.queues.len() - 1)
+    }
+
+    /// Adds a semaphore at `initial`, visible within `scope` of `home`.
+    pub fn semaphore(&mut self, initial: u64, scope: Scope, home: Endpoint) -> SemaphoreId {
+        self.semaphores.push((initial, scope, home));
+        SemaphoreId(self.semaphores.len() as u32 - 1)
+    }
+
+    /// Registers a host function for [`Work::Host`].
+    pub fn host_call(
+        &mut self,
+        call: impl Fn() -> Result<(), Failure> + Send + Sync + 'static,
+    ) -> HostCallId {
+        self.host_calls.push(Box::new(call));
+        HostCallId(self.host_calls.len() as u32 - 1)
+    }
+
+    /// Gives the device `buffers` stream-ordered buffer names sharing a pool of `quota`
+    /// bytes.
+    pub fn memory(&mut self, buffers: usize, quota: u64) {
+        self.buffers = buffers;
+        self.quota = quota;
+    }
+
+    /// Reports every operation's start and finish to `observer`.
+    pub fn observer(&mut self, observer: Arc<dyn Observer>) {
+        self.observer = Some(observer);
+    }
+
+    /// Starts the pool and the queue processes.
+    pub fn build(self) -> Result<CpuDevice, DeviceError> {
+        let mut queues = Vec::with_capacity(self.queues.len());
+        let mut endpoints = Vec::with_capacity(self.queues.len());
+        for (index, config) in self.queues.iter().enumerate() {
+            if config.capacity == 0 {
+                return Err(DeviceError::ZeroCapacity(QueueId(index)));
+            }
+            let axis = allocate_axis(config.machine, Domain::Queue).map_err(DeviceError::Axis)?;
+            let endpoint = Endpoint {
+                machine: config.machine,
+                process: 0,
+                device_group: config.device_group,
+                device: config.device,
+                queue: axis.to_bits(),
+            };
+            let capabilities = Capabilities { wait_before_signal: config.wait_before_signal };
+            queues.push(QueueShared::new(
+                index,
+                QueueClock::new(axis, endpoint, capabilities),
+                config.capacity,
+            ));
+            endpoints.push(endpoint);
+        }
+        let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
+        let semaphores = self
+            .semaphores
+            .iter()
+            .map(|&(initial, scope, home)| Semaphore::new(initial, scope, home))
+            .collect();
+        let shared = Box::new(DeviceShared {
+            queues: queues.into_boxed_slice(),
+            endpoints: endpoints.into_boxed_slice(),
+            semaphores,
+            host_calls: self.host_calls.into_boxed_slice(),
+            memory: Mutex::new(MemoryState {
+                pool: MemoryPool::new(self.quota, self.buffers),
+                waiting: Vec::with_capacity(self.queues.len()),
+            }),
+            observer: self.observer,
+            executor: pool.shared_executor(),
+            start: Instant::now(),
+        });
+        let owned = Box::into_raw(shared);
+        // SAFETY: `owned` came from `Box::into_raw` just above and is freed only in
+        // `CpuDevice::drop`, after the pool's workers (the only other holders of references
+        // derived from it) have been joined; nothing moves it in between.
+        let shared: &'static DeviceShared = unsafe { &*owned };
+        let device = CpuDevice { pool: Some(pool), shared, owned };
+        for queue in shared.queues.iter() {
+            let process = queue.link(shared);
+            // The queue process is fresh and the pool has just started: submission cannot be
+            // refused.
+            shared.executor.submit(process).expect("a fresh queue process is accepted");
+        }
+        Ok(device)
+    }
+}
+
+impl fmt::Debug for DeviceBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuilder")
+            .field("queues", &self.queues)
+            .field("semaphores", &self.semaphores.len())
+            .field("host_calls", &self.host_calls.len())
+            .field("buffers", &self.buffers)
+            .field("quota", &self.quota)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running CPU device. See the [module documentation](self).
+///
+/// Its state is allocated once, leaked while the device lives so the queue processes can be
+/// `'static`, and reclaimed in `Drop` after the workers are joined.
+pub struct CpuDevice {
+    pool: Option<CpuPool>,
+    shared: &'static DeviceShared,
+    owned: *mut DeviceShared,
+}
+
+// SAFETY: `owned` is only the deallocation handle of `shared`, used once in `drop` (which has
+// exclusive access); everything reachable through `shared` is `Sync`.
+unsafe impl Send for CpuDevice {}
+// SAFETY: as above; shared access goes through `&DeviceShared`, which is `Sync`.
+unsafe impl Sync for CpuDevice {}
+
+impl CpuDevice {
+    /// Starts describing a device run by a pool built from `pool`.
+    pub fn builder(pool: PoolConfig) -> DeviceBuilder {
+        DeviceBuilder::new(pool)
+    }
+
+    /// The device's semaphore `id`.
+    pub fn semaphore(&self, id: SemaphoreId) -> Option<&DeviceSemaphore> {
+        self.shared.semaphores.get(id.0 as usize)
+    }
+
+    /// Where queue `id` sits (for scope decisions and its axis).
+    pub fn endpoint(&self, id: QueueId) -> Option<Endpoint> {
+        self.shared.endpoints.get(id.0).copied()
+    }
+
+    /// Queue `id`'s axis.
+    pub fn axis(&self, id: QueueId) -> Option<Axis> {
+        self.shared.queues.get(id.0).map(QueueShared::submit_axis)
+    }
+
+    /// Queue `id`'s wait-resolution totals.
+    pub fn resolution_counts(&self, id: QueueId) -> Option<ResolutionCounts> {
+        self.shared.queues.get(id.0).map(|queue| queue.lock_submit().clock.counts())
+    }
+
+    /// Operations submitted to queue `id` that have not finished.
+    pub fn in_flight(&self, id: QueueId) -> Option<u64> {
+        self.shared.queues.get(id.0).map(QueueShared::in_flight)
+    }
+
+    /// Stream-ordered memory totals.
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.shared.lock_memory().pool.stats()
+    }
+
+    /// Bytes committed right now.
+    pub fn committed_bytes(&self) -> u64 {
+        self.shared.lock_memory().pool.committed()
+    }
+
+    /// Nanoseconds since the device started (the clock of [`OpEvent`]s).
+    pub fn now_ns(&self) -> u64 {
+        self.shared.now_ns()
+    }
+
+    /// The pool's executor, for running other processes beside the queues.
+    pub fn executor(&self) -> &HostExecutor<'static> {
+        &self.shared.executor
+    }
+
+    /// Submits `op` to queue `queue`. See the [module documentation](self).
+    pub fn submit(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
+        let shared = self.shared;
+        let queue = shared.queues.get(queue.0).ok_or(SubmitError::UnknownQueue(queue))?;
+        self.check(op)?;
+        let mut side = queue.lock_submit();
+        let endpoint = side.clock.endpoint();
+        for (signal, &(id, value)) in op.signals.iter().enumerate() {
+            let semaphore = &shared.semaphores[id.0 as usize];
+            let refuse = |error| SubmitError::Signal { signal, error, enqueued: false };
+            if !semaphore.admits(&endpoint) {
+                return Err(refuse(SignalError::OutOfScope));
+            }
+            let (current, room) =
+                semaphore.with_history(|history| (history.submitted(), history.has_room()));
+            if value <= current {
+                return Err(refuse(SignalError::NotAdvancing { value, current }));
+            }
+            if !room {
+                return Err(refuse(SignalError::HistoryFull { capacity: SEMAPHORE_HISTORY }));
+            }
+        }
+        let index =
+            queue.free_slot().ok_or(SubmitError::QueueFull { capacity: queue.capacity() })?;
+        let allocation = self.reserve_memory(op.work)?;
+        let mut submission = side.clock.begin();
+        let mut waits = FixedVec::new();
+        let mut failure = None;
+        for (wait, &(id, value)) in op.waits.iter().enumerate() {
+            let outcome = match submission.wait(&shared.semaphores[id.0 as usize], value) {
+                Ok(resolution) => WaitOutcome::Resolved(resolution),
+                Err(WaitError::Failed(f)) => {
+                    failure = failure.or(Some(f));
+                    WaitOutcome::Failed(f)
+                }
+                Err(_) => {
+                    self.unreserve_memory(op.work, allocation);
+                    return Err(SubmitError::WaitOutOfScope { wait });
+                }
+            };
+            // Capacity was checked against MAX_WAITS above.
+            let _ = waits.push(outcome);
+        }
+        let submitted = submission.commit();
+        self.place_memory(op.work, allocation, &submitted);
+        let mut refused = None;
+        for (signal, &(id, value)) in op.signals.iter().enumerate() {
+            let semaphore = &shared.semaphores[id.0 as usize];
+            if let Err(error) = submitted.submit_signal(semaphore, value, &endpoint) {
+                refused = Some(SubmitError::Signal { signal, error, enqueued: true });
+                failure = failure.or(Some(Failure::Aborted));
+                break;
+            }
+        }
+        let recorded = match refused {
+            Some(SubmitError::Signal { signal, .. }) => signal,
+            _ => op.signals.len(),
+        };
+        let slot = queue.slot(index);
+        // SAFETY: `free_slot` returned `index` with the submit lock held, so the slot is
+        // outside [head, tail) and, by the ring protocol (queue.rs, invariant 1), only this
+        // thread touches its body until `publish`.
+        let body = unsafe { &mut *slot.body.get() };
+        *body = OpBody {
+            tag: op.tag,
+            point: submitted.point,
+            work: op.work,
+            allocation,
+            waits: op.waits.iter().copied().collect(),
+            armed: [false; MAX_WAITS],
+            signals: op.signals[..recorded].iter().copied().collect(),
+        };
+        // The submission hold keeps the gate shut while timepoints are armed.
+        slot.gate
+            .failure
+            .store(failure.map_or(0, Failure::to_word), std::sync::atomic::Ordering::Relaxed);
+        slot.gate.pending.store(1, std::sync::atomic::Ordering::Relaxed);
+        if failure.is_none() {
+            for (wait, outcome) in waits.iter().enumerate() {
+                let WaitOutcome::Resolved(resolution) = outcome else { continue };
+                if matches!(resolution.resolution, Resolution::DeviceWait | Resolution::Held) {
+                    body.armed[wait] = self.arm(slot, wait, body.waits[wait]);
+                }
+            }
+        }
+        queue.publish(index);
+        drop(side);
+        slot.gate.release();
+        queue.wake();
+        match refused {
+            Some(error) => Err(error),
+            None => Ok(Receipt { point: submitted.point, frontier: submitted.frontier, waits }),
+        }
+    }
+
+    fn check(&self, op: &Op<'_>) -> Result<(), SubmitError> {
+        if op.waits.len() > MAX_WAITS {
+            return Err(SubmitError::TooManyWaits(op.waits.len()));
+        }
+        if op.signals.len() > MAX_SIGNALS {
+            return Err(SubmitError::TooManySignals(op.signals.len()));
+        }
+        let semaphores = self.shared.semaphores.len();
+        if let Some(&(id, _)) =
+            op.waits.iter().chain(op.signals).find(|(id, _)| id.0 as usize >= semaphores)
+        {
+            return Err(SubmitError::UnknownSemaphore(id));
+        }
+        if let Work::Host(call) = op.work {
+            if call.0 as usize >= self.shared.host_calls.len() {
+                return Err(SubmitError::UnknownHostCall(call));
+            }
+        }
+        Ok(())
+    }
+
+    fn reserve_memory(&self, work: Work) -> Result<Option<AllocationId>, SubmitError> {
+        let mut memory = self.shared.lock_memory();
+        let reserved = match work {
+            Work::Alloca { buffer, bytes } => memory.pool.reserve(buffer.0, bytes),
+            Work::Dealloca(buffer) => memory.pool.release(buffer.0),
+            _ => return Ok(None),
+        };
+        reserved.map(Some).map_err(SubmitError::Memory)
+    }
+
+    /// Decides which memory a submitted alloca gets, or hands a submitted dealloca's block to
+    /// the reuse table. The freeing operation's frontier is the death frontier: every use of
+    /// the buffer is in its causal past by program structure.
+    fn place_memory(&self, work: Work, allocation: Option<AllocationId>, submitted: &Submitted<8>) {
+        let Some(allocation) = allocation else { return };
+        let completed = self.shared.completed_frontier();
+        let mut memory = self.shared.lock_memory();
+        match work {
+            Work::Alloca { .. } => {
+                memory.pool.assign(allocation, &submitted.frontier, &completed);
+            }
+            Work::Dealloca(_) => {
+                memory.pool.retire(allocation, submitted.point, &submitted.frontier)
+            }
+            _ => {}
+        }
+    }
+
+    fn unreserve_memory(&self, work: Work, allocation: Option<AllocationId>) {
+        let Some(allocation) = allocation else { return };
+        let mut memory = self.shared.lock_memory();
+        match work {
+            Work::Alloca { buffer, .. } => memory.pool.unreserve(buffer.0, allocation),
+            Work::Dealloca(buffer) => memory.pool.unrelease(buffer.0, allocation),
+            _ => {}
+        }
+    }
+
+    /// Arms the slot's timepoint `wait`; true when it was linked (the gate counts it).
+    fn arm(&self, slot: &op::OpSlot, wait: usize, (id, value): (SemaphoreId, u64)) -> bool {
+        let semaphore = &self.shared.semaphores[id.0 as usize];
+        let timepoint = QueueShared::timepoint(slot, wait);
+        // Invariant 3 of the ring protocol: a previous firing may still be finishing.
+        while timepoint.is_busy() {
+            std::hint::spin_loop();
+        }
+        slot.gate.pending.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the timepoint lives in the device's leaked storage (pinned, see
+        // `QueueShared::timepoint`) and so does the semaphore; both stay until `drop`, which
+        // cancels every armed timepoint before freeing them.
+        match unsafe { semaphore.arm(timepoint, value) } {
+            Ok(Arm::Armed) => true,
+            Ok(Arm::Ready(outcome)) => {
+                if let Err(failure) = outcome {
+                    slot.gate.record_failure(failure);
+                }
+                slot.gate.pending.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                false
+            }
+            Err(_) => {
+                // Unreachable after the busy wait; fail safe rather than hang.
+                slot.gate.record_failure(Failure::Aborted);
+                slot.gate.pending.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                false
+            }
+        }
+    }
+}
+
+impl Drop for CpuDevice {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.shutdown();
+        }
+        let shared = self.shared;
+        // Workers are joined: nothing runs operations any more. Unrun operations are
+        // cancelled, which fails their signals, so host waiters on other threads wake.
+        for queue in shared.queues.iter() {
+            queue.cancel_unrun(shared);
+        }
+        // SAFETY: `owned` came from `Box::into_raw` in `build`; the workers that held
+        // references into it are joined, every timepoint armed on its semaphores has been
+        // cancelled above, and `&mut self` rules out host threads still borrowing it.
+        drop(unsafe { Box::from_raw(self.owned) });
+    }
+}
+
+impl fmt::Debug for CpuDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CpuDevice")
+            .field("queues", &self.shared.queues)
+            .field("semaphores", &self.shared.semaphores.len())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,214 @@
+//! What a queue operation is, and the per-slot storage that carries one from submission to
+//! retirement.
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use causeway_core::frontier::Point;
+use causeway_core::semaphore::{Failure, Notify, Outcome, Timepoint};
+use heapless::Vec as FixedVec;
+
+use super::memory::AllocationId;
+use super::queue::QueueShared;
+use super::{BufferId, HostCallId, SemaphoreId, MAX_SIGNALS, MAX_WAITS};
+
+/// The work an operation does once its waits are satisfied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Work {
+    /// Nothing: the operation only orders (waits, then signals). On an in-order queue this is
+    /// a full barrier.
+    Barrier,
+    /// Busy-runs the worker for this long (a stand-in for a short kernel).
+    Spin(Duration),
+    /// Blocks the worker thread for this long (a stand-in for a blocking host call; it holds
+    /// a worker, as a real one would).
+    Sleep(Duration),
+    /// Calls a host function registered with the device.
+    Host(HostCallId),
+    /// Commits a stream-ordered allocation of `bytes` for `buffer`.
+    Alloca {
+        /// The buffer name.
+        buffer: BufferId,
+        /// Its size.
+        bytes: u64,
+    },
+    /// Decommits the buffer's allocation.
+    Dealloca(BufferId),
+}
+
+/// How an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpStatus {
+    /// It ran and its signals completed.
+    Ok,
+    /// A waited semaphore failed or the work failed; its signals were failed with this.
+    Failed(Failure),
+    /// The device shut down before it ran; its signals were failed as cancelled.
+    Cancelled,
+}
+
+/// A queue operation as the host describes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Op<'a> {
+    /// `semaphore ≥ value` conditions, at most [`MAX_WAITS`].
+    pub waits: &'a [(SemaphoreId, u64)],
+    /// `semaphore := value` on completion, at most [`MAX_SIGNALS`].
+    pub signals: &'a [(SemaphoreId, u64)],
+    /// What runs.
+    pub work: Work,
+    /// The caller's label, handed back in [`OpEvent`]s.
+    pub tag: u64,
+}
+
+/// A point in an operation's execution, as an [`Observer`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpEvent {
+    /// The operation's waits were satisfied and a worker started it.
+    Started {
+        /// Worker index.
+        worker: usize,
+        /// Nanoseconds since the device started.
+        at_ns: u64,
+    },
+    /// The operation finished and its signals were completed or failed.
+    Finished {
+        /// Worker index.
+        worker: usize,
+        /// Nanoseconds since the device started.
+        at_ns: u64,
+        /// How it ended.
+        status: OpStatus,
+    },
+}
+
+/// Watches operations run (a report, a trace). Called on worker threads in the middle of the
+/// queue's drain: keep it short and never block.
+pub trait Observer: Send + Sync {
+    /// `queue`'s operation tagged `tag` reached `event`.
+    fn op_event(&self, queue: usize, tag: u64, event: OpEvent);
+}
+
+/// The part of a slot written at submission and read by the queue process.
+#[derive(Debug)]
+pub(crate) struct OpBody {
+    pub(crate) tag: u64,
+    pub(crate) point: Point,
+    pub(crate) work: Work,
+    pub(crate) allocation: Option<AllocationId>,
+    pub(crate) waits: FixedVec<(SemaphoreId, u64), MAX_WAITS>,
+    pub(crate) armed: [bool; MAX_WAITS],
+    pub(crate) signals: FixedVec<(SemaphoreId, u64), MAX_SIGNALS>,
+}
+
+impl OpBody {
+    pub(crate) const fn empty(point: Point) -> OpBody {
+        OpBody {
+            tag: 0,
+            point,
+            work: Work::Barrier,
+            allocation: None,
+            waits: FixedVec::new(),
+            armed: [false; MAX_WAITS],
+            signals: FixedVec::new(),
+        }
+    }
+}
+
+/// Counts an operation's outstanding waits and remembers the first failure among them; the
+/// notify target of the slot's timepoints.
+pub(crate) struct WaitGate {
+    /// Outstanding armed waits, plus one while the submitter is still arming.
+    pub(crate) pending: AtomicU32,
+    /// First failure (see [`Failure::to_word`]); zero for none.
+    pub(crate) failure: AtomicU64,
+    /// The queue to wake when `pending` reaches zero; set once when the device is built.
+    pub(crate) queue: OnceLock<&'static QueueShared>,
+}
+
+impl WaitGate {
+    pub(crate) fn new() -> WaitGate {
+        WaitGate { pending: AtomicU32::new(0), failure: AtomicU64::new(0), queue: OnceLock::new() }
+    }
+
+    pub(crate) fn record_failure(&self, failure: Failure) {
+        // First failure wins; Relaxed suffices because the decrement in `release` that follows
+        // publishes it (Release) to the queue process's Acquire load of `pending`.
+        let _ = self.failure.compare_exchange(
+            0,
+            failure.to_word(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn failure(&self) -> Option<Failure> {
+        Failure::from_word(self.failure.load(Ordering::Relaxed))
+    }
+
+    /// Drops one outstanding wait; the last one wakes the queue.
+    pub(crate) fn release(&self) {
+        // AcqRel: Release publishes this thread's failure record to the queue process, which
+        // loads `pending` with Acquire; Acquire makes the last releaser see earlier releasers'
+        // records before it wakes the queue.
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Some(queue) = self.queue.get() {
+                queue.wake();
+            }
+        }
+    }
+
+    pub(crate) fn is_open(&self) -> bool {
+        // Acquire pairs with the AcqRel decrement in `release`.
+        self.pending.load(Ordering::Acquire) == 0
+    }
+}
+
+impl Notify for WaitGate {
+    fn notify(&self, outcome: Outcome) {
+        if let Err(failure) = outcome {
+            self.record_failure(failure);
+        }
+        self.release();
+    }
+}
+
+impl fmt::Debug for WaitGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaitGate")
+            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .field("failure", &self.failure())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One entry of a queue's operation ring.
+pub(crate) struct OpSlot {
+    pub(crate) gate: WaitGate,
+    /// One timepoint per wait, pointing at `gate`; set once when the device is built.
+    pub(crate) timepoints: [OnceLock<Timepoint<'static>>; MAX_WAITS],
+    /// Written by the submitter before it publishes the slot, read by the queue process
+    /// until it retires it (the ring indices order the two; see `queue`).
+    pub(crate) body: UnsafeCell<OpBody>,
+}
+
+impl OpSlot {
+    pub(crate) fn new(point: Point) -> OpSlot {
+        OpSlot {
+            gate: WaitGate::new(),
+            timepoints: [const { OnceLock::new() }; MAX_WAITS],
+            body: UnsafeCell::new(OpBody::empty(point)),
+        }
+    }
+}
+
+// SAFETY: `body` is accessed by one thread at a time: the submitter (holding the queue's
+// submit lock) while the slot is outside the published range, the queue process (the only
+// drainer of an immediate process) while it is inside; the ring indices' Release/Acquire pairs
+// hand it over (see `queue`'s protocol). Everything else is atomic or `Sync`.
+unsafe impl Sync for OpSlot {}

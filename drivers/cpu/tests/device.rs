@@ -1,0 +1,265 @@
+//! The CPU device end to end: queues on real worker threads, semaphores, failures, memory.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use causeway_core::queue::Resolution;
+use causeway_core::scope::{Endpoint, Scope};
+use causeway_core::semaphore::{Arm, Failure, Notify, Outcome};
+use causeway_driver_cpu::device::{
+    BufferId, CpuDevice, DeviceBuilder, MemoryError, Observer, Op, OpEvent, OpStatus, QueueConfig,
+    QueueId, SemaphoreId, SubmitError, WaitOutcome, Work,
+};
+use causeway_driver_cpu::PoolConfig;
+
+const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
+
+/// Records every start and every finish, each in order.
+#[derive(Default)]
+struct Finishes(Mutex<Vec<(usize, u64, OpStatus)>>, Mutex<Vec<u64>>);
+
+impl Observer for Finishes {
+    fn op_event(&self, queue: usize, tag: u64, event: OpEvent) {
+        match event {
+            OpEvent::Started { .. } => self.1.lock().unwrap().push(tag),
+            OpEvent::Finished { status, .. } => self.0.lock().unwrap().push((queue, tag, status)),
+            _ => {}
+        }
+    }
+}
+
+fn builder(queues: usize) -> (DeviceBuilder, Vec<QueueId>, Arc<Finishes>) {
+    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
+    let ids = (0..queues).map(|_| builder.queue(QueueConfig::default())).collect();
+    let finishes = Arc::new(Finishes::default());
+    builder.observer(finishes.clone());
+    (builder, ids, finishes)
+}
+
+fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], tag: u64) -> Op<'a> {
+    Op { waits, signals, work: Work::Barrier, tag }
+}
+
+fn wait_for(device: &CpuDevice, semaphore: SemaphoreId, value: u64) -> Result<u64, Failure> {
+    struct Flag(AtomicUsize);
+    impl Notify for Flag {
+        fn notify(&self, _: Outcome) {
+            self.0.store(1, Ordering::Release);
+        }
+    }
+    let flag = Flag(AtomicUsize::new(0));
+    let semaphore = device.semaphore(semaphore).unwrap();
+    semaphore.wait_scoped(value, &flag, |arm| match arm {
+        Arm::Ready(outcome) => outcome,
+        _ => {
+            while flag.0.load(Ordering::Acquire) == 0 {
+                std::thread::yield_now();
+            }
+            semaphore.failure().map_or(Ok(semaphore.value()), Err)
+        }
+    })
+}
+
+#[test]
+fn a_cross_queue_wait_submitted_before_its_signal_runs_after_it() {
+    let (mut builder, q, finishes) = builder(2);
+    let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let device = builder.build().unwrap();
+
+    let consumer = device.submit(q[1], &op(&[(s, 1)], &[(done, 1)], 2)).unwrap();
+    assert_eq!(consumer.waits[0], WaitOutcome::Resolved(resolved(Resolution::DeviceWait)));
+    let signals = [(s, 1)];
+    let producer = Op { work: Work::Spin(Duration::from_micros(200)), ..op(&[], &signals, 1) };
+    let producer = device.submit(q[0], &producer).unwrap();
+
+    assert_eq!(wait_for(&device, done, 1), Ok(1));
+    // Starts, not finishes: a finish is reported after its signals, which may already have
+    // let the dependent run.
+    assert_eq!(*finishes.1.lock().unwrap(), vec![1, 2]);
+    // The consumer's frontier is its own entry only: the producer's signal was not yet
+    // submitted, so nothing could be imported at submission.
+    assert!(consumer.frontier.knows(consumer.point));
+    assert!(!consumer.frontier.knows(producer.point));
+}
+
+fn resolved(resolution: Resolution) -> causeway_core::queue::WaitResolution {
+    causeway_core::queue::WaitResolution { resolution, tainted: false, aged_out: false }
+}
+
+#[test]
+fn knowledge_flows_transitively_and_elides_later_waits() {
+    let (mut builder, q, _) = builder(3);
+    let a = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let b = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let device = builder.build().unwrap();
+
+    let first = device.submit(q[0], &op(&[], &[(a, 1)], 1)).unwrap();
+    let second = device.submit(q[1], &op(&[(a, 1)], &[(b, 1)], 2)).unwrap();
+    let third = device.submit(q[2], &op(&[(b, 1)], &[], 3)).unwrap();
+    // The third operation knows the first through the second's signal...
+    assert!(third.frontier.knows(first.point));
+    assert!(third.frontier.knows(second.point));
+    // ...so a later wait on `a` from its queue needs nothing at all.
+    let fourth = device.submit(q[2], &op(&[(a, 1)], &[], 4)).unwrap();
+    assert_eq!(fourth.waits[0], WaitOutcome::Resolved(resolved(Resolution::Elided)));
+    let counts = device.resolution_counts(q[2]).unwrap();
+    assert_eq!((counts.elided, counts.device + counts.satisfied), (1, 1));
+    drop(device);
+}
+
+#[test]
+fn a_failure_fails_waiters_and_what_they_signal() {
+    let (mut builder, q, finishes) = builder(2);
+    let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let t = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let fail = builder.host_call(|| Err(Failure::Application(7)));
+    let device = builder.build().unwrap();
+
+    device.submit(q[1], &op(&[(s, 1)], &[(t, 1)], 2)).unwrap();
+    let signals = [(s, 1)];
+    let failing = Op { work: Work::Host(fail), ..op(&[], &signals, 1) };
+    device.submit(q[0], &failing).unwrap();
+
+    assert_eq!(wait_for(&device, t, 1), Err(Failure::Application(7)));
+    // A submission after the failure fails at once.
+    let late = device.submit(q[1], &op(&[(s, 1)], &[], 3)).unwrap();
+    assert_eq!(late.waits[0], WaitOutcome::Failed(Failure::Application(7)));
+    // Dropping joins the workers, so every finish has been reported.
+    drop(device);
+    let statuses: Vec<OpStatus> = finishes.0.lock().unwrap().iter().map(|f| f.2).collect();
+    assert_eq!(statuses, vec![OpStatus::Failed(Failure::Application(7)); 3]);
+}
+
+#[test]
+fn bad_submissions_are_refused_without_side_effects() {
+    let (mut builder, q, _) = builder(1);
+    let s = builder.semaphore(5, Scope::DeviceLocal, HOME);
+    let far = builder.semaphore(0, Scope::QueueLocal, Endpoint { queue: 99, ..HOME });
+    builder.memory(1, 100);
+    let device = builder.build().unwrap();
+
+    let not_advancing = device.submit(q[0], &op(&[], &[(s, 5)], 1));
+    assert!(matches!(not_advancing, Err(SubmitError::Signal { signal: 0, enqueued: false, .. })));
+    let out_of_scope = device.submit(q[0], &op(&[(far, 1)], &[], 1));
+    assert_eq!(out_of_scope.unwrap_err(), SubmitError::WaitOutOfScope { wait: 0 });
+    let unknown = device.submit(q[0], &op(&[(SemaphoreId(9), 1)], &[], 1));
+    assert_eq!(unknown.unwrap_err(), SubmitError::UnknownSemaphore(SemaphoreId(9)));
+    let too_big = Op { work: Work::Alloca { buffer: BufferId(0), bytes: 101 }, ..op(&[], &[], 1) };
+    assert_eq!(
+        device.submit(q[0], &too_big).unwrap_err(),
+        SubmitError::Memory(MemoryError::TooLarge { bytes: 101, quota: 100 })
+    );
+    assert_eq!(
+        device.submit(QueueId(4), &op(&[], &[], 1)).unwrap_err(),
+        SubmitError::UnknownQueue(QueueId(4))
+    );
+    // Nothing above advanced the queue.
+    let fine = device.submit(q[0], &op(&[], &[(s, 6)], 1)).unwrap();
+    assert_eq!(fine.point.epoch, 1);
+}
+
+#[test]
+fn allocations_that_together_exceed_the_pool_are_serialised() {
+    let (mut builder, q, _) = builder(2);
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let freed = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let held = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let release = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    builder.memory(2, 512);
+    let device = builder.build().unwrap();
+    let alloca = |buffer| Work::Alloca { buffer: BufferId(buffer), bytes: 400 };
+
+    // Queue 1 allocates once queue 0 holds 400 bytes, and queue 0 frees only when the host
+    // has seen queue 1 wait for quota: serialised, not failed.
+    device.submit(q[0], &Op { work: alloca(0), ..op(&[], &[(held, 1)], 1) }).unwrap();
+    device.submit(q[1], &Op { work: alloca(1), ..op(&[(held, 1)], &[], 2) }).unwrap();
+    let (after_release, signal_freed) = ([(release, 1)], [(freed, 1)]);
+    let dealloca = Op { work: Work::Dealloca(BufferId(0)), ..op(&after_release, &signal_freed, 3) };
+    device.submit(q[0], &dealloca).unwrap();
+    device
+        .submit(q[1], &Op { work: Work::Dealloca(BufferId(1)), ..op(&[], &[(done, 1)], 4) })
+        .unwrap();
+    while device.memory_stats().over_quota_waits == 0 {
+        std::thread::yield_now();
+    }
+    assert_eq!(device.in_flight(q[1]), Some(2));
+    device.semaphore(release).unwrap().signal_external(1).unwrap();
+
+    assert_eq!(wait_for(&device, done, 1), Ok(1));
+    assert_eq!(wait_for(&device, freed, 1), Ok(1));
+    let stats = device.memory_stats();
+    assert_eq!(stats.commits, 2);
+    assert_eq!(stats.peak_committed, 400);
+    assert!(stats.over_quota_waits >= 1, "{stats:?}");
+    assert_eq!(device.committed_bytes(), 0);
+}
+
+#[test]
+fn memory_is_reused_exactly_when_the_requester_runs_after_the_dealloca() {
+    let (mut builder, q, _) = builder(3);
+    let hold = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let freed = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    builder.memory(3, 1 << 20);
+    let device = builder.build().unwrap();
+    let alloca = |buffer| Work::Alloca { buffer: BufferId(buffer), bytes: 4096 };
+
+    device.submit(q[0], &Op { work: alloca(0), ..op(&[], &[], 1) }).unwrap();
+    let (after_hold, signal_freed) = ([(hold, 1)], [(freed, 1)]);
+    let dealloca = Op { work: Work::Dealloca(BufferId(0)), ..op(&after_hold, &signal_freed, 2) };
+    device.submit(q[0], &dealloca).unwrap();
+    // Ordered after the dealloca through `freed`: reuses its block, no fence.
+    device.submit(q[1], &Op { work: alloca(1), ..op(&[(freed, 1)], &[], 3) }).unwrap();
+    // Unordered with it (and the dealloca cannot have run: it waits for `hold`): fresh memory.
+    device.submit(q[2], &Op { work: alloca(2), ..op(&[], &[], 4) }).unwrap();
+    let stats = device.memory_stats();
+    assert_eq!((stats.reused, stats.reuse_declined), (1, 0), "{stats:?}");
+
+    device.semaphore(hold).unwrap().signal_external(1).unwrap();
+    let signal_done = [(done, 1)];
+    let last = Op { work: Work::Dealloca(BufferId(1)), ..op(&[], &signal_done, 5) };
+    device.submit(q[1], &last).unwrap();
+    assert_eq!(wait_for(&device, done, 1), Ok(1));
+    assert_eq!(device.memory_stats().commits, 3);
+}
+
+#[test]
+fn dropping_the_device_cancels_what_never_ran() {
+    let (mut builder, q, finishes) = builder(1);
+    let never = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let out = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let device = builder.build().unwrap();
+    device.submit(q[0], &op(&[(never, 1)], &[(out, 1)], 1)).unwrap();
+    device.submit(q[0], &op(&[], &[(out, 2)], 2)).unwrap();
+    assert_eq!(device.in_flight(q[0]), Some(2));
+    drop(device);
+    let statuses: Vec<OpStatus> = finishes.0.lock().unwrap().iter().map(|f| f.2).collect();
+    assert_eq!(statuses, vec![OpStatus::Cancelled, OpStatus::Cancelled]);
+}
+
+#[test]
+fn a_long_chain_between_two_queues_keeps_order() {
+    let (mut builder, q, finishes) = builder(2);
+    let ping = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let pong = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let device = builder.build().unwrap();
+    let rounds = 2_000u64;
+    for round in 1..=rounds {
+        let waits = [(pong, round - 1)];
+        device
+            .submit(q[0], &op(if round > 1 { &waits } else { &[] }, &[(ping, round)], 2 * round))
+            .unwrap();
+        device.submit(q[1], &op(&[(ping, round)], &[(pong, round)], 2 * round + 1)).unwrap();
+        if round % 32 == 0 {
+            // Keep the rings from filling: let the device catch up.
+            wait_for(&device, pong, round).unwrap();
+        }
+    }
+    assert_eq!(wait_for(&device, pong, rounds), Ok(rounds));
+    // Each start follows the signal of the previous operation, so starts are totally ordered.
+    let tags = finishes.1.lock().unwrap().clone();
+    let expected: Vec<u64> = (2..2 + 2 * rounds).collect();
+    assert_eq!(tags, expected);
+}
