@@ -2,11 +2,12 @@
 //!
 //! The hosted facade of causeway. It re-exports the `no_std` causal core ([`causeway_core`])
 //! and adds what only a hosted process has: blocking host waits ([`host`]) and the
-//! [`Runtime`], the executor with its worker threads. Drivers and the CLI grow here in later
-//! layers.
+//! [`Runtime`], the executor with its worker threads, the CPU device ([`device`]) and the
+//! scenario runner behind the `causeway` CLI ([`scenario`]).
 pub use causeway_core::*;
-pub use causeway_driver_cpu::{HostExecutor, PoolError};
+pub use causeway_driver_cpu::{device, HostExecutor, PoolError};
 pub use runtime::{Runtime, RuntimeBuilder};
 
 pub mod host;
 mod runtime;
+pub mod scenario;

@@ -337,7 +337,7 @@ impl DeviceShared {
 /// [`build`]: DeviceBuilder::build
 pub struct DeviceBuilder {
     pool: PoolConfig,
-    queues: Vec<QueueConfig>,
+    queues: Vec<(QueueConfig, Result<Endpoint, AxisError>)>,
     semaphores: Vec<(u64, Scope, Endpoint)>,
     host_calls: Vec<HostCall>,
     buffers: usize,
@@ -359,10 +359,23 @@ impl DeviceBuilder {
         }
     }
 
-    /// Adds a queue.
+    /// Adds a queue (its axis is allocated now, so its endpoint is known before `build`).
     pub fn queue(&mut self, config: QueueConfig) -> QueueId {
-        self.queues.push(config);
+        let endpoint = allocate_axis(config.machine, Domain::Queue).map(|axis| Endpoint {
+            machine: config.machine,
+            process: 0,
+            device_group: config.device_group,
+            device: config.device,
+            queue: axis.to_bits(),
+        });
+        self.queues.push((config, endpoint));
         QueueId(self.queues.len() - 1)
+    }
+
+    /// Where queue `id` will sit (for semaphore homes); `None` for an unknown queue or one
+    /// that got no axis.
+    pub fn endpoint(&self, id: QueueId) -> Option<Endpoint> {
+        self.queues.get(id.0).and_then(|(_, endpoint)| endpoint.as_ref().ok().copied())
     }
 
     /// Adds a semaphore at `initial`, visible within `scope` of `home`.
@@ -396,18 +409,13 @@ impl DeviceBuilder {
     pub fn build(self) -> Result<CpuDevice, DeviceError> {
         let mut queues = Vec::with_capacity(self.queues.len());
         let mut endpoints = Vec::with_capacity(self.queues.len());
-        for (index, config) in self.queues.iter().enumerate() {
+        for (index, (config, endpoint)) in self.queues.iter().enumerate() {
             if config.capacity == 0 {
                 return Err(DeviceError::ZeroCapacity(QueueId(index)));
             }
-            let axis = allocate_axis(config.machine, Domain::Queue).map_err(DeviceError::Axis)?;
-            let endpoint = Endpoint {
-                machine: config.machine,
-                process: 0,
-                device_group: config.device_group,
-                device: config.device,
-                queue: axis.to_bits(),
-            };
+            let endpoint = (*endpoint).map_err(DeviceError::Axis)?;
+            let axis = Axis::from_bits(endpoint.queue)
+                .ok_or(DeviceError::Axis(AxisError::Exhausted { domain: Domain::Queue }))?;
             let capabilities = Capabilities { wait_before_signal: config.wait_before_signal };
             queues.push(QueueShared::new(
                 index,

@@ -1,0 +1,128 @@
+//! `causeway` — runs scenario files on the CPU device and shows how causality flowed.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use causeway::scenario::run::RunOptions;
+use causeway::scenario::{
+    bundled, check, expect, parse, report, run, summary, trace, Scenario, ScenarioError,
+};
+use clap::{Parser, Subcommand};
+
+/// Exit status when the scenario's own expectations were not met.
+const EXIT_EXPECTATIONS: u8 = 1;
+/// Exit status for unreadable or invalid input.
+const EXIT_INPUT: u8 = 2;
+/// Exit status when the workload can never finish.
+const EXIT_DEADLOCK: u8 = 3;
+
+#[derive(Parser)]
+#[command(
+    name = "causeway",
+    version,
+    about = "Run causeway scenarios and show how causality flowed"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario file (or a bundled scenario by name).
+    Run {
+        /// The scenario: a TOML file, or the name of a bundled one (see `causeway scenarios`).
+        file: PathBuf,
+        /// Write the machine-readable report here.
+        #[arg(long, value_name = "OUT.json")]
+        report: Option<PathBuf>,
+        /// Write a Chrome/Perfetto trace here.
+        #[arg(long, value_name = "OUT.json")]
+        trace: Option<PathBuf>,
+        /// Give up and report what is stuck after this many seconds.
+        #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+        timeout: f64,
+        /// Print only the expectation verdict.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// List the bundled scenarios.
+    Scenarios,
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Scenarios => {
+            for scenario in bundled::ALL {
+                println!("{:<24} {}", scenario.name, scenario.summary());
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Run { file, report, trace, timeout, quiet } => {
+            let timeout = match Duration::try_from_secs_f64(timeout) {
+                Ok(timeout) if !timeout.is_zero() => timeout,
+                _ => {
+                    eprintln!("error: --timeout must be a positive number of seconds");
+                    return ExitCode::from(EXIT_INPUT);
+                }
+            };
+            run_scenario(&file, report.as_deref(), trace.as_deref(), timeout, quiet)
+        }
+    }
+}
+
+fn load(file: &Path) -> Result<Scenario, ScenarioError> {
+    if !file.exists() {
+        if let Some(found) = bundled::find(&file.to_string_lossy()) {
+            return parse::parse(Path::new(found.file), found.source);
+        }
+    }
+    parse::load(file)
+}
+
+fn run_scenario(
+    file: &Path,
+    report_path: Option<&Path>,
+    trace_path: Option<&Path>,
+    timeout: Duration,
+    quiet: bool,
+) -> ExitCode {
+    let failed = |error: ScenarioError| {
+        eprintln!("error: {error}");
+        ExitCode::from(if error.deadlock { EXIT_DEADLOCK } else { EXIT_INPUT })
+    };
+    let scenario = match load(file).and_then(|s| check::check(&s).map(|()| s)) {
+        Ok(scenario) => scenario,
+        Err(error) => return failed(error),
+    };
+    let outcome = match run::run(&scenario, RunOptions { timeout, progress: !quiet }) {
+        Ok(outcome) => outcome,
+        Err(error) => return failed(error),
+    };
+    if !quiet {
+        print!("{}", summary::summary(&outcome));
+    }
+    for (path, document) in
+        [(report_path, report::report as fn(&_) -> _), (trace_path, trace::trace)]
+    {
+        let Some(path) = path else { continue };
+        let text = serde_json::to_string_pretty(&document(&outcome))
+            .expect("JSON values always serialise");
+        if let Err(error) = std::fs::write(path, text) {
+            eprintln!("error: cannot write {}: {error}", path.display());
+            return ExitCode::from(EXIT_INPUT);
+        }
+    }
+    let (unmet, checked) = expect::unmet(&outcome);
+    if unmet.is_empty() {
+        println!("expectations: {checked} checked, all met");
+        ExitCode::SUCCESS
+    } else {
+        println!("expectations: {} of {checked} NOT met", unmet.len());
+        for line in &unmet {
+            println!("  {line}");
+        }
+        ExitCode::from(EXIT_EXPECTATIONS)
+    }
+}

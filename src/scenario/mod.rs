@@ -1,0 +1,28 @@
+//! Scenario files: a described workload the CLI runs on the CPU device, reporting how
+//! causality flowed.
+//!
+//! A scenario (TOML) declares queues and semaphores and lists operations in submission order
+//! (see the README for the format). Running one is four steps:
+//!
+//! 1. [`parse::load`] — read the file, resolve names, check values; every problem is reported
+//!    with its file and line;
+//! 2. [`check::check`] — whole-scenario checks: signal values advance, and the workload can
+//!    finish (a wait nothing will ever signal, or a cycle, is reported as a deadlock naming
+//!    the stuck waits, before anything runs);
+//! 3. [`run::run`] — submit and perform the operations on a real device and record what
+//!    happened;
+//! 4. [`expect::unmet`], [`summary::summary`], [`report::report`], [`trace::trace`] — check
+//!    the scenario's own expectations and render the results.
+
+pub mod bundled;
+pub mod check;
+pub mod expect;
+pub mod model;
+pub mod parse;
+pub mod report;
+pub mod run;
+pub mod stats;
+pub mod summary;
+pub mod trace;
+
+pub use model::{Scenario, ScenarioError};

@@ -1,0 +1,251 @@
+//! A validated scenario: every name resolved to an index, every value checked.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use causeway_core::queue::Resolution;
+use causeway_core::scope::Scope;
+
+/// A problem with a scenario file, located as precisely as the file allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+    /// The workload can never finish (as opposed to malformed input).
+    pub deadlock: bool,
+}
+
+impl ScenarioError {
+    pub(crate) fn at(path: &Path, line: usize, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            path: path.to_path_buf(),
+            line: Some(line),
+            message: message.into(),
+            deadlock: false,
+        }
+    }
+
+    pub(crate) fn in_file(path: &Path, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            path: path.to_path_buf(),
+            line: None,
+            message: message.into(),
+            deadlock: false,
+        }
+    }
+
+    pub(crate) fn deadlock(mut self) -> ScenarioError {
+        self.deadlock = true;
+        self
+    }
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A whole scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Its name.
+    pub name: String,
+    /// What it shows.
+    pub description: String,
+    /// The file it came from.
+    pub path: PathBuf,
+    /// Worker threads (default 2).
+    pub workers: usize,
+    /// Stream-ordered pool size in bytes.
+    pub memory_quota: u64,
+    /// Queues, in declaration order.
+    pub queues: Vec<QueueSpec>,
+    /// Semaphores, in declaration order.
+    pub semaphores: Vec<SemaphoreSpec>,
+    /// Stream-ordered buffer names, in first-use order.
+    pub buffers: Vec<String>,
+    /// Operations, in file (= submission) order.
+    pub ops: Vec<OpSpec>,
+    /// Whole-run expectations.
+    pub expect: TotalsExpect,
+}
+
+/// One declared queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// Its name.
+    pub name: String,
+    /// Declaration line.
+    pub line: usize,
+    /// Machine index.
+    pub machine: u16,
+    /// Device index.
+    pub device: u32,
+    /// Device group.
+    pub group: u32,
+    /// Whether waits may precede their signal (false: binary-event behaviour, waits held).
+    pub wait_before_signal: bool,
+}
+
+/// Where a semaphore lives, for scope checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Home {
+    /// Beside a queue.
+    Queue(usize),
+    /// With the host.
+    Host,
+}
+
+/// One declared semaphore.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SemaphoreSpec {
+    /// Its name.
+    pub name: String,
+    /// Declaration line.
+    pub line: usize,
+    /// Initial value.
+    pub initial: u64,
+    /// Visibility.
+    pub scope: Scope,
+    /// Home endpoint.
+    pub home: Home,
+    /// Expected final value.
+    pub expect_value: Option<u64>,
+    /// Expected final failure state.
+    pub expect_failed: Option<bool>,
+}
+
+/// Who performs an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A device queue: submitted asynchronously.
+    Queue(usize),
+    /// The host, synchronously at this point of the file.
+    Host,
+}
+
+/// What an operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkSpec {
+    /// Nothing (orders only).
+    Noop,
+    /// Busy work for a duration.
+    Spin(Duration),
+    /// Blocking work for a duration.
+    Sleep(Duration),
+    /// A host function that busy-works for a duration and then succeeds, or fails with a code.
+    Host {
+        /// How long it works.
+        duration: Duration,
+        /// Its failure code, if it fails.
+        fail: Option<u32>,
+    },
+    /// A tiled dispatch: `tiles` tiles of `duration` busy work each.
+    Tiles {
+        /// Number of tiles.
+        tiles: u32,
+        /// Work per tile.
+        duration: Duration,
+    },
+    /// A stream-ordered allocation.
+    Alloca {
+        /// Buffer index.
+        buffer: usize,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// A stream-ordered deallocation.
+    Dealloca {
+        /// Buffer index.
+        buffer: usize,
+    },
+}
+
+/// How an operation is expected to end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusExpect {
+    /// Ran and signalled.
+    Ok,
+    /// Failed.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl StatusExpect {
+    /// The report's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            StatusExpect::Ok => "ok",
+            StatusExpect::Failed => "failed",
+            StatusExpect::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Per-operation expectations.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpExpect {
+    /// Exact frontier: axis name → epoch.
+    pub frontier: Option<Vec<(String, u64)>>,
+    /// Per wait, the resolutions accepted (more than one where timing decides, e.g. whether a
+    /// signal on another queue has been reached by the time the wait is submitted).
+    pub resolution: Option<Vec<Vec<Resolution>>>,
+    /// Final status.
+    pub status: Option<StatusExpect>,
+    /// Whether the frontier is tainted.
+    pub tainted: Option<bool>,
+}
+
+/// One operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpSpec {
+    /// Its name.
+    pub name: String,
+    /// Its line.
+    pub line: usize,
+    /// Who runs it.
+    pub target: Target,
+    /// `(semaphore, value)` waits.
+    pub waits: Vec<(usize, u64)>,
+    /// `(semaphore, value)` signals.
+    pub signals: Vec<(usize, u64)>,
+    /// Its work.
+    pub work: WorkSpec,
+    /// Host only: signal as an untracked outside source.
+    pub external: bool,
+    /// Host only: fail this semaphore with this application code.
+    pub fail: Option<(usize, u32)>,
+    /// What it should end as.
+    pub expect: OpExpect,
+}
+
+/// Expected whole-run totals (any subset).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TotalsExpect {
+    /// Elided waits.
+    pub elided: Option<u64>,
+    /// Satisfied waits.
+    pub satisfied: Option<u64>,
+    /// Device waits.
+    pub device: Option<u64>,
+    /// Held waits.
+    pub held: Option<u64>,
+    /// Tainted waits.
+    pub tainted: Option<u64>,
+    /// Operations that reused memory without a fence.
+    pub memory_reused: Option<u64>,
+    /// Highest committed byte count.
+    pub peak_memory: Option<u64>,
+}

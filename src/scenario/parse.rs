@@ -1,0 +1,532 @@
+//! Reading a scenario file: TOML into raw tables (with source spans), then names resolved and
+//! values checked, every problem reported with its line.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use causeway_core::queue::Resolution;
+use causeway_core::scope::Scope;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::model::{
+    Home, OpExpect, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec, StatusExpect,
+    Target, TotalsExpect, WorkSpec,
+};
+
+/// The queue name that means "the host, synchronously".
+pub const HOST: &str = "host";
+
+const DEFAULT_WORKERS: usize = 2;
+const DEFAULT_QUOTA: u64 = 1 << 30;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    #[serde(default)]
+    description: String,
+    workers: Option<Spanned<usize>>,
+    memory_quota: Option<u64>,
+    #[serde(default, rename = "queue")]
+    queues: Vec<Spanned<RawQueue>>,
+    #[serde(default, rename = "semaphore")]
+    semaphores: Vec<Spanned<RawSemaphore>>,
+    #[serde(default, rename = "op")]
+    ops: Vec<Spanned<RawOp>>,
+    #[serde(default)]
+    expect: RawTotals,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQueue {
+    name: Spanned<String>,
+    driver: Option<Spanned<String>>,
+    #[serde(default)]
+    machine: u16,
+    #[serde(default)]
+    device: u32,
+    #[serde(default)]
+    group: u32,
+    #[serde(default = "yes")]
+    wait_before_signal: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSemaphore {
+    name: Spanned<String>,
+    #[serde(default)]
+    initial: u64,
+    scope: Option<Spanned<String>>,
+    home: Option<Spanned<String>>,
+    expect_value: Option<u64>,
+    expect_failed: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOp {
+    name: Spanned<String>,
+    queue: Spanned<String>,
+    #[serde(default)]
+    wait: Vec<Spanned<String>>,
+    #[serde(default)]
+    signal: Vec<Spanned<String>>,
+    work: Option<Spanned<RawWork>>,
+    #[serde(default)]
+    external: bool,
+    fail: Option<Spanned<String>>,
+    failure_code: Option<u32>,
+    expect_frontier: Option<Spanned<BTreeMap<String, u64>>>,
+    expect_resolution: Option<Spanned<Vec<String>>>,
+    expect_status: Option<Spanned<String>>,
+    expect_tainted: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum RawWork {
+    Noop,
+    Spin {
+        us: u64,
+    },
+    Sleep {
+        us: u64,
+    },
+    Host {
+        #[serde(default)]
+        us: u64,
+        fail: Option<u32>,
+    },
+    Tiles {
+        tiles: u32,
+        #[serde(default)]
+        us: u64,
+    },
+    Alloca {
+        buffer: String,
+        bytes: u64,
+    },
+    Dealloca {
+        buffer: String,
+    },
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTotals {
+    elided: Option<u64>,
+    satisfied: Option<u64>,
+    device: Option<u64>,
+    held: Option<u64>,
+    tainted: Option<u64>,
+    memory_reused: Option<u64>,
+    peak_memory: Option<u64>,
+}
+
+/// Reads and validates the scenario at `path`.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|error| ScenarioError::in_file(path, format!("cannot read: {error}")))?;
+    parse(path, &source)
+}
+
+/// Validates scenario `source`, reporting problems against `path`.
+pub fn parse(path: &Path, source: &str) -> Result<Scenario, ScenarioError> {
+    let raw: RawScenario = toml::from_str(source).map_err(|error| {
+        let line = error.span().map(|span| line_of(source, span.start));
+        ScenarioError {
+            path: path.to_path_buf(),
+            line,
+            message: error.message().trim().to_string(),
+            deadlock: false,
+        }
+    })?;
+    Resolver { path, source, buffers: Vec::new() }.scenario(raw)
+}
+
+fn line_of(source: &str, offset: usize) -> usize {
+    source[..offset.min(source.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+struct Resolver<'a> {
+    path: &'a Path,
+    source: &'a str,
+    buffers: Vec<String>,
+}
+
+impl Resolver<'_> {
+    fn line<T>(&self, spanned: &Spanned<T>) -> usize {
+        line_of(self.source, spanned.span().start)
+    }
+
+    fn error<T>(&self, at: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError::at(self.path, self.line(at), message)
+    }
+
+    fn scenario(mut self, raw: RawScenario) -> Result<Scenario, ScenarioError> {
+        let workers = match raw.workers {
+            Some(workers) if !(1..=64).contains(workers.get_ref()) => {
+                return Err(self.error(&workers, "workers must be between 1 and 64"));
+            }
+            Some(workers) => workers.into_inner(),
+            None => DEFAULT_WORKERS,
+        };
+        let queues = self.queues(&raw.queues)?;
+        let semaphores = self.semaphores(&raw.semaphores, &queues)?;
+        let mut ops = Vec::with_capacity(raw.ops.len());
+        let mut names: Vec<&str> = Vec::new();
+        for op in &raw.ops {
+            let name = op.get_ref().name.get_ref();
+            if names.contains(&name.as_str()) {
+                return Err(self.error(&op.get_ref().name, format!("op `{name}` is defined twice")));
+            }
+            names.push(name);
+            ops.push(self.op(op, &queues, &semaphores)?);
+        }
+        if ops.is_empty() {
+            return Err(ScenarioError::in_file(self.path, "the scenario has no [[op]]"));
+        }
+        let expect = TotalsExpect {
+            elided: raw.expect.elided,
+            satisfied: raw.expect.satisfied,
+            device: raw.expect.device,
+            held: raw.expect.held,
+            tainted: raw.expect.tainted,
+            memory_reused: raw.expect.memory_reused,
+            peak_memory: raw.expect.peak_memory,
+        };
+        Ok(Scenario {
+            name: raw.name,
+            description: raw.description,
+            path: self.path.to_path_buf(),
+            workers,
+            memory_quota: raw.memory_quota.unwrap_or(DEFAULT_QUOTA),
+            queues,
+            semaphores,
+            buffers: self.buffers,
+            ops,
+            expect,
+        })
+    }
+
+    fn queues(&self, raw: &[Spanned<RawQueue>]) -> Result<Vec<QueueSpec>, ScenarioError> {
+        let mut queues: Vec<QueueSpec> = Vec::with_capacity(raw.len());
+        for spanned in raw {
+            let queue = spanned.get_ref();
+            let name = queue.name.get_ref();
+            if name == HOST {
+                return Err(self.error(&queue.name, "`host` is reserved for host steps"));
+            }
+            if queues.iter().any(|q| &q.name == name) {
+                return Err(self.error(&queue.name, format!("queue `{name}` is defined twice")));
+            }
+            if let Some(driver) = &queue.driver {
+                if driver.get_ref() != "cpu" {
+                    return Err(self.error(
+                        driver,
+                        format!(
+                            "driver `{}` is not available (this build has: cpu)",
+                            driver.get_ref()
+                        ),
+                    ));
+                }
+            }
+            queues.push(QueueSpec {
+                name: name.clone(),
+                line: self.line(spanned),
+                machine: queue.machine,
+                device: queue.device,
+                group: queue.group,
+                wait_before_signal: queue.wait_before_signal,
+            });
+        }
+        if queues.is_empty() {
+            return Err(ScenarioError::in_file(self.path, "the scenario declares no [[queue]]"));
+        }
+        Ok(queues)
+    }
+
+    fn semaphores(
+        &self,
+        raw: &[Spanned<RawSemaphore>],
+        queues: &[QueueSpec],
+    ) -> Result<Vec<SemaphoreSpec>, ScenarioError> {
+        let mut semaphores: Vec<SemaphoreSpec> = Vec::with_capacity(raw.len());
+        for spanned in raw {
+            let semaphore = spanned.get_ref();
+            let name = semaphore.name.get_ref();
+            if semaphores.iter().any(|s| &s.name == name) {
+                return Err(
+                    self.error(&semaphore.name, format!("semaphore `{name}` is defined twice"))
+                );
+            }
+            let scope = match &semaphore.scope {
+                None => Scope::ProcessLocal,
+                Some(scope) => parse_scope(scope.get_ref()).ok_or_else(|| {
+                    self.error(scope, format!(
+                        "unknown scope `{}` (queue-local, device-local, device-group, process-local, system-wide)",
+                        scope.get_ref()
+                    ))
+                })?,
+            };
+            let home = match &semaphore.home {
+                None => Home::Queue(0),
+                Some(home) if home.get_ref() == HOST => Home::Host,
+                Some(home) => Home::Queue(self.queue_index(home, queues)?),
+            };
+            semaphores.push(SemaphoreSpec {
+                name: name.clone(),
+                line: self.line(spanned),
+                initial: semaphore.initial,
+                scope,
+                home,
+                expect_value: semaphore.expect_value,
+                expect_failed: semaphore.expect_failed,
+            });
+        }
+        Ok(semaphores)
+    }
+
+    fn queue_index(
+        &self,
+        name: &Spanned<String>,
+        queues: &[QueueSpec],
+    ) -> Result<usize, ScenarioError> {
+        queues.iter().position(|q| &q.name == name.get_ref()).ok_or_else(|| {
+            let known: Vec<&str> = queues.iter().map(|q| q.name.as_str()).collect();
+            self.error(
+                name,
+                format!(
+                    "unknown queue `{}` (declared: {}, or host)",
+                    name.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })
+    }
+
+    fn semaphore_index(
+        &self,
+        at: &Spanned<String>,
+        name: &str,
+        semaphores: &[SemaphoreSpec],
+    ) -> Result<usize, ScenarioError> {
+        semaphores
+            .iter()
+            .position(|s| s.name == name)
+            .ok_or_else(|| self.error(at, format!("unknown semaphore `{name}`")))
+    }
+
+    /// Parses `"s>=3"` (waits) or `"s=3"` (signals).
+    fn condition(
+        &self,
+        text: &Spanned<String>,
+        operator: &str,
+        semaphores: &[SemaphoreSpec],
+    ) -> Result<(usize, u64), ScenarioError> {
+        let kind = if operator == ">=" { "wait" } else { "signal" };
+        let malformed = || {
+            self.error(
+                text,
+                format!(
+                    "malformed {kind} `{}`: expected `semaphore{operator}value`",
+                    text.get_ref()
+                ),
+            )
+        };
+        let (name, value) = text.get_ref().split_once(operator).ok_or_else(malformed)?;
+        let (name, value) = (name.trim(), value.trim());
+        if name.is_empty() || (operator == "=" && name.ends_with(['>', '<', '!'])) {
+            return Err(malformed());
+        }
+        let value: u64 = value.parse().map_err(|_| malformed())?;
+        Ok((self.semaphore_index(text, name, semaphores)?, value))
+    }
+
+    fn op(
+        &mut self,
+        spanned: &Spanned<RawOp>,
+        queues: &[QueueSpec],
+        semaphores: &[SemaphoreSpec],
+    ) -> Result<OpSpec, ScenarioError> {
+        let op = spanned.get_ref();
+        let target = if op.queue.get_ref() == HOST {
+            Target::Host
+        } else {
+            Target::Queue(self.queue_index(&op.queue, queues)?)
+        };
+        let waits = op
+            .wait
+            .iter()
+            .map(|w| self.condition(w, ">=", semaphores))
+            .collect::<Result<Vec<_>, _>>()?;
+        let signals = op
+            .signal
+            .iter()
+            .map(|s| self.condition(s, "=", semaphores))
+            .collect::<Result<Vec<_>, _>>()?;
+        if waits.len() > causeway_driver_cpu::device::MAX_WAITS {
+            return Err(self.error(
+                &op.name,
+                format!("more than {} waits", causeway_driver_cpu::device::MAX_WAITS),
+            ));
+        }
+        if signals.len() > causeway_driver_cpu::device::MAX_SIGNALS {
+            return Err(self.error(
+                &op.name,
+                format!("more than {} signals", causeway_driver_cpu::device::MAX_SIGNALS),
+            ));
+        }
+        let work = match &op.work {
+            None => WorkSpec::Noop,
+            Some(work) => self.work(work, target)?,
+        };
+        if target != Target::Host && (op.external || op.fail.is_some()) {
+            return Err(
+                self.error(&op.name, "`external` and `fail` are host steps (queue = \"host\")")
+            );
+        }
+        let fail = match &op.fail {
+            None => None,
+            Some(name) => Some((
+                self.semaphore_index(name, name.get_ref(), semaphores)?,
+                op.failure_code.unwrap_or(1),
+            )),
+        };
+        Ok(OpSpec {
+            name: op.name.get_ref().clone(),
+            line: self.line(spanned),
+            target,
+            waits,
+            signals,
+            work,
+            external: op.external,
+            fail,
+            expect: self.expectations(op, queues)?,
+        })
+    }
+
+    fn work(
+        &mut self,
+        spanned: &Spanned<RawWork>,
+        target: Target,
+    ) -> Result<WorkSpec, ScenarioError> {
+        let work = match spanned.get_ref() {
+            RawWork::Noop => WorkSpec::Noop,
+            RawWork::Spin { us } => WorkSpec::Spin(Duration::from_micros(*us)),
+            RawWork::Sleep { us } => WorkSpec::Sleep(Duration::from_micros(*us)),
+            RawWork::Host { us, fail } => {
+                WorkSpec::Host { duration: Duration::from_micros(*us), fail: *fail }
+            }
+            RawWork::Tiles { tiles, us } => {
+                if *tiles == 0 {
+                    return Err(self.error(spanned, "a tiled dispatch needs at least one tile"));
+                }
+                WorkSpec::Tiles { tiles: *tiles, duration: Duration::from_micros(*us) }
+            }
+            RawWork::Alloca { buffer, bytes } => {
+                WorkSpec::Alloca { buffer: self.buffer(buffer), bytes: *bytes }
+            }
+            RawWork::Dealloca { buffer } => WorkSpec::Dealloca { buffer: self.buffer(buffer) },
+        };
+        if target == Target::Host
+            && !matches!(work, WorkSpec::Noop | WorkSpec::Spin(_) | WorkSpec::Sleep(_))
+        {
+            return Err(self.error(spanned, "host steps can only do noop, spin or sleep work"));
+        }
+        Ok(work)
+    }
+
+    fn buffer(&mut self, name: &str) -> usize {
+        match self.buffers.iter().position(|b| b == name) {
+            Some(index) => index,
+            None => {
+                self.buffers.push(name.to_string());
+                self.buffers.len() - 1
+            }
+        }
+    }
+
+    fn expectations(&self, op: &RawOp, queues: &[QueueSpec]) -> Result<OpExpect, ScenarioError> {
+        let frontier = match &op.expect_frontier {
+            None => None,
+            Some(map) => {
+                for axis in map.get_ref().keys() {
+                    if axis != HOST && !queues.iter().any(|q| &q.name == axis) {
+                        return Err(
+                            self.error(map, format!("expect_frontier names unknown axis `{axis}`"))
+                        );
+                    }
+                }
+                Some(map.get_ref().iter().map(|(k, v)| (k.clone(), *v)).collect())
+            }
+        };
+        let resolution = match &op.expect_resolution {
+            None => None,
+            Some(list) => {
+                if list.get_ref().len() != op.wait.len() {
+                    return Err(self.error(
+                        list,
+                        format!(
+                            "expect_resolution lists {} resolutions for {} waits",
+                            list.get_ref().len(),
+                            op.wait.len()
+                        ),
+                    ));
+                }
+                let parsed = list.get_ref().iter().map(|r| {
+                    r.split('|').map(|alternative| parse_resolution(alternative.trim())).collect::<Option<Vec<_>>>().ok_or_else(|| {
+                        self.error(list, format!(
+                            "unknown resolution `{r}` (elided, satisfied, device, held, or alternatives like satisfied|device)"
+                        ))
+                    })
+                });
+                Some(parsed.collect::<Result<Vec<_>, _>>()?)
+            }
+        };
+        let status = match &op.expect_status {
+            None => None,
+            Some(status) => Some(match status.get_ref().as_str() {
+                "ok" => StatusExpect::Ok,
+                "failed" => StatusExpect::Failed,
+                "cancelled" => StatusExpect::Cancelled,
+                other => {
+                    return Err(self.error(
+                        status,
+                        format!("unknown status `{other}` (ok, failed, cancelled)"),
+                    ))
+                }
+            }),
+        };
+        Ok(OpExpect { frontier, resolution, status, tainted: op.expect_tainted })
+    }
+}
+
+fn parse_scope(text: &str) -> Option<Scope> {
+    Some(match text {
+        "queue-local" => Scope::QueueLocal,
+        "device-local" => Scope::DeviceLocal,
+        "device-group" => Scope::DeviceGroup,
+        "process-local" => Scope::ProcessLocal,
+        "system-wide" => Scope::SystemWide,
+        _ => return None,
+    })
+}
+
+fn parse_resolution(text: &str) -> Option<Resolution> {
+    Some(match text {
+        "elided" => Resolution::Elided,
+        "satisfied" => Resolution::Satisfied,
+        "device" => Resolution::DeviceWait,
+        "held" => Resolution::Held,
+        _ => return None,
+    })
+}

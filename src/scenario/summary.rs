@@ -1,0 +1,133 @@
+//! The readable stdout summary of a run.
+
+use std::fmt::Write;
+
+use causeway_core::frontier::Frontier;
+
+use super::report::queue_name;
+use super::run::Outcome;
+use super::stats::{Percentiles, Stats};
+
+/// The summary text of `outcome`.
+pub fn summary(outcome: &Outcome<'_>) -> String {
+    let scenario = outcome.scenario;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "scenario {} — {} ops on {} queues, {} semaphores, {} workers, {:.3} ms",
+        scenario.name,
+        scenario.ops.len(),
+        scenario.queues.len(),
+        scenario.semaphores.len(),
+        scenario.workers,
+        outcome.wall.as_secs_f64() * 1e3
+    );
+    if !scenario.description.is_empty() {
+        let _ = writeln!(out, "  {}", scenario.description);
+    }
+    let _ = writeln!(out, "\nops (file order)");
+    let _ = writeln!(
+        out,
+        "  {:<18} {:<8} {:>5}  {:<9} {:>10} {:>10}  {:<28} waits",
+        "op", "queue", "epoch", "status", "start µs", "end µs", "frontier"
+    );
+    for (spec, record) in scenario.ops.iter().zip(&outcome.ops) {
+        let waits: Vec<String> = record
+            .waits
+            .iter()
+            .map(|w| {
+                let resolution = w.resolution.map_or("failed", |r| r.name());
+                let taint = if w.tainted { ", tainted" } else { "" };
+                format!(
+                    "{}>={} {resolution}{taint}",
+                    scenario.semaphores[w.semaphore].name, w.value
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<18} {:<8} {:>5}  {:<9} {:>10.1} {:>10.1}  {:<28} {}",
+            spec.name,
+            queue_name(outcome, spec.target),
+            record.point.epoch,
+            record.status.name(),
+            record.start_ns as f64 / 1e3,
+            record.end_ns as f64 / 1e3,
+            frontier(outcome, &record.frontier),
+            if waits.is_empty() { "—".to_string() } else { waits.join("; ") }
+        );
+    }
+    let _ = writeln!(out, "\nsemaphores");
+    for (spec, record) in scenario.semaphores.iter().zip(&outcome.semaphores) {
+        let state = if record.failed { " FAILED" } else { "" };
+        let history: Vec<String> = record
+            .history
+            .iter()
+            .map(|e| {
+                if e.tainted {
+                    format!("{} external", e.value)
+                } else {
+                    format!("{} {}", e.value, frontier(outcome, &e.frontier))
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<18} value {}{state}  history: {}",
+            spec.name,
+            record.value,
+            history.join(", ")
+        );
+    }
+    let stats = Stats::of(outcome);
+    let _ = writeln!(out, "\ntotals");
+    let _ = writeln!(
+        out,
+        "  waits {}: elided {}, satisfied {}, device {}, held {}, on failed semaphores {}; tainted {}",
+        stats.elided + stats.satisfied + stats.device + stats.held + stats.failed_waits,
+        stats.elided,
+        stats.satisfied,
+        stats.device,
+        stats.held,
+        stats.failed_waits,
+        stats.tainted_waits
+    );
+    let _ = writeln!(
+        out,
+        "  ops: {} ok, {} failed, {} cancelled; frontier entries mean {:.2}, max {}, tainted {}",
+        stats.status[0],
+        stats.status[1],
+        stats.status[2],
+        stats.frontier_mean,
+        stats.frontier_max,
+        stats.tainted_frontiers
+    );
+    let _ = writeln!(out, "  queue wait (submit → start) {}", latency(stats.queue_wait));
+    let _ = writeln!(out, "  run (start → end)           {}", latency(stats.run));
+    if !scenario.buffers.is_empty() {
+        let _ = writeln!(
+            out,
+            "  memory: peak {} B of {} B, reused {} without a fence, {} fresh where reuse was unproven, {} quota waits",
+            stats.peak_memory, scenario.memory_quota, stats.memory_reused, stats.memory_reuse_declined, stats.memory_over_quota_waits
+        );
+    }
+    out
+}
+
+fn latency(p: Percentiles) -> String {
+    let us = |ns: u64| ns as f64 / 1e3;
+    format!(
+        "p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+        us(p.p50),
+        us(p.p90),
+        us(p.p99),
+        us(p.max)
+    )
+}
+
+fn frontier(outcome: &Outcome<'_>, frontier: &Frontier<8>) -> String {
+    let entries: Vec<String> =
+        frontier.iter().map(|p| format!("{}:{}", outcome.axis_name(p.axis), p.epoch)).collect();
+    let taint = if frontier.is_tainted() { "!" } else { "" };
+    format!("{{{}}}{taint}", entries.join(", "))
+}
