@@ -231,10 +231,10 @@ mod tests {
     fn a_wait_nothing_signals_is_a_deadlock_naming_it() {
         let source = format!("{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n");
         let error = checked(&source).unwrap_err();
-        assert_eq!(error.line, Some(11));
+        assert_eq!(error.line, Some(10));
         assert!(
             error.message.contains(
-                "op `a` (line 11) on queue q0 waits for s>=1: nothing ever signals s to 1"
+                "op `a` (line 10) on queue q0 waits for s>=1: nothing ever signals s to 1"
             ),
             "{error}"
         );
@@ -296,7 +296,7 @@ mod tests {
              [[op]]\nname = \"b\"\nqueue = \"q1\"\nsignal = [\"s=2\"]\n"
         );
         let error = checked(&source).unwrap_err();
-        assert_eq!(error.line, Some(15));
+        assert_eq!(error.line, Some(14));
         assert!(error.message.contains("does not advance past 2"), "{error}");
     }
 

@@ -1,0 +1,201 @@
+//! The `causeway` binary end to end: bundled scenarios, reports, traces and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn causeway(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_causeway")).args(args).output().expect("the binary runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("causeway-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn write_scenario(name: &str, text: &str) -> PathBuf {
+    let path = scratch(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn every_bundled_scenario_meets_its_expectations() {
+    let listing = causeway(&["scenarios"]);
+    assert!(listing.status.success());
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    let names: Vec<&str> =
+        listing.lines().map(|line| line.split_whitespace().next().unwrap()).collect();
+    assert_eq!(names.len(), 18, "{listing}");
+    for name in names {
+        let file =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(format!("{name}.toml"));
+        let output = causeway(&["run", file.to_str().unwrap()]);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{name}: {stdout}\n{}", stderr(&output));
+        assert!(stdout.contains("all met"), "{name}: {stdout}");
+    }
+}
+
+#[test]
+fn the_report_follows_the_documented_contract() {
+    let report = scratch("late-waiter-report.json");
+    let output = causeway(&["run", "late-waiter", "--quiet", "--report", report.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["scenario"], "late-waiter");
+    let late = report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "late").unwrap();
+    for key in
+        ["name", "queue", "epoch", "frontier", "tainted", "waits", "start_ns", "end_ns", "status"]
+    {
+        assert!(late.get(key).is_some(), "op lacks {key}: {late}");
+    }
+    assert_eq!(late["queue"], "q1");
+    assert_eq!(late["status"], "ok");
+    assert_eq!(
+        late["frontier"],
+        serde_json::json!([{"axis": "q0", "epoch": 1}, {"axis": "q1", "epoch": 1}])
+    );
+    assert_eq!(late["waits"][0]["semaphore"], "s");
+    assert_eq!(late["waits"][0]["resolution"], "satisfied");
+    let host = report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "settle").unwrap();
+    assert_eq!(host["queue"], "host");
+    let s = &report["semaphores"][0];
+    assert_eq!(
+        (s["name"].as_str(), s["value"].as_u64(), s["failed"].as_bool()),
+        (Some("s"), Some(2), Some(false))
+    );
+    assert_eq!(s["history"][0]["value"], 1);
+    assert_eq!(s["history"][0]["tainted"], false);
+    assert!(report["stats"]["waits"]["elided"].as_u64().is_some());
+}
+
+#[test]
+fn the_trace_has_a_track_per_queue_and_worker_and_flows_from_signal_to_wait() {
+    let trace = scratch("fork-join-trace.json");
+    let output = causeway(&["run", "fork-join", "--quiet", "--trace", trace.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let named = |name: &str| events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == name);
+    for track in ["main", "b1", "b2", "b3", "tail", "host", "worker 0", "worker 1"] {
+        assert!(named(track), "no track {track}");
+    }
+    let starts = events.iter().filter(|e| e["ph"] == "s").count();
+    let finishes = events.iter().filter(|e| e["ph"] == "f").count();
+    assert!(starts >= 7 && starts == finishes, "{starts} flow starts, {finishes} ends");
+    assert_eq!(events.iter().filter(|e| e["ph"] == "X" && e["pid"] == 1).count(), 7);
+}
+
+const HEADER: &str = "name = \"bad\"\n[[queue]]\nname = \"q0\"\n[[semaphore]]\nname = \"s\"\n";
+
+/// Runs a scenario that must be refused; returns its stderr.
+fn refused(file: &str, body: &str, code: i32) -> String {
+    let path = write_scenario(file, &format!("{HEADER}{body}"));
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(code), "{message}");
+    assert!(message.contains(path.to_str().unwrap()), "no file name in: {message}");
+    message
+}
+
+#[test]
+fn unknown_names_are_reported_with_file_and_line() {
+    let queue = refused("unknown-queue.toml", "[[op]]\nname = \"a\"\nqueue = \"q9\"\n", 2);
+    assert!(queue.contains(":8: unknown queue `q9`"), "{queue}");
+    let semaphore = refused(
+        "unknown-semaphore.toml",
+        "[[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"t>=1\"]\n",
+        2,
+    );
+    assert!(semaphore.contains(":9: unknown semaphore `t`"), "{semaphore}");
+}
+
+#[test]
+fn malformed_waits_and_signals_are_reported() {
+    let wait = refused(
+        "malformed-wait.toml",
+        "[[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"s=>1\"]\n",
+        2,
+    );
+    assert!(wait.contains(":9: malformed wait `s=>1`"), "{wait}");
+    let signal = refused(
+        "malformed-signal.toml",
+        "[[op]]\nname = \"a\"\nqueue = \"q0\"\nsignal = [\"s>=1\"]\n",
+        2,
+    );
+    assert!(signal.contains("malformed signal `s>=1`"), "{signal}");
+    let syntax = refused("syntax.toml", "[[op]\nname = \"a\"\n", 2);
+    assert!(syntax.contains(":6:"), "{syntax}");
+    let field = refused(
+        "unknown-field.toml",
+        "[[op]]\nname = \"a\"\nqueue = \"q0\"\nwaits = [\"s>=1\"]\n",
+        2,
+    );
+    assert!(field.contains("unknown field `waits`"), "{field}");
+}
+
+#[test]
+fn a_signal_that_does_not_advance_is_refused() {
+    let body = "[[op]]\nname = \"a\"\nqueue = \"q0\"\nsignal = [\"s=2\"]\n[[op]]\nname = \"b\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\n";
+    let message = refused("not-advancing.toml", body, 2);
+    assert!(
+        message.contains(":10: op `b` signals s=1, which does not advance past 2"),
+        "{message}"
+    );
+}
+
+#[test]
+fn deadlocks_are_reported_naming_the_stuck_waits() {
+    let never =
+        refused("never.toml", "[[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n", 3);
+    assert!(
+        never.contains("deadlock") && never.contains("op `a` (line 6) on queue q0 waits for s>=1"),
+        "{never}"
+    );
+    let cycle = refused(
+        "cycle.toml",
+        "[[queue]]\nname = \"q1\"\n[[semaphore]]\nname = \"t\"\n\
+         [[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\nsignal = [\"t=1\"]\n\
+         [[op]]\nname = \"b\"\nqueue = \"q1\"\nwait = [\"t>=1\"]\nsignal = [\"s=1\"]\n",
+        3,
+    );
+    assert!(
+        cycle.contains("cycle") && cycle.contains("op `a`") && cycle.contains("op `b`"),
+        "{cycle}"
+    );
+    let host = refused("host-first.toml", "[[op]]\nname = \"h\"\nqueue = \"host\"\nwait = [\"s>=1\"]\n[[op]]\nname = \"a\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\n", 3);
+    assert!(host.contains("op `h` (line 6) on the host"), "{host}");
+}
+
+#[test]
+fn unmet_expectations_fail_the_run() {
+    let path = write_scenario(
+        "unmet.toml",
+        &format!("{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\nexpect_frontier = {{ q0 = 2 }}\n"),
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("op `a` (line 6): frontier {q0:1} expected {q0:2}"), "{stdout}");
+}
+
+#[test]
+fn a_missing_file_is_an_input_error() {
+    let output = causeway(&["run", "/nonexistent/scenario.toml"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("/nonexistent/scenario.toml: cannot read"));
+}
+
+#[test]
+fn scope_violations_name_the_semaphore() {
+    let body = "[[semaphore]]\nname = \"local\"\nscope = \"device-local\"\n[[op]]\nname = \"h\"\nqueue = \"host\"\nsignal = [\"local=1\"]\n";
+    let message = refused("scope.toml", body, 2);
+    assert!(message.contains("op `h`") && message.contains("local"), "{message}");
+}
