@@ -261,9 +261,10 @@ impl DeviceShared {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    fn observe(&self, queue: usize, tag: u64, event: OpEvent) {
+    /// Reports `event(now)` to the observer; the clock is read only when someone watches.
+    fn observe(&self, queue: usize, tag: u64, event: impl FnOnce(u64) -> OpEvent) {
         if let Some(observer) = &self.observer {
-            observer.op_event(queue, tag, event);
+            observer.op_event(queue, tag, event(self.now_ns()));
         }
     }
 

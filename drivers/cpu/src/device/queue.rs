@@ -193,20 +193,15 @@ impl QueueShared {
             Some(failure) => OpStatus::Failed(failure),
             None => match self.prepare(body) {
                 Some(()) => {
-                    let started = device.now_ns();
-                    device.observe(
-                        self.index,
-                        body.tag,
-                        OpEvent::Started { worker, at_ns: started },
-                    );
+                    let started = |at_ns| OpEvent::Started { worker, at_ns };
+                    device.observe(self.index, body.tag, started);
                     self.execute(body)
                 }
                 None => return Step::Blocked,
             },
         };
         device.finish_signals(body, status);
-        let at_ns = device.now_ns();
-        device.observe(self.index, body.tag, OpEvent::Finished { worker, at_ns, status });
+        device.observe(self.index, body.tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
         self.retire(head, body);
         Step::Retired
     }
@@ -286,10 +281,12 @@ impl QueueShared {
             if let Some(allocation) = body.allocation.take() {
                 device.lock_memory().pool.abandon(allocation);
             }
-            let at_ns = device.now_ns();
-            let event =
-                OpEvent::Finished { worker: usize::MAX, at_ns, status: OpStatus::Cancelled };
-            device.observe(self.index, body.tag, event);
+            let cancelled = |at_ns| OpEvent::Finished {
+                worker: usize::MAX,
+                at_ns,
+                status: OpStatus::Cancelled,
+            };
+            device.observe(self.index, body.tag, cancelled);
         }
         self.head.store(tail, Ordering::Release);
     }

@@ -1,0 +1,160 @@
+//! CPU device benchmarks, each beside its floor in the same run.
+//!
+//! - `signal_to_start`: an operation on queue A signals a semaphore that an operation already
+//!   waiting on queue B depends on. Measured: from just before A's work returns (a host call
+//!   stamps the time) to B's work starting (its host call stamps the time) — completing the
+//!   signal (semaphore lock, history, timepoint callback, wait gate), waking B's queue process,
+//!   a worker picking it up and the queue stepping to B's operation. Two workers that never park.
+//!   Floor: two threads spinning on one atomic, stamped the same way (a one-way hand-off).
+//!
+//! The bench thread never spins during a measurement: it sleeps in a host wait, and the
+//! signalling operation busy-works for 20 µs before stamping so that the bench thread is asleep
+//! by then. On the two-core machine the two workers keep their cores.
+
+use std::hint::spin_loop;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use causeway::device::{CpuDevice, Op, QueueConfig, QueueId, SemaphoreId, Work};
+use causeway::executor::SpinPolicy;
+use causeway::host;
+use causeway::scope::{Endpoint, Scope};
+use causeway::PoolConfig;
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+
+/// Busy time of the signalling operation before it stamps (see `SignalBench::new`).
+const SETTLE: Duration = Duration::from_micros(20);
+
+const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
+
+/// Nanoseconds since `origin`.
+fn stamp(origin: Instant) -> u64 {
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+struct SignalBench {
+    device: CpuDevice,
+    signalled: Arc<AtomicU64>,
+    started: Arc<AtomicU64>,
+    calls: [causeway::device::HostCallId; 2],
+    s: SemaphoreId,
+    done: SemaphoreId,
+    round: u64,
+}
+
+impl SignalBench {
+    fn new() -> SignalBench {
+        let mut pool = PoolConfig::with_workers(2);
+        pool.spin = SpinPolicy::Fixed(u32::MAX);
+        let mut builder = CpuDevice::builder(pool);
+        builder.queue(QueueConfig::default());
+        builder.queue(QueueConfig::default());
+        let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
+        let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+        let origin = Instant::now();
+        let signalled = Arc::new(AtomicU64::new(0));
+        let started = Arc::new(AtomicU64::new(0));
+        let stamp_signal = {
+            let signalled = Arc::clone(&signalled);
+            builder.host_call(move || {
+                // Long enough for the bench thread to be asleep in its wait, so the two
+                // workers have the two cores to themselves during the measured hand-over.
+                let until = Instant::now() + SETTLE;
+                while Instant::now() < until {
+                    spin_loop();
+                }
+                signalled.store(stamp(origin), Ordering::Relaxed);
+                Ok(())
+            })
+        };
+        let stamp_start = {
+            let started = Arc::clone(&started);
+            builder.host_call(move || {
+                started.store(stamp(origin), Ordering::Relaxed);
+                Ok(())
+            })
+        };
+        let device = builder.build().expect("the device starts");
+        SignalBench {
+            device,
+            signalled,
+            started,
+            calls: [stamp_signal, stamp_start],
+            s,
+            done,
+            round: 0,
+        }
+    }
+
+    /// One round; returns the signal → dependent-start latency.
+    fn round(&mut self) -> Duration {
+        self.round += 1;
+        let r = self.round;
+        let (wait_s, signal_done, signal_s) = ([(self.s, r)], [(self.done, r)], [(self.s, r)]);
+        let dependent =
+            Op { waits: &wait_s, signals: &signal_done, work: Work::Host(self.calls[1]), tag: r };
+        self.device.submit(QueueId(1), &dependent).expect("room in the ring");
+        let signaller =
+            Op { waits: &[], signals: &signal_s, work: Work::Host(self.calls[0]), tag: r };
+        self.device.submit(QueueId(0), &signaller).expect("room in the ring");
+        let done = self.device.semaphore(self.done).expect("declared");
+        host::wait(done, r, Some(Duration::from_secs(10))).expect("the round completes");
+        let latency = self.started.load(Ordering::Relaxed) - self.signalled.load(Ordering::Relaxed);
+        Duration::from_nanos(latency)
+    }
+}
+
+/// Two threads; the signaller stamps and stores, the waiter spins, observes and stamps.
+fn atomic_handoff(rounds: u64) -> Duration {
+    let origin = Instant::now();
+    let sequence = Arc::new(AtomicU64::new(0));
+    let ready = Arc::new(AtomicBool::new(false));
+    let (total_tx, total_rx) = mpsc::channel();
+    let stamps = Arc::new(AtomicU64::new(0));
+    let waiter = {
+        let (sequence, ready, stamps) =
+            (Arc::clone(&sequence), Arc::clone(&ready), Arc::clone(&stamps));
+        thread::spawn(move || {
+            let mut total = 0;
+            for r in 1..=rounds {
+                ready.store(true, Ordering::Release);
+                while sequence.load(Ordering::Acquire) != r {
+                    spin_loop();
+                }
+                total += stamp(origin) - stamps.load(Ordering::Relaxed);
+            }
+            total_tx.send(total).expect("the bench thread waits");
+        })
+    };
+    let signaller = thread::spawn(move || {
+        for r in 1..=rounds {
+            while !ready.swap(false, Ordering::Acquire) {
+                spin_loop();
+            }
+            stamps.store(stamp(origin), Ordering::Relaxed);
+            sequence.store(r, Ordering::Release);
+        }
+    });
+    let total = total_rx.recv().expect("the waiter reports");
+    waiter.join().expect("no panic");
+    signaller.join().expect("no panic");
+    Duration::from_nanos(total)
+}
+
+fn signal_to_start(c: &mut Criterion) {
+    let mut group = c.benchmark_group("signal_to_start");
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Duration::from_secs(4));
+    let mut bench = SignalBench::new();
+    group.bench_function("causeway_cross_queue", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| bench.round()).sum())
+    });
+    drop(bench);
+    group.bench_function("floor_atomic_handoff", |b| b.iter_custom(atomic_handoff));
+    group.finish();
+}
+
+criterion_group!(benches, signal_to_start);
+criterion_main!(benches);
