@@ -36,7 +36,7 @@ cargo test --workspace
 passed
 
 step "tier 2: executor stress and zero-allocation tests, optimised"
-cargo test --release --test executor_stress --test no_alloc
+cargo test --release --test executor_stress --test no_alloc --test device_no_alloc
 passed
 
 step "no heap in core: no alloc crate, builds for Cortex-M0 (no CAS) and Cortex-M4"
@@ -63,7 +63,12 @@ step "tier 5: benchmarks build and run one iteration each"
 cargo bench --workspace -- --test
 passed
 
-step "main job: the causal walkthrough"
+step "main job: every bundled scenario through the causeway CLI, expectations checked"
+cargo build --release --bin causeway
+for scenario in scenarios/*.toml; do
+  ./target/release/causeway run "$scenario" --quiet --report target/scenario-report.json \
+    --trace target/scenario-trace.json || die "scenario $scenario failed"
+done
 cargo run --release --example causal_walkthrough
 passed
 

@@ -114,6 +114,7 @@ fn a_failure_fails_waiters_and_what_they_signal() {
     let (mut builder, q, finishes) = builder(2);
     let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let t = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let after = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let fail = builder.host_call(|| Err(Failure::Application(7)));
     let device = builder.build().unwrap();
 
@@ -124,8 +125,10 @@ fn a_failure_fails_waiters_and_what_they_signal() {
 
     assert_eq!(wait_for(&device, t, 1), Err(Failure::Application(7)));
     // A submission after the failure fails at once.
-    let late = device.submit(q[1], &op(&[(s, 1)], &[], 3)).unwrap();
+    let late = device.submit(q[1], &op(&[(s, 1)], &[(after, 1)], 3)).unwrap();
     assert_eq!(late.waits[0], WaitOutcome::Failed(Failure::Application(7)));
+    // Its signal fails too, once it has been run (not cancelled by the drop below).
+    assert_eq!(wait_for(&device, after, 1), Err(Failure::Application(7)));
     // Dropping joins the workers, so every finish has been reported.
     drop(device);
     let statuses: Vec<OpStatus> = finishes.0.lock().unwrap().iter().map(|f| f.2).collect();
