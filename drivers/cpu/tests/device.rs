@@ -266,3 +266,18 @@ fn a_long_chain_between_two_queues_keeps_order() {
     let expected: Vec<u64> = (2..2 + 2 * rounds).collect();
     assert_eq!(tags, expected);
 }
+
+#[test]
+fn a_panicking_host_function_fails_its_operation_not_the_device() {
+    let (mut builder, q, _) = builder(1);
+    let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let t = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let boom = builder.host_call(|| panic!("host function bug"));
+    let device = builder.build().unwrap();
+    let signal_s = [(s, 1)];
+    device.submit(q[0], &Op { work: Work::Host(boom), ..op(&[], &signal_s, 1) }).unwrap();
+    device.submit(q[0], &op(&[], &[(t, 1)], 2)).unwrap();
+    assert_eq!(wait_for(&device, s, 1), Err(Failure::Aborted));
+    // The queue keeps running.
+    assert_eq!(wait_for(&device, t, 1), Ok(1));
+}

@@ -241,10 +241,16 @@ impl QueueShared {
                 std::thread::sleep(duration);
                 OpStatus::Ok
             }
-            Work::Host(call) => match (device.host_calls[call.0 as usize])() {
-                Ok(()) => OpStatus::Ok,
-                Err(failure) => OpStatus::Failed(failure),
-            },
+            Work::Host(call) => {
+                // A panicking host function fails its operation (and what it signals) instead
+                // of taking the worker and the queue process down with it.
+                let call = &device.host_calls[call.0 as usize];
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+                    Ok(Ok(())) => OpStatus::Ok,
+                    Ok(Err(failure)) => OpStatus::Failed(failure),
+                    Err(_) => OpStatus::Failed(Failure::Aborted),
+                }
+            }
             Work::Dealloca(_) => match body.allocation {
                 Some(allocation) => device.decommit(allocation),
                 None => OpStatus::Failed(Failure::Aborted),
