@@ -71,6 +71,10 @@ pub struct History<const H: usize, const N: usize> {
     /// Slot of the oldest retained entry.
     head: usize,
     len: usize,
+    /// Retained entries that are reached. They always form a prefix of the ring: values are
+    /// recorded ascending and reaching one while a smaller one is pending fails the timeline,
+    /// so completion only ever extends the prefix — which makes `reach` O(1).
+    reached_len: usize,
     initial: u64,
     reached: u64,
     /// Highest value recorded (pending or reached), at least `initial`.
@@ -95,6 +99,7 @@ impl<const H: usize, const N: usize> History<H, N> {
             entries: [blank(); H],
             head: 0,
             len: 0,
+            reached_len: 0,
             initial,
             reached: initial,
             submitted: initial,
@@ -170,7 +175,7 @@ impl<const H: usize, const N: usize> History<H, N> {
 
     fn oldest_is_evictable(&self) -> bool {
         // The oldest entry may go only if it is reached and a newer reached entry remains.
-        self.len >= 2 && self.entry(0).reached && self.entry(1).reached
+        self.reached_len >= 2
     }
 
     fn evict_oldest(&mut self) -> Result<(), SignalError> {
@@ -180,6 +185,7 @@ impl<const H: usize, const N: usize> History<H, N> {
         self.evicted_through = self.entry(0).value;
         self.head = (self.head + 1) % H;
         self.len -= 1;
+        self.reached_len -= 1;
         Ok(())
     }
 
@@ -194,23 +200,18 @@ impl<const H: usize, const N: usize> History<H, N> {
         if value <= self.reached {
             return Err(SignalError::NotAdvancing { value, current: self.reached });
         }
-        let mut target = None;
-        for k in 0..self.len {
-            let entry = self.entry(k);
-            if entry.value == value {
-                target = Some(k);
-                break;
-            }
-            if !entry.reached {
-                let pending = entry.value;
-                self.failure = Some(Failure::OutOfOrderSignal);
-                return Err(SignalError::OutOfOrder { value, pending });
-            }
-        }
-        let Some(k) = target else {
+        // Everything before the first pending entry is reached (the prefix invariant), so that
+        // entry is the only one this completion may be for.
+        if self.reached_len == self.len {
             return Err(SignalError::NotSubmitted { value });
-        };
-        self.entries[(self.head + k) % H].reached = true;
+        }
+        let pending = self.entry(self.reached_len).value;
+        if pending != value {
+            self.failure = Some(Failure::OutOfOrderSignal);
+            return Err(SignalError::OutOfOrder { value, pending });
+        }
+        self.entries[(self.head + self.reached_len) % H].reached = true;
+        self.reached_len += 1;
         self.reached = value;
         Ok(())
     }
@@ -235,9 +236,20 @@ impl<const H: usize, const N: usize> History<H, N> {
         if value <= self.initial {
             return Lookup::Initial;
         }
-        let Some(k) = (0..self.len).find(|&k| self.entry(k).value >= value) else {
+        // Values ascend along the ring: binary search for the first entry at or above `value`.
+        let (mut low, mut high) = (0, self.len);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if self.entry(middle).value < value {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        if low == self.len {
             return Lookup::Unsignalled;
-        };
+        }
+        let k = low;
         let aged_out = value <= self.evicted_through;
         if aged_out {
             self.aged_out_imports += 1;
