@@ -58,10 +58,11 @@ if ((${#missing_packages[@]})); then
   sudo=()
   [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
   note "installing ${missing_packages[*]}"
-  "${sudo[@]}" apt-get update -qq &&
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
-      "${missing_packages[@]}" >/dev/null ||
+  if ! { "${sudo[@]}" apt-get update -qq &&
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing_packages[@]}" >/dev/null; }; then
     die "could not install ${missing_packages[*]} (needs root or passwordless sudo, and apt sources)"
+  fi
 fi
 for qemu in qemu-system-arm qemu-system-riscv32; do
   command -v "$qemu" >/dev/null || die "$qemu is still missing after installation"
