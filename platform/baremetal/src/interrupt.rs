@@ -27,7 +27,7 @@ use crate::delay::{Delay, NoDelay, WaitBound};
 /// Requirements: one core; the critical-section implementation masks interrupts the way
 /// `critical-section-single-hart` does; the wait is made from thread mode, never from a handler
 /// or inside another critical section (the handler could then never run). A waker on another
-/// core would not be seen: use [`EventFutex`](crate::EventFutex) there (Cortex-M).
+/// core would not be seen: use `EventFutex` there (Cortex-M).
 #[derive(Debug, Default)]
 pub struct InterruptFutex<B = NoDelay> {
     bound: B,

@@ -6,11 +6,11 @@
 //! parking is "sleep until an interrupt has run", and the only thing to get right is the window
 //! between checking the word and sleeping:
 //!
-//! - [`InterruptFutex`] (Cortex-M and RISC-V) checks the word with interrupts masked and
+//! - `InterruptFutex` (bare-metal Cortex-M and RISC-V) checks the word with interrupts masked and
 //!   executes `WFI` inside that critical section. An interrupt arriving after the check stays
 //!   pending, a pending interrupt ends `WFI` even while masked, and the handler runs as soon as
 //!   the critical section ends, before `wait` returns. Wakes need no instruction at all.
-//! - [`EventFutex`] (Cortex-M) sleeps with `WFE` and wakes with `SEV`. The event register
+//! - `EventFutex` (bare-metal Cortex-M) sleeps with `WFE` and wakes with `SEV`. The event register
 //!   latches a `SEV` issued between the check and the `WFE`, so no wake is lost, and `SEV`
 //!   reaches every core: this is the one to use when the waker may be another core.
 //! - [`SpinFutex`] (every target) spins on the word: the fallback for cores without a sleep
@@ -27,11 +27,22 @@
 //! On bare-metal targets this crate turns on `causeway-core`'s `isr-safe` feature: every
 //! semaphore lock is taken inside a `critical-section` critical section, so interrupt handlers
 //! may signal semaphores, fire timepoints and release or wake processes (all lock-free on the
-//! executor side). The `critical-section-single-hart` feature supplies the critical-section
-//! implementation for a single-core Cortex-M (PRIMASK, through the `cortex-m` crate) or RISC-V
-//! (`mstatus.MIE`, through the `riscv` crate) part; firmware
-//! that already links one leaves it off. Only thread mode (the main loop) may wait: an interrupt
-//! handler that waited would wait for itself.
+//! executor side).
+//!
+//! Core also keeps 64-bit atomics (the executor's idle mask, timeline values, failure words)
+//! that handlers write. 32-bit cores emulate them through portable-atomic, whose default
+//! emulation on cores with 32-bit CAS (Cortex-M3/4/7, RV32IMAC) is a table of spin locks: a
+//! handler that interrupts the holder of the same lock spins forever. The
+//! `critical-section-single-hart` feature therefore does two things for single-core firmware:
+//! it supplies the critical-section implementation (PRIMASK on Cortex-M, `mstatus.MIE` on
+//! RISC-V, through the `cortex-m` and `riscv` crates), and on cores with CAS it selects
+//! portable-atomic's interrupt-masking emulation (`unsafe-assume-single-core`). Cores without
+//! CAS (Cortex-M0/M0+) get CAS and 64-bit atomics from critical sections through core already.
+//! Firmware that brings its own critical-section implementation (a multi-core part, an RTOS)
+//! leaves the feature off and chooses portable-atomic's `unsafe-assume-privileged` itself.
+//!
+//! Only thread mode (the main loop) may wait: an interrupt handler that waited would wait for
+//! itself.
 //!
 //! [`Futex`]: causeway_core::executor::Futex
 

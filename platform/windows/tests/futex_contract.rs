@@ -193,6 +193,7 @@ fn host_futex_is_usable_as_a_static() {
                 }
             });
             thread::sleep(SETTLE);
+            // Release pairs with the waiter's Acquire load.
             word.store(1, Ordering::Release);
             HOST.wake_all(&word);
         });
