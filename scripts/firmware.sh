@@ -73,9 +73,9 @@ command -v timeout >/dev/null || die "coreutils' timeout is required to bound th
 (cd "$FIRMWARE" && cargo fmt -- --check) || die "tests/firmware is not rustfmt-formatted"
 for board in "${BOARDS[@]}"; do
   target=${board%%|*}
-  (cd "$FIRMWARE" && cargo build --release --locked --target "$target") ||
+  (cd "$FIRMWARE" && cargo build --release --target "$target") ||
     die "the firmware images do not build for $target"
-  (cd "$FIRMWARE" && cargo clippy --release --locked --target "$target" --all-targets -- -D warnings) ||
+  (cd "$FIRMWARE" && cargo clippy --release --target "$target" --all-targets -- -D warnings) ||
     die "clippy reports warnings in the firmware for $target"
 done
 

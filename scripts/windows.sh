@@ -82,13 +82,13 @@ cmp -s "$shim" "$SYSTEM32/bcryptprimitives.dll" || cp "$shim" "$SYSTEM32/bcryptp
 
 # --- build and lint ----------------------------------------------------------------------------
 # The root clippy run sees only the host: the Windows code is linted for its own target here.
-cargo clippy --locked --target "$TARGET" -p causeway-platform-windows --all-targets -- -D warnings ||
+cargo clippy --target "$TARGET" -p causeway-platform-windows --all-targets -- -D warnings ||
   die "clippy reports warnings in causeway-platform-windows for $TARGET"
 executables=()
 for set in "${TEST_SETS[@]}"; do
   IFS='|' read -r package selection <<<"$set"
   # shellcheck disable=SC2086 # $selection is a list of cargo arguments
-  json=$(cargo test --locked --target "$TARGET" -p "$package" $selection --no-run \
+  json=$(cargo test --target "$TARGET" -p "$package" $selection --no-run \
     --message-format=json-render-diagnostics) || die "$package's tests do not build for $TARGET"
   mapfile -t built < <(sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' <<<"$json")
   ((${#built[@]})) || die "no test executables were built for $package ($selection)"
