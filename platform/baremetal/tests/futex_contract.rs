@@ -52,7 +52,7 @@ fn a_store_and_wake_release_every_waiter(futex: &impl Futex) {
 
 /// Two threads hand a turn back and forth; a lost wake-up would leave both spinning forever.
 fn ping_pong_completes(futex: &impl Futex) {
-    const ROUND_TRIPS: u64 = 2_000;
+    const ROUND_TRIPS: u64 = 500;
     let turn = FutexWord::new(0);
     let baton = AtomicU64::new(0);
     let take_turn = |mine: u32, theirs: u32| {
