@@ -63,6 +63,11 @@ step "tier 5: benchmarks build and run one iteration each"
 cargo bench --workspace -- --test
 passed
 
+step "tier 4: firmware images on qemu (mps2-an386, microbit, riscv32 virt); Windows tests under wine"
+./scripts/firmware.sh
+./scripts/windows.sh
+passed
+
 step "main job: every bundled scenario through the causeway CLI, expectations checked"
 cargo build --release --bin causeway
 for scenario in scenarios/*.toml; do

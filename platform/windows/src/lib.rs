@@ -1,0 +1,19 @@
+//! The Windows implementation of causeway's executor wait seam, [`Futex`]:
+//! `WaitOnAddress`, `WakeByAddressSingle` and `WakeByAddressAll` (Windows 8 and later), reached
+//! through `windows-sys`.
+//!
+//! These calls are Windows' futex: the kernel keys its wait queues by the word's address, so
+//! [`WindowsFutex`] holds no state and one value serves every word in the process. On other
+//! targets this crate is empty.
+//!
+//! [`Futex`]: causeway_core::executor::Futex
+
+#[cfg(windows)]
+mod address_wait;
+
+#[cfg(windows)]
+pub use address_wait::WindowsFutex;
+
+/// The wait primitive this target should use: [`WindowsFutex`].
+#[cfg(windows)]
+pub type HostFutex = WindowsFutex;

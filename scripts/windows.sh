@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Tier 4, Windows: cross-compiles the Windows platform crate's tests, core's unit tests (the
+# executor, semaphores, frontiers) and the std-parking futex's contract tests for
+# x86_64-pc-windows-gnu, and runs every test binary under wine64, each under a timeout.
+#
+# Debian's wine 8 lacks the ProcessPrng export (bcryptprimitives.dll) that Rust's std imports,
+# so the wine prefix (target/wine/prefix) gets a tiny stand-in DLL built from
+# platform/windows/wine/ with mingw. Installs what it needs when missing (the rustup target;
+# gcc-mingw-w64-x86-64 and wine64 through apt-get) and fails with a clear message when
+# something cannot be had: nothing is skipped. Idempotent; quick on a warm machine.
+#
+# Environment: WINE_TIMEOUT (seconds per test binary, default 300).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+die() { printf 'windows: error: %s\n' "$*" >&2; exit 1; }
+note() { printf 'windows: %s\n' "$*"; }
+
+TARGET=x86_64-pc-windows-gnu
+WINE_TIMEOUT=${WINE_TIMEOUT:-300}
+WINE_DIR=$PWD/target/wine
+SHIM_SOURCES=(platform/windows/wine/process_prng.c platform/windows/wine/bcryptprimitives.def)
+# What runs under wine: package and cargo target selection.
+TEST_SETS=(
+  "causeway-platform-windows|--lib --tests"
+  "causeway-core|--lib"
+  "causeway-platform-linux|--test futex_contract"
+)
+
+# --- set-up ------------------------------------------------------------------------------------
+command -v rustup >/dev/null || die "rustup is required to install the $TARGET target"
+if ! rustup target list --installed | grep -qx "$TARGET"; then
+  note "installing rustup target $TARGET"
+  rustup target add "$TARGET" || die "could not install rustup target $TARGET"
+fi
+
+find_wine() {
+  command -v wine64 || { [[ -x /usr/lib/wine/wine64 ]] && echo /usr/lib/wine/wine64; } || true
+}
+missing_packages=()
+command -v x86_64-w64-mingw32-gcc >/dev/null || missing_packages+=(gcc-mingw-w64-x86-64)
+[[ -n $(find_wine) ]] || missing_packages+=(wine64)
+if ((${#missing_packages[@]})); then
+  command -v apt-get >/dev/null ||
+    die "missing ${missing_packages[*]} and no apt-get to install them; install mingw-w64 and wine64"
+  sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
+  note "installing ${missing_packages[*]}"
+  if ! { "${sudo[@]}" apt-get update -qq &&
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing_packages[@]}" >/dev/null; }; then
+    die "could not install ${missing_packages[*]} (needs root or passwordless sudo, and apt sources)"
+  fi
+fi
+command -v x86_64-w64-mingw32-gcc >/dev/null || die "x86_64-w64-mingw32-gcc is still missing"
+WINE=$(find_wine)
+[[ -n $WINE ]] || die "wine64 is still missing after installation"
+WINESERVER=$(command -v wineserver || echo "$(dirname "$WINE")/wineserver")
+[[ -x $WINESERVER ]] || die "wineserver not found next to $WINE"
+command -v timeout >/dev/null || die "coreutils' timeout is required to bound the wine runs"
+note "$("$WINE" --version) at $WINE"
+
+export WINEPREFIX=$WINE_DIR/prefix WINEARCH=win64 WINEDEBUG=-all
+# The stand-in must win over anything wine itself might offer.
+export WINEDLLOVERRIDES="bcryptprimitives=n,b"
+unset DISPLAY
+mkdir -p "$WINE_DIR"
+if [[ ! -f $WINEPREFIX/system.reg ]]; then
+  note "creating the wine prefix $WINEPREFIX"
+  timeout 300 "$WINE" wineboot --init >/dev/null 2>&1 || die "wineboot could not create $WINEPREFIX"
+  "$WINESERVER" -w
+fi
+SYSTEM32=$WINEPREFIX/drive_c/windows/system32
+[[ -d $SYSTEM32 ]] || die "the wine prefix has no system32 ($SYSTEM32); delete $WINEPREFIX and rerun"
+shim=$WINE_DIR/bcryptprimitives.dll
+if [[ ! -f $shim || ${SHIM_SOURCES[0]} -nt $shim || ${SHIM_SOURCES[1]} -nt $shim ]]; then
+  note "building the ProcessPrng stand-in bcryptprimitives.dll"
+  x86_64-w64-mingw32-gcc -O2 -s -shared -o "$shim" "${SHIM_SOURCES[@]}" -ladvapi32 ||
+    die "mingw could not build $shim"
+fi
+cmp -s "$shim" "$SYSTEM32/bcryptprimitives.dll" || cp "$shim" "$SYSTEM32/bcryptprimitives.dll"
+
+# --- build and lint ----------------------------------------------------------------------------
+# The root clippy run sees only the host: the Windows code is linted for its own target here.
+cargo clippy --target "$TARGET" -p causeway-platform-windows --all-targets -- -D warnings ||
+  die "clippy reports warnings in causeway-platform-windows for $TARGET"
+executables=()
+for set in "${TEST_SETS[@]}"; do
+  IFS='|' read -r package selection <<<"$set"
+  # shellcheck disable=SC2086 # $selection is a list of cargo arguments
+  json=$(cargo test --target "$TARGET" -p "$package" $selection --no-run \
+    --message-format=json-render-diagnostics) || die "$package's tests do not build for $TARGET"
+  mapfile -t built < <(sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' <<<"$json")
+  ((${#built[@]})) || die "no test executables were built for $package ($selection)"
+  for exe in "${built[@]}"; do
+    executables+=("$package|$exe")
+  done
+done
+
+# --- run ---------------------------------------------------------------------------------------
+failures=()
+for entry in "${executables[@]}"; do
+  IFS='|' read -r package exe <<<"$entry"
+  name="$package: $(basename "$exe")"
+  note "running $name under wine (timeout ${WINE_TIMEOUT}s)"
+  set +e
+  timeout --kill-after=10 "$WINE_TIMEOUT" "$WINE" "$exe" </dev/null 2>&1 | sed 's/^/    /'
+  status=${PIPESTATUS[0]}
+  set -e
+  case $status in
+    0) ;;
+    124 | 137) failures+=("$name hung: no exit within ${WINE_TIMEOUT}s") ;;
+    53) failures+=("$name could not load a DLL (exit 53): is the ProcessPrng stand-in in $SYSTEM32?") ;;
+    *) failures+=("$name failed with exit status $status") ;;
+  esac
+done
+"$WINESERVER" -k 2>/dev/null || true
+if ((${#failures[@]})); then
+  printf 'windows: FAILED: %s\n' "${failures[@]}" >&2
+  exit 1
+fi
+note "${#executables[@]} test binaries passed under wine"

@@ -1,0 +1,225 @@
+//! A 4-queue controller: the firmware shape the size budget is measured on.
+//!
+//! Four queues form a pipeline: queue 0 consumes events a timer interrupt delivers on an input
+//! timeline (external signals, as a device's completion interrupt would), queue `q` consumes
+//! queue `q − 1`'s timeline, and each queue's operation `k` waits on its upstream value `k`,
+//! advances its [`QueueClock`] and signals its own timeline to `k` with its frontier. Each
+//! queue is an immediate [`Process`] on one [`Executor`] run by the main loop, which parks in
+//! `WFI`; a queue with nothing to do arms a timepoint on its upstream timeline and sleeps, and
+//! the timepoint's callback (in the interrupt, or inline in an upstream queue's signal) wakes
+//! it. Everything lives in statics: no heap, no stack-allocated state beyond the worker.
+//!
+//! Capacities are what four queues need: frontiers of 4 (one entry per queue axis: the last
+//! queue's frontier names all four, untainted), histories of 4 signals per timeline.
+//!
+//! The timelines and queue states are built at start-up into zeroed RAM (`spin::Once` in
+//! `.bss`) rather than written as initialised statics: a frontier's empty slots hold a
+//! non-zero sentinel, so an initialised static would also store its whole image in flash
+//! (2.7 KiB for five timelines) only to copy it to RAM at reset.
+
+use core::pin::Pin;
+
+use causeway_core::executor::{
+    Class, Drain, DrainContext, Drained, Executor, Process, RoundRobin, SpinPolicy,
+};
+use causeway_core::semaphore::{Arm, Notify, Outcome, Timepoint};
+use causeway_core::{Axis, Capabilities, Domain, Endpoint, Failure, QueueClock, Scope, Semaphore};
+use causeway_platform_baremetal::BareMetalFutex;
+use spin::{Mutex, Once};
+
+use crate::{board, ticks};
+
+/// Queues in the pipeline.
+pub const QUEUES: usize = 4;
+/// Operations each queue runs.
+pub const OPS: u64 = 8;
+
+/// Frontier capacity: one entry per queue axis.
+const FRONTIER: usize = QUEUES;
+/// Signals each timeline remembers.
+const HISTORY: usize = 4;
+
+type Timeline = Semaphore<HISTORY, FRONTIER>;
+type Clock = QueueClock<FRONTIER>;
+type ControllerExecutor = Executor<'static, BareMetalFutex, QUEUES, 1>;
+
+const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
+const CAPABILITIES: Capabilities = Capabilities { wait_before_signal: true };
+
+/// The timer's events (external signals, one per tick, up to [`OPS`]), then each queue's own
+/// timeline.
+static TIMELINES: Once<[Timeline; 1 + QUEUES]> = Once::new();
+
+/// A queue's mutable state; only its own drain touches it, one call at a time.
+struct QueueState {
+    clock: Clock,
+    next: u64,
+}
+
+static STATES: Once<[Mutex<QueueState>; QUEUES]> = Once::new();
+
+static EXECUTOR: Once<ControllerExecutor> = Once::new();
+
+static DRAINS: [QueueDrain; QUEUES] = [
+    QueueDrain { queue: 0 },
+    QueueDrain { queue: 1 },
+    QueueDrain { queue: 2 },
+    QueueDrain { queue: 3 },
+];
+
+static PROCESSES: [Process<'static>; QUEUES] = [
+    Process::new(&DRAINS[0], Class::Immediate),
+    Process::new(&DRAINS[1], Class::Immediate),
+    Process::new(&DRAINS[2], Class::Immediate),
+    Process::new(&DRAINS[3], Class::Immediate),
+];
+
+static WAKERS: [WakeQueue; QUEUES] = [WakeQueue(0), WakeQueue(1), WakeQueue(2), WakeQueue(3)];
+
+/// Each queue's timepoint on its upstream timeline (built on first use: `Timepoint::new` is
+/// not `const`).
+static TIMEPOINTS: [Once<Timepoint<'static>>; QUEUES] = [const { Once::new() }; QUEUES];
+
+/// The timeline queue `queue` waits on: the input's for queue 0, else its predecessor's.
+fn upstream(queue: usize) -> Option<&'static Timeline> {
+    TIMELINES.get().map(|timelines| &timelines[queue])
+}
+
+/// Queue `queue`'s own timeline.
+fn own(queue: usize) -> Option<&'static Timeline> {
+    TIMELINES.get().map(|timelines| &timelines[queue + 1])
+}
+
+fn timepoint(queue: usize) -> Pin<&'static Timepoint<'static>> {
+    Pin::static_ref(TIMEPOINTS[queue].call_once(|| Timepoint::new(&WAKERS[queue])))
+}
+
+/// The timepoint callback: makes the sleeping queue process runnable.
+struct WakeQueue(usize);
+
+impl Notify for WakeQueue {
+    fn notify(&self, _outcome: Outcome) {
+        // Woken with a failure too: the drain reads it from the timeline.
+        if let Some(executor) = EXECUTOR.get() {
+            executor.wake(&PROCESSES[self.0]);
+        }
+    }
+}
+
+/// One queue's behaviour: run the next operation once its upstream value is reached.
+struct QueueDrain {
+    queue: usize,
+}
+
+impl Drain for QueueDrain {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        let queue = self.queue;
+        let (Some(upstream), Some(own), Some(states)) = (upstream(queue), own(queue), STATES.get())
+        else {
+            return Drained::Done(Err(Failure::Aborted));
+        };
+        let mut state = states[queue].lock();
+        let k = state.next;
+        if upstream.value() < k {
+            // SAFETY: the timepoint and both timelines are statics, so they stay alive and in
+            // place for as long as the timepoint may be linked.
+            match unsafe { upstream.arm(timepoint(queue), k) } {
+                Ok(Arm::Ready(Ok(_))) => {}
+                Ok(Arm::Ready(Err(failure))) => return Drained::Done(Err(failure)),
+                // Armed now, or still armed from before: its callback wakes this process.
+                Ok(Arm::Armed) | Err(_) => return Drained::Sleep,
+            }
+        }
+        let mut op = state.clock.begin();
+        if op.wait(upstream, k).is_err() {
+            return Drained::Done(Err(Failure::Aborted));
+        }
+        let done = op.commit();
+        if own.signal(k, done.point, &done.frontier).is_err() {
+            return Drained::Done(Err(Failure::Aborted));
+        }
+        state.next += 1;
+        if state.next <= OPS {
+            return Drained::Progress;
+        }
+        if queue == QUEUES - 1 {
+            // The last queue finishes last (it waits on every other queue's last operation).
+            if let Some(executor) = EXECUTOR.get() {
+                executor.shutdown();
+            }
+        }
+        Drained::Done(Ok(()))
+    }
+}
+
+/// The timer interrupt's work: deliver the next input event.
+fn deliver_input() {
+    let Some(input) = upstream(0) else { return };
+    let value = input.value();
+    if value < OPS {
+        // A refusal cannot happen (the value advances by one, nothing else signals the input);
+        // if it did, the pipeline would stall and the run's check would fail.
+        let _ = input.signal_external(value + 1);
+    }
+}
+
+/// What a finished run looked like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every queue ran every operation and the last queue knows all four exactly.
+    Passed,
+    /// The pipeline did not finish or its knowledge is wrong.
+    Failed,
+}
+
+/// Runs the controller until its last queue finishes, then checks what it knows.
+pub fn run() -> Verdict {
+    let axes = causeway_core::AxisAllocator::new(0);
+    let mut queue_axes = [Axis::new(0, Domain::Queue, 1); QUEUES];
+    for axis in &mut queue_axes {
+        let Ok(allocated) = axes.allocate(Domain::Queue) else { return Verdict::Failed };
+        *axis = allocated;
+    }
+    let timelines = TIMELINES
+        .call_once(|| core::array::from_fn(|_| Semaphore::new(0, Scope::DeviceLocal, HOME)));
+    let states = STATES.call_once(|| {
+        core::array::from_fn(|queue| {
+            let clock = QueueClock::new(queue_axes[queue], HOME, CAPABILITIES);
+            Mutex::new(QueueState { clock, next: 1 })
+        })
+    });
+    let Ok(executor) = EXECUTOR.try_call_once(|| ControllerExecutor::new(BareMetalFutex::new(), 1))
+    else {
+        return Verdict::Failed;
+    };
+    for process in &PROCESSES {
+        if executor.submit(process).is_err() {
+            return Verdict::Failed;
+        }
+    }
+    ticks::set_hook(Some(deliver_input));
+    board::start_ticks();
+    if let Ok(mut worker) = executor.worker::<RoundRobin>(0, SpinPolicy::Park) {
+        worker.run();
+    }
+    board::stop_ticks();
+    ticks::set_hook(None);
+
+    let last = states[QUEUES - 1].lock();
+    let clock = &last.clock;
+    let knows_every_queue = queue_axes.iter().all(|&axis| clock.frontier().get(axis) == Some(OPS));
+    let all_done = PROCESSES.iter().all(|p| p.is_completed() && p.failure().is_none());
+    let counts = clock.counts();
+    if knows_every_queue
+        && clock.frontier().len() == QUEUES
+        && !clock.frontier().is_tainted()
+        && all_done
+        && timelines[1..].iter().all(|t| t.value() == OPS)
+        && counts.satisfied == OPS
+        && executor.live() == 0
+    {
+        Verdict::Passed
+    } else {
+        Verdict::Failed
+    }
+}
