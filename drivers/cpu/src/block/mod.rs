@@ -57,7 +57,10 @@
 //!
 //! ```text
 //!  claim ─┬─ Claimed(tiles) ─► run each tile ─► complete ─┬─ Pending ─────► claim again
-//!         │                                               ├─ Advanced ────► set budget, Progress
+//!         │                                               ├─ Advanced ────► set budget; claim
+//!         │                                               │                 again, or Progress
+//!         │                                               │                 once the call ran
+//!         │                                               │                 its tile budget
 //!         │                                               └─ Finished ────► Done(Ok)
 //!         ├─ Waiting ─► look again up to WAIT_SPINS times, then Progress
 //!         └─ Finished ─► Done(Ok)
@@ -72,7 +75,9 @@
 //! - **Complete**: add the batch size to `done`. The one caller whose addition makes `done`
 //!   reach `end(k)` is the region's *completer*: it stores `(e+1, 0)`, opening region `k+1` (or
 //!   the terminal epoch), sets the process's wake budget to `min(tiles(k+1), workers)` and
-//!   returns `Progress`; after the last region it returns `Done(Ok(()))`.
+//!   goes on claiming in the region it opened — unless its drain call has already run a budget
+//!   of tiles, in which case it returns `Progress` to give the executor a drain boundary. After
+//!   the last region it returns `Done(Ok(()))`.
 //!
 //! Invariants:
 //!
@@ -113,8 +118,8 @@
 //! so it never returns `Sleep`: its slot stays runnable from activation until the `Done` that
 //! closes it. Then nothing can be lost: while the execution runs, either a tile of the current
 //! region is unclaimed (any drainer claims it), or claimed tiles run inside drain calls, and
-//! the last of them to complete opens the next region itself before its call returns
-//! `Progress`, after which its worker scans again and finds the slot runnable. The execution
+//! the last of them to complete opens the next region itself and either claims in it at once
+//! or returns `Progress`, after which its worker scans again and finds the slot runnable. The execution
 //! never waits for a parked worker; parked workers only add parallelism.
 //!
 //! The price is that a worker finding every tile claimed keeps coming back instead of parking
