@@ -21,16 +21,24 @@
 //! After the criterion functions of `add_1m`, the bench prints a blocked paired estimate of the
 //! overhead (alternating blocks of causeway and floor runs, median of each block, median of the
 //! differences), which is steadier than the difference of two criterion means on a shared
-//! machine where memory bandwidth drifts.
+//! machine where memory bandwidth and competing load drift. Every run records which threads ran
+//! its tiles (the same one load per tile and one RMW per thread in both peers): on a loaded
+//! two-core machine one of the two threads is often descheduled for a whole run, which the
+//! criterion figures silently include; the paired report gives the share of runs both threads
+//! took part in and compares medians over those runs.
 //!
 //! How the bench thread waits: it parks (`std::thread::park`) and the finisher unparks it, in
 //! both peers, because on a two-core machine a third spinning thread would take a core from
 //! the two being measured. Thread spawning is never timed: the pool and the floor threads are
-//! started before measuring and stay up for the whole function.
+//! started before measuring and stay up for the whole function. Pool worker `i` and floor thread
+//! `i` are both pinned to CPU `i`, so that on a shared machine both peers meet other load on
+//! the same CPUs in the same way (unpinned, the scheduler placed the two peers' threads
+//! differently, which decided the comparison more than either runtime did).
 //!
 //! Every run is checked outside the timed part: the output of `add_1m` after the check runs, and
 //! per-tile counts of every region transition run.
 
+use std::cell::Cell;
 use std::hint::{black_box, spin_loop};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -41,6 +49,7 @@ use causeway::executor::{Class, Process, SpinPolicy};
 use causeway::{Failure, HostExecutor};
 use causeway_driver_cpu::block::{BlockProcessor, CommandBuffer, Kernel};
 use causeway_driver_cpu::{CpuPool, PoolConfig};
+use causeway_platform_linux::pin_current_thread;
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 
 /// Elements of each vector in `add_1m`.
@@ -117,8 +126,49 @@ struct Add<'a> {
 // the finisher's Release (`Waiter::end`) has been acquired.
 unsafe impl Sync for Add<'_> {}
 
+/// The number of the current `add_1m` run, bumped before every run (untimed).
+static RUN: AtomicU64 = AtomicU64::new(0);
+
+/// One bit per thread that ran at least one tile of the current run.
+static PARTICIPANTS: AtomicU64 = AtomicU64::new(0);
+
+/// Hands every thread that runs tiles its own bit (modulo 64: only the two threads of one
+/// pool or floor, numbered consecutively, ever meet in a run).
+static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// This thread's bit, and the last run it reported itself in.
+    static PARTICIPANT: Cell<(u64, u64)> =
+        Cell::new((1 << (NEXT_THREAD.fetch_add(1, Ordering::Relaxed) % 64), u64::MAX));
+}
+
+/// Records that this thread ran a tile of the current run: one load per tile, one RMW per
+/// thread and run, the same in both peers.
+fn participate() {
+    let run = RUN.load(Ordering::Relaxed);
+    PARTICIPANT.with(|cell| {
+        let (bit, last) = cell.get();
+        if last != run {
+            cell.set((bit, run));
+            PARTICIPANTS.fetch_or(bit, Ordering::Relaxed);
+        }
+    });
+}
+
+/// Starts a new run's participation record (untimed, between runs).
+fn next_run() {
+    PARTICIPANTS.store(0, Ordering::Relaxed);
+    RUN.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many threads ran tiles of the run just ended (read after its end was acquired).
+fn participants() -> u32 {
+    PARTICIPANTS.load(Ordering::Relaxed).count_ones()
+}
+
 impl Kernel for Add<'_> {
     fn run(&self, tile: u32) {
+        participate();
         let start = tile as usize * TILE_ELEMENTS;
         let end = (start + TILE_ELEMENTS).min(self.a.len());
         // SAFETY: `start..end` lies within `c` (same length as `a`), and no other tile of this
@@ -174,13 +224,16 @@ fn run_causeway<'p>(
         process.rearm().expect("a completed process rearms");
         processor.reset().expect("a finished processor resets");
     }
+    next_run();
     let start = Instant::now();
     executor.submit(process).expect("a fresh process submits");
     waiter.wait();
     let elapsed = start.elapsed();
-    // The hook (which woke this thread) runs just before the executor marks completion.
+    // The hook (which woke this thread) runs just before the executor marks completion, on the
+    // worker this thread has most likely just preempted (a wake lands on the waker's CPU):
+    // yield to it rather than spin against it.
     while !process.is_completed() {
-        spin_loop();
+        thread::yield_now();
     }
     assert_eq!(process.failure(), None, "the execution succeeded");
     elapsed
@@ -265,6 +318,7 @@ impl Floor {
             next.0.store(0, Ordering::Relaxed);
         }
         self.phase.0.store(0, Ordering::Relaxed);
+        next_run();
         let start = Instant::now();
         // Release: pairs with the Acquire wait in `serve`, publishing the resets above.
         self.round.0.fetch_add(1, Ordering::Release);
@@ -281,7 +335,10 @@ impl Floor {
             for index in 0..WORKERS {
                 thread::Builder::new()
                     .name(format!("floor-{index}"))
-                    .spawn_scoped(scope, move || self.serve(kernel, seen))
+                    .spawn_scoped(scope, move || {
+                        pin(index);
+                        self.serve(kernel, seen)
+                    })
                     .expect("spawn a floor thread");
             }
             let result = body();
@@ -296,7 +353,17 @@ fn with_pool<'p, R>(name: &str, body: impl FnOnce(&HostExecutor<'p>) -> R) -> R 
     let mut config = PoolConfig::with_workers(WORKERS);
     config.spin = SPIN_WITHOUT_PARKING;
     config.name = name.into();
+    // Worker `i` on CPU `i`, exactly as `pin` places floor thread `i`.
+    config.pin = true;
     CpuPool::scope(config, body).expect("start the pool")
+}
+
+/// Pins the calling thread to CPU `index` modulo the available parallelism, as the pool pins
+/// its workers: both peers then share the same CPUs the same way, whatever else runs there.
+fn pin(index: usize) {
+    let cpus = thread::available_parallelism().map_or(1, usize::from);
+    // A refusal (a restricted cpuset) leaves the thread free, as it does for the pool.
+    let _ = pin_current_thread(index % cpus);
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -354,34 +421,75 @@ fn bench_add_1m(c: &mut Criterion) {
     });
     group.finish();
 
-    // Blocked pairs: memory bandwidth on a shared machine drifts over seconds, so compare
-    // neighbouring blocks rather than two windows far apart.
+    // Blocked pairs: memory bandwidth and competing load on a shared machine drift over
+    // seconds, so compare neighbouring blocks rather than two windows far apart. Runs where
+    // only one thread ran tiles (the other was descheduled) are counted and reported apart.
+    let mut causeway_runs = Vec::new();
+    let mut floor_runs = Vec::new();
     let mut differences = Vec::with_capacity(PAIRED_BLOCKS);
-    let (mut causeway_medians, mut floor_medians) = (Vec::new(), Vec::new());
     for _ in 0..PAIRED_BLOCKS {
-        let causeway = with_pool("add", |executor| {
-            median(
-                (0..PAIRED_RUNS)
-                    .map(|_| run_causeway(executor, &processor, &process, &waiter))
-                    .collect(),
-            )
+        let causeway: Vec<Run> = with_pool("add", |executor| {
+            (0..PAIRED_RUNS)
+                .map(|_| Run::new(run_causeway(executor, &processor, &process, &waiter)))
+                .collect()
         });
-        let direct =
-            floor.with_threads(&kernel, || median((0..PAIRED_RUNS).map(|_| floor.run()).collect()));
-        differences.push(causeway.as_nanos() as f64 - direct.as_nanos() as f64);
-        causeway_medians.push(causeway);
-        floor_medians.push(direct);
+        let direct: Vec<Run> = floor
+            .with_threads(&kernel, || (0..PAIRED_RUNS).map(|_| Run::new(floor.run())).collect());
+        if let (Some(causeway), Some(direct)) =
+            (Run::median_of_both(&causeway), Run::median_of_both(&direct))
+        {
+            differences.push(causeway.as_nanos() as f64 - direct.as_nanos() as f64);
+        }
+        causeway_runs.extend(causeway);
+        floor_runs.extend(direct);
     }
+    eprintln!("add_1m paired, {PAIRED_BLOCKS} alternating blocks of {PAIRED_RUNS} runs:");
+    Run::report("causeway", &causeway_runs);
+    Run::report("direct_floor", &floor_runs);
     differences.sort_by(f64::total_cmp);
-    eprintln!(
-        "add_1m paired: causeway median {:.1} µs, floor median {:.1} µs, overhead median of \
-         {PAIRED_BLOCKS} blocks of {PAIRED_RUNS} runs {:+.2} µs (block range {:+.2} .. {:+.2} µs)",
-        median(causeway_medians).as_nanos() as f64 / 1e3,
-        median(floor_medians).as_nanos() as f64 / 1e3,
-        differences[PAIRED_BLOCKS / 2] / 1e3,
-        differences[0] / 1e3,
-        differences[PAIRED_BLOCKS - 1] / 1e3,
-    );
+    if let (Some(first), Some(last)) = (differences.first(), differences.last()) {
+        eprintln!(
+            "  overhead (both-thread medians, median over {} blocks): {:+.2} µs \
+             (blocks {:+.2} .. {:+.2} µs)",
+            differences.len(),
+            differences[differences.len() / 2] / 1e3,
+            first / 1e3,
+            last / 1e3,
+        );
+    }
+}
+
+/// One timed run and how many threads ran its tiles.
+struct Run {
+    time: Duration,
+    both: bool,
+}
+
+impl Run {
+    fn new(time: Duration) -> Run {
+        Run { time, both: participants() == WORKERS as u32 }
+    }
+
+    /// The median time of the runs both threads took part in.
+    fn median_of_both(runs: &[Run]) -> Option<Duration> {
+        let times: Vec<Duration> = runs.iter().filter(|run| run.both).map(|run| run.time).collect();
+        (!times.is_empty()).then(|| median(times))
+    }
+
+    fn report(name: &str, runs: &[Run]) {
+        let both = runs.iter().filter(|run| run.both).count();
+        let all = median(runs.iter().map(|run| run.time).collect());
+        let micros = |time: Duration| time.as_nanos() as f64 / 1e3;
+        eprintln!(
+            "  {name}: median {:.1} µs over all {} runs; both threads ran tiles in {both} \
+             ({:.0}%), median {}",
+            micros(all),
+            runs.len(),
+            100.0 * both as f64 / runs.len() as f64,
+            Run::median_of_both(runs)
+                .map_or_else(|| "n/a".to_owned(), |time| format!("{:.1} µs", micros(time))),
+        );
+    }
 }
 
 fn bench_region_transition(c: &mut Criterion) {

@@ -312,7 +312,10 @@ fn zero_tile_dispatches_are_dropped_and_an_empty_buffer_finishes() {
 
 #[test]
 fn reset_and_construction_refuse_misuse() {
-    let kernel = |_| {};
+    let ran = AtomicU32::new(0);
+    let kernel = |_| {
+        ran.fetch_add(1, Ordering::Relaxed);
+    };
     let buffer = CommandBuffer::builder().dispatch(1, &kernel).build().unwrap();
     assert_eq!(BlockProcessor::new(&buffer, 0).unwrap_err(), BlockError::NoWorkers);
     let processor = BlockProcessor::new(&buffer, 1).unwrap();
@@ -322,8 +325,14 @@ fn reset_and_construction_refuse_misuse() {
     CpuPool::scope(config(1, SpinPolicy::Park), |executor| {
         executor.submit(&process).unwrap();
         wait_until("the execution completes", || process.is_completed());
+        // Rearmed but not reset: it finishes without running the tile again.
+        process.rearm().unwrap();
+        executor.submit(&process).unwrap();
+        wait_until("the unreset execution completes", || process.is_completed());
+        assert_eq!(process.failure(), None);
     })
     .unwrap();
+    assert_eq!(ran.load(Ordering::Relaxed), 1);
     assert_eq!(processor.reset(), Ok(()));
     assert_eq!(processor.reset(), Err(BlockError::NotFinished), "one reset per execution");
     assert!(BlockError::NotFinished.to_string().contains("not finished"));

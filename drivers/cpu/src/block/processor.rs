@@ -97,7 +97,8 @@ impl<'k> BlockProcessor<'k> {
     }
 
     /// Readies the processor for another execution of its buffer, after the previous one
-    /// finished (call it beside `Process::rearm`, before submitting again).
+    /// finished (call it beside `Process::rearm`, before submitting again). A processor
+    /// submitted again without it finishes at once, successfully, without running a tile.
     pub fn reset(&self) -> Result<(), BlockError> {
         // Acquire pairs with the Release store in `finish`: every drain call of the finished
         // execution returned before it, so nothing touches the schedule any more.

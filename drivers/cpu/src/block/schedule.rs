@@ -168,10 +168,15 @@ impl TileSchedule {
         }
     }
 
-    /// Arms the schedule for another execution. Every `claim` and `complete` call of the
-    /// previous one must have returned, and that must be ordered before this call (the executor
-    /// orders all drain calls before `finish`). Epochs keep counting, so no word of an earlier
+    /// Arms the schedule for another execution. Epochs keep counting, so no word of an earlier
     /// execution can ever match one of the next (I2).
+    ///
+    /// If the previous execution ran to its end (a completion returned
+    /// [`Completion::Finished`], and that is ordered before this call), other threads may still
+    /// be inside `claim` on it: they see [`Next::Finished`] or claim in the new execution, never
+    /// a tile of the old one (the loom model checks this). If it was abandoned with tiles left,
+    /// every `claim` and `complete` call on it must have returned, ordered before this call.
+    /// The executor gives both: every drain call returns before `finish` runs.
     pub fn reset(&self) {
         let (epoch, _) = unpack(self.claim.0.load(Ordering::Relaxed));
         let base = epoch.wrapping_add(1);
