@@ -1,6 +1,6 @@
 //! Block processor benchmarks: tiled dispatches run by causeway's
 //! [`BlockProcessor`](causeway_driver_cpu::block::BlockProcessor) on a two-worker pool beside the
-//! same kernels run directly on two persistent threads.
+//! same kernels run directly, without the runtime, on the same two threads.
 //!
 //! Measured, each group with its floor in the same run:
 //!
@@ -8,32 +8,41 @@
 //!   tiles of [`TILE_ELEMENTS`] elements, on two workers. `causeway`: the bench thread submits a
 //!   block processor to a [`CpuPool`] of two workers that never park and sleeps until the
 //!   processor's finish hook wakes it. `direct_floor`: the same kernel over the same tiles on
-//!   two persistent threads that spin between rounds, claiming tiles from one plain atomic
-//!   counter (`fetch_add`, one tile per claim) and meeting at an arrival counter, the last
-//!   arriver waking the bench thread in the same way. The difference is the runtime's overhead
-//!   per dispatch; since both include the same wake of the bench thread, it cancels out.
+//!   the same pool's two threads, claiming tiles from one plain atomic counter (`fetch_add`, one
+//!   tile per claim) and meeting at an arrival counter, the last arriver waking the bench thread
+//!   in the same way. The difference is the runtime's overhead per dispatch: submission, the
+//!   slot, claims and election, finalization; the wake of the bench thread is in both.
 //! - `region_transition`: a command buffer of [`REGIONS`] regions of [`REGION_TILES`] trivial
 //!   tiles each, reported **per region** (each function divides its time by [`REGIONS`]), so
-//!   the figure is the cost of one barrier between dispatches. Floor: the two persistent
-//!   threads running [`REGIONS`] phases, claiming each phase's tiles from that phase's counter
-//!   and passing a spin barrier (an arrival counter and a phase word) between phases.
+//!   the figure is the cost of one barrier between dispatches. Floor: the same two threads
+//!   running [`REGIONS`] phases, claiming each phase's tiles from that phase's counter and
+//!   passing a spin barrier (an arrival counter and a phase word) between phases.
 //!
-//! After the criterion functions of `add_1m`, the bench prints a blocked paired estimate of the
-//! overhead (alternating blocks of causeway and floor runs, median of each block, median of the
-//! differences), which is steadier than the difference of two criterion means on a shared
-//! machine where memory bandwidth and competing load drift. Every run records which threads ran
-//! its tiles (the same one load per tile and one RMW per thread in both peers): on a loaded
-//! two-core machine one of the two threads is often descheduled for a whole run, which the
-//! criterion figures silently include; the paired report gives the share of runs both threads
-//! took part in and compares medians over those runs.
+//! The floor runs on the pool's own threads: a compute process ([`FloorHost`]) that both
+//! workers enter and that serves floor rounds from inside one drain call each, so no executor
+//! code runs during a floor round and both peers use the very same threads (pinned to CPUs 0
+//! and 1). With separate floor threads, the scheduler of the shared two-core machine treated
+//! the two peers' threads differently, which decided the comparison more than either runtime.
+//! No thread is ever spawned inside a timed section.
+//!
+//! After the criterion functions, each group prints a blocked paired estimate: alternating
+//! blocks of causeway and floor runs on the same pool, medians per block, and the median over
+//! block pairs of the difference — steadier than the difference of two criterion means on a
+//! machine where memory bandwidth and competing load drift over seconds. Every run records which
+//! threads ran its tiles (one load per tile and one RMW per thread and run, in both peers), and
+//! the overhead is given twice: over the runs both threads took part in (both CPUs were the
+//! workers', so the difference is the runtime's), and over all runs (what the machine gave).
+//! They differ on a loaded machine because the two peers react differently to a worker whose
+//! CPU is taken by another process: the floor's barrier makes every round wait for both
+//! threads, so each round starts while both are on a CPU, whereas a dispatch finishes as soon as
+//! its tiles are done — by one worker if the other is away — and the next one starts at once,
+//! often again without it (at single-thread speed, but without waiting for it).
 //!
 //! How the bench thread waits: it parks (`std::thread::park`) and the finisher unparks it, in
 //! both peers, because on a two-core machine a third spinning thread would take a core from
-//! the two being measured. Thread spawning is never timed: the pool and the floor threads are
-//! started before measuring and stay up for the whole function. Pool worker `i` and floor thread
-//! `i` are both pinned to CPU `i`, so that on a shared machine both peers meet other load on
-//! the same CPUs in the same way (unpinned, the scheduler placed the two peers' threads
-//! differently, which decided the comparison more than either runtime did).
+//! the two being measured. The finish hook runs just before the executor marks the process
+//! completed, so causeway runs alternate between two processors over the same buffer
+//! ([`Alternating`]): the bench thread never waits for the worker it has just preempted.
 //!
 //! Every run is checked outside the timed part: the output of `add_1m` after the check runs, and
 //! per-tile counts of every region transition run.
@@ -45,11 +54,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
-use causeway::executor::{Class, Process, SpinPolicy};
+use causeway::executor::{Class, Drain, DrainContext, Drained, Process, SpinPolicy};
 use causeway::{Failure, HostExecutor};
 use causeway_driver_cpu::block::{BlockProcessor, CommandBuffer, Kernel};
 use causeway_driver_cpu::{CpuPool, PoolConfig};
-use causeway_platform_linux::pin_current_thread;
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 
 /// Elements of each vector in `add_1m`.
@@ -76,9 +84,10 @@ const SPIN_WITHOUT_PARKING: SpinPolicy = SpinPolicy::Fixed(u32::MAX);
 /// Checked runs before measuring each function.
 const CHECK_RUNS: usize = 3;
 
-/// Blocks and runs per block of the paired `add_1m` overhead estimate.
+/// Blocks and runs per block of the paired estimates.
 const PAIRED_BLOCKS: usize = 12;
 const PAIRED_RUNS: usize = 100;
+const PAIRED_REGION_RUNS: usize = 20;
 
 /// One value on its own pair of cache lines (adjacent-line prefetch pairs them on x86).
 #[repr(align(128))]
@@ -212,35 +221,50 @@ fn check_and_clear(kernel: &Add<'_>) {
     }
 }
 
-/// Runs one execution of `process` (rearming a finished one first) and returns the time from
-/// submission to the bench thread being woken by the finish hook.
-fn run_causeway<'p>(
-    executor: &HostExecutor<'p>,
-    processor: &BlockProcessor<'_>,
-    process: &'p Process<'p>,
-    waiter: &Waiter,
-) -> Duration {
-    if process.is_completed() {
-        process.rearm().expect("a completed process rearms");
-        processor.reset().expect("a finished processor resets");
-    }
-    next_run();
-    let start = Instant::now();
-    executor.submit(process).expect("a fresh process submits");
-    waiter.wait();
-    let elapsed = start.elapsed();
-    // The hook (which woke this thread) runs just before the executor marks completion, on the
-    // worker this thread has most likely just preempted (a wake lands on the waker's CPU):
-    // yield to it rather than spin against it.
-    while !process.is_completed() {
-        thread::yield_now();
-    }
-    assert_eq!(process.failure(), None, "the execution succeeded");
-    elapsed
+/// Two block processors over one buffer, each with its process, used in turn. The finish hook
+/// wakes the bench thread just before the executor marks the process completed, usually on the
+/// finishing worker's CPU, so the woken thread would otherwise have to wait for the worker it
+/// has just preempted before it could rearm and submit again. With two, the next run goes to
+/// the pair that finished the run before; an owner pipelining submissions does the same.
+struct Alternating<'k, 'p> {
+    processors: &'p [BlockProcessor<'k>; 2],
+    processes: &'p [Process<'p>; 2],
+    next: Cell<usize>,
 }
 
-/// The floor: two persistent threads claiming tiles of `phases` phases, a spin barrier
-/// between phases, and the last arriver of the last phase waking the bench thread.
+impl<'k, 'p> Alternating<'k, 'p> {
+    fn new(processors: &'p [BlockProcessor<'k>; 2], processes: &'p [Process<'p>; 2]) -> Self {
+        Alternating { processors, processes, next: Cell::new(0) }
+    }
+
+    /// Runs one execution and returns the time from submission to the bench thread being woken
+    /// by the finish hook.
+    fn run(&self, executor: &HostExecutor<'p>, waiter: &Waiter) -> Duration {
+        let index = self.next.get();
+        self.next.set(1 - index);
+        let (processor, process) = (&self.processors[index], &self.processes[index]);
+        if processor.is_finished() {
+            // Finished a run ago: completed by now but for a preemption at the wrong moment.
+            while !process.is_completed() {
+                thread::yield_now();
+            }
+            assert_eq!(process.failure(), None, "the execution succeeded");
+            process.rearm().expect("a completed process rearms");
+            processor.reset().expect("a finished processor resets");
+        }
+        next_run();
+        let start = Instant::now();
+        executor.submit(process).expect("a fresh process submits");
+        waiter.wait();
+        start.elapsed()
+    }
+}
+
+/// The floor: the same kernel over the same tiles on the pool's two worker threads, without the
+/// runtime. Each thread claims tiles of `phases` phases from a plain atomic counter per phase
+/// (`fetch_add`, one tile per claim), with a spin barrier between phases; the last arriver of
+/// the last phase wakes the bench thread. The threads serve rounds from inside one drain call
+/// of a [`FloorHost`] process, so no executor code runs while they do.
 struct Floor {
     /// Bumped by the bench thread to start a round.
     round: Padded<AtomicU64>,
@@ -250,7 +274,10 @@ struct Floor {
     arrived: Padded<AtomicU32>,
     /// The phase the threads may work on, within a round: the barrier's release word.
     phase: Padded<AtomicU32>,
+    /// Tells the serving threads to return between rounds.
     stop: AtomicBool,
+    /// Threads serving rounds now.
+    serving: AtomicU32,
     waiter: Waiter,
     tiles: u32,
 }
@@ -263,13 +290,13 @@ impl Floor {
             arrived: Padded::default(),
             phase: Padded::default(),
             stop: AtomicBool::new(false),
+            serving: AtomicU32::new(0),
             waiter: Waiter::for_current_thread(),
             tiles,
         }
     }
 
-    /// One floor thread: waits for a round after `seen`, runs every phase of it, and goes back
-    /// to waiting.
+    /// One serving thread: runs every round after `seen` until told to stop.
     fn serve(&self, kernel: &(impl Kernel + ?Sized), mut seen: u64) {
         let phases = self.next.len() as u32;
         loop {
@@ -326,44 +353,62 @@ impl Floor {
         start.elapsed()
     }
 
-    /// Runs `body` with the two floor threads serving rounds of `kernel`.
-    fn with_threads<R>(&self, kernel: &(impl Kernel + ?Sized), body: impl FnOnce() -> R) -> R {
-        // Threads of an earlier call have been joined: nothing else touches these now.
+    /// Runs `body` while both of `executor`'s workers serve rounds inside `host`'s drain.
+    fn on_pool<'p, R>(
+        &self,
+        executor: &HostExecutor<'p>,
+        host: &'p Process<'p>,
+        body: impl FnOnce() -> R,
+    ) -> R {
+        if host.is_completed() {
+            host.rearm().expect("a completed host rearms");
+        }
+        // No thread serves now (the host is completed or fresh): nothing else touches these.
         self.stop.store(false, Ordering::Relaxed);
-        let seen = self.round.0.load(Ordering::Relaxed);
-        thread::scope(|scope| {
-            for index in 0..WORKERS {
-                thread::Builder::new()
-                    .name(format!("floor-{index}"))
-                    .spawn_scoped(scope, move || {
-                        pin(index);
-                        self.serve(kernel, seen)
-                    })
-                    .expect("spawn a floor thread");
-            }
-            let result = body();
-            self.stop.store(true, Ordering::Relaxed);
-            result
-        })
+        self.serving.store(0, Ordering::Relaxed);
+        executor.submit(host).expect("a fresh host submits");
+        // Acquire pairs with the AcqRel increment in `FloorHost::drain`.
+        while self.serving.load(Ordering::Acquire) != WORKERS as u32 {
+            thread::yield_now();
+        }
+        let result = body();
+        self.stop.store(true, Ordering::Relaxed);
+        while !host.is_completed() {
+            thread::yield_now();
+        }
+        result
     }
 }
 
-/// A pool of two workers that never park, for the duration of `body`.
+/// The compute process that lends the pool's workers to the [`Floor`]: each worker that drains
+/// it serves rounds until the floor stops, then finishes it.
+struct FloorHost<'a, K: ?Sized> {
+    floor: &'a Floor,
+    kernel: &'a K,
+}
+
+impl<K: Kernel + ?Sized> Drain for FloorHost<'_, K> {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        let floor = self.floor;
+        if floor.stop.load(Ordering::Relaxed) {
+            return Drained::Done(Ok(()));
+        }
+        // Rounds are started only once every worker serves, so none is missed.
+        let seen = floor.round.0.load(Ordering::Relaxed);
+        // AcqRel: the Release half pairs with the bench thread's Acquire wait in `on_pool`.
+        floor.serving.fetch_add(1, Ordering::AcqRel);
+        floor.serve(self.kernel, seen);
+        Drained::Done(Ok(()))
+    }
+}
+
+/// A pool of two workers that never park, pinned to CPUs 0 and 1, for the duration of `body`.
 fn with_pool<'p, R>(name: &str, body: impl FnOnce(&HostExecutor<'p>) -> R) -> R {
     let mut config = PoolConfig::with_workers(WORKERS);
     config.spin = SPIN_WITHOUT_PARKING;
     config.name = name.into();
-    // Worker `i` on CPU `i`, exactly as `pin` places floor thread `i`.
     config.pin = true;
     CpuPool::scope(config, body).expect("start the pool")
-}
-
-/// Pins the calling thread to CPU `index` modulo the available parallelism, as the pool pins
-/// its workers: both peers then share the same CPUs the same way, whatever else runs there.
-fn pin(index: usize) {
-    let cpus = thread::available_parallelism().map_or(1, usize::from);
-    // A refusal (a restricted cpuset) leaves the thread free, as it does for the pool.
-    let _ = pin_current_thread(index % cpus);
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -393,73 +438,58 @@ fn bench_add_1m(c: &mut Criterion) {
         assert_eq!(outcome, Ok(()));
         waiter.end();
     };
-    let buffer = CommandBuffer::builder().dispatch(ADD_TILES, &kernel).build().expect("record");
+    let buffer =
+        CommandBuffer::builder().dispatch_batched(ADD_TILES, 1, &kernel).build().expect("record");
     let processor =
-        BlockProcessor::new(&buffer, WORKERS).expect("a processor").with_finish_hook(&hook);
-    let process = Process::new(&processor, Class::Compute);
+        || BlockProcessor::new(&buffer, WORKERS).expect("a processor").with_finish_hook(&hook);
+    let processors = [processor(), processor()];
+    let processes = [0, 1].map(|index| Process::new(&processors[index], Class::Compute));
+    let causeway = Alternating::new(&processors, &processes);
     let floor = Floor::new(1, ADD_TILES);
+    let host = FloorHost { floor: &floor, kernel: &kernel };
+    let host = Process::new(&host, Class::Compute);
 
     with_pool("add", |executor| {
         for _ in 0..CHECK_RUNS {
-            run_causeway(executor, &processor, &process, &waiter);
+            causeway.run(executor, &waiter);
             check_and_clear(&kernel);
         }
         group.bench_function("causeway", |b| {
-            b.iter_custom(|iters| {
-                (0..iters).map(|_| run_causeway(executor, &processor, &process, &waiter)).sum()
-            })
+            b.iter_custom(|iters| (0..iters).map(|_| causeway.run(executor, &waiter)).sum())
         });
-    });
-    floor.with_threads(&kernel, || {
-        for _ in 0..CHECK_RUNS {
-            floor.run();
-            check_and_clear(&kernel);
+        floor.on_pool(executor, &host, || {
+            for _ in 0..CHECK_RUNS {
+                floor.run();
+                check_and_clear(&kernel);
+            }
+            group.bench_function("direct_floor", |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| floor.run()).sum())
+            });
+        });
+
+        // Blocked pairs on the same two threads: memory bandwidth and competing load on a
+        // shared machine drift over seconds, so compare neighbouring blocks rather than two
+        // windows far apart.
+        let mut causeway_runs: Vec<Vec<Run>> = Vec::new();
+        let mut floor_runs: Vec<Vec<Run>> = Vec::new();
+        for _ in 0..PAIRED_BLOCKS {
+            causeway_runs.push(
+                (0..PAIRED_RUNS).map(|_| Run::new(causeway.run(executor, &waiter))).collect(),
+            );
+            floor_runs.push(floor.on_pool(executor, &host, || {
+                (0..PAIRED_RUNS).map(|_| Run::new(floor.run())).collect()
+            }));
         }
-        group.bench_function("direct_floor", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| floor.run()).sum())
-        });
+        eprintln!("add_1m paired, {PAIRED_BLOCKS} alternating blocks of {PAIRED_RUNS} runs:");
+        Run::report("causeway", &causeway_runs.concat());
+        Run::report("direct_floor", &floor_runs.concat());
+        Run::report_overhead(&causeway_runs, &floor_runs);
     });
     group.finish();
-
-    // Blocked pairs: memory bandwidth and competing load on a shared machine drift over
-    // seconds, so compare neighbouring blocks rather than two windows far apart. Runs where
-    // only one thread ran tiles (the other was descheduled) are counted and reported apart.
-    let mut causeway_runs = Vec::new();
-    let mut floor_runs = Vec::new();
-    let mut differences = Vec::with_capacity(PAIRED_BLOCKS);
-    for _ in 0..PAIRED_BLOCKS {
-        let causeway: Vec<Run> = with_pool("add", |executor| {
-            (0..PAIRED_RUNS)
-                .map(|_| Run::new(run_causeway(executor, &processor, &process, &waiter)))
-                .collect()
-        });
-        let direct: Vec<Run> = floor
-            .with_threads(&kernel, || (0..PAIRED_RUNS).map(|_| Run::new(floor.run())).collect());
-        if let (Some(causeway), Some(direct)) =
-            (Run::median_of_both(&causeway), Run::median_of_both(&direct))
-        {
-            differences.push(causeway.as_nanos() as f64 - direct.as_nanos() as f64);
-        }
-        causeway_runs.extend(causeway);
-        floor_runs.extend(direct);
-    }
-    eprintln!("add_1m paired, {PAIRED_BLOCKS} alternating blocks of {PAIRED_RUNS} runs:");
-    Run::report("causeway", &causeway_runs);
-    Run::report("direct_floor", &floor_runs);
-    differences.sort_by(f64::total_cmp);
-    if let (Some(first), Some(last)) = (differences.first(), differences.last()) {
-        eprintln!(
-            "  overhead (both-thread medians, median over {} blocks): {:+.2} µs \
-             (blocks {:+.2} .. {:+.2} µs)",
-            differences.len(),
-            differences[differences.len() / 2] / 1e3,
-            first / 1e3,
-            last / 1e3,
-        );
-    }
 }
 
 /// One timed run and how many threads ran its tiles.
+#[derive(Clone, Copy)]
 struct Run {
     time: Duration,
     both: bool,
@@ -470,26 +500,61 @@ impl Run {
         Run { time, both: participants() == WORKERS as u32 }
     }
 
-    /// The median time of the runs both threads took part in.
-    fn median_of_both(runs: &[Run]) -> Option<Duration> {
-        let times: Vec<Duration> = runs.iter().filter(|run| run.both).map(|run| run.time).collect();
+    /// The median time of `runs`, or of those both threads took part in.
+    fn median(runs: &[Run], both_only: bool) -> Option<Duration> {
+        let times: Vec<Duration> =
+            runs.iter().filter(|run| run.both || !both_only).map(|run| run.time).collect();
         (!times.is_empty()).then(|| median(times))
     }
 
     fn report(name: &str, runs: &[Run]) {
         let both = runs.iter().filter(|run| run.both).count();
-        let all = median(runs.iter().map(|run| run.time).collect());
-        let micros = |time: Duration| time.as_nanos() as f64 / 1e3;
+        let show = |time: Option<Duration>| {
+            time.map_or_else(|| "n/a".to_owned(), |time| format!("{:.3} µs", micros(time)))
+        };
         eprintln!(
-            "  {name}: median {:.1} µs over all {} runs; both threads ran tiles in {both} \
-             ({:.0}%), median {}",
-            micros(all),
+            "  {name}: median {} over {} runs; both threads ran tiles in {both} ({:.0}%), \
+             median of those {}",
+            show(Run::median(runs, false)),
             runs.len(),
             100.0 * both as f64 / runs.len() as f64,
-            Run::median_of_both(runs)
-                .map_or_else(|| "n/a".to_owned(), |time| format!("{:.1} µs", micros(time))),
+            show(Run::median(runs, true)),
         );
     }
+
+    /// The overhead: per pair of neighbouring blocks, causeway's median minus the floor's,
+    /// then the median over blocks — over the runs both threads took part in (both CPUs were
+    /// the workers'), and over all runs (what the machine gave).
+    fn report_overhead(causeway: &[Vec<Run>], floor: &[Vec<Run>]) {
+        for (label, both_only) in [("runs both threads took part in", true), ("all runs", false)] {
+            let mut differences: Vec<f64> = causeway
+                .iter()
+                .zip(floor)
+                .filter_map(|(ours, theirs)| {
+                    let ours = Run::median(ours, both_only)?;
+                    let theirs = Run::median(theirs, both_only)?;
+                    Some(micros(ours) - micros(theirs))
+                })
+                .collect();
+            if differences.is_empty() {
+                eprintln!("  overhead over {label}: no block had such runs in both peers");
+                continue;
+            }
+            differences.sort_by(f64::total_cmp);
+            eprintln!(
+                "  overhead over {label}: {:+.3} µs (median of {} block pairs; range \
+                 {:+.3} .. {:+.3} µs)",
+                differences[differences.len() / 2],
+                differences.len(),
+                differences[0],
+                differences[differences.len() - 1],
+            );
+        }
+    }
+}
+
+fn micros(time: Duration) -> f64 {
+    time.as_nanos() as f64 / 1e3
 }
 
 fn bench_region_transition(c: &mut Criterion) {
@@ -503,6 +568,7 @@ fn bench_region_transition(c: &mut Criterion) {
     // Trivial tiles: one relaxed increment of a per-tile counter, checked after every run.
     let counts: Vec<Padded<AtomicU32>> = (0..REGION_TILES).map(|_| Padded::default()).collect();
     let tile = |tile: u32| {
+        participate();
         counts[tile as usize].0.fetch_add(1, Ordering::Relaxed);
         black_box(tile);
     };
@@ -523,35 +589,55 @@ fn bench_region_transition(c: &mut Criterion) {
         .build()
         .expect("record");
     let processor =
-        BlockProcessor::new(&buffer, WORKERS).expect("a processor").with_finish_hook(&hook);
-    let process = Process::new(&processor, Class::Compute);
+        || BlockProcessor::new(&buffer, WORKERS).expect("a processor").with_finish_hook(&hook);
+    let processors = [processor(), processor()];
+    let processes = [0, 1].map(|index| Process::new(&processors[index], Class::Compute));
+    let alternating = Alternating::new(&processors, &processes);
+    let floor = Floor::new(REGIONS, REGION_TILES);
+    let host = FloorHost { floor: &floor, kernel: &tile };
+    let host = Process::new(&host, Class::Compute);
     with_pool("regions", |executor| {
-        let run = || {
-            let elapsed = run_causeway(executor, &processor, &process, &waiter);
+        let causeway = || {
+            let elapsed = alternating.run(executor, &waiter);
             check();
             elapsed
         };
-        for _ in 0..CHECK_RUNS {
-            run();
-        }
-        group.bench_function("causeway", |b| {
-            b.iter_custom(|iters| per_region((0..iters).map(|_| run()).sum()))
-        });
-    });
-
-    let floor = Floor::new(REGIONS, REGION_TILES);
-    floor.with_threads(&tile, || {
-        let run = || {
+        let direct = || {
             let elapsed = floor.run();
             check();
             elapsed
         };
         for _ in 0..CHECK_RUNS {
-            run();
+            causeway();
         }
-        group.bench_function("barrier_floor", |b| {
-            b.iter_custom(|iters| per_region((0..iters).map(|_| run()).sum()))
+        group.bench_function("causeway", |b| {
+            b.iter_custom(|iters| per_region((0..iters).map(|_| causeway()).sum()))
         });
+        floor.on_pool(executor, &host, || {
+            for _ in 0..CHECK_RUNS {
+                direct();
+            }
+            group.bench_function("barrier_floor", |b| {
+                b.iter_custom(|iters| per_region((0..iters).map(|_| direct()).sum()))
+            });
+        });
+
+        let mut causeway_runs: Vec<Vec<Run>> = Vec::new();
+        let mut floor_runs: Vec<Vec<Run>> = Vec::new();
+        for _ in 0..PAIRED_BLOCKS {
+            causeway_runs
+                .push((0..PAIRED_REGION_RUNS).map(|_| Run::new(per_region(causeway()))).collect());
+            floor_runs.push(floor.on_pool(executor, &host, || {
+                (0..PAIRED_REGION_RUNS).map(|_| Run::new(per_region(direct()))).collect()
+            }));
+        }
+        eprintln!(
+            "region_transition paired, {PAIRED_BLOCKS} alternating blocks of \
+             {PAIRED_REGION_RUNS} runs of {REGIONS} regions (times per region):"
+        );
+        Run::report("causeway", &causeway_runs.concat());
+        Run::report("barrier_floor", &floor_runs.concat());
+        Run::report_overhead(&causeway_runs, &floor_runs);
     });
     group.finish();
 }
