@@ -202,6 +202,7 @@ fn cancellation_mid_run_stops_claiming_and_reports_the_failure() {
         let blocking = |tile| {
             first.hit(0, tile);
             started.fetch_add(1, Ordering::Relaxed);
+            // Acquire pairs with the test's Release store below.
             while !release.load(Ordering::Acquire) {
                 thread::yield_now();
             }
@@ -223,6 +224,7 @@ fn cancellation_mid_run_stops_claiming_and_reports_the_failure() {
             wait_until("a tile starts", || started.load(Ordering::Relaxed) > 0);
             executor.cancel(&process);
             assert_eq!(processor.reset(), Err(BlockError::NotFinished), "still running");
+            // Release pairs with the blocked tiles' Acquire loads.
             release.store(true, Ordering::Release);
             wait_until("the cancelled process completes", || process.is_completed());
             assert!(processor.is_finished());

@@ -16,7 +16,9 @@ use causeway_core::Failure;
 use causeway_driver_cpu::block::{BlockProcessor, CommandBuffer};
 use causeway_driver_cpu::{CpuPool, PoolConfig};
 
-/// Allocations (including zeroed and reallocations) by every thread since start.
+/// Allocations (including zeroed and reallocations) by every thread since start. SeqCst: the
+/// counter is test bookkeeping read across threads around the measured window; the strongest
+/// order keeps the count's meaning independent of the code under test.
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
 /// `System`, counting every allocation.

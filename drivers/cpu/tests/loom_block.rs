@@ -163,6 +163,8 @@ struct LoomFutex {
 impl Futex for LoomFutex {
     fn wait(&self, word: &FutexWord, expected: u32, _timeout: Option<Duration>) {
         let guard = self.lock.lock().unwrap();
+        // SeqCst: the model's stand-in for the kernel's own compare, which is ordered with the
+        // waker's store by the lock anyway.
         if word.load(Ordering::SeqCst) == expected {
             drop(self.condvar.wait(guard).unwrap());
         }
@@ -191,6 +193,8 @@ struct Fixture {
 }
 
 /// Counts drain calls in progress around the processor, so `finish` can check it sees none.
+/// The count is SeqCst: it is the test's observer, not part of the protocol under test, and the
+/// strongest order keeps it from hiding or inventing an overlap.
 struct Guarded {
     processor: BlockProcessor<'static>,
     inside: &'static AtomicU32,

@@ -293,6 +293,7 @@ mod tests {
         assert!(matches!(schedule.complete(&buffer, tile1), Completion::Advanced { .. }));
         let region1_tile0 = claimed(schedule.claim(&buffer));
         assert_eq!(unpack(schedule.claim.0.load(Ordering::Relaxed)).1, 1, "next is 1 again");
+        // The exchange a stale claimer would make (orderings as in `claim`).
         assert!(
             schedule
                 .claim
