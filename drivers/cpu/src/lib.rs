@@ -11,21 +11,40 @@
 //!
 //! Shutting down (explicitly, or by dropping the pool) cancels queued work and joins the
 //! threads: each worker finishes at most the drain call it is in.
+//!
+//! The [`block`] module runs recorded command buffers of tiled dispatches on the pool's
+//! workers as compute processes ([`BlockProcessor`]).
+//!
+//! Under `--cfg loom` only [`block`] is built (the pool needs the host futex, which has no loom
+//! model): that is what `tests/loom_block.rs` checks.
 
+#[cfg(not(loom))]
 pub mod device;
 
+#[cfg(not(loom))]
 use std::fmt;
+#[cfg(not(loom))]
 use std::sync::Arc;
+#[cfg(not(loom))]
 use std::thread;
 
+#[cfg(not(loom))]
 use causeway_core::executor::{
     Executor, ExecutorError, Process, ProcessError, RoundRobin, SpinPolicy,
 };
+#[cfg(not(loom))]
 use causeway_platform_linux::{pin_current_thread, HostFutex};
 
+pub mod block;
+mod sync;
+
+pub use block::{BlockError, BlockProcessor, CommandBuffer, Kernel, OnFinish};
+
+#[cfg(not(loom))]
 /// The executor a pool drives: 64 compute slots, up to 64 workers, parking on [`HostFutex`].
 pub type HostExecutor<'p> = Executor<'p, HostFutex, 64, 64>;
 
+#[cfg(not(loom))]
 /// How to build a pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -40,6 +59,7 @@ pub struct PoolConfig {
     pub name: String,
 }
 
+#[cfg(not(loom))]
 impl Default for PoolConfig {
     fn default() -> PoolConfig {
         PoolConfig {
@@ -51,6 +71,7 @@ impl Default for PoolConfig {
     }
 }
 
+#[cfg(not(loom))]
 impl PoolConfig {
     /// The default configuration with `workers` workers.
     pub fn with_workers(workers: usize) -> PoolConfig {
@@ -58,6 +79,7 @@ impl PoolConfig {
     }
 }
 
+#[cfg(not(loom))]
 /// Why a pool could not start.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -68,6 +90,7 @@ pub enum PoolError {
     Spawn(std::io::Error),
 }
 
+#[cfg(not(loom))]
 impl fmt::Display for PoolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -77,6 +100,7 @@ impl fmt::Display for PoolError {
     }
 }
 
+#[cfg(not(loom))]
 impl std::error::Error for PoolError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -86,18 +110,21 @@ impl std::error::Error for PoolError {
     }
 }
 
+#[cfg(not(loom))]
 impl From<ExecutorError> for PoolError {
     fn from(error: ExecutorError) -> PoolError {
         PoolError::Executor(error)
     }
 }
 
+#[cfg(not(loom))]
 /// A running pool of worker threads for `'static` processes. See the [crate docs](crate).
 pub struct CpuPool {
     executor: Arc<HostExecutor<'static>>,
     threads: Vec<thread::JoinHandle<()>>,
 }
 
+#[cfg(not(loom))]
 impl CpuPool {
     /// Builds the executor and starts the workers.
     pub fn start(config: PoolConfig) -> Result<CpuPool, PoolError> {
@@ -177,27 +204,32 @@ impl CpuPool {
     }
 }
 
+#[cfg(not(loom))]
 impl Drop for CpuPool {
     fn drop(&mut self) {
         self.stop();
     }
 }
 
+#[cfg(not(loom))]
 impl fmt::Debug for CpuPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CpuPool").field("executor", &self.executor).finish_non_exhaustive()
     }
 }
 
+#[cfg(not(loom))]
 /// Shuts an executor down when dropped, panics included.
 struct ShutdownOnExit<'e, 'p>(&'e HostExecutor<'p>);
 
+#[cfg(not(loom))]
 impl Drop for ShutdownOnExit<'_, '_> {
     fn drop(&mut self) {
         self.0.shutdown();
     }
 }
 
+#[cfg(not(loom))]
 fn run_worker(executor: &HostExecutor<'_>, index: usize, spin: SpinPolicy, pin: bool) {
     if pin {
         let cpus = thread::available_parallelism().map_or(1, usize::from);
@@ -211,7 +243,7 @@ fn run_worker(executor: &HostExecutor<'_>, index: usize, spin: SpinPolicy, pin: 
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::{Duration, Instant};

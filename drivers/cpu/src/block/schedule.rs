@@ -1,0 +1,352 @@
+//! The claim and election protocol of one command-buffer execution, kernels aside. The
+//! protocol, its invariants (I1–I5) and its orderings are written up in the
+//! [`block` module docs](super); comments here refer to them.
+
+use std::fmt;
+use std::ops::Range;
+
+use super::buffer::{CommandBuffer, Region};
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// The claim word: the region epoch in the high half, the next unclaimed tile in the low half.
+fn pack(epoch: u32, next: u32) -> u64 {
+    u64::from(epoch) << 32 | u64::from(next)
+}
+
+fn unpack(word: u64) -> (u32, u32) {
+    ((word >> 32) as u32, word as u32)
+}
+
+/// One value on its own pair of cache lines (adjacent-line prefetch pairs them on x86): the
+/// claim word is hammered by claimers, the completion count once per batch, and neither should
+/// slow down the other or the read-mostly fields.
+#[repr(align(128))]
+struct Line<T>(T);
+
+/// The lock-free claim/election state behind a [`BlockProcessor`](super::BlockProcessor):
+/// epoch-tagged tile claiming, a completion count and completer election. It holds no kernel
+/// and calls none; whoever drives it runs the claimed tiles between [`claim`](Self::claim) and
+/// [`complete`](Self::complete). Usable on its own to execute a [`CommandBuffer`] from threads
+/// of one's own (the loom model does).
+pub struct TileSchedule {
+    /// `(epoch, next)`; see the module docs.
+    claim: Line<AtomicU64>,
+    /// Tiles completed in the current execution, over all of its regions.
+    done: Line<AtomicU64>,
+    /// The epoch of region 0 of the current execution; written only by [`reset`](Self::reset).
+    base: AtomicU32,
+    /// Threads expected to claim (the guided batch divides what is left among them).
+    claimers: u32,
+}
+
+/// Tiles claimed by one thread: run every one of them, then hand the claim to
+/// [`TileSchedule::complete`].
+#[must_use = "a claim must be completed, or its region never finishes"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Claim {
+    epoch: u32,
+    region: usize,
+    tiles: Range<u32>,
+}
+
+impl Claim {
+    /// The region the tiles belong to.
+    pub fn region(&self) -> usize {
+        self.region
+    }
+
+    /// The claimed tile indices (never empty).
+    pub fn tiles(&self) -> Range<u32> {
+        self.tiles.clone()
+    }
+
+    /// Whether this claim took the region's first tile (exactly one claim per region does).
+    pub fn opens_region(&self) -> bool {
+        self.tiles.start == 0
+    }
+}
+
+/// What [`TileSchedule::claim`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Tiles to run.
+    Claimed(Claim),
+    /// Every tile of the current region is claimed and some are still running: the next
+    /// region opens when the last of them completes.
+    Waiting,
+    /// The execution has no region left (finished), or the caller is looking at an epoch that
+    /// is not the current execution's.
+    Finished,
+}
+
+/// What [`TileSchedule::complete`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// The region still has tiles claimed by others, or unclaimed.
+    Pending,
+    /// The caller completed its region's last tile and opened region `region`, of `tiles`
+    /// tiles.
+    Advanced {
+        /// The region now open.
+        region: usize,
+        /// Its tile count.
+        tiles: u32,
+    },
+    /// The caller completed the last tile of the last region: the execution is over.
+    Finished,
+}
+
+impl TileSchedule {
+    /// A schedule armed for an execution, shared by `claimers` threads (at least one; it only
+    /// sizes the guided batches).
+    pub fn new(claimers: u32) -> TileSchedule {
+        TileSchedule {
+            claim: Line(AtomicU64::new(pack(0, 0))),
+            done: Line(AtomicU64::new(0)),
+            base: AtomicU32::new(0),
+            claimers: claimers.max(1),
+        }
+    }
+
+    /// Claims the next batch of tiles of `buffer`'s current region.
+    pub fn claim(&self, buffer: &CommandBuffer<'_>) -> Next {
+        // Acquire: pairs with the Release store that opened the epoch read here (`complete`'s
+        // advance or `reset`), directly or through the claims since (RMWs, so they continue
+        // its release sequence): the previous region's writes happen before any tile claimed
+        // from this word runs (I3), and `base` below is at least the one that epoch was
+        // published with.
+        let mut word = self.claim.0.load(Ordering::Acquire);
+        loop {
+            let (epoch, next) = unpack(word);
+            let index = epoch.wrapping_sub(self.base.load(Ordering::Relaxed)) as usize;
+            let Some(region) = buffer.region(index) else {
+                // The terminal epoch, or one from before the last reset.
+                return Next::Finished;
+            };
+            if next >= region.tiles {
+                return Next::Waiting;
+            }
+            let count = self.batch(region, next);
+            // The epoch in the expected word is what makes a stale claimer harmless (I2): this
+            // succeeds only if the word is still in the epoch just read. Acquire on success and
+            // failure: as for the load above, for the value this exchange read.
+            match self.claim.0.compare_exchange_weak(
+                word,
+                pack(epoch, next + count),
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    return Next::Claimed(Claim { epoch, region: index, tiles: next..next + count })
+                }
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Reports `claim`'s tiles as run. The caller that completes a region's last tile is its
+    /// completer: it opens the next region (or ends the execution) before this returns.
+    pub fn complete(&self, buffer: &CommandBuffer<'_>, claim: Claim) -> Completion {
+        let count = u64::from(claim.tiles.end - claim.tiles.start);
+        // AcqRel: the Release half publishes this caller's kernel writes to the region's
+        // completer; the Acquire half makes the completer see every other tile's writes, since
+        // each earlier increment heads a release sequence that this RMW continues (I3).
+        let before = self.done.0.fetch_add(count, Ordering::AcqRel);
+        let Some(region) = buffer.region(claim.region) else {
+            return Completion::Pending;
+        };
+        if before + count != region.end {
+            return Completion::Pending;
+        }
+        // Elected (I4). Every tile of the region is claimed, so no claimer writes the word any
+        // more (I1) and a plain store opens the next epoch. Release: pairs with the Acquire
+        // load and exchange in `claim`, carrying what the Acquire above gathered.
+        self.claim.0.store(pack(claim.epoch.wrapping_add(1), 0), Ordering::Release);
+        match buffer.region(claim.region + 1) {
+            Some(next) => Completion::Advanced { region: claim.region + 1, tiles: next.tiles },
+            None => Completion::Finished,
+        }
+    }
+
+    /// Arms the schedule for another execution. Epochs keep counting, so no word of an earlier
+    /// execution can ever match one of the next (I2).
+    ///
+    /// If the previous execution ran to its end (a completion returned
+    /// [`Completion::Finished`], and that is ordered before this call), other threads may still
+    /// be inside `claim` on it: they see [`Next::Finished`] or claim in the new execution, never
+    /// a tile of the old one (the loom model checks this). If it was abandoned with tiles left,
+    /// every `claim` and `complete` call on it must have returned, ordered before this call.
+    /// The executor gives both: every drain call returns before `finish` runs.
+    pub fn reset(&self) {
+        let (epoch, _) = unpack(self.claim.0.load(Ordering::Relaxed));
+        let base = epoch.wrapping_add(1);
+        self.base.store(base, Ordering::Relaxed);
+        self.done.0.store(0, Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `claim`, for claimers the caller did not
+        // order after this call itself (it normally does: the submission's Release).
+        self.claim.0.store(pack(base, 0), Ordering::Release);
+    }
+
+    /// Guided batch size: an equal share of half of what is left, capped by the region.
+    fn batch(&self, region: &Region<'_>, next: u32) -> u32 {
+        let left = region.tiles - next;
+        left.div_ceil(self.claimers.saturating_mul(2)).min(region.max_batch)
+    }
+}
+
+impl fmt::Debug for TileSchedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (epoch, next) = unpack(self.claim.0.load(Ordering::Relaxed));
+        f.debug_struct("TileSchedule")
+            .field("epoch", &epoch)
+            .field("next", &next)
+            .field("base", &self.base.load(Ordering::Relaxed))
+            .field("done", &self.done.0.load(Ordering::Relaxed))
+            .field("claimers", &self.claimers)
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn claimed(next: Next) -> Claim {
+        match next {
+            Next::Claimed(claim) => claim,
+            other => panic!("expected a claim, found {other:?}"),
+        }
+    }
+
+    fn nothing(_: u32) {}
+
+    #[test]
+    fn guided_batches_shrink_and_cover_the_region_exactly() {
+        let buffer = CommandBuffer::builder().dispatch(64, &nothing).build().unwrap();
+        let schedule = TileSchedule::new(2);
+        let mut sizes = Vec::new();
+        let mut covered = 0;
+        loop {
+            match schedule.claim(&buffer) {
+                Next::Claimed(claim) => {
+                    assert_eq!(claim.tiles().start, covered, "batches are contiguous");
+                    covered = claim.tiles().end;
+                    sizes.push(claim.tiles().len());
+                    // Hold the completions back: claiming alone must cover the region.
+                    drop(claim);
+                }
+                Next::Waiting => break,
+                Next::Finished => panic!("nothing completed yet"),
+            }
+        }
+        assert_eq!(covered, 64);
+        assert_eq!(sizes[0], 16, "a quarter of 64 on two claimers");
+        assert!(sizes.windows(2).all(|pair| pair[0] >= pair[1]), "{sizes:?}");
+        assert_eq!(*sizes.last().unwrap(), 1);
+    }
+
+    #[test]
+    fn max_batch_caps_claims() {
+        let buffer = CommandBuffer::builder().dispatch_batched(5, 1, &nothing).build().unwrap();
+        let schedule = TileSchedule::new(1);
+        for tile in 0..5 {
+            let claim = claimed(schedule.claim(&buffer));
+            assert_eq!(claim.tiles(), tile..tile + 1);
+            let expected = if tile == 4 { Completion::Finished } else { Completion::Pending };
+            assert_eq!(schedule.complete(&buffer, claim), expected);
+        }
+        assert_eq!(schedule.claim(&buffer), Next::Finished);
+    }
+
+    #[test]
+    fn the_last_completion_of_a_region_opens_the_next() {
+        let buffer =
+            CommandBuffer::builder().dispatch(2, &nothing).dispatch(3, &nothing).build().unwrap();
+        let schedule = TileSchedule::new(4);
+        let first = claimed(schedule.claim(&buffer));
+        let second = claimed(schedule.claim(&buffer));
+        assert!(first.opens_region() && !second.opens_region());
+        assert_eq!(schedule.claim(&buffer), Next::Waiting, "region 0 is claimed, not complete");
+        // Completion order does not matter: whoever completes last is elected.
+        assert_eq!(schedule.complete(&buffer, second), Completion::Pending);
+        assert_eq!(schedule.complete(&buffer, first), Completion::Advanced { region: 1, tiles: 3 });
+        let claim = claimed(schedule.claim(&buffer));
+        assert_eq!((claim.region(), claim.tiles()), (1, 0..1));
+        assert!(claim.opens_region());
+    }
+
+    /// A claimer that read the word in region 0 can never claim with it in region 1, even when
+    /// the tile counter has come back to the same value (the ABA the epoch tag rules out).
+    #[test]
+    fn a_stale_word_never_claims_in_a_later_region() {
+        let buffer = CommandBuffer::builder()
+            .dispatch_batched(2, 1, &nothing)
+            .dispatch_batched(2, 1, &nothing)
+            .build()
+            .unwrap();
+        let schedule = TileSchedule::new(2);
+        let tile0 = claimed(schedule.claim(&buffer));
+        let stale = schedule.claim.0.load(Ordering::Relaxed);
+        assert_eq!(unpack(stale).1, 1, "the stale claimer saw region 0, next tile 1");
+        let tile1 = claimed(schedule.claim(&buffer));
+        assert_eq!(schedule.complete(&buffer, tile0), Completion::Pending);
+        assert!(matches!(schedule.complete(&buffer, tile1), Completion::Advanced { .. }));
+        let region1_tile0 = claimed(schedule.claim(&buffer));
+        assert_eq!(unpack(schedule.claim.0.load(Ordering::Relaxed)).1, 1, "next is 1 again");
+        // The exchange a stale claimer would make (orderings as in `claim`).
+        assert!(
+            schedule
+                .claim
+                .0
+                .compare_exchange(
+                    stale,
+                    pack(unpack(stale).0, 2),
+                    Ordering::Acquire,
+                    Ordering::Relaxed
+                )
+                .is_err(),
+            "the stale exchange fails on the epoch"
+        );
+        assert_eq!(region1_tile0.region(), 1);
+    }
+
+    #[test]
+    fn reset_moves_every_epoch_past_the_previous_execution() {
+        let buffer = CommandBuffer::builder().dispatch(1, &nothing).build().unwrap();
+        let schedule = TileSchedule::new(1);
+        let claim = claimed(schedule.claim(&buffer));
+        let old = schedule.claim.0.load(Ordering::Relaxed);
+        assert_eq!(schedule.complete(&buffer, claim), Completion::Finished);
+        let terminal = schedule.claim.0.load(Ordering::Relaxed);
+        schedule.reset();
+        let fresh = schedule.claim.0.load(Ordering::Relaxed);
+        assert!(unpack(fresh).0 > unpack(terminal).0 && unpack(terminal).0 > unpack(old).0);
+        assert_eq!(claimed(schedule.claim(&buffer)).tiles(), 0..1);
+    }
+
+    #[test]
+    fn an_abandoned_execution_resets_cleanly() {
+        let buffer =
+            CommandBuffer::builder().dispatch(4, &nothing).dispatch(4, &nothing).build().unwrap();
+        let schedule = TileSchedule::new(1);
+        // Claimed and never completed: a cancelled execution.
+        drop(claimed(schedule.claim(&buffer)));
+        schedule.reset();
+        let mut completions = Vec::new();
+        while let Next::Claimed(claim) = schedule.claim(&buffer) {
+            completions.push(schedule.complete(&buffer, claim));
+        }
+        assert_eq!(completions.last(), Some(&Completion::Finished));
+        assert_eq!(
+            completions.iter().filter(|c| matches!(c, Completion::Advanced { .. })).count(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_empty_buffer_is_finished_from_the_start() {
+        let buffer = CommandBuffer::builder().dispatch(0, &nothing).build().unwrap();
+        assert!(buffer.is_empty());
+        assert_eq!(TileSchedule::new(1).claim(&buffer), Next::Finished);
+    }
+}
