@@ -151,9 +151,12 @@ pub enum WorkSpec {
         /// Its failure code, if it fails.
         fail: Option<u32>,
     },
-    /// A tiled dispatch: `tiles` tiles of `duration` busy work each.
+    /// A recorded command buffer of `regions` tiled dispatches (a barrier between each), each
+    /// of `tiles` tiles of `duration` busy work, run by every worker.
     Tiles {
-        /// Number of tiles.
+        /// Regions in the command buffer.
+        regions: u32,
+        /// Tiles per region.
         tiles: u32,
         /// Work per tile.
         duration: Duration,

@@ -58,6 +58,10 @@ fn yes() -> bool {
     true
 }
 
+fn one() -> u32 {
+    1
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSemaphore {
@@ -109,6 +113,8 @@ enum RawWork {
         tiles: u32,
         #[serde(default)]
         us: u64,
+        #[serde(default = "one")]
+        regions: u32,
     },
     Alloca {
         buffer: String,
@@ -426,11 +432,21 @@ impl Resolver<'_> {
             RawWork::Host { us, fail } => {
                 WorkSpec::Host { duration: Duration::from_micros(*us), fail: *fail }
             }
-            RawWork::Tiles { tiles, us } => {
-                if *tiles == 0 {
-                    return Err(self.error(spanned, "a tiled dispatch needs at least one tile"));
+            RawWork::Tiles { tiles, us, regions } => {
+                if *tiles == 0 || *regions == 0 {
+                    return Err(self
+                        .error(spanned, "a tiled dispatch needs at least one region of one tile"));
                 }
-                WorkSpec::Tiles { tiles: *tiles, duration: Duration::from_micros(*us) }
+                let most = causeway_driver_cpu::block::MAX_REGIONS;
+                if *regions as usize > most {
+                    return Err(self
+                        .error(spanned, format!("a command buffer holds at most {most} regions")));
+                }
+                WorkSpec::Tiles {
+                    regions: *regions,
+                    tiles: *tiles,
+                    duration: Duration::from_micros(*us),
+                }
             }
             RawWork::Alloca { buffer, bytes } => {
                 WorkSpec::Alloca { buffer: self.buffer(buffer), bytes: *bytes }

@@ -17,8 +17,9 @@ use causeway_core::queue::{Capabilities, QueueClock, Resolution};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::Failure;
 use causeway_driver_cpu::device::{
-    allocate_axis, BufferId, CpuDevice, DeviceSemaphore, HostCallId, Observer, Op, OpEvent,
-    OpStatus, QueueConfig, QueueId, SemaphoreId, SubmitError, WaitOutcome, Work,
+    allocate_axis, BufferId, CommandBufferId, CpuDevice, DeviceKernel, DeviceSemaphore, HostCallId,
+    Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId, SubmitError, WaitOutcome,
+    Work,
 };
 use causeway_driver_cpu::PoolConfig;
 
@@ -197,7 +198,15 @@ struct Runner<'s> {
     recorder: Arc<Recorder>,
     host_clock: QueueClock<8>,
     host_calls: Vec<HostCallId>,
+    command_buffers: Vec<CommandBufferId>,
     records: Vec<Option<OpRecord>>,
+}
+
+/// What the device holds for an op that needs registration.
+#[derive(Clone, Copy)]
+enum Registered {
+    Host(HostCallId),
+    Buffer(CommandBufferId),
 }
 
 fn host_endpoint(axis: Axis) -> Endpoint {
@@ -246,12 +255,22 @@ impl<'s> Runner<'s> {
             builder.semaphore(semaphore.initial, semaphore.scope, home);
         }
         let mut host_calls = Vec::new();
+        let mut command_buffers = Vec::new();
         for op in &scenario.ops {
-            if let WorkSpec::Host { duration, fail } = op.work {
-                host_calls.push(builder.host_call(move || {
-                    spin_for(duration);
-                    fail.map_or(Ok(()), |code| Err(Failure::Application(code)))
-                }));
+            match op.work {
+                WorkSpec::Host { duration, fail } => {
+                    host_calls.push(builder.host_call(move || {
+                        spin_for(duration);
+                        fail.map_or(Ok(()), |code| Err(Failure::Application(code)))
+                    }))
+                }
+                WorkSpec::Tiles { regions, tiles, duration } => {
+                    let kernel =
+                        || -> DeviceKernel { Box::new(move |_tile: u32| spin_for(duration)) };
+                    let recorded = (0..regions).map(|_| (tiles, kernel())).collect();
+                    command_buffers.push(builder.command_buffer(recorded));
+                }
+                _ => {}
             }
         }
         builder.memory(scenario.buffers.len(), scenario.memory_quota);
@@ -269,6 +288,7 @@ impl<'s> Runner<'s> {
             recorder,
             host_clock,
             host_calls,
+            command_buffers,
             records: vec![None; n],
         })
     }
@@ -277,15 +297,17 @@ impl<'s> Runner<'s> {
         let started = Instant::now();
         let deadline = started + self.options.timeout;
         let mut host_calls = self.host_calls.clone().into_iter();
+        let mut command_buffers = self.command_buffers.clone().into_iter();
         let mut queue_ops = 0;
         for (index, op) in self.scenario.ops.iter().enumerate() {
             match op.target {
                 Target::Queue(queue) => {
-                    let call = match op.work {
-                        WorkSpec::Host { .. } => host_calls.next(),
+                    let registered = match op.work {
+                        WorkSpec::Host { .. } => host_calls.next().map(Registered::Host),
+                        WorkSpec::Tiles { .. } => command_buffers.next().map(Registered::Buffer),
                         _ => None,
                     };
-                    self.submit(index, op, queue, call)?;
+                    self.submit(index, op, queue, registered)?;
                     queue_ops += 1;
                 }
                 Target::Host => self.host_step(index, op, deadline)?,
@@ -304,24 +326,20 @@ impl<'s> Runner<'s> {
         index: usize,
         op: &OpSpec,
         queue: usize,
-        call: Option<HostCallId>,
+        registered: Option<Registered>,
     ) -> Result<(), ScenarioError> {
-        let work = match op.work {
-            WorkSpec::Noop => Work::Barrier,
-            WorkSpec::Spin(duration) => Work::Spin(duration),
-            WorkSpec::Sleep(duration) => Work::Sleep(duration),
-            WorkSpec::Host { .. } => {
-                Work::Host(call.expect("one host call registered per host-work op"))
-            }
-            WorkSpec::Alloca { buffer, bytes } => {
+        let work = match (op.work, registered) {
+            (WorkSpec::Noop, _) => Work::Barrier,
+            (WorkSpec::Spin(duration), _) => Work::Spin(duration),
+            (WorkSpec::Sleep(duration), _) => Work::Sleep(duration),
+            (WorkSpec::Host { .. }, Some(Registered::Host(call))) => Work::Host(call),
+            (WorkSpec::Tiles { .. }, Some(Registered::Buffer(buffer))) => Work::Execute(buffer),
+            (WorkSpec::Alloca { buffer, bytes }, _) => {
                 Work::Alloca { buffer: BufferId(buffer as u32), bytes }
             }
-            WorkSpec::Dealloca { buffer } => Work::Dealloca(BufferId(buffer as u32)),
-            WorkSpec::Tiles { .. } => {
-                return Err(self.op_error(
-                    op,
-                    "tiled dispatches need the block processor, which this build lacks",
-                ));
+            (WorkSpec::Dealloca { buffer }, _) => Work::Dealloca(BufferId(buffer as u32)),
+            (WorkSpec::Host { .. } | WorkSpec::Tiles { .. }, _) => {
+                unreachable!("one host call or command buffer is registered per such op")
             }
         };
         let waits: Vec<(SemaphoreId, u64)> =

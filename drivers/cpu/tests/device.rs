@@ -281,3 +281,65 @@ fn a_panicking_host_function_fails_its_operation_not_the_device() {
     // The queue keeps running.
     assert_eq!(wait_for(&device, t, 1), Ok(1));
 }
+
+#[test]
+fn command_buffers_run_on_every_worker_between_the_queue_s_waits_and_signals() {
+    use std::sync::atomic::AtomicU64;
+    let (mut builder, q, finishes) = builder(2);
+    let ready = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let first = Arc::new(AtomicU64::new(0));
+    let second = Arc::new(AtomicU64::new(0));
+    let barrier_broken = Arc::new(AtomicU64::new(0));
+    let regions: Vec<(u32, causeway_driver_cpu::device::DeviceKernel)> = vec![
+        (64, {
+            let first = Arc::clone(&first);
+            Box::new(move |_tile: u32| {
+                first.fetch_add(1, Ordering::Relaxed);
+            })
+        }),
+        (32, {
+            let (first, second) = (Arc::clone(&first), Arc::clone(&second));
+            let broken = Arc::clone(&barrier_broken);
+            Box::new(move |_tile: u32| {
+                // The barrier between regions: all of the first region is visible.
+                if first.load(Ordering::Relaxed) % 64 != 0 {
+                    broken.fetch_add(1, Ordering::Relaxed);
+                }
+                second.fetch_add(1, Ordering::Relaxed);
+            })
+        }),
+    ];
+    let buffer = builder.command_buffer(regions);
+    let device = builder.build().unwrap();
+
+    // Both queues execute the same buffer: the executions take turns.
+    let execute =
+        |waits, signals, tag| Op { work: Work::Execute(buffer), ..op(waits, signals, tag) };
+    let (after_ready, signal_done_1, signal_done_2) = ([(ready, 1)], [(done, 1)], [(done, 2)]);
+    device.submit(q[0], &execute(&after_ready, &signal_done_1, 1)).unwrap();
+    device.submit(q[1], &execute(&[(done, 1)], &signal_done_2, 2)).unwrap();
+    assert_eq!(first.load(Ordering::Relaxed), 0, "nothing runs before its wait");
+    device.semaphore(ready).unwrap().signal_external(1).unwrap();
+
+    assert_eq!(wait_for(&device, done, 2), Ok(2));
+    assert_eq!((first.load(Ordering::Relaxed), second.load(Ordering::Relaxed)), (128, 64));
+    assert_eq!(barrier_broken.load(Ordering::Relaxed), 0);
+    drop(device);
+    let statuses: Vec<OpStatus> = finishes.0.lock().unwrap().iter().map(|f| f.2).collect();
+    assert_eq!(statuses, vec![OpStatus::Ok, OpStatus::Ok]);
+}
+
+#[test]
+fn an_unknown_command_buffer_is_refused() {
+    let (builder, q, _) = builder(1);
+    let device = builder.build().unwrap();
+    let execute = Op {
+        work: Work::Execute(causeway_driver_cpu::device::CommandBufferId(3)),
+        ..op(&[], &[], 1)
+    };
+    assert_eq!(
+        device.submit(q[0], &execute).unwrap_err(),
+        SubmitError::UnknownCommandBuffer(causeway_driver_cpu::device::CommandBufferId(3))
+    );
+}

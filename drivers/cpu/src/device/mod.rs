@@ -2,7 +2,8 @@
 //! run by the worker pool.
 //!
 //! A [`CpuDevice`] owns a [`CpuPool`], a fixed set of queues, a fixed table of semaphores,
-//! registered host functions and a stream-ordered memory pool, all sized when it is built
+//! registered host functions, recorded command buffers (each run by a block processor on every
+//! worker, see `execute`) and a stream-ordered memory pool, all sized when it is built
 //! ([`DeviceBuilder`]). After that, submitting, running and signalling allocate nothing.
 //!
 //! Submitting an [`Op`] to a queue ([`CpuDevice::submit`]) happens on the calling thread and
@@ -24,6 +25,7 @@
 //! fails the operation and every semaphore it signals; shutting the device down cancels what
 //! has not run and fails its signals as cancelled, so no host waiter is left hanging.
 
+mod execute;
 mod memory;
 mod op;
 mod queue;
@@ -41,10 +43,13 @@ use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Arm, Failure, Semaphore, SignalError};
 use heapless::Vec as FixedVec;
 
+pub use execute::DeviceKernel;
 pub use memory::{MemoryError, MemoryStats};
 pub use op::{Observer, Op, OpEvent, OpStatus, Work};
 
+use crate::block::BlockError;
 use crate::{CpuPool, HostExecutor, PoolConfig, PoolError};
+use execute::Execution;
 use memory::{AllocationId, MemoryPool};
 use op::OpBody;
 use queue::QueueShared;
@@ -81,6 +86,10 @@ pub struct SemaphoreId(pub u32);
 /// A registered host function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HostCallId(pub u32);
+
+/// A registered command buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CommandBufferId(pub u32);
 
 /// A stream-ordered buffer name (index below the device's buffer count).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -128,6 +137,8 @@ pub enum DeviceError {
     Axis(AxisError),
     /// A queue was configured with no room for operations.
     ZeroCapacity(QueueId),
+    /// A command buffer could not be recorded.
+    CommandBuffer(CommandBufferId, BlockError),
 }
 
 impl fmt::Display for DeviceError {
@@ -136,6 +147,7 @@ impl fmt::Display for DeviceError {
             DeviceError::Pool(error) => write!(f, "worker pool: {error}"),
             DeviceError::Axis(error) => write!(f, "queue axis: {error}"),
             DeviceError::ZeroCapacity(queue) => write!(f, "queue {} has capacity 0", queue.0),
+            DeviceError::CommandBuffer(id, error) => write!(f, "command buffer {}: {error}", id.0),
         }
     }
 }
@@ -145,6 +157,7 @@ impl std::error::Error for DeviceError {
         match self {
             DeviceError::Pool(error) => Some(error),
             DeviceError::Axis(error) => Some(error),
+            DeviceError::CommandBuffer(_, error) => Some(error),
             DeviceError::ZeroCapacity(_) => None,
         }
     }
@@ -160,6 +173,8 @@ pub enum SubmitError {
     UnknownSemaphore(SemaphoreId),
     /// No such host function.
     UnknownHostCall(HostCallId),
+    /// No such command buffer.
+    UnknownCommandBuffer(CommandBufferId),
     /// More than [`MAX_WAITS`] waits.
     TooManyWaits(usize),
     /// More than [`MAX_SIGNALS`] signals.
@@ -195,6 +210,7 @@ impl fmt::Display for SubmitError {
             SubmitError::UnknownQueue(queue) => write!(f, "no queue {}", queue.0),
             SubmitError::UnknownSemaphore(semaphore) => write!(f, "no semaphore {}", semaphore.0),
             SubmitError::UnknownHostCall(call) => write!(f, "no host function {}", call.0),
+            SubmitError::UnknownCommandBuffer(id) => write!(f, "no command buffer {}", id.0),
             SubmitError::TooManyWaits(n) => write!(f, "{n} waits (at most {MAX_WAITS})"),
             SubmitError::TooManySignals(n) => write!(f, "{n} signals (at most {MAX_SIGNALS})"),
             SubmitError::QueueFull { capacity } => {
@@ -250,6 +266,7 @@ pub(crate) struct DeviceShared {
     endpoints: Box<[Endpoint]>,
     semaphores: Box<[DeviceSemaphore]>,
     host_calls: Box<[HostCall]>,
+    executions: Box<[Execution]>,
     memory: Mutex<MemoryState>,
     observer: Option<Arc<dyn Observer>>,
     executor: Arc<HostExecutor<'static>>,
@@ -341,6 +358,7 @@ pub struct DeviceBuilder {
     queues: Vec<(QueueConfig, Result<Endpoint, AxisError>)>,
     semaphores: Vec<(u64, Scope, Endpoint)>,
     host_calls: Vec<HostCall>,
+    command_buffers: Vec<Vec<(u32, DeviceKernel)>>,
     buffers: usize,
     quota: u64,
     observer: Option<Arc<dyn Observer>>,
@@ -354,6 +372,7 @@ impl DeviceBuilder {
             queues: Vec::new(),
             semaphores: Vec::new(),
             host_calls: Vec::new(),
+            command_buffers: Vec::new(),
             buffers: 0,
             quota: 0,
             observer: None,
@@ -394,6 +413,13 @@ impl DeviceBuilder {
         HostCallId(self.host_calls.len() as u32 - 1)
     }
 
+    /// Records a command buffer for [`Work::Execute`]: regions of `(tiles, kernel)` tiled
+    /// dispatches, run in order with a barrier between regions by every worker at once.
+    pub fn command_buffer(&mut self, regions: Vec<(u32, DeviceKernel)>) -> CommandBufferId {
+        self.command_buffers.push(regions);
+        CommandBufferId(self.command_buffers.len() as u32 - 1)
+    }
+
     /// Gives the device `buffers` stream-ordered buffer names sharing a pool of `quota`
     /// bytes.
     pub fn memory(&mut self, buffers: usize, quota: u64) {
@@ -425,6 +451,13 @@ impl DeviceBuilder {
             ));
             endpoints.push(endpoint);
         }
+        for (index, regions) in self.command_buffers.iter().enumerate() {
+            Execution::validate(regions).map_err(|error| {
+                DeviceError::CommandBuffer(CommandBufferId(index as u32), error)
+            })?;
+        }
+        let workers = self.pool.workers;
+        let queue_count = self.queues.len();
         let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
         let semaphores = self
             .semaphores
@@ -436,6 +469,11 @@ impl DeviceBuilder {
             endpoints: endpoints.into_boxed_slice(),
             semaphores,
             host_calls: self.host_calls.into_boxed_slice(),
+            executions: self
+                .command_buffers
+                .into_iter()
+                .map(|regions| Execution::new(regions, queue_count))
+                .collect(),
             memory: Mutex::new(MemoryState {
                 pool: MemoryPool::new(self.quota, self.buffers),
                 waiting: Vec::with_capacity(self.queues.len()),
@@ -450,6 +488,9 @@ impl DeviceBuilder {
         // derived from it) have been joined; nothing moves it in between.
         let shared: &'static DeviceShared = unsafe { &*owned };
         let device = CpuDevice { pool: Some(pool), shared, owned };
+        for execution in shared.executions.iter() {
+            execution.link(shared, workers);
+        }
         for queue in shared.queues.iter() {
             let process = queue.link(shared);
             // The queue process is fresh and the pool has just started: submission cannot be
@@ -466,6 +507,7 @@ impl fmt::Debug for DeviceBuilder {
             .field("queues", &self.queues)
             .field("semaphores", &self.semaphores.len())
             .field("host_calls", &self.host_calls.len())
+            .field("command_buffers", &self.command_buffers.len())
             .field("buffers", &self.buffers)
             .field("quota", &self.quota)
             .finish_non_exhaustive()
@@ -610,6 +652,7 @@ impl CpuDevice {
             waits: op.waits.iter().copied().collect(),
             armed: [false; MAX_WAITS],
             signals: op.signals[..recorded].iter().copied().collect(),
+            issued: false,
         };
         // The submission hold keeps the gate shut while timepoints are armed.
         slot.gate
@@ -647,11 +690,15 @@ impl CpuDevice {
         {
             return Err(SubmitError::UnknownSemaphore(id));
         }
-        if let Work::Host(call) = op.work {
-            if call.0 as usize >= self.shared.host_calls.len() {
-                return Err(SubmitError::UnknownHostCall(call));
+        match op.work {
+            Work::Host(call) if call.0 as usize >= self.shared.host_calls.len() => {
+                Err(SubmitError::UnknownHostCall(call))
             }
-        }
+            Work::Execute(id) if id.0 as usize >= self.shared.executions.len() => {
+                Err(SubmitError::UnknownCommandBuffer(id))
+            }
+            _ => Ok(()),
+        }?;
         Ok(())
     }
 

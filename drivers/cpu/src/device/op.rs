@@ -13,7 +13,7 @@ use heapless::Vec as FixedVec;
 
 use super::memory::AllocationId;
 use super::queue::QueueShared;
-use super::{BufferId, HostCallId, SemaphoreId, MAX_SIGNALS, MAX_WAITS};
+use super::{BufferId, CommandBufferId, HostCallId, SemaphoreId, MAX_SIGNALS, MAX_WAITS};
 
 /// The work an operation does once its waits are satisfied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +29,8 @@ pub enum Work {
     Sleep(Duration),
     /// Calls a host function registered with the device.
     Host(HostCallId),
+    /// Executes a recorded command buffer on every worker (the queue waits for it).
+    Execute(CommandBufferId),
     /// Commits a stream-ordered allocation of `bytes` for `buffer`.
     Alloca {
         /// The buffer name.
@@ -104,6 +106,8 @@ pub(crate) struct OpBody {
     pub(crate) waits: FixedVec<(SemaphoreId, u64), MAX_WAITS>,
     pub(crate) armed: [bool; MAX_WAITS],
     pub(crate) signals: FixedVec<(SemaphoreId, u64), MAX_SIGNALS>,
+    /// An `Execute` operation whose command buffer is running.
+    pub(crate) issued: bool,
 }
 
 impl OpBody {
@@ -116,6 +120,7 @@ impl OpBody {
             waits: FixedVec::new(),
             armed: [false; MAX_WAITS],
             signals: FixedVec::new(),
+            issued: false,
         }
     }
 }

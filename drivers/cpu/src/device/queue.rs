@@ -41,6 +41,7 @@ use causeway_core::executor::{Drain, DrainContext, Drained, Process};
 use causeway_core::queue::QueueClock;
 use causeway_core::semaphore::{Failure, Timepoint};
 
+use super::execute::Issue;
 use super::memory::Commit;
 use super::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
 use super::DeviceShared;
@@ -182,23 +183,35 @@ impl QueueShared {
         // `tail`), so by invariant 1 only this queue process touches its body until `retire`.
         let body = unsafe { &mut *slot.body.get() };
         let device = self.device();
-        // A semaphore that failed after this operation's wait was decided (an elided wait on
-        // a signal whose operation then failed) still fails every current waiter.
-        for &(semaphore, _) in &body.waits {
-            if let Some(failure) = device.semaphores[semaphore.0 as usize].failure() {
-                slot.gate.record_failure(failure);
-            }
-        }
-        let status = match slot.gate.failure() {
-            Some(failure) => OpStatus::Failed(failure),
-            None => match self.prepare(body) {
-                Some(()) => {
-                    let started = |at_ns| OpEvent::Started { worker, at_ns };
-                    device.observe(self.index, body.tag, started);
-                    self.execute(body)
-                }
+        let status = if body.issued {
+            // A command buffer is running for this operation: done only when it finished.
+            let Work::Execute(id) = body.work else { unreachable!("only executions are issued") };
+            match device.executions[id.0 as usize].poll(self.index) {
+                Some(status) => status,
                 None => return Step::Blocked,
-            },
+            }
+        } else {
+            // A semaphore that failed after this operation's wait was decided (an elided wait
+            // on a signal whose operation then failed) still fails every current waiter.
+            for &(semaphore, _) in &body.waits {
+                if let Some(failure) = device.semaphores[semaphore.0 as usize].failure() {
+                    slot.gate.record_failure(failure);
+                }
+            }
+            match slot.gate.failure() {
+                Some(failure) => OpStatus::Failed(failure),
+                None => match self.prepare(body) {
+                    Some(()) => {
+                        let started = |at_ns| OpEvent::Started { worker, at_ns };
+                        device.observe(self.index, body.tag, started);
+                        match self.execute(body) {
+                            Some(status) => status,
+                            None => return Step::Blocked,
+                        }
+                    }
+                    None => return Step::Blocked,
+                },
+            }
         };
         device.finish_signals(body, status);
         device.observe(self.index, body.tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
@@ -206,9 +219,20 @@ impl QueueShared {
         Step::Retired
     }
 
-    /// Work that must succeed before the operation may start: committing memory. `None`
-    /// when the pool is over quota (the queue is registered to be woken by a decommit).
-    fn prepare(&self, body: &OpBody) -> Option<()> {
+    /// What must be had before the operation may start: committed memory for an alloca, the
+    /// command buffer for an execution. `None` when it is not available yet (the pool is over
+    /// quota, another queue executes the buffer); the queue is registered to be woken.
+    fn prepare(&self, body: &mut OpBody) -> Option<()> {
+        if let Work::Execute(id) = body.work {
+            let device = self.device();
+            return match device.executions[id.0 as usize].issue(self.index) {
+                Issue::Issued => {
+                    body.issued = true;
+                    Some(())
+                }
+                Issue::Busy => None,
+            };
+        }
         let (Work::Alloca { .. }, Some(allocation)) = (body.work, body.allocation) else {
             return Some(());
         };
@@ -226,9 +250,11 @@ impl QueueShared {
         }
     }
 
-    fn execute(&self, body: &OpBody) -> OpStatus {
+    /// Runs the operation's work; `None` for an issued execution, which finishes later.
+    fn execute(&self, body: &OpBody) -> Option<OpStatus> {
         let device = self.device();
-        match body.work {
+        Some(match body.work {
+            Work::Execute(_) => return None,
             Work::Barrier | Work::Alloca { .. } => OpStatus::Ok,
             Work::Spin(duration) => {
                 let until = Instant::now() + duration;
@@ -255,11 +281,12 @@ impl QueueShared {
                 Some(allocation) => device.decommit(allocation),
                 None => OpStatus::Failed(Failure::Aborted),
             },
-        }
+        })
     }
 
     fn retire(&self, head: u64, body: &mut OpBody) {
         body.allocation = None;
+        body.issued = false;
         // Release pairs with the Acquire load in `completed_epoch`.
         self.completed.store(body.point.epoch, Ordering::Release);
         // Release pairs with the Acquire load in `free_slot`: every access to the body above

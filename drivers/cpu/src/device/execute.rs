@@ -1,0 +1,187 @@
+//! Executing recorded command buffers from a queue: the queue process hands a buffer's block
+//! processor to every worker and sleeps until the processor's finish hook wakes it.
+//!
+//! A device owns each registered buffer with one processor and one compute process, reused for
+//! every execution (nothing is allocated per execution). One execution runs at a time: a queue
+//! that finds the buffer busy (another queue is executing it) registers and sleeps, and the
+//! owner wakes it when it collects its outcome.
+//!
+//! ```text
+//!   idle ──issue (owner := queue)──► running ──finish hook: outcome, wake owner──► done
+//!    ▲                                                                              │
+//!    └──────────── poll by the owner: take outcome, owner := idle, wake waiters ◄───┘
+//! ```
+//!
+//! `owner` changes only under the `waiting` lock, so a queue that registers as waiting cannot
+//! miss the release that would have let it in.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use causeway_core::executor::{Class, Process};
+use causeway_core::semaphore::Failure;
+
+use super::op::OpStatus;
+use super::DeviceShared;
+use crate::block::{BlockError, BlockProcessor, CommandBuffer, Kernel, OnFinish};
+
+const IDLE: usize = usize::MAX;
+/// `outcome` while an execution runs (or before the first).
+const PENDING: u64 = 0;
+/// `outcome` of a successful execution (failure words are never 1: their tag is in the high
+/// half, see [`Failure::to_word`]).
+const SUCCEEDED: u64 = 1;
+
+/// A kernel a device owns.
+pub type DeviceKernel = Box<dyn Kernel + Send>;
+
+/// Whether an issue went through.
+pub(crate) enum Issue {
+    /// The processor is running for this queue.
+    Issued,
+    /// Another queue is executing the buffer; this one will be woken.
+    Busy,
+}
+
+/// One registered command buffer with its processor and process.
+pub(crate) struct Execution {
+    regions: Box<[(u32, DeviceKernel)]>,
+    buffer: OnceLock<CommandBuffer<'static>>,
+    processor: OnceLock<BlockProcessor<'static>>,
+    process: OnceLock<Process<'static>>,
+    owner: AtomicUsize,
+    outcome: AtomicU64,
+    waiting: Mutex<Vec<usize>>,
+    device: OnceLock<&'static DeviceShared>,
+}
+
+impl Execution {
+    pub(crate) fn new(regions: Vec<(u32, DeviceKernel)>, queues: usize) -> Execution {
+        Execution {
+            regions: regions.into_boxed_slice(),
+            buffer: OnceLock::new(),
+            processor: OnceLock::new(),
+            process: OnceLock::new(),
+            owner: AtomicUsize::new(IDLE),
+            outcome: AtomicU64::new(PENDING),
+            waiting: Mutex::new(Vec::with_capacity(queues)),
+            device: OnceLock::new(),
+        }
+    }
+
+    /// Checks the recording before the device starts.
+    pub(crate) fn validate(regions: &[(u32, DeviceKernel)]) -> Result<(), BlockError> {
+        let mut builder = CommandBuffer::builder();
+        for (tiles, kernel) in regions {
+            builder = builder.dispatch(*tiles, &**kernel);
+        }
+        builder.build().map(drop)
+    }
+
+    /// Second construction phase, at the final address: records the buffer and builds the
+    /// processor and its process.
+    pub(crate) fn link(&'static self, device: &'static DeviceShared, workers: usize) {
+        let _ = self.device.set(device);
+        let buffer = self.buffer.get_or_init(|| {
+            let mut builder = CommandBuffer::builder();
+            for (tiles, kernel) in self.regions.iter() {
+                builder = builder.dispatch(*tiles, &**kernel);
+            }
+            builder.build().expect("validated when the device was built")
+        });
+        let processor = self.processor.get_or_init(|| {
+            BlockProcessor::new(buffer, workers)
+                .expect("a device has at least one worker")
+                .with_finish_hook(self)
+        });
+        self.process.get_or_init(|| Process::new(processor, Class::Compute));
+    }
+
+    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts an execution for `queue`, unless another queue holds the buffer.
+    pub(crate) fn issue(&'static self, queue: usize) -> Issue {
+        let mut waiting = self.lock_waiting();
+        if self.owner.load(Ordering::Relaxed) != IDLE {
+            if !waiting.contains(&queue) {
+                waiting.push(queue);
+            }
+            return Issue::Busy;
+        }
+        self.owner.store(queue, Ordering::Relaxed);
+        drop(waiting);
+        self.outcome.store(PENDING, Ordering::Relaxed);
+        let (Some(processor), Some(process), Some(device)) =
+            (self.processor.get(), self.process.get(), self.device.get())
+        else {
+            self.finished(Err(Failure::Aborted));
+            return Issue::Issued;
+        };
+        if processor.is_finished() {
+            // The finish hook runs just before the executor marks the process completed.
+            while !process.is_completed() {
+                std::hint::spin_loop();
+            }
+            if process.rearm().is_err() || processor.reset().is_err() {
+                self.finished(Err(Failure::Aborted));
+                return Issue::Issued;
+            }
+        }
+        if device.executor.submit(process).is_err() {
+            self.finished(Err(Failure::Cancelled));
+        }
+        Issue::Issued
+    }
+
+    /// The outcome of `queue`'s execution once it finished (releasing the buffer to the next
+    /// queue), or `None` while it runs.
+    pub(crate) fn poll(&self, queue: usize) -> Option<OpStatus> {
+        // Acquire pairs with the Release store in `finished`: the kernels' writes are visible.
+        let status = match self.outcome.load(Ordering::Acquire) {
+            PENDING => return None,
+            SUCCEEDED => OpStatus::Ok,
+            word => OpStatus::Failed(Failure::from_word(word).unwrap_or(Failure::Aborted)),
+        };
+        debug_assert_eq!(self.owner.load(Ordering::Relaxed), queue);
+        let mut waiting = self.lock_waiting();
+        self.owner.store(IDLE, Ordering::Relaxed);
+        let woken = std::mem::take(&mut *waiting);
+        drop(waiting);
+        if let Some(device) = self.device.get() {
+            for &queue in &woken {
+                device.queues[queue].wake();
+            }
+        }
+        // Give the list's capacity back so registering never allocates.
+        let mut waiting = self.lock_waiting();
+        if waiting.is_empty() {
+            *waiting = woken;
+            waiting.clear();
+        }
+        Some(status)
+    }
+}
+
+impl OnFinish for Execution {
+    fn finished(&self, outcome: Result<(), Failure>) {
+        let word = outcome.map_or_else(Failure::to_word, |()| SUCCEEDED);
+        // Release pairs with the Acquire load in `poll`.
+        self.outcome.store(word, Ordering::Release);
+        let owner = self.owner.load(Ordering::Relaxed);
+        if let (Some(device), true) = (self.device.get(), owner != IDLE) {
+            device.queues[owner].wake();
+        }
+    }
+}
+
+impl fmt::Debug for Execution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Execution")
+            .field("regions", &self.regions.len())
+            .field("owner", &self.owner.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
