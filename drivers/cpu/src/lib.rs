@@ -21,6 +21,17 @@ use causeway_core::executor::{
 };
 use causeway_platform_linux::{pin_current_thread, HostFutex};
 
+pub mod coroutine;
+pub mod invoke;
+pub mod stream;
+mod sync;
+pub mod wait;
+
+pub use coroutine::{JoinError, JoinHandle, SpawnError, Spawner};
+pub use invoke::{Invocation, InvokeError, Invoker};
+pub use stream::{DirectOp, Operation, Producer, PushError, Stream, Submitter};
+pub use wait::{block_on, wait, wait_fence, FenceExt, FenceWait, SemaphoreExt, SemaphoreWait};
+
 /// The executor a pool drives: 64 compute slots, up to 64 workers, parking on [`HostFutex`].
 pub type HostExecutor<'p> = Executor<'p, HostFutex, 64, 64>;
 
