@@ -37,6 +37,7 @@ passed
 
 step "tier 2: executor stress and zero-allocation tests, optimised"
 cargo test --release --test executor_stress --test no_alloc --test device_no_alloc
+cargo test --release -p causeway-driver-cpu --test no_alloc_stream --test block_no_alloc
 passed
 
 step "no heap in core: no alloc crate, builds for Cortex-M0 (no CAS) and Cortex-M4"
@@ -58,7 +59,7 @@ step "tier 2: loom models"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-core --release --test loom_semaphore --test loom_arena --test loom_executor
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p causeway-driver-cpu --release --test loom_block
+  cargo test -p causeway-driver-cpu --release --test loom_block --test loom_stream
 passed
 
 step "tier 5: benchmarks build and run one iteration each"

@@ -12,39 +12,41 @@
 //! Shutting down (explicitly, or by dropping the pool) cancels queued work and joins the
 //! threads: each worker finishes at most the drain call it is in.
 //!
-//! The [`block`] module runs recorded command buffers of tiled dispatches on the pool's
-//! workers as compute processes ([`BlockProcessor`]).
-//!
-//! Under `--cfg loom` only [`block`] is built (the pool needs the host futex, which has no loom
-//! model): that is what `tests/loom_block.rs` checks.
+//! On top of the pool: [`block`] runs recorded command buffers of tiled dispatches on every
+//! worker ([`BlockProcessor`]); [`device`] is the CPU device (queues, semaphores, memory);
+//! [`coroutine`] runs futures as processes, [`wait`] makes semaphores and fences awaitable,
+//! [`invoke`] is the invocation model on top of them, and [`stream`] drains a ring of small
+//! direct operations.
 
-#[cfg(not(loom))]
-pub mod device;
-
-#[cfg(not(loom))]
 use std::fmt;
-#[cfg(not(loom))]
 use std::sync::Arc;
-#[cfg(not(loom))]
 use std::thread;
 
-#[cfg(not(loom))]
 use causeway_core::executor::{
     Executor, ExecutorError, Process, ProcessError, RoundRobin, SpinPolicy,
 };
-#[cfg(not(loom))]
 use causeway_platform_linux::{pin_current_thread, HostFutex};
 
 pub mod block;
+pub mod coroutine;
+// The device is not a loom model (its lock-free parts are core's), and core's axis allocator
+// is not `const` under loom.
+#[cfg(not(loom))]
+pub mod device;
+pub mod invoke;
+pub mod stream;
 mod sync;
+pub mod wait;
 
 pub use block::{BlockError, BlockProcessor, CommandBuffer, Kernel, OnFinish};
+pub use coroutine::{JoinError, JoinHandle, SpawnError, Spawner};
+pub use invoke::{Invocation, InvokeError, Invoker};
+pub use stream::{DirectOp, Operation, Producer, PushError, Stream, Submitter};
+pub use wait::{block_on, wait, wait_fence, FenceExt, FenceWait, SemaphoreExt, SemaphoreWait};
 
-#[cfg(not(loom))]
 /// The executor a pool drives: 64 compute slots, up to 64 workers, parking on [`HostFutex`].
 pub type HostExecutor<'p> = Executor<'p, HostFutex, 64, 64>;
 
-#[cfg(not(loom))]
 /// How to build a pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -59,7 +61,6 @@ pub struct PoolConfig {
     pub name: String,
 }
 
-#[cfg(not(loom))]
 impl Default for PoolConfig {
     fn default() -> PoolConfig {
         PoolConfig {
@@ -71,7 +72,6 @@ impl Default for PoolConfig {
     }
 }
 
-#[cfg(not(loom))]
 impl PoolConfig {
     /// The default configuration with `workers` workers.
     pub fn with_workers(workers: usize) -> PoolConfig {
@@ -79,7 +79,6 @@ impl PoolConfig {
     }
 }
 
-#[cfg(not(loom))]
 /// Why a pool could not start.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -90,7 +89,6 @@ pub enum PoolError {
     Spawn(std::io::Error),
 }
 
-#[cfg(not(loom))]
 impl fmt::Display for PoolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -100,7 +98,6 @@ impl fmt::Display for PoolError {
     }
 }
 
-#[cfg(not(loom))]
 impl std::error::Error for PoolError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -110,21 +107,18 @@ impl std::error::Error for PoolError {
     }
 }
 
-#[cfg(not(loom))]
 impl From<ExecutorError> for PoolError {
     fn from(error: ExecutorError) -> PoolError {
         PoolError::Executor(error)
     }
 }
 
-#[cfg(not(loom))]
 /// A running pool of worker threads for `'static` processes. See the [crate docs](crate).
 pub struct CpuPool {
     executor: Arc<HostExecutor<'static>>,
     threads: Vec<thread::JoinHandle<()>>,
 }
 
-#[cfg(not(loom))]
 impl CpuPool {
     /// Builds the executor and starts the workers.
     pub fn start(config: PoolConfig) -> Result<CpuPool, PoolError> {
@@ -184,6 +178,7 @@ impl CpuPool {
     }
 
     /// Another handle to the executor, for state that must reach it from worker threads.
+    #[cfg(not(loom))]
     pub(crate) fn shared_executor(&self) -> Arc<HostExecutor<'static>> {
         Arc::clone(&self.executor)
     }
@@ -204,32 +199,27 @@ impl CpuPool {
     }
 }
 
-#[cfg(not(loom))]
 impl Drop for CpuPool {
     fn drop(&mut self) {
         self.stop();
     }
 }
 
-#[cfg(not(loom))]
 impl fmt::Debug for CpuPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CpuPool").field("executor", &self.executor).finish_non_exhaustive()
     }
 }
 
-#[cfg(not(loom))]
 /// Shuts an executor down when dropped, panics included.
 struct ShutdownOnExit<'e, 'p>(&'e HostExecutor<'p>);
 
-#[cfg(not(loom))]
 impl Drop for ShutdownOnExit<'_, '_> {
     fn drop(&mut self) {
         self.0.shutdown();
     }
 }
 
-#[cfg(not(loom))]
 fn run_worker(executor: &HostExecutor<'_>, index: usize, spin: SpinPolicy, pin: bool) {
     if pin {
         let cpus = thread::available_parallelism().map_or(1, usize::from);
@@ -243,7 +233,7 @@ fn run_worker(executor: &HostExecutor<'_>, index: usize, spin: SpinPolicy, pin: 
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::{Duration, Instant};

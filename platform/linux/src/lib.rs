@@ -15,21 +15,24 @@
 //! [`Futex`]: causeway_core::executor::Futex
 
 mod affinity;
-#[cfg(target_os = "linux")]
+// Under `cfg(loom)` core's futex word is a loom model type the kernel cannot wait on (it has no
+// address of a real 32-bit word), so loom builds fall back to the parking emulation; that keeps
+// crates above this one (the CPU driver) compiling for their own loom models.
+#[cfg(all(target_os = "linux", not(loom)))]
 mod linux;
 mod parking;
 
 pub use affinity::{pin_current_thread, PinError};
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(loom)))]
 pub use linux::LinuxFutex;
 pub use parking::ParkingFutex;
 
 /// The wait primitive this target should use: [`LinuxFutex`] here, because the kernel's futex
 /// is available.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(loom)))]
 pub type HostFutex = LinuxFutex;
 
 /// The wait primitive this target should use: [`ParkingFutex`] here, because Linux's futex is
-/// not available.
-#[cfg(not(target_os = "linux"))]
+/// not available (or, under `cfg(loom)`, cannot see the modelled word).
+#[cfg(any(not(target_os = "linux"), loom))]
 pub type HostFutex = ParkingFutex;
