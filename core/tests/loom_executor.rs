@@ -6,7 +6,14 @@
 //!   finalized exactly once, after its last drain call, and its storage is then reusable;
 //! - exactly-once activation under concurrent suspend-count releases;
 //! - park/wake: a submission always reaches a parked worker (a lost wake-up deadlocks);
-//! - cancellation racing activation: the process finishes exactly once, drained at most once.
+//! - cancellation racing activation: the process finishes exactly once, drained at most once;
+//! - the runnable summary: a wake racing a compute process going to sleep leaves its summary
+//!   bit set (scanners would skip the slot forever otherwise), and a compute wake reaches a
+//!   parked worker.
+//!
+//! Each model has been shown to fail on an injected bug in the protocol it covers (for the
+//! summary: a retract without its re-check, a retract whose `fetch_and` is Relaxed, and a wake
+//! that announces before it makes the slot word runnable).
 #![cfg(loom)]
 
 use std::time::Duration;
@@ -87,6 +94,35 @@ impl Drain for Counted {
         if outcome == Err(Failure::Cancelled) {
             self.cancelled.fetch_add(1, Ordering::Relaxed);
         }
+        self.finishes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A compute process that sleeps on its first drain and finishes on the next.
+struct SleepsOnce {
+    drains: AtomicUsize,
+    finishes: AtomicUsize,
+}
+
+impl SleepsOnce {
+    fn leaked() -> &'static SleepsOnce {
+        Box::leak(Box::new(SleepsOnce {
+            drains: AtomicUsize::new(0),
+            finishes: AtomicUsize::new(0),
+        }))
+    }
+}
+
+impl Drain for SleepsOnce {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        if self.drains.fetch_add(1, Ordering::Relaxed) == 0 {
+            Drained::Sleep
+        } else {
+            Drained::Done(Ok(()))
+        }
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {
         self.finishes.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -222,5 +258,52 @@ fn cancellation_racing_activation_finishes_exactly_once() {
         if counted.cancelled.load(Ordering::Relaxed) == 0 {
             assert_eq!(drains, 1, "finished Ok, so it was drained");
         }
+    });
+}
+
+#[test]
+fn a_wake_racing_a_compute_sleep_leaves_the_slot_visible_to_scans() {
+    bounded(|| {
+        let executor = executor(1);
+        let sleepy = SleepsOnce::leaked();
+        let compute: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(sleepy, Class::Compute)));
+        executor.submit(compute).unwrap();
+        let waker = thread::spawn(move || executor.wake(compute));
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        assert!(!worker.step(), "the first drain sleeps");
+        waker.join().unwrap();
+        // The wake came after submission, so the process is runnable again (or its sleep was
+        // turned into another drain): the next step must find it through the summary and
+        // finish it. A lost summary bit leaves it runnable but never scanned.
+        assert!(worker.step(), "the woken process is found");
+        assert!(compute.is_completed());
+        assert_eq!(sleepy.drains.load(Ordering::Relaxed), 2);
+        assert_eq!(sleepy.finishes.load(Ordering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn a_compute_wake_always_reaches_a_parked_worker() {
+    bounded(|| {
+        let executor = executor(1);
+        let sleepy = SleepsOnce::leaked();
+        let compute: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(sleepy, Class::Compute)));
+        let runner = thread::spawn(move || {
+            let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+            worker.run();
+        });
+        executor.submit(compute).unwrap();
+        while sleepy.drains.load(Ordering::Relaxed) == 0 {
+            thread::yield_now();
+        }
+        executor.wake(compute);
+        while !compute.is_completed() {
+            thread::yield_now();
+        }
+        executor.shutdown();
+        runner.join().unwrap();
+        assert_eq!(sleepy.finishes.load(Ordering::Relaxed), 1);
     });
 }

@@ -4,8 +4,9 @@
 //! - [`Process`] — caller-owned work: a [`Drain`] behaviour, a suspend count, dependents, a
 //!   cancellation/failure word (first failure wins) and a wake budget.
 //! - [`Executor`] — the shared state: the FIFO immediate list for budget-1 work, the fixed
-//!   compute slot array for multi-worker work (with an overflow list when every slot is
-//!   taken), the aggregate wake budget and one parking word per worker.
+//!   compute slot array for multi-worker work (with a one-word summary of the slots that may
+//!   be runnable, and an overflow list when every slot is taken), the aggregate wake budget
+//!   and one parking word per worker.
 //! - [`Worker`] — one per thread (or the main loop of an MCU): pops immediate work, scans
 //!   compute slots under a swappable [`ScanPolicy`], spins adaptively, then parks on the
 //!   platform [`Futex`].
@@ -108,8 +109,11 @@ impl core::error::Error for ExecutorError {}
 /// The executor's shared state for processes borrowed for `'p`, parking through `F`, with
 /// `SLOTS` compute slots and room for `WORKERS` (≤ 64) workers. See the [module docs](self).
 pub struct Executor<'p, F: Futex, const SLOTS: usize = 64, const WORKERS: usize = 64> {
-    immediate: ProcessList<'p>,
-    overflow: ProcessList<'p>,
+    /// Each list on a line of its own: every idle worker reads the immediate list on every
+    /// step, and sharing a line with the overflow list or the slots made their writers (a
+    /// draining worker pushing a dependent) miss on it every time.
+    immediate: Line<ProcessList<'p>>,
+    overflow: Line<ProcessList<'p>>,
     slots: SlotArray<'p, SLOTS>,
     /// Bit `w` set: worker `w` is parked or about to park.
     idle: Line<AtomicU64>,
@@ -157,8 +161,8 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             return Err(ExecutorError::Fanout);
         }
         Ok(Executor {
-            immediate: ProcessList::new(),
-            overflow: ProcessList::new(),
+            immediate: Line(ProcessList::new()),
+            overflow: Line(ProcessList::new()),
             slots: SlotArray::new(),
             idle: Line(AtomicU64::new(0)),
             budget: Line(AtomicU32::new(0)),
@@ -279,7 +283,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         process.state_word().store(state::QUEUED, Ordering::Relaxed);
         match process.class() {
             Class::Immediate => {
-                self.immediate.push(process);
+                self.immediate.0.push(process);
                 self.notify(1);
             }
             Class::Compute => self.place(process),
@@ -289,16 +293,16 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     /// Puts an activated compute process into a slot, or onto the overflow list.
     fn place(&self, process: &'p Process<'p>) {
         if !self.try_claim_slot(process) {
-            self.overflow.push(process);
+            self.overflow.0.push(process);
             self.notify(1);
         }
     }
 
     /// Moves overflowed compute processes into free slots while both exist.
     pub(crate) fn drain_overflow(&self) {
-        while let Some(process) = self.overflow.pop() {
+        while let Some(process) = self.overflow.0.pop() {
             if !self.try_claim_slot(process) {
-                self.overflow.push(process);
+                self.overflow.0.push(process);
                 return;
             }
         }
@@ -330,7 +334,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             // `Sleep` result cannot both miss each other.
             match word.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) if next == state::QUEUED => {
-                    self.immediate.push(process);
+                    self.immediate.0.push(process);
                     self.notify(1);
                     return;
                 }
@@ -373,12 +377,14 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     /// Whether any queued work is visible (hints; see the parking protocol).
     pub(crate) fn has_work(&self) -> bool {
-        !self.immediate.looks_empty() || self.slots.any_runnable() || !self.overflow.looks_empty()
+        !self.immediate.0.looks_empty()
+            || self.slots.any_runnable()
+            || !self.overflow.0.looks_empty()
     }
 
     /// Whether nothing is queued or occupying a slot: after shutdown, workers may return.
     pub(crate) fn is_quiescent(&self) -> bool {
-        self.immediate.looks_empty() && self.overflow.looks_empty() && self.slots.all_vacant()
+        self.immediate.0.looks_empty() && self.overflow.0.looks_empty() && self.slots.all_vacant()
     }
 
     /// Wakes up to `wanted` parked workers: one now, the rest through the wake tree.
@@ -470,11 +476,11 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     }
 
     pub(crate) fn immediate(&self) -> &ProcessList<'p> {
-        &self.immediate
+        &self.immediate.0
     }
 
     pub(crate) fn overflow_looks_empty(&self) -> bool {
-        self.overflow.looks_empty()
+        self.overflow.0.looks_empty()
     }
 
     pub(crate) fn slots(&self) -> &SlotArray<'p, SLOTS> {

@@ -2,6 +2,7 @@
 
 use super::process::{state, DrainContext, Drained, Process};
 use super::scan::{ScanPolicy, SlotHint};
+use super::slots;
 use super::{Executor, Futex, AWAKE, PARKED};
 use crate::semaphore::Failure;
 use crate::sync::atomic::Ordering;
@@ -105,14 +106,22 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
         if !executor.overflow_looks_empty() {
             executor.drain_overflow();
         }
-        let version = u64::from(executor.slots().generation()) << 32 | u64::from(self.hint_changes);
+        let slot_array = executor.slots();
+        // The runnable summary: an idle scan ends at this one load, and a revolution only looks
+        // at slot words whose bit is set (the word still decides; see `slots`).
+        let runnable = slot_array.runnable_hint();
+        if runnable == 0 {
+            return false;
+        }
+        let version = u64::from(slot_array.generation()) << 32 | u64::from(self.hint_changes);
         let Worker { policy, hints, local, seen_claims, index, .. } = self;
         let hints: &[SlotHint; SLOTS] = hints;
         // The policy reads the hints during the scan, so what a visit learns is applied after
         // it (hints are allowed to lag by a scan).
         let mut learned = None;
         let did_work = policy.scan(hints, version, |slot| {
-            executor.slots().looks_runnable(slot)
+            slots::marked(runnable, slot)
+                && slot_array.looks_runnable(slot)
                 && drain_slot(
                     executor,
                     *index,
@@ -206,6 +215,9 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             // Withdraw. If a waker already took the bit it also set NOTIFIED: harmless.
             executor.idle_mask().fetch_and(!bit, Ordering::AcqRel);
             word.store(AWAKE, Ordering::Relaxed);
+            // The work seen may not be scannable yet (a waker between making a slot runnable
+            // and announcing it in the summary): let the waker run before scanning again.
+            spin_hint();
             return;
         }
         // Acquire pairs with the waker's Release store of NOTIFIED.
