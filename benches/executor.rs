@@ -7,14 +7,17 @@
 //!   before (the first by the bench thread), on two workers. Reported **per hop**: every
 //!   function divides its measured time by [`CHAIN_HOPS`] before handing it to criterion, so the
 //!   time column reads time per hop directly. Peers: causeway (immediate processes, each the
-//!   sole dependent of the previous) on two workers that never park; the same under the default
+//!   sole dependent of the previous, so each is handed off to the worker that completed the one
+//!   before — a continuation, as in rayon's scope) on two workers that never park; the same under the default
 //!   spin policy, where the idle worker parks; the same on one worker; a rayon `scope` whose
 //!   tasks each `spawn` the next; a `rayon::spawn` chain; a tokio multi-thread `tokio::spawn`
 //!   chain; and the floor, two threads passing a counter back and forth through one atomic (per
 //!   one-way hop, so every hop crosses threads). Every hop records which worker ran it, and each
 //!   function prints the share of hops that ran on another worker than the hop before: a chain
 //!   that stays on one worker is a continuation, not a hand-over, and is not bounded below by
-//!   the ping-pong.
+//!   the ping-pong. Each function also prints the in-chain hop, from the first hop starting to
+//!   the last one starting, which leaves out the thread wake-ups at either end of the chain
+//!   (see below): where the two differ, the difference is the operating system's doing.
 //! - `parked_wake`: one round trip from a submission to the bench thread seeing the process
 //!   completed, with the only worker parked (`SpinPolicy::Park`). Floor: the bench thread wakes
 //!   a thread asleep in `futex(2)` and spins until it answers.
@@ -112,6 +115,12 @@ struct Chain {
     /// Over the chains checked so far: hops, and hops run by another worker than the hop before.
     hops_checked: AtomicU64,
     crossings: AtomicU64,
+    /// When the first and the last hop of the current chain started, in nanoseconds since
+    /// `epoch`; and over the chains checked so far, the sum of the differences.
+    epoch: Instant,
+    first_started: AtomicU64,
+    last_started: AtomicU64,
+    in_chain: AtomicU64,
 }
 
 impl Chain {
@@ -123,12 +132,21 @@ impl Chain {
             waiter: thread::current(),
             hops_checked: AtomicU64::new(0),
             crossings: AtomicU64::new(0),
+            epoch: Instant::now(),
+            first_started: AtomicU64::new(0),
+            last_started: AtomicU64::new(0),
+            in_chain: AtomicU64::new(0),
         }
     }
 
     /// Records that hop `position` (from 1) ran on `worker`: one plain store, the same for every
-    /// peer.
+    /// peer, plus a clock read at the first and the last hop.
     fn record(&self, position: u32, worker: usize) {
+        if position == 1 || Chain::is_last(position) {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            let at = if position == 1 { &self.first_started } else { &self.last_started };
+            at.store(now, Ordering::Relaxed);
+        }
         self.ran_on[position as usize - 1].store(worker as u32 + 1, Ordering::Relaxed);
     }
 
@@ -165,16 +183,27 @@ impl Chain {
         }
         self.hops_checked.fetch_add(u64::from(CHAIN_HOPS), Ordering::Relaxed);
         self.crossings.fetch_add(crossings, Ordering::Relaxed);
+        let first = self.first_started.load(Ordering::Relaxed);
+        let last = self.last_started.load(Ordering::Relaxed);
+        assert!(last >= first, "the last hop started after the first");
+        self.in_chain.fetch_add(last - first, Ordering::Relaxed);
     }
 
-    /// Prints the share of hops that changed worker in the chains checked since the last report:
-    /// it says whether a hop measured a hand-over between threads or a continuation on one.
+    /// Prints the share of hops that changed worker in the chains checked since the last report
+    /// (it says whether a hop measured a hand-over between threads or a continuation on one),
+    /// and the in-chain hop (the wake-ups at either end of a chain left out).
     fn report_crossings(&self, function: &str) {
         let hops = self.hops_checked.swap(0, Ordering::Relaxed);
         let crossings = self.crossings.swap(0, Ordering::Relaxed);
+        let in_chain = self.in_chain.swap(0, Ordering::Relaxed);
         if hops > 0 {
             let share = 100.0 * crossings as f64 / hops as f64;
-            eprintln!("chain_hop/{function}: {share:.1}% of {hops} hops ran on another worker");
+            let chains = hops / u64::from(CHAIN_HOPS);
+            let hop = in_chain as f64 / (chains * u64::from(CHAIN_HOPS - 1)) as f64;
+            eprintln!(
+                "chain_hop/{function}: {share:.1}% of {hops} hops ran on another worker; \
+                 in-chain hop {hop:.1} ns"
+            );
         }
     }
 }

@@ -29,6 +29,18 @@
 //!               └─────── word := NOTIFIED, futex wake (bit cleared by the waker) ◄┘
 //! ```
 //!
+//! # Hand-off
+//!
+//! A worker that completes a process, and by that activates an immediate dependent while the
+//! immediate list looks empty, keeps that one dependent and runs it on its next step, before it
+//! looks at the list, instead of pushing it and notifying. The list would have given the
+//! dependent the same place — first — and this worker, awake and about to pop, would most
+//! likely have taken it; keeping it saves the push, the pop, the notify and the cache-line
+//! transfers to a worker racing for it, which is what a dependency chain costs per hop. At most
+//! one process is handed off per completion and held per worker; other dependents, and every
+//! dependent while the list holds work, are pushed as usual, so FIFO order among activations is
+//! kept. A worker dropped while holding a hand-off pushes it back onto the list.
+//!
 //! Waking many workers uses a wake tree: the notifier adds `budget − 1` to a pending count and
 //! wakes one worker; every woken worker claims up to `fanout` of the pending wakes and wakes
 //! that many more before it starts scanning, so N workers are up in about log(N) rounds.
@@ -63,6 +75,15 @@ use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Orderin
 use list::ProcessList;
 use process::state;
 use slots::{SlotArray, SlotWake};
+
+/// What the executor keeps for each worker, on the worker's own line.
+struct PerWorker {
+    /// The worker's parking word (see the module docs).
+    parking: FutexWord,
+    /// Processes completed by this worker. Only ever moved by RMWs: a worker index may move to
+    /// another thread (a dropped and re-taken [`Worker`]) without synchronising with the last.
+    completed: AtomicUsize,
+}
 
 /// One group of fields on its own cache line on hosts (no padding on bare metal).
 #[cfg_attr(not(target_os = "none"), repr(align(64)))]
@@ -121,13 +142,14 @@ pub struct Executor<'p, F: Futex, const SLOTS: usize = 64, const WORKERS: usize 
     budget: Line<AtomicU32>,
     /// Wakes still owed by the wake tree.
     pending_wakes: AtomicU32,
-    parking: [Line<FutexWord>; WORKERS],
+    per_worker: [Line<PerWorker>; WORKERS],
     /// Bit `w` set: a [`Worker`] handle exists for index `w`.
     taken: AtomicU64,
-    /// Submitted processes not yet completed. On its own line: it changes on every submit and
-    /// completion, and sharing a line with `stopping` (read on every idle scan) made spinning
-    /// workers slow the draining one down.
-    live: Line<AtomicUsize>,
+    /// Processes ever submitted; [`live`](Self::live) subtracts the completions counted per
+    /// worker. Split so that submitters and completing workers never write the same line (one
+    /// shared count cost a cache miss on every submission and every completion), and on a line
+    /// of its own so that `stopping`, read on every idle scan, is not on it.
+    submitted: Line<AtomicUsize>,
     stopping: AtomicBool,
     workers: usize,
     fanout: u32,
@@ -167,9 +189,11 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             idle: Line(AtomicU64::new(0)),
             budget: Line(AtomicU32::new(0)),
             pending_wakes: AtomicU32::new(0),
-            parking: core::array::from_fn(|_| Line(FutexWord::new(AWAKE))),
+            per_worker: core::array::from_fn(|_| {
+                Line(PerWorker { parking: FutexWord::new(AWAKE), completed: AtomicUsize::new(0) })
+            }),
             taken: AtomicU64::new(0),
-            live: Line(AtomicUsize::new(0)),
+            submitted: Line(AtomicUsize::new(0)),
             stopping: AtomicBool::new(false),
             workers,
             fanout,
@@ -205,7 +229,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             return Err(ProcessError::ShutDown);
         }
         process.mark_submitted()?;
-        self.live.0.fetch_add(1, Ordering::Relaxed);
+        self.submitted.0.fetch_add(1, Ordering::Relaxed);
         self.release(process)
     }
 
@@ -251,9 +275,14 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     /// Submitted processes that have not completed yet.
     pub fn live(&self) -> usize {
-        // Acquire pairs with the Release decrement in `complete`: a caller that sees a count
-        // also sees those completions' effects.
-        self.live.0.load(Ordering::Acquire)
+        // Completions first. Acquire pairs with the Release increments in `complete`: a caller
+        // that sees a count also sees those completions' effects, and the submission of every
+        // completion counted here happens before the load of `submitted` below, which therefore
+        // counts it too (the difference cannot underflow).
+        let completed = self.per_worker[..self.workers]
+            .iter()
+            .fold(0usize, |sum, own| sum.wrapping_add(own.0.completed.load(Ordering::Acquire)));
+        self.submitted.0.load(Ordering::Relaxed).wrapping_sub(completed)
     }
 
     /// Whether [`shutdown`](Self::shutdown) has been called.
@@ -277,10 +306,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     }
 
     fn activate(&self, process: &'p Process<'p>) {
-        if self.is_stopping() {
-            process.record_failure(Failure::Cancelled);
-        }
-        process.state_word().store(state::QUEUED, Ordering::Relaxed);
+        self.mark_queued(process);
         match process.class() {
             Class::Immediate => {
                 self.immediate.0.push(process);
@@ -288,6 +314,15 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             }
             Class::Compute => self.place(process),
         }
+    }
+
+    /// The first step of every activation, hand-offs included: a process activated after
+    /// shutdown is cancelled, and it is QUEUED from now on (wakes are no-ops).
+    fn mark_queued(&self, process: &'p Process<'p>) {
+        if self.is_stopping() {
+            process.record_failure(Failure::Cancelled);
+        }
+        process.state_word().store(state::QUEUED, Ordering::Relaxed);
     }
 
     /// Puts an activated compute process into a slot, or onto the overflow list.
@@ -344,9 +379,15 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         }
     }
 
-    /// Completes a process whose last drain call has returned: runs its `finish`, marks it
-    /// completed, then releases its dependents (handing on its failure).
-    pub(crate) fn complete(&self, process: &'p Process<'p>) {
+    /// Completes a process whose last drain call has returned on worker `worker`: runs its
+    /// `finish`, marks it completed, then releases its dependents (handing on its failure).
+    /// Returns the dependent handed off to that worker, if any (see "Hand-off" above).
+    #[must_use]
+    pub(crate) fn complete(
+        &self,
+        process: &'p Process<'p>,
+        worker: usize,
+    ) -> Option<&'p Process<'p>> {
         let outcome = process.failure().map_or(Ok(()), Err);
         process.drain_ref().finish(outcome);
         let dependents = process.dependents();
@@ -355,24 +396,50 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         // waker's compare-exchange (RUNNING → RUNNING|NOTIFIED) may race it, and an RMW keeps
         // the two in one total order on the word, so the completion can never be overwritten.
         process.state_word().swap(state::COMPLETED, Ordering::Release);
+        let mut handed = None;
         for &dependent in dependents {
             if let Err(failure) = outcome {
                 dependent.record_failure(failure);
             }
             if let Ok(true) = dependent.release() {
-                self.activate(dependent);
+                if handed.is_none()
+                    && dependent.class() == Class::Immediate
+                    && self.immediate.0.looks_empty()
+                {
+                    // This thread's AcqRel release saw every other releaser's writes, and the
+                    // worker runs the dependent next: program order hands them on.
+                    self.mark_queued(dependent);
+                    handed = Some(dependent);
+                } else {
+                    self.activate(dependent);
+                }
             }
         }
-        // Release pairs with the Acquire load in `live`.
-        self.live.0.fetch_sub(1, Ordering::Release);
+        // Release pairs with the Acquire loads in `live`.
+        self.per_worker[worker].0.completed.fetch_add(1, Ordering::Release);
+        handed
     }
 
-    /// Finalizes the compute process in `index` (this thread won the slot's FINALIZING).
-    pub(crate) fn finalize_slot(&self, index: usize, process: &'p Process<'p>) {
+    /// Puts back a hand-off that its worker will not run (the worker is being dropped).
+    pub(crate) fn requeue(&self, process: &'p Process<'p>) {
+        self.immediate.0.push(process);
+        self.notify(1);
+    }
+
+    /// Finalizes the compute process in `index` on worker `worker` (which won the slot's
+    /// FINALIZING); returns the dependent handed off to that worker, if any.
+    #[must_use]
+    pub(crate) fn finalize_slot(
+        &self,
+        index: usize,
+        process: &'p Process<'p>,
+        worker: usize,
+    ) -> Option<&'p Process<'p>> {
         self.budget.0.fetch_sub(process.wake_budget(), Ordering::Relaxed);
         self.slots.vacate(index);
-        self.complete(process);
+        let handed = self.complete(process, worker);
         self.drain_overflow();
+        handed
     }
 
     /// Whether any queued work is visible (hints; see the parking protocol).
@@ -413,7 +480,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    let word = &self.parking[bit.trailing_zeros() as usize].0;
+                    let word = &self.per_worker[bit.trailing_zeros() as usize].0.parking;
                     // Release pairs with the Acquire load in the parked worker's wait loop.
                     word.store(NOTIFIED, Ordering::Release);
                     self.futex.wake_one(word);
@@ -445,12 +512,13 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     fn wake_all_workers(&self) {
         // AcqRel: as in `notify`; every bit taken here is a worker this call must wake.
         let idle = self.idle.0.swap(0, Ordering::AcqRel);
-        for (index, word) in self.parking.iter().enumerate().take(self.workers) {
+        for (index, own) in self.per_worker.iter().enumerate().take(self.workers) {
+            let word = &own.0.parking;
             if idle & (1 << index) != 0 {
                 // Release pairs with the parked worker's Acquire load.
-                word.0.store(NOTIFIED, Ordering::Release);
+                word.store(NOTIFIED, Ordering::Release);
             }
-            self.futex.wake_all(&word.0);
+            self.futex.wake_all(word);
         }
     }
 
@@ -464,7 +532,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     }
 
     pub(crate) fn parking_word(&self, index: usize) -> &FutexWord {
-        &self.parking[index].0
+        &self.per_worker[index].0.parking
     }
 
     pub(crate) fn idle_mask(&self) -> &AtomicU64 {

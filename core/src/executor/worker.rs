@@ -46,6 +46,9 @@ pub struct Worker<'e, 'p, F: Futex, P, const SLOTS: usize, const WORKERS: usize>
     seen_claims: [u32; SLOTS],
     /// Private per-slot words handed to drains (`DrainContext::local`).
     local: [u64; SLOTS],
+    /// The process this worker's last completion handed to it (see "Hand-off" in the
+    /// executor docs): QUEUED, run before the immediate list.
+    handed: Option<&'p Process<'p>>,
 }
 
 impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: usize>
@@ -66,6 +69,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             hint_changes: 0,
             seen_claims: [u32::MAX; SLOTS],
             local: [0; SLOTS],
+            handed: None,
         }
     }
 
@@ -99,7 +103,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
     /// Returns whether anything was done (the bare-metal main loop sleeps when it was not).
     pub fn step(&mut self) -> bool {
         let executor = self.executor;
-        if let Some(process) = executor.immediate().pop() {
+        if let Some(process) = self.handed.take().or_else(|| executor.immediate().pop()) {
             self.run_immediate(process);
             return true;
         }
@@ -114,7 +118,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             return false;
         }
         let version = u64::from(slot_array.generation()) << 32 | u64::from(self.hint_changes);
-        let Worker { policy, hints, local, seen_claims, index, .. } = self;
+        let Worker { policy, hints, local, seen_claims, index, handed, .. } = self;
         let hints: &[SlotHint; SLOTS] = hints;
         // The policy reads the hints during the scan, so what a visit learns is applied after
         // it (hints are allowed to lag by a scan).
@@ -129,6 +133,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                     &mut seen_claims[slot],
                     &mut local[slot],
                     &mut learned,
+                    handed,
                 )
         });
         if let Some((slot, seen)) = learned {
@@ -150,7 +155,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             process.record_failure(Failure::Cancelled);
         }
         if process.failure().is_some() {
-            executor.complete(process);
+            self.handed = executor.complete(process, self.index);
             return;
         }
         let mut local = 0;
@@ -181,7 +186,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                 if let Err(failure) = result {
                     process.record_failure(failure);
                 }
-                executor.complete(process);
+                self.handed = executor.complete(process, self.index);
             }
         }
     }
@@ -229,8 +234,8 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
     }
 }
 
-/// Enters `slot`, drains its process once and leaves; returns whether work was done and
-/// records what it saw of the occupant in `learned`.
+/// Enters `slot`, drains its process once and leaves; returns whether work was done, records
+/// what it saw of the occupant in `learned` and a hand-off from finalizing it in `handed`.
 fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
     executor: &Executor<'p, F, SLOTS, WORKERS>,
     worker: usize,
@@ -238,6 +243,7 @@ fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
     seen_claim: &mut u32,
     local: &mut u64,
     learned: &mut Option<(usize, SlotHint)>,
+    handed: &mut Option<&'p Process<'p>>,
 ) -> bool {
     let slots = executor.slots();
     let mut did_work = false;
@@ -271,7 +277,7 @@ fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
         *learned = Some((slot, seen));
     }
     if let Some(process) = slots.leave(slot) {
-        executor.finalize_slot(slot, process);
+        *handed = executor.finalize_slot(slot, process, worker);
         did_work = true;
     }
     did_work
@@ -281,6 +287,9 @@ impl<F: Futex, P, const SLOTS: usize, const WORKERS: usize> Drop
     for Worker<'_, '_, F, P, SLOTS, WORKERS>
 {
     fn drop(&mut self) {
+        if let Some(process) = self.handed.take() {
+            self.executor.requeue(process);
+        }
         // Give the index back so a new worker may take it (e.g. a restarted thread).
         self.executor.release_worker(self.index);
     }
