@@ -904,7 +904,7 @@ fn run_rayon_in_place_tiny(pool: &rayon::ThreadPool, tally: &Tally) -> Duration 
 }
 
 /// One causeway function of `tiny_1m`, with its workers under `spin`; on its own so that its 1M
-/// processes (192 MB) are freed before the next function runs.
+/// processes (128 MB) are freed before the next function runs.
 fn bench_tiny_causeway(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,

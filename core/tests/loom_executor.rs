@@ -2,6 +2,8 @@
 //!
 //! Every model drives the public API with tiny capacities (2 slots, 2 workers):
 //! - immediate-list push/pop: processes pushed from two threads are each drained exactly once;
+//! - immediate-list runs: two workers taking fair-share runs from a backlog (one dropped with
+//!   part of its run in hand, which goes back) drain every process exactly once;
 //! - slot claim/release against scanners: a compute process drained by two workers at once is
 //!   finalized exactly once, after its last drain call, and its storage is then reusable;
 //! - exactly-once activation under concurrent suspend-count releases;
@@ -16,7 +18,8 @@
 //! Each model has been shown to fail on an injected bug in the protocol it covers (for the
 //! summary: a retract without its re-check, a retract whose `fetch_and` is Relaxed, and a wake
 //! that announces before it makes the slot word runnable; for the hand-off: a dependent both
-//! handed off and queued).
+//! handed off and queued; for runs: a dropped worker that keeps its run, and a turn that leaves
+//! the shared ready run pointing inside the run it cut).
 #![cfg(loom)]
 
 use std::time::Duration;
@@ -334,6 +337,33 @@ fn cancellation_racing_a_hand_off_finishes_exactly_once() {
         assert!(drains <= 1);
         if second.cancelled.load(Ordering::Relaxed) == 0 {
             assert_eq!(drains, 1, "finished Ok, so it was drained");
+        }
+    });
+}
+
+#[test]
+fn two_workers_taking_runs_drain_every_process_once() {
+    bounded(|| {
+        let executor = executor(2);
+        let drains: Vec<&'static Counted> = (0..4).map(|_| Counted::leaked(1)).collect();
+        // A backlog of four: the first turn cuts a run of two (its share), later turns one each.
+        for &drain in &drains {
+            executor.submit(process(drain, Class::Immediate)).unwrap();
+        }
+        let helper = thread::spawn(move || {
+            let mut worker = executor.worker::<RoundRobin>(1, SpinPolicy::Park).unwrap();
+            // One step, then the worker is dropped: whatever is left of its run goes back.
+            worker.step();
+        });
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        worker.step();
+        worker.step();
+        helper.join().unwrap();
+        while worker.step() {}
+        assert_eq!(executor.live(), 0);
+        for drain in drains {
+            assert_eq!(drain.drains.load(Ordering::Relaxed), 1);
+            assert_eq!(drain.finishes.load(Ordering::Relaxed), 1);
         }
     });
 }

@@ -7,9 +7,10 @@
 //!   compute slot array for multi-worker work (with a one-word summary of the slots that may
 //!   be runnable, and an overflow list when every slot is taken), the aggregate wake budget
 //!   and one parking word per worker.
-//! - [`Worker`] — one per thread (or the main loop of an MCU): pops immediate work, scans
-//!   compute slots under a swappable [`ScanPolicy`], spins adaptively, then parks on the
-//!   platform [`Futex`].
+//! - [`Worker`] — one per thread (or the main loop of an MCU): runs a dependent handed to it
+//!   by its own last completion, then immediate work (taken from the list a fair-share run at a
+//!   time, see `list`), scans compute slots under a swappable [`ScanPolicy`], spins adaptively,
+//!   then parks on the platform [`Futex`].
 //!
 //! # Activation, wake and parking
 //!
@@ -38,8 +39,9 @@
 //! likely have taken it; keeping it saves the push, the pop, the notify and the cache-line
 //! transfers to a worker racing for it, which is what a dependency chain costs per hop. At most
 //! one process is handed off per completion and held per worker; other dependents, and every
-//! dependent while the list holds work, are pushed as usual, so FIFO order among activations is
-//! kept. A worker dropped while holding a hand-off pushes it back onto the list.
+//! dependent while the list or the worker's own run taken from it (see `list`) holds work, are
+//! pushed as usual, so FIFO order among activations is kept. A worker dropped while holding a
+//! hand-off or a run pushes them back onto the list.
 //!
 //! Waking many workers uses a wake tree: the notifier adds `budget − 1` to a pending count and
 //! wakes one worker; every woken worker claims up to `fanout` of the pending wakes and wakes
@@ -381,12 +383,14 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     /// Completes a process whose last drain call has returned on worker `worker`: runs its
     /// `finish`, marks it completed, then releases its dependents (handing on its failure).
-    /// Returns the dependent handed off to that worker, if any (see "Hand-off" above).
+    /// Returns the dependent handed off to that worker, if `may_hand_off` (the worker holds no
+    /// other taken processes) and one qualifies (see "Hand-off" above).
     #[must_use]
     pub(crate) fn complete(
         &self,
         process: &'p Process<'p>,
         worker: usize,
+        may_hand_off: bool,
     ) -> Option<&'p Process<'p>> {
         let outcome = process.failure().map_or(Ok(()), Err);
         process.drain_ref().finish(outcome);
@@ -402,7 +406,8 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
                 dependent.record_failure(failure);
             }
             if let Ok(true) = dependent.release() {
-                if handed.is_none()
+                if may_hand_off
+                    && handed.is_none()
                     && dependent.class() == Class::Immediate
                     && self.immediate.0.looks_empty()
                 {
@@ -437,7 +442,8 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     ) -> Option<&'p Process<'p>> {
         self.budget.0.fetch_sub(process.wake_budget(), Ordering::Relaxed);
         self.slots.vacate(index);
-        let handed = self.complete(process, worker);
+        // A worker scans slots only once it holds no taken immediate processes.
+        let handed = self.complete(process, worker, true);
         self.drain_overflow();
         handed
     }

@@ -507,3 +507,11 @@ fn a_worker_dropped_with_a_hand_off_gives_it_back_to_the_list() {
     assert_eq!(drains[1].outcomes(), [Ok(())]);
     assert_eq!(executor.live(), 0);
 }
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn a_process_is_two_cache_lines_on_hosts() {
+    // The core line packs the fixed and activation fields; the wake budget has its own line.
+    assert_eq!(core::mem::size_of::<Process>(), 128);
+    assert_eq!(core::mem::align_of::<Process>(), 64);
+}

@@ -1,5 +1,6 @@
 //! The worker loop: immediate list, then compute slots, then spin, then park.
 
+use super::list::Run;
 use super::process::{state, DrainContext, Drained, Process};
 use super::scan::{ScanPolicy, SlotHint};
 use super::slots;
@@ -47,8 +48,11 @@ pub struct Worker<'e, 'p, F: Futex, P, const SLOTS: usize, const WORKERS: usize>
     /// Private per-slot words handed to drains (`DrainContext::local`).
     local: [u64; SLOTS],
     /// The process this worker's last completion handed to it (see "Hand-off" in the
-    /// executor docs): QUEUED, run before the immediate list.
+    /// executor docs): QUEUED, run before anything else.
     handed: Option<&'p Process<'p>>,
+    /// The immediate processes this worker took from the list in its last turn (see `list`),
+    /// run before the list is looked at again.
+    run: Run<'p>,
 }
 
 impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: usize>
@@ -70,6 +74,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             seen_claims: [u32::MAX; SLOTS],
             local: [0; SLOTS],
             handed: None,
+            run: Run::EMPTY,
         }
     }
 
@@ -103,7 +108,11 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
     /// Returns whether anything was done (the bare-metal main loop sleeps when it was not).
     pub fn step(&mut self) -> bool {
         let executor = self.executor;
-        if let Some(process) = self.handed.take().or_else(|| executor.immediate().pop()) {
+        let next = self.handed.take().or_else(|| self.run.pop()).or_else(|| {
+            self.run = executor.immediate().pop_run(executor.workers());
+            self.run.pop()
+        });
+        if let Some(process) = next {
             self.run_immediate(process);
             return true;
         }
@@ -154,8 +163,10 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
         if executor.is_stopping() {
             process.record_failure(Failure::Cancelled);
         }
+        // A hand-off must not overtake processes this worker has already taken from the list.
+        let may_hand_off = self.run.is_empty();
         if process.failure().is_some() {
-            self.handed = executor.complete(process, self.index);
+            self.handed = executor.complete(process, self.index, may_hand_off);
             return;
         }
         let mut local = 0;
@@ -186,7 +197,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                 if let Err(failure) = result {
                     process.record_failure(failure);
                 }
-                self.handed = executor.complete(process, self.index);
+                self.handed = executor.complete(process, self.index, may_hand_off);
             }
         }
     }
@@ -287,7 +298,9 @@ impl<F: Futex, P, const SLOTS: usize, const WORKERS: usize> Drop
     for Worker<'_, '_, F, P, SLOTS, WORKERS>
 {
     fn drop(&mut self) {
-        if let Some(process) = self.handed.take() {
+        // What this worker had taken goes back, oldest first (behind anything pushed since).
+        for process in self.handed.take().into_iter().chain(core::iter::from_fn(|| self.run.pop()))
+        {
             self.executor.requeue(process);
         }
         // Give the index back so a new worker may take it (e.g. a restarted thread).
