@@ -30,9 +30,12 @@
 //! - `tiny_1m`: [`TINY_TASKS`] independent tasks of the same tiny work (bumping a per-worker
 //!   counter) on two workers, reported as throughput. Peers: causeway submitting from the bench
 //!   thread to workers that never park, and to workers under the default spin policy (storage
-//!   allocated once and rearmed outside the timed part); rayon `scope` (spawned from inside the
-//!   pool) and rayon `in_place_scope` (spawned from the bench thread, like causeway's
-//!   submissions).
+//!   allocated once and rearmed outside the timed part); causeway submitting from inside the
+//!   pool, through an immediate process that submits [`SPAWN_CHUNK`] processes per drain call
+//!   (as a queue process issues work), to workers that never park; rayon `scope` (spawned from
+//!   inside the pool, like the last) and rayon `in_place_scope` (spawned from the bench thread,
+//!   like the first two). Submitting from the bench thread puts three busy threads on two
+//!   cores; submitting from inside the pool, two.
 //!
 //! How the bench thread waits matters on a two-core machine. Where two workers are measured, the
 //! bench thread sleeps until the last task wakes it (rayon's own `scope` does the same), because
@@ -69,6 +72,11 @@ const CHAIN_HOPS: u32 = 10_000;
 
 /// Independent tasks per iteration of `tiny_1m`.
 const TINY_TASKS: usize = 1_000_000;
+
+/// Processes the in-pool submitter of `tiny_1m` submits per drain call: a bounded amount of work
+/// per call, as the drain contract asks, and enough that its own trips through the immediate
+/// list stay a small share.
+const SPAWN_CHUNK: usize = 1024;
 
 /// Processes released per timed batch in `activation`.
 const ACTIVATION_BATCH: usize = 1024;
@@ -879,6 +887,66 @@ fn run_causeway_tiny<'p>(
     elapsed
 }
 
+/// The in-pool submitter of `tiny_1m`: an immediate process that submits the next
+/// [`SPAWN_CHUNK`] processes per drain call until all are submitted.
+struct Spawner<'p> {
+    processes: &'p [Process<'p>],
+    /// The first process not yet submitted. Relaxed: an immediate process has one drainer at a
+    /// time, and the immediate list orders one drain call before the next.
+    next: AtomicUsize,
+    /// The executor to submit to; set by [`run_causeway_tiny_from_worker`] before each run.
+    executor: AtomicPtr<HostExecutor<'p>>,
+}
+
+impl Drain for Spawner<'_> {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        // Acquire pairs with the Release store in `run_causeway_tiny_from_worker`.
+        let executor = self.executor.load(Ordering::Acquire);
+        // SAFETY: `run_causeway_tiny_from_worker` stores a pointer to the executor of the
+        // enclosing `Runtime::scope` before it submits this process, and that scope joins the
+        // workers (the only callers of `drain`) before the executor is dropped.
+        let executor = unsafe { &*executor };
+        let start = self.next.load(Ordering::Relaxed);
+        let end = (start + SPAWN_CHUNK).min(self.processes.len());
+        for process in &self.processes[start..end] {
+            executor.submit(process).expect("a fresh process submits");
+        }
+        self.next.store(end, Ordering::Relaxed);
+        if end == self.processes.len() {
+            Drained::Done(Ok(()))
+        } else {
+            Drained::Progress
+        }
+    }
+}
+
+/// As [`run_causeway_tiny`], with the processes submitted by `spawner` (whose process is
+/// `spawning`) from inside the pool.
+fn run_causeway_tiny_from_worker<'p>(
+    executor: &HostExecutor<'p>,
+    spawner: &Spawner<'p>,
+    spawning: &'p Process<'p>,
+    tally: &Tally,
+) -> Duration {
+    for process in spawner.processes.iter().chain([spawning]) {
+        if process.is_completed() {
+            process.rearm().expect("a completed process rearms");
+        }
+    }
+    spawner.next.store(0, Ordering::Relaxed);
+    // Release pairs with the Acquire load in `Spawner::drain`.
+    spawner.executor.store(ptr::from_ref(executor).cast_mut(), Ordering::Release);
+    let start = Instant::now();
+    executor.submit(spawning).expect("a fresh process submits");
+    // The spawner stays live until it has submitted the last process.
+    while executor.live() != 0 {
+        thread::sleep(DRAIN_POLL);
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(tally.take(), TINY_TASKS as u64, "every process drained once");
+    elapsed
+}
+
 fn run_rayon_scope_tiny(pool: &rayon::ThreadPool, tally: &Tally) -> Duration {
     let start = Instant::now();
     pool.scope(|scope| {
@@ -903,22 +971,41 @@ fn run_rayon_in_place_tiny(pool: &rayon::ThreadPool, tally: &Tally) -> Duration 
     elapsed
 }
 
+/// Who submits the processes of a causeway `tiny_1m` function.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Submitter {
+    BenchThread,
+    Worker,
+}
+
 /// One causeway function of `tiny_1m`, with its workers under `spin`; on its own so that its 1M
 /// processes (128 MB) are freed before the next function runs.
 fn bench_tiny_causeway(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
     spin: SpinPolicy,
+    submitter: Submitter,
     tally: &Tally,
 ) {
     let processes: Vec<Process> =
         (0..TINY_TASKS).map(|_| Process::new(tally, Class::Immediate)).collect();
+    let spawner = Spawner {
+        processes: &processes,
+        next: AtomicUsize::new(0),
+        executor: AtomicPtr::new(ptr::null_mut()),
+    };
+    let spawning = Process::new(&spawner, Class::Immediate);
     Runtime::builder()
         .workers(WORKERS)
         .spin(spin)
         .thread_name("tiny")
         .scope(|executor| {
-            let run = || run_causeway_tiny(executor, &processes, tally);
+            let run = || match submitter {
+                Submitter::BenchThread => run_causeway_tiny(executor, &processes, tally),
+                Submitter::Worker => {
+                    run_causeway_tiny_from_worker(executor, &spawner, &spawning, tally)
+                }
+            };
             group.bench_function(name, |b| b.iter_custom(|iters| (0..iters).map(|_| run()).sum()));
         })
         .expect("start the causeway runtime");
@@ -934,9 +1021,28 @@ fn bench_tiny_1m(c: &mut Criterion) {
         .throughput(Throughput::Elements(TINY_TASKS as u64));
 
     let tally = Tally::default();
-    bench_tiny_causeway(&mut group, "causeway", SPIN_WITHOUT_PARKING, &tally);
+    bench_tiny_causeway(
+        &mut group,
+        "causeway",
+        SPIN_WITHOUT_PARKING,
+        Submitter::BenchThread,
+        &tally,
+    );
     // Workers that park when they outrun the submitter, so submissions sometimes pay a wake.
-    bench_tiny_causeway(&mut group, "causeway_default_spin", SpinPolicy::default(), &tally);
+    bench_tiny_causeway(
+        &mut group,
+        "causeway_default_spin",
+        SpinPolicy::default(),
+        Submitter::BenchThread,
+        &tally,
+    );
+    bench_tiny_causeway(
+        &mut group,
+        "causeway_from_worker",
+        SPIN_WITHOUT_PARKING,
+        Submitter::Worker,
+        &tally,
+    );
     let pool = rayon::ThreadPoolBuilder::new().num_threads(WORKERS).build().expect("rayon pool");
     group.bench_function("rayon_scope", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| run_rayon_scope_tiny(&pool, &tally)).sum())
