@@ -8,16 +8,18 @@
 //!   function divides its measured time by [`CHAIN_HOPS`] before handing it to criterion, so the
 //!   time column reads time per hop directly. Peers: causeway (immediate processes, each the
 //!   sole dependent of the previous, so each is handed off to the worker that completed the one
-//!   before — a continuation, as in rayon's scope) on two workers that never park; the same under the default
-//!   spin policy, where the idle worker parks; the same on one worker; a rayon `scope` whose
-//!   tasks each `spawn` the next; a `rayon::spawn` chain; a tokio multi-thread `tokio::spawn`
-//!   chain; and the floor, two threads passing a counter back and forth through one atomic (per
-//!   one-way hop, so every hop crosses threads). Every hop records which worker ran it, and each
+//!   before — a continuation, as in rayon's scope) on two workers that never park; the same
+//!   under the default spin policy, where the idle worker parks; the same on one worker; a
+//!   rayon `scope` whose tasks each `spawn` the next; a `rayon::spawn` chain; a tokio
+//!   multi-thread `tokio::spawn` chain; and the floor, two threads passing a counter back and
+//!   forth through one atomic (per one-way hop, so every hop crosses threads). Every hop records which worker ran it, and each
 //!   function prints the share of hops that ran on another worker than the hop before: a chain
 //!   that stays on one worker is a continuation, not a hand-over, and is not bounded below by
 //!   the ping-pong. Each function also prints the in-chain hop, from the first hop starting to
 //!   the last one starting, which leaves out the thread wake-ups at either end of the chain
-//!   (see below): where the two differ, the difference is the operating system's doing.
+//!   (see below): where the two differ, the difference is the operating system's doing (with
+//!   two workers that never park, waking the bench thread at the end of a chain means
+//!   preempting one of them).
 //! - `parked_wake`: one round trip from a submission to the bench thread seeing the process
 //!   completed, with the only worker parked (`SpinPolicy::Park`). Floor: the bench thread wakes
 //!   a thread asleep in `futex(2)` and spins until it answers.
@@ -26,7 +28,9 @@
 //!   stack push, alone and followed by the read-modify-write that causeway's notify makes on
 //!   the idle mask.
 //! - `scan_64`: one `Worker::step` that finds nothing, over 64 compute slots each holding a
-//!   sleeping process. Floor: 64 relaxed loads from an array of 64 words.
+//!   sleeping process. Floor: 64 relaxed loads from an array of 64 words, what a scan costs
+//!   without causeway's runnable summary (with it, a step that finds nothing reads one word
+//!   for all the slots).
 //! - `tiny_1m`: [`TINY_TASKS`] independent tasks of the same tiny work (bumping a per-worker
 //!   counter) on two workers, reported as throughput. Peers: causeway submitting from the bench
 //!   thread to workers that never park, and to workers under the default spin policy (storage

@@ -174,7 +174,7 @@ impl<'p> ProcessList<'p> {
             self.ready_len.store(len - share, Ordering::Relaxed);
             last.link().store(ptr::null_mut(), Ordering::Relaxed);
         }
-        // Release: pairs with the Acquire swap that starts the next turn.
+        // Release: pairs with the Acquire compare-exchange that starts the next turn.
         self.consuming.store(false, Ordering::Release);
         run
     }

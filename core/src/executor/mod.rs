@@ -5,8 +5,8 @@
 //!   cancellation/failure word (first failure wins) and a wake budget.
 //! - [`Executor`] — the shared state: the FIFO immediate list for budget-1 work, the fixed
 //!   compute slot array for multi-worker work (with a one-word summary of the slots that may
-//!   be runnable, and an overflow list when every slot is taken), the aggregate wake budget
-//!   and one parking word per worker.
+//!   be runnable, and an overflow list when every slot is taken), the aggregate wake budget,
+//!   the submission count and, on one line per worker, its parking word and completion count.
 //! - [`Worker`] — one per thread (or the main loop of an MCU): runs a dependent handed to it
 //!   by its own last completion, then immediate work (taken from the list a fair-share run at a
 //!   time, see `list`), scans compute slots under a swappable [`ScanPolicy`], spins adaptively,
@@ -21,7 +21,10 @@
 //! with a read-modify-write on the same mask and then re-checks for work before sleeping. The
 //! two RMWs are ordered in the mask's modification order, so either the notifier sees the
 //! parker's bit (and wakes it), or the parker's RMW reads the notifier's and therefore
-//! synchronises with it and sees the queued work. No wake-up is lost, without SeqCst.
+//! synchronises with it and sees the queued work. No wake-up is lost, without SeqCst. The
+//! parker's re-check reads the slot words themselves, not the runnable summary that scans use
+//! (see `slots`), since the summary may lag a slot word for a moment; a parker that sees work
+//! withdraws and spins once before scanning again, giving the waker time to announce it.
 //!
 //! ```text
 //!   worker:  spinning ──no work for the spin limit──► set idle bit ──re-check──► parked
@@ -29,6 +32,10 @@
 //!               │   └──────────── clear own bit ◄──────────┘                      │
 //!               └─────── word := NOTIFIED, futex wake (bit cleared by the waker) ◄┘
 //! ```
+//!
+//! Waking many workers uses a wake tree: the notifier adds `budget − 1` to a pending count and
+//! wakes one worker; every woken worker claims up to `fanout` of the pending wakes and wakes
+//! that many more before it starts scanning, so N workers are up in about log(N) rounds.
 //!
 //! # Hand-off
 //!
@@ -43,16 +50,13 @@
 //! pushed as usual, so FIFO order among activations is kept. A worker dropped while holding a
 //! hand-off or a run pushes them back onto the list.
 //!
-//! Waking many workers uses a wake tree: the notifier adds `budget − 1` to a pending count and
-//! wakes one worker; every woken worker claims up to `fanout` of the pending wakes and wakes
-//! that many more before it starts scanning, so N workers are up in about log(N) rounds.
-//!
 //! # Shutdown
 //!
 //! [`Executor::shutdown`] stops new submissions, cancels every process in a compute slot or the
 //! overflow list, and wakes every worker. Workers cancel whatever they pop from then on (its
 //! [`Drain::finish`] runs with [`Failure::Cancelled`]) and return from [`Worker::run`] once the
-//! lists and slots are empty, so teardown waits for at most one running drain call per worker.
+//! lists and slots are empty and they hold no hand-off or run (a worker runs those before it
+//! ever finds nothing to do), so teardown waits for at most one running drain call per worker.
 //! Processes the executor has never been handed (still suspended, or immediate processes
 //! asleep) are not known to it and stay with their owner, who may cancel them.
 

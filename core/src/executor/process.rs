@@ -21,7 +21,9 @@
 //!
 //! The suspend count starts at one — the *creation hold*, dropped by submission — plus one per
 //! upstream process and per [`hold`](crate::executor::Executor::hold). Whoever drives it to zero
-//! activates the process, exactly once. Immediate processes track Queued / Running / Sleeping in
+//! activates the process, exactly once. A Queued immediate process is in the immediate list, in a
+//! run a worker took from it, or handed off to the worker whose completion activated it (see the
+//! executor docs); "pop" covers all three. Immediate processes track Queued / Running / Sleeping in
 //! their own state word; compute processes, which many workers drain at once, keep that part in
 //! their slot's word (see `slots`), so scanners never touch process memory to skip them.
 //!

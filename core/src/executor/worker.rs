@@ -1,4 +1,5 @@
-//! The worker loop: immediate list, then compute slots, then spin, then park.
+//! The worker loop: a hand-off, then immediate work (the worker's own run, then the list), then
+//! compute slots, then spin, then park.
 
 use super::list::Run;
 use super::process::{state, DrainContext, Drained, Process};
