@@ -7,14 +7,19 @@
 //!   before (the first by the bench thread), on two workers. Reported **per hop**: every
 //!   function divides its measured time by [`CHAIN_HOPS`] before handing it to criterion, so the
 //!   time column reads time per hop directly. Peers: causeway (immediate processes, each the
-//!   sole dependent of the previous) on two workers that never park; the same under the default
-//!   spin policy, where the idle worker parks; the same on one worker; a rayon `scope` whose
-//!   tasks each `spawn` the next; a `rayon::spawn` chain; a tokio multi-thread `tokio::spawn`
-//!   chain; and the floor, two threads passing a counter back and forth through one atomic (per
-//!   one-way hop, so every hop crosses threads). Every hop records which worker ran it, and each
+//!   sole dependent of the previous, so each is handed off to the worker that completed the one
+//!   before — a continuation, as in rayon's scope) on two workers that never park; the same
+//!   under the default spin policy, where the idle worker parks; the same on one worker; a
+//!   rayon `scope` whose tasks each `spawn` the next; a `rayon::spawn` chain; a tokio
+//!   multi-thread `tokio::spawn` chain; and the floor, two threads passing a counter back and
+//!   forth through one atomic (per one-way hop, so every hop crosses threads). Every hop records which worker ran it, and each
 //!   function prints the share of hops that ran on another worker than the hop before: a chain
 //!   that stays on one worker is a continuation, not a hand-over, and is not bounded below by
-//!   the ping-pong.
+//!   the ping-pong. Each function also prints the in-chain hop, from the first hop starting to
+//!   the last one starting, which leaves out the thread wake-ups at either end of the chain
+//!   (see below): where the two differ, the difference is the operating system's doing (with
+//!   two workers that never park, waking the bench thread at the end of a chain means
+//!   preempting one of them).
 //! - `parked_wake`: one round trip from a submission to the bench thread seeing the process
 //!   completed, with the only worker parked (`SpinPolicy::Park`). Floor: the bench thread wakes
 //!   a thread asleep in `futex(2)` and spins until it answers.
@@ -23,13 +28,18 @@
 //!   stack push, alone and followed by the read-modify-write that causeway's notify makes on
 //!   the idle mask.
 //! - `scan_64`: one `Worker::step` that finds nothing, over 64 compute slots each holding a
-//!   sleeping process. Floor: 64 relaxed loads from an array of 64 words.
+//!   sleeping process. Floor: 64 relaxed loads from an array of 64 words, what a scan costs
+//!   without causeway's runnable summary (with it, a step that finds nothing reads one word
+//!   for all the slots).
 //! - `tiny_1m`: [`TINY_TASKS`] independent tasks of the same tiny work (bumping a per-worker
 //!   counter) on two workers, reported as throughput. Peers: causeway submitting from the bench
 //!   thread to workers that never park, and to workers under the default spin policy (storage
-//!   allocated once and rearmed outside the timed part); rayon `scope` (spawned from inside the
-//!   pool) and rayon `in_place_scope` (spawned from the bench thread, like causeway's
-//!   submissions).
+//!   allocated once and rearmed outside the timed part); causeway submitting from inside the
+//!   pool, through an immediate process that submits [`SPAWN_CHUNK`] processes per drain call
+//!   (as a queue process issues work), to workers that never park; rayon `scope` (spawned from
+//!   inside the pool, like the last) and rayon `in_place_scope` (spawned from the bench thread,
+//!   like the first two). Submitting from the bench thread puts three busy threads on two
+//!   cores; submitting from inside the pool, two.
 //!
 //! How the bench thread waits matters on a two-core machine. Where two workers are measured, the
 //! bench thread sleeps until the last task wakes it (rayon's own `scope` does the same), because
@@ -66,6 +76,11 @@ const CHAIN_HOPS: u32 = 10_000;
 
 /// Independent tasks per iteration of `tiny_1m`.
 const TINY_TASKS: usize = 1_000_000;
+
+/// Processes the in-pool submitter of `tiny_1m` submits per drain call: a bounded amount of work
+/// per call, as the drain contract asks, and enough that its own trips through the immediate
+/// list stay a small share.
+const SPAWN_CHUNK: usize = 1024;
 
 /// Processes released per timed batch in `activation`.
 const ACTIVATION_BATCH: usize = 1024;
@@ -112,6 +127,12 @@ struct Chain {
     /// Over the chains checked so far: hops, and hops run by another worker than the hop before.
     hops_checked: AtomicU64,
     crossings: AtomicU64,
+    /// When the first and the last hop of the current chain started, in nanoseconds since
+    /// `epoch`; and over the chains checked so far, the sum of the differences.
+    epoch: Instant,
+    first_started: AtomicU64,
+    last_started: AtomicU64,
+    in_chain: AtomicU64,
 }
 
 impl Chain {
@@ -123,12 +144,21 @@ impl Chain {
             waiter: thread::current(),
             hops_checked: AtomicU64::new(0),
             crossings: AtomicU64::new(0),
+            epoch: Instant::now(),
+            first_started: AtomicU64::new(0),
+            last_started: AtomicU64::new(0),
+            in_chain: AtomicU64::new(0),
         }
     }
 
     /// Records that hop `position` (from 1) ran on `worker`: one plain store, the same for every
-    /// peer.
+    /// peer, plus a clock read at the first and the last hop.
     fn record(&self, position: u32, worker: usize) {
+        if position == 1 || Chain::is_last(position) {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            let at = if position == 1 { &self.first_started } else { &self.last_started };
+            at.store(now, Ordering::Relaxed);
+        }
         self.ran_on[position as usize - 1].store(worker as u32 + 1, Ordering::Relaxed);
     }
 
@@ -165,16 +195,27 @@ impl Chain {
         }
         self.hops_checked.fetch_add(u64::from(CHAIN_HOPS), Ordering::Relaxed);
         self.crossings.fetch_add(crossings, Ordering::Relaxed);
+        let first = self.first_started.load(Ordering::Relaxed);
+        let last = self.last_started.load(Ordering::Relaxed);
+        assert!(last >= first, "the last hop started after the first");
+        self.in_chain.fetch_add(last - first, Ordering::Relaxed);
     }
 
-    /// Prints the share of hops that changed worker in the chains checked since the last report:
-    /// it says whether a hop measured a hand-over between threads or a continuation on one.
+    /// Prints the share of hops that changed worker in the chains checked since the last report
+    /// (it says whether a hop measured a hand-over between threads or a continuation on one),
+    /// and the in-chain hop (the wake-ups at either end of a chain left out).
     fn report_crossings(&self, function: &str) {
         let hops = self.hops_checked.swap(0, Ordering::Relaxed);
         let crossings = self.crossings.swap(0, Ordering::Relaxed);
+        let in_chain = self.in_chain.swap(0, Ordering::Relaxed);
         if hops > 0 {
             let share = 100.0 * crossings as f64 / hops as f64;
-            eprintln!("chain_hop/{function}: {share:.1}% of {hops} hops ran on another worker");
+            let chains = hops / u64::from(CHAIN_HOPS);
+            let hop = in_chain as f64 / (chains * u64::from(CHAIN_HOPS - 1)) as f64;
+            eprintln!(
+                "chain_hop/{function}: {share:.1}% of {hops} hops ran on another worker; \
+                 in-chain hop {hop:.1} ns"
+            );
         }
     }
 }
@@ -850,6 +891,66 @@ fn run_causeway_tiny<'p>(
     elapsed
 }
 
+/// The in-pool submitter of `tiny_1m`: an immediate process that submits the next
+/// [`SPAWN_CHUNK`] processes per drain call until all are submitted.
+struct Spawner<'p> {
+    processes: &'p [Process<'p>],
+    /// The first process not yet submitted. Relaxed: an immediate process has one drainer at a
+    /// time, and the immediate list orders one drain call before the next.
+    next: AtomicUsize,
+    /// The executor to submit to; set by [`run_causeway_tiny_from_worker`] before each run.
+    executor: AtomicPtr<HostExecutor<'p>>,
+}
+
+impl Drain for Spawner<'_> {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        // Acquire pairs with the Release store in `run_causeway_tiny_from_worker`.
+        let executor = self.executor.load(Ordering::Acquire);
+        // SAFETY: `run_causeway_tiny_from_worker` stores a pointer to the executor of the
+        // enclosing `Runtime::scope` before it submits this process, and that scope joins the
+        // workers (the only callers of `drain`) before the executor is dropped.
+        let executor = unsafe { &*executor };
+        let start = self.next.load(Ordering::Relaxed);
+        let end = (start + SPAWN_CHUNK).min(self.processes.len());
+        for process in &self.processes[start..end] {
+            executor.submit(process).expect("a fresh process submits");
+        }
+        self.next.store(end, Ordering::Relaxed);
+        if end == self.processes.len() {
+            Drained::Done(Ok(()))
+        } else {
+            Drained::Progress
+        }
+    }
+}
+
+/// As [`run_causeway_tiny`], with the processes submitted by `spawner` (whose process is
+/// `spawning`) from inside the pool.
+fn run_causeway_tiny_from_worker<'p>(
+    executor: &HostExecutor<'p>,
+    spawner: &Spawner<'p>,
+    spawning: &'p Process<'p>,
+    tally: &Tally,
+) -> Duration {
+    for process in spawner.processes.iter().chain([spawning]) {
+        if process.is_completed() {
+            process.rearm().expect("a completed process rearms");
+        }
+    }
+    spawner.next.store(0, Ordering::Relaxed);
+    // Release pairs with the Acquire load in `Spawner::drain`.
+    spawner.executor.store(ptr::from_ref(executor).cast_mut(), Ordering::Release);
+    let start = Instant::now();
+    executor.submit(spawning).expect("a fresh process submits");
+    // The spawner stays live until it has submitted the last process.
+    while executor.live() != 0 {
+        thread::sleep(DRAIN_POLL);
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(tally.take(), TINY_TASKS as u64, "every process drained once");
+    elapsed
+}
+
 fn run_rayon_scope_tiny(pool: &rayon::ThreadPool, tally: &Tally) -> Duration {
     let start = Instant::now();
     pool.scope(|scope| {
@@ -874,22 +975,41 @@ fn run_rayon_in_place_tiny(pool: &rayon::ThreadPool, tally: &Tally) -> Duration 
     elapsed
 }
 
+/// Who submits the processes of a causeway `tiny_1m` function.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Submitter {
+    BenchThread,
+    Worker,
+}
+
 /// One causeway function of `tiny_1m`, with its workers under `spin`; on its own so that its 1M
-/// processes (192 MB) are freed before the next function runs.
+/// processes (128 MB) are freed before the next function runs.
 fn bench_tiny_causeway(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
     spin: SpinPolicy,
+    submitter: Submitter,
     tally: &Tally,
 ) {
     let processes: Vec<Process> =
         (0..TINY_TASKS).map(|_| Process::new(tally, Class::Immediate)).collect();
+    let spawner = Spawner {
+        processes: &processes,
+        next: AtomicUsize::new(0),
+        executor: AtomicPtr::new(ptr::null_mut()),
+    };
+    let spawning = Process::new(&spawner, Class::Immediate);
     Runtime::builder()
         .workers(WORKERS)
         .spin(spin)
         .thread_name("tiny")
         .scope(|executor| {
-            let run = || run_causeway_tiny(executor, &processes, tally);
+            let run = || match submitter {
+                Submitter::BenchThread => run_causeway_tiny(executor, &processes, tally),
+                Submitter::Worker => {
+                    run_causeway_tiny_from_worker(executor, &spawner, &spawning, tally)
+                }
+            };
             group.bench_function(name, |b| b.iter_custom(|iters| (0..iters).map(|_| run()).sum()));
         })
         .expect("start the causeway runtime");
@@ -905,9 +1025,28 @@ fn bench_tiny_1m(c: &mut Criterion) {
         .throughput(Throughput::Elements(TINY_TASKS as u64));
 
     let tally = Tally::default();
-    bench_tiny_causeway(&mut group, "causeway", SPIN_WITHOUT_PARKING, &tally);
+    bench_tiny_causeway(
+        &mut group,
+        "causeway",
+        SPIN_WITHOUT_PARKING,
+        Submitter::BenchThread,
+        &tally,
+    );
     // Workers that park when they outrun the submitter, so submissions sometimes pay a wake.
-    bench_tiny_causeway(&mut group, "causeway_default_spin", SpinPolicy::default(), &tally);
+    bench_tiny_causeway(
+        &mut group,
+        "causeway_default_spin",
+        SpinPolicy::default(),
+        Submitter::BenchThread,
+        &tally,
+    );
+    bench_tiny_causeway(
+        &mut group,
+        "causeway_from_worker",
+        SPIN_WITHOUT_PARKING,
+        Submitter::Worker,
+        &tally,
+    );
     let pool = rayon::ThreadPoolBuilder::new().num_threads(WORKERS).build().expect("rayon pool");
     group.bench_function("rayon_scope", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| run_rayon_scope_tiny(&pool, &tally)).sum())

@@ -2,11 +2,24 @@
 //!
 //! Every model drives the public API with tiny capacities (2 slots, 2 workers):
 //! - immediate-list push/pop: processes pushed from two threads are each drained exactly once;
+//! - immediate-list runs: two workers taking fair-share runs from a backlog (one dropped with
+//!   part of its run in hand, which goes back) drain every process exactly once;
 //! - slot claim/release against scanners: a compute process drained by two workers at once is
 //!   finalized exactly once, after its last drain call, and its storage is then reusable;
 //! - exactly-once activation under concurrent suspend-count releases;
 //! - park/wake: a submission always reaches a parked worker (a lost wake-up deadlocks);
-//! - cancellation racing activation: the process finishes exactly once, drained at most once.
+//! - cancellation racing activation: the process finishes exactly once, drained at most once;
+//! - cancellation racing a hand-off (a dependent kept by the worker that completed its
+//!   upstream): the dependent finishes exactly once and is drained at most once;
+//! - the runnable summary: a wake racing a compute process going to sleep leaves its summary
+//!   bit set (scanners would skip the slot forever otherwise), and a compute wake reaches a
+//!   parked worker.
+//!
+//! Each model has been shown to fail on an injected bug in the protocol it covers (for the
+//! summary: a retract without its re-check, a retract whose `fetch_and` is Relaxed, and a wake
+//! that announces before it makes the slot word runnable; for the hand-off: a dependent both
+//! handed off and queued; for runs: a dropped worker that keeps its run, and a turn that leaves
+//! the shared ready run pointing inside the run it cut).
 #![cfg(loom)]
 
 use std::time::Duration;
@@ -87,6 +100,35 @@ impl Drain for Counted {
         if outcome == Err(Failure::Cancelled) {
             self.cancelled.fetch_add(1, Ordering::Relaxed);
         }
+        self.finishes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A compute process that sleeps on its first drain and finishes on the next.
+struct SleepsOnce {
+    drains: AtomicUsize,
+    finishes: AtomicUsize,
+}
+
+impl SleepsOnce {
+    fn leaked() -> &'static SleepsOnce {
+        Box::leak(Box::new(SleepsOnce {
+            drains: AtomicUsize::new(0),
+            finishes: AtomicUsize::new(0),
+        }))
+    }
+}
+
+impl Drain for SleepsOnce {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        if self.drains.fetch_add(1, Ordering::Relaxed) == 0 {
+            Drained::Sleep
+        } else {
+            Drained::Done(Ok(()))
+        }
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {
         self.finishes.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -221,6 +263,107 @@ fn cancellation_racing_activation_finishes_exactly_once() {
         assert!(drains <= 1);
         if counted.cancelled.load(Ordering::Relaxed) == 0 {
             assert_eq!(drains, 1, "finished Ok, so it was drained");
+        }
+    });
+}
+
+#[test]
+fn a_wake_racing_a_compute_sleep_leaves_the_slot_visible_to_scans() {
+    bounded(|| {
+        let executor = executor(1);
+        let sleepy = SleepsOnce::leaked();
+        let compute: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(sleepy, Class::Compute)));
+        executor.submit(compute).unwrap();
+        let waker = thread::spawn(move || executor.wake(compute));
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        assert!(!worker.step(), "the first drain sleeps");
+        waker.join().unwrap();
+        // The wake came after submission, so the process is runnable again (or its sleep was
+        // turned into another drain): the next step must find it through the summary and
+        // finish it. A lost summary bit leaves it runnable but never scanned.
+        assert!(worker.step(), "the woken process is found");
+        assert!(compute.is_completed());
+        assert_eq!(sleepy.drains.load(Ordering::Relaxed), 2);
+        assert_eq!(sleepy.finishes.load(Ordering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn a_compute_wake_always_reaches_a_parked_worker() {
+    bounded(|| {
+        let executor = executor(1);
+        let sleepy = SleepsOnce::leaked();
+        let compute: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(sleepy, Class::Compute)));
+        let runner = thread::spawn(move || {
+            let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+            worker.run();
+        });
+        executor.submit(compute).unwrap();
+        while sleepy.drains.load(Ordering::Relaxed) == 0 {
+            thread::yield_now();
+        }
+        executor.wake(compute);
+        while !compute.is_completed() {
+            thread::yield_now();
+        }
+        executor.shutdown();
+        runner.join().unwrap();
+        assert_eq!(sleepy.finishes.load(Ordering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn cancellation_racing_a_hand_off_finishes_exactly_once() {
+    bounded(|| {
+        let executor = executor(1);
+        let (first, second) = (Counted::leaked(1), Counted::leaked(1));
+        let upstream = process(first, Class::Immediate);
+        let dependent = process(second, Class::Immediate);
+        upstream.set_dependents(Box::leak(Box::new([dependent]))).unwrap();
+        executor.submit(dependent).unwrap();
+        executor.submit(upstream).unwrap();
+        let canceller = thread::spawn(move || executor.cancel(dependent));
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        step_until(&mut worker, || dependent.is_completed());
+        canceller.join().unwrap();
+        // Nothing may be left over: a hand-off that was also queued would run again here.
+        while worker.step() {}
+        assert_eq!(executor.live(), 0);
+        assert_eq!(first.finishes.load(Ordering::Relaxed), 1);
+        assert_eq!(second.finishes.load(Ordering::Relaxed), 1);
+        let drains = second.drains.load(Ordering::Relaxed);
+        assert!(drains <= 1);
+        if second.cancelled.load(Ordering::Relaxed) == 0 {
+            assert_eq!(drains, 1, "finished Ok, so it was drained");
+        }
+    });
+}
+
+#[test]
+fn two_workers_taking_runs_drain_every_process_once() {
+    bounded(|| {
+        let executor = executor(2);
+        let drains: Vec<&'static Counted> = (0..4).map(|_| Counted::leaked(1)).collect();
+        // A backlog of four: the first turn cuts a run of two (its share), later turns one each.
+        for &drain in &drains {
+            executor.submit(process(drain, Class::Immediate)).unwrap();
+        }
+        let helper = thread::spawn(move || {
+            let mut worker = executor.worker::<RoundRobin>(1, SpinPolicy::Park).unwrap();
+            // One step, then the worker is dropped: whatever is left of its run goes back.
+            worker.step();
+        });
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        worker.step();
+        worker.step();
+        helper.join().unwrap();
+        while worker.step() {}
+        assert_eq!(executor.live(), 0);
+        for drain in drains {
+            assert_eq!(drain.drains.load(Ordering::Relaxed), 1);
+            assert_eq!(drain.finishes.load(Ordering::Relaxed), 1);
         }
     });
 }

@@ -4,11 +4,13 @@
 //! - [`Process`] — caller-owned work: a [`Drain`] behaviour, a suspend count, dependents, a
 //!   cancellation/failure word (first failure wins) and a wake budget.
 //! - [`Executor`] — the shared state: the FIFO immediate list for budget-1 work, the fixed
-//!   compute slot array for multi-worker work (with an overflow list when every slot is
-//!   taken), the aggregate wake budget and one parking word per worker.
-//! - [`Worker`] — one per thread (or the main loop of an MCU): pops immediate work, scans
-//!   compute slots under a swappable [`ScanPolicy`], spins adaptively, then parks on the
-//!   platform [`Futex`].
+//!   compute slot array for multi-worker work (with a one-word summary of the slots that may
+//!   be runnable, and an overflow list when every slot is taken), the aggregate wake budget,
+//!   the submission count and, on one line per worker, its parking word and completion count.
+//! - [`Worker`] — one per thread (or the main loop of an MCU): runs a dependent handed to it
+//!   by its own last completion, then immediate work (taken from the list a fair-share run at a
+//!   time, see `list`), scans compute slots under a swappable [`ScanPolicy`], spins adaptively,
+//!   then parks on the platform [`Futex`].
 //!
 //! # Activation, wake and parking
 //!
@@ -19,7 +21,10 @@
 //! with a read-modify-write on the same mask and then re-checks for work before sleeping. The
 //! two RMWs are ordered in the mask's modification order, so either the notifier sees the
 //! parker's bit (and wakes it), or the parker's RMW reads the notifier's and therefore
-//! synchronises with it and sees the queued work. No wake-up is lost, without SeqCst.
+//! synchronises with it and sees the queued work. No wake-up is lost, without SeqCst. The
+//! parker's re-check reads the slot words themselves, not the runnable summary that scans use
+//! (see `slots`), since the summary may lag a slot word for a moment; a parker that sees work
+//! withdraws and spins once before scanning again, giving the waker time to announce it.
 //!
 //! ```text
 //!   worker:  spinning ──no work for the spin limit──► set idle bit ──re-check──► parked
@@ -32,12 +37,26 @@
 //! wakes one worker; every woken worker claims up to `fanout` of the pending wakes and wakes
 //! that many more before it starts scanning, so N workers are up in about log(N) rounds.
 //!
+//! # Hand-off
+//!
+//! A worker that completes a process, and by that activates an immediate dependent while the
+//! immediate list looks empty, keeps that one dependent and runs it on its next step, before it
+//! looks at the list, instead of pushing it and notifying. The list would have given the
+//! dependent the same place — first — and this worker, awake and about to pop, would most
+//! likely have taken it; keeping it saves the push, the pop, the notify and the cache-line
+//! transfers to a worker racing for it, which is what a dependency chain costs per hop. At most
+//! one process is handed off per completion and held per worker; other dependents, and every
+//! dependent while the list or the worker's own run taken from it (see `list`) holds work, are
+//! pushed as usual, so FIFO order among activations is kept. A worker dropped while holding a
+//! hand-off or a run pushes them back onto the list.
+//!
 //! # Shutdown
 //!
 //! [`Executor::shutdown`] stops new submissions, cancels every process in a compute slot or the
 //! overflow list, and wakes every worker. Workers cancel whatever they pop from then on (its
 //! [`Drain::finish`] runs with [`Failure::Cancelled`]) and return from [`Worker::run`] once the
-//! lists and slots are empty, so teardown waits for at most one running drain call per worker.
+//! lists and slots are empty and they hold no hand-off or run (a worker runs those before it
+//! ever finds nothing to do), so teardown waits for at most one running drain call per worker.
 //! Processes the executor has never been handed (still suspended, or immediate processes
 //! asleep) are not known to it and stay with their owner, who may cancel them.
 
@@ -62,6 +81,15 @@ use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Orderin
 use list::ProcessList;
 use process::state;
 use slots::{SlotArray, SlotWake};
+
+/// What the executor keeps for each worker, on the worker's own line.
+struct PerWorker {
+    /// The worker's parking word (see the module docs).
+    parking: FutexWord,
+    /// Processes completed by this worker. Only ever moved by RMWs: a worker index may move to
+    /// another thread (a dropped and re-taken [`Worker`]) without synchronising with the last.
+    completed: AtomicUsize,
+}
 
 /// One group of fields on its own cache line on hosts (no padding on bare metal).
 #[cfg_attr(not(target_os = "none"), repr(align(64)))]
@@ -108,8 +136,11 @@ impl core::error::Error for ExecutorError {}
 /// The executor's shared state for processes borrowed for `'p`, parking through `F`, with
 /// `SLOTS` compute slots and room for `WORKERS` (≤ 64) workers. See the [module docs](self).
 pub struct Executor<'p, F: Futex, const SLOTS: usize = 64, const WORKERS: usize = 64> {
-    immediate: ProcessList<'p>,
-    overflow: ProcessList<'p>,
+    /// Each list on a line of its own: every idle worker reads the immediate list on every
+    /// step, and sharing a line with the overflow list or the slots made their writers (a
+    /// draining worker pushing a dependent) miss on it every time.
+    immediate: Line<ProcessList<'p>>,
+    overflow: Line<ProcessList<'p>>,
     slots: SlotArray<'p, SLOTS>,
     /// Bit `w` set: worker `w` is parked or about to park.
     idle: Line<AtomicU64>,
@@ -117,13 +148,14 @@ pub struct Executor<'p, F: Futex, const SLOTS: usize = 64, const WORKERS: usize 
     budget: Line<AtomicU32>,
     /// Wakes still owed by the wake tree.
     pending_wakes: AtomicU32,
-    parking: [Line<FutexWord>; WORKERS],
+    per_worker: [Line<PerWorker>; WORKERS],
     /// Bit `w` set: a [`Worker`] handle exists for index `w`.
     taken: AtomicU64,
-    /// Submitted processes not yet completed. On its own line: it changes on every submit and
-    /// completion, and sharing a line with `stopping` (read on every idle scan) made spinning
-    /// workers slow the draining one down.
-    live: Line<AtomicUsize>,
+    /// Processes ever submitted; [`live`](Self::live) subtracts the completions counted per
+    /// worker. Split so that submitters and completing workers never write the same line (one
+    /// shared count cost a cache miss on every submission and every completion), and on a line
+    /// of its own so that `stopping`, read on every idle scan, is not on it.
+    submitted: Line<AtomicUsize>,
     stopping: AtomicBool,
     workers: usize,
     fanout: u32,
@@ -157,15 +189,17 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             return Err(ExecutorError::Fanout);
         }
         Ok(Executor {
-            immediate: ProcessList::new(),
-            overflow: ProcessList::new(),
+            immediate: Line(ProcessList::new()),
+            overflow: Line(ProcessList::new()),
             slots: SlotArray::new(),
             idle: Line(AtomicU64::new(0)),
             budget: Line(AtomicU32::new(0)),
             pending_wakes: AtomicU32::new(0),
-            parking: core::array::from_fn(|_| Line(FutexWord::new(AWAKE))),
+            per_worker: core::array::from_fn(|_| {
+                Line(PerWorker { parking: FutexWord::new(AWAKE), completed: AtomicUsize::new(0) })
+            }),
             taken: AtomicU64::new(0),
-            live: Line(AtomicUsize::new(0)),
+            submitted: Line(AtomicUsize::new(0)),
             stopping: AtomicBool::new(false),
             workers,
             fanout,
@@ -201,7 +235,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             return Err(ProcessError::ShutDown);
         }
         process.mark_submitted()?;
-        self.live.0.fetch_add(1, Ordering::Relaxed);
+        self.submitted.0.fetch_add(1, Ordering::Relaxed);
         self.release(process)
     }
 
@@ -247,9 +281,14 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     /// Submitted processes that have not completed yet.
     pub fn live(&self) -> usize {
-        // Acquire pairs with the Release decrement in `complete`: a caller that sees a count
-        // also sees those completions' effects.
-        self.live.0.load(Ordering::Acquire)
+        // Completions first. Acquire pairs with the Release increments in `complete`: a caller
+        // that sees a count also sees those completions' effects, and the submission of every
+        // completion counted here happens before the load of `submitted` below, which therefore
+        // counts it too (the difference cannot underflow).
+        let completed = self.per_worker[..self.workers]
+            .iter()
+            .fold(0usize, |sum, own| sum.wrapping_add(own.0.completed.load(Ordering::Acquire)));
+        self.submitted.0.load(Ordering::Relaxed).wrapping_sub(completed)
     }
 
     /// Whether [`shutdown`](Self::shutdown) has been called.
@@ -273,32 +312,38 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     }
 
     fn activate(&self, process: &'p Process<'p>) {
-        if self.is_stopping() {
-            process.record_failure(Failure::Cancelled);
-        }
-        process.state_word().store(state::QUEUED, Ordering::Relaxed);
+        self.mark_queued(process);
         match process.class() {
             Class::Immediate => {
-                self.immediate.push(process);
+                self.immediate.0.push(process);
                 self.notify(1);
             }
             Class::Compute => self.place(process),
         }
     }
 
+    /// The first step of every activation, hand-offs included: a process activated after
+    /// shutdown is cancelled, and it is QUEUED from now on (wakes are no-ops).
+    fn mark_queued(&self, process: &'p Process<'p>) {
+        if self.is_stopping() {
+            process.record_failure(Failure::Cancelled);
+        }
+        process.state_word().store(state::QUEUED, Ordering::Relaxed);
+    }
+
     /// Puts an activated compute process into a slot, or onto the overflow list.
     fn place(&self, process: &'p Process<'p>) {
         if !self.try_claim_slot(process) {
-            self.overflow.push(process);
+            self.overflow.0.push(process);
             self.notify(1);
         }
     }
 
     /// Moves overflowed compute processes into free slots while both exist.
     pub(crate) fn drain_overflow(&self) {
-        while let Some(process) = self.overflow.pop() {
+        while let Some(process) = self.overflow.0.pop() {
             if !self.try_claim_slot(process) {
-                self.overflow.push(process);
+                self.overflow.0.push(process);
                 return;
             }
         }
@@ -330,7 +375,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             // `Sleep` result cannot both miss each other.
             match word.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) if next == state::QUEUED => {
-                    self.immediate.push(process);
+                    self.immediate.0.push(process);
                     self.notify(1);
                     return;
                 }
@@ -340,9 +385,17 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         }
     }
 
-    /// Completes a process whose last drain call has returned: runs its `finish`, marks it
-    /// completed, then releases its dependents (handing on its failure).
-    pub(crate) fn complete(&self, process: &'p Process<'p>) {
+    /// Completes a process whose last drain call has returned on worker `worker`: runs its
+    /// `finish`, marks it completed, then releases its dependents (handing on its failure).
+    /// Returns the dependent handed off to that worker, if `may_hand_off` (the worker holds no
+    /// other taken processes) and one qualifies (see "Hand-off" above).
+    #[must_use]
+    pub(crate) fn complete(
+        &self,
+        process: &'p Process<'p>,
+        worker: usize,
+        may_hand_off: bool,
+    ) -> Option<&'p Process<'p>> {
         let outcome = process.failure().map_or(Ok(()), Err);
         process.drain_ref().finish(outcome);
         let dependents = process.dependents();
@@ -351,34 +404,64 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         // waker's compare-exchange (RUNNING → RUNNING|NOTIFIED) may race it, and an RMW keeps
         // the two in one total order on the word, so the completion can never be overwritten.
         process.state_word().swap(state::COMPLETED, Ordering::Release);
+        let mut handed = None;
         for &dependent in dependents {
             if let Err(failure) = outcome {
                 dependent.record_failure(failure);
             }
             if let Ok(true) = dependent.release() {
-                self.activate(dependent);
+                if may_hand_off
+                    && handed.is_none()
+                    && dependent.class() == Class::Immediate
+                    && self.immediate.0.looks_empty()
+                {
+                    // This thread's AcqRel release saw every other releaser's writes, and the
+                    // worker runs the dependent next: program order hands them on.
+                    self.mark_queued(dependent);
+                    handed = Some(dependent);
+                } else {
+                    self.activate(dependent);
+                }
             }
         }
-        // Release pairs with the Acquire load in `live`.
-        self.live.0.fetch_sub(1, Ordering::Release);
+        // Release pairs with the Acquire loads in `live`.
+        self.per_worker[worker].0.completed.fetch_add(1, Ordering::Release);
+        handed
     }
 
-    /// Finalizes the compute process in `index` (this thread won the slot's FINALIZING).
-    pub(crate) fn finalize_slot(&self, index: usize, process: &'p Process<'p>) {
+    /// Puts back a hand-off that its worker will not run (the worker is being dropped).
+    pub(crate) fn requeue(&self, process: &'p Process<'p>) {
+        self.immediate.0.push(process);
+        self.notify(1);
+    }
+
+    /// Finalizes the compute process in `index` on worker `worker` (which won the slot's
+    /// FINALIZING); returns the dependent handed off to that worker, if any.
+    #[must_use]
+    pub(crate) fn finalize_slot(
+        &self,
+        index: usize,
+        process: &'p Process<'p>,
+        worker: usize,
+    ) -> Option<&'p Process<'p>> {
         self.budget.0.fetch_sub(process.wake_budget(), Ordering::Relaxed);
         self.slots.vacate(index);
-        self.complete(process);
+        // A worker scans slots only once it holds no taken immediate processes.
+        let handed = self.complete(process, worker, true);
         self.drain_overflow();
+        handed
     }
 
     /// Whether any queued work is visible (hints; see the parking protocol).
     pub(crate) fn has_work(&self) -> bool {
-        !self.immediate.looks_empty() || self.slots.any_runnable() || !self.overflow.looks_empty()
+        !self.immediate.0.looks_empty()
+            || self.slots.any_runnable()
+            || !self.overflow.0.looks_empty()
     }
 
     /// Whether nothing is queued or occupying a slot: after shutdown, workers may return.
     pub(crate) fn is_quiescent(&self) -> bool {
-        self.immediate.looks_empty() && self.overflow.looks_empty() && self.slots.all_vacant()
+        self.immediate.0.looks_empty() && self.overflow.0.looks_empty() && self.slots.all_vacant()
     }
 
     /// Wakes up to `wanted` parked workers: one now, the rest through the wake tree.
@@ -407,7 +490,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    let word = &self.parking[bit.trailing_zeros() as usize].0;
+                    let word = &self.per_worker[bit.trailing_zeros() as usize].0.parking;
                     // Release pairs with the Acquire load in the parked worker's wait loop.
                     word.store(NOTIFIED, Ordering::Release);
                     self.futex.wake_one(word);
@@ -439,12 +522,13 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     fn wake_all_workers(&self) {
         // AcqRel: as in `notify`; every bit taken here is a worker this call must wake.
         let idle = self.idle.0.swap(0, Ordering::AcqRel);
-        for (index, word) in self.parking.iter().enumerate().take(self.workers) {
+        for (index, own) in self.per_worker.iter().enumerate().take(self.workers) {
+            let word = &own.0.parking;
             if idle & (1 << index) != 0 {
                 // Release pairs with the parked worker's Acquire load.
-                word.0.store(NOTIFIED, Ordering::Release);
+                word.store(NOTIFIED, Ordering::Release);
             }
-            self.futex.wake_all(&word.0);
+            self.futex.wake_all(word);
         }
     }
 
@@ -458,7 +542,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     }
 
     pub(crate) fn parking_word(&self, index: usize) -> &FutexWord {
-        &self.parking[index].0
+        &self.per_worker[index].0.parking
     }
 
     pub(crate) fn idle_mask(&self) -> &AtomicU64 {
@@ -470,11 +554,11 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     }
 
     pub(crate) fn immediate(&self) -> &ProcessList<'p> {
-        &self.immediate
+        &self.immediate.0
     }
 
     pub(crate) fn overflow_looks_empty(&self) -> bool {
-        self.overflow.looks_empty()
+        self.overflow.0.looks_empty()
     }
 
     pub(crate) fn slots(&self) -> &SlotArray<'p, SLOTS> {

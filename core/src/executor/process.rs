@@ -21,7 +21,9 @@
 //!
 //! The suspend count starts at one — the *creation hold*, dropped by submission — plus one per
 //! upstream process and per [`hold`](crate::executor::Executor::hold). Whoever drives it to zero
-//! activates the process, exactly once. Immediate processes track Queued / Running / Sleeping in
+//! activates the process, exactly once. A Queued immediate process is in the immediate list, in a
+//! run a worker took from it, or handed off to the worker whose completion activated it (see the
+//! executor docs); "pop" covers all three. Immediate processes track Queued / Running / Sleeping in
 //! their own state word; compute processes, which many workers drain at once, keep that part in
 //! their slot's word (see `slots`), so scanners never touch process memory to skip them.
 //!
@@ -35,13 +37,17 @@
 //!
 //! # Cache lines
 //!
-//! Fields are grouped by who writes them, each group on its own 64-byte line on hosts (no
-//! padding on bare metal, where RAM is the scarce resource and there is one core):
-//! - *immutable* once submitted — the drain reference, class, priority, dependents — read by
-//!   every scanner and completer, so it stays shared in every worker's cache;
-//! - *activation* — suspend count, state, failure, list link, slot — written by the threads that
-//!   release, wake, cancel and queue the process;
-//! - *scheduling* — the wake budget — written by the drain function as its parallelism changes.
+//! Two 64-byte lines on hosts (no padding on bare metal, where RAM is the scarce resource and
+//! there is one core), grouped by when they are written:
+//! - the *core* line: what is fixed once submitted (the drain reference, class, priority,
+//!   dependents) and the *activation* fields (suspend count, state, failure, list link, slot),
+//!   written by the threads that release, queue, wake and cancel the process — all before it
+//!   runs or when it changes state, not while it is drained. Scanners never read process memory
+//!   (a compute process's runnable state is in its slot word), so nothing is gained by keeping
+//!   the fixed fields apart, and every activation, drain and completion touches one line
+//!   instead of two;
+//! - the *scheduling* line — the wake budget — written by the drain function as its parallelism
+//!   changes, while other workers are draining the same process.
 
 use core::fmt;
 use core::ptr;
@@ -183,16 +189,16 @@ pub(crate) mod state {
 #[cfg_attr(not(target_os = "none"), repr(align(64)))]
 struct Line<T>(T);
 
-struct Immutable<'p> {
+/// The core line (see "Cache lines"): one flat struct, so the two groups pack into 64 bytes.
+struct Core<'p> {
+    // Fixed once submitted.
     drain: &'p dyn Drain,
-    class: Class,
-    priority: u8,
     /// Written only in the CONFIGURING state, before submission; read only after activation,
     /// which the submission's release orders after the write.
     dependents: UnsafeCell<&'p [&'p Process<'p>]>,
-}
-
-struct Activation<'p> {
+    class: Class,
+    priority: u8,
+    // Activation.
     suspend: AtomicU32,
     state: AtomicU32,
     failure: AtomicU64,
@@ -204,8 +210,7 @@ struct Activation<'p> {
 
 /// A schedulable unit of work in caller-owned storage. See the [module docs](self).
 pub struct Process<'p> {
-    immutable: Line<Immutable<'p>>,
-    activation: Line<Activation<'p>>,
+    core: Line<Core<'p>>,
     wake_budget: Line<AtomicU32>,
 }
 
@@ -239,8 +244,11 @@ impl<'p> Process<'p> {
     #[cfg(not(loom))]
     pub const fn with_priority(drain: &'p dyn Drain, class: Class, priority: u8) -> Process<'p> {
         Process {
-            immutable: Line(Immutable { drain, class, priority, dependents: UnsafeCell::new(&[]) }),
-            activation: Line(Activation {
+            core: Line(Core {
+                drain,
+                dependents: UnsafeCell::new(&[]),
+                class,
+                priority,
                 suspend: AtomicU32::new(1),
                 state: AtomicU32::new(state::CREATED),
                 failure: AtomicU64::new(NO_FAILURE),
@@ -255,8 +263,11 @@ impl<'p> Process<'p> {
     #[cfg(loom)]
     pub fn with_priority(drain: &'p dyn Drain, class: Class, priority: u8) -> Process<'p> {
         Process {
-            immutable: Line(Immutable { drain, class, priority, dependents: UnsafeCell::new(&[]) }),
-            activation: Line(Activation {
+            core: Line(Core {
+                drain,
+                dependents: UnsafeCell::new(&[]),
+                class,
+                priority,
                 suspend: AtomicU32::new(1),
                 state: AtomicU32::new(state::CREATED),
                 failure: AtomicU64::new(NO_FAILURE),
@@ -269,12 +280,12 @@ impl<'p> Process<'p> {
 
     /// The class fixed at creation.
     pub fn class(&self) -> Class {
-        self.immutable.0.class
+        self.core.0.class
     }
 
     /// The scan priority fixed at creation.
     pub fn priority(&self) -> u8 {
-        self.immutable.0.priority
+        self.core.0.priority
     }
 
     /// The current wake budget.
@@ -292,14 +303,14 @@ impl<'p> Process<'p> {
     /// The failure the process has (or will) complete with, if any.
     pub fn failure(&self) -> Option<Failure> {
         // Acquire pairs with the AcqRel compare-exchange in `record_failure`.
-        Failure::from_word(self.activation.0.failure.load(Ordering::Acquire))
+        Failure::from_word(self.core.0.failure.load(Ordering::Acquire))
     }
 
     /// Makes every process in `dependents` wait for this one: each gains one suspension now and
     /// loses it when this process completes (inheriting its failure, if any). Allowed once,
     /// before this process and each dependent is submitted.
     pub fn set_dependents(&self, dependents: &'p [&'p Process<'p>]) -> Result<(), ProcessError> {
-        let activation = &self.activation.0;
+        let activation = &self.core.0;
         // Acquire/Release: pairs with the Release store back to CREATED below, so a second
         // configuration sees the first one's write to `dependents`.
         if activation
@@ -318,7 +329,7 @@ impl<'p> Process<'p> {
         for (added, dependent) in dependents.iter().enumerate() {
             if let Err(error) = dependent.add_suspension_before_submit() {
                 for undone in &dependents[..added] {
-                    undone.activation.0.suspend.fetch_sub(1, Ordering::Relaxed);
+                    undone.core.0.suspend.fetch_sub(1, Ordering::Relaxed);
                 }
                 result = Err(error);
                 break;
@@ -327,7 +338,7 @@ impl<'p> Process<'p> {
         if result.is_ok() {
             // SAFETY: the CONFIGURING state, entered by the compare-exchange above, excludes
             // every other writer and every reader (reads happen after activation only).
-            self.immutable.0.dependents.with_mut(|cell| unsafe { *cell = dependents });
+            self.core.0.dependents.with_mut(|cell| unsafe { *cell = dependents });
         }
         activation.state.store(state::CREATED, Ordering::Release);
         result
@@ -335,7 +346,7 @@ impl<'p> Process<'p> {
 
     /// Adds a suspension to a process that has not been submitted.
     fn add_suspension_before_submit(&self) -> Result<(), ProcessError> {
-        let activation = &self.activation.0;
+        let activation = &self.core.0;
         if activation.state.load(Ordering::Acquire) > state::CONFIGURING {
             return Err(ProcessError::DependentSubmitted);
         }
@@ -350,7 +361,7 @@ impl<'p> Process<'p> {
 
     /// Adds a suspension while the process is not yet active (its count is above zero).
     pub(crate) fn hold(&self) -> Result<(), ProcessError> {
-        self.activation
+        self.core
             .0
             .suspend
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| match count {
@@ -371,7 +382,7 @@ impl<'p> Process<'p> {
     pub(crate) fn mark_submitted(&self) -> Result<(), ProcessError> {
         // Release pairs with the Acquire in `add_suspension_before_submit`, which must see a
         // submitted dependent as such.
-        self.activation
+        self.core
             .0
             .state
             .compare_exchange(
@@ -388,7 +399,7 @@ impl<'p> Process<'p> {
     /// must activate the process. Before submission the creation hold is never dropped here,
     /// so only a submitted process can reach zero.
     pub(crate) fn release(&self) -> Result<bool, ProcessError> {
-        let activation = &self.activation.0;
+        let activation = &self.core.0;
         // AcqRel: the Release half publishes what this releaser wrote before; the Acquire half
         // lets the activating thread (the one that reaches zero) see every earlier releaser's
         // writes, and hands them on through the queue push that follows.
@@ -411,7 +422,7 @@ impl<'p> Process<'p> {
     /// Records `failure` unless one is already recorded; returns whether it won.
     pub(crate) fn record_failure(&self, failure: Failure) -> bool {
         // AcqRel: pairs with the Acquire load in `failure`; the loser learns the winner.
-        self.activation
+        self.core
             .0
             .failure
             .compare_exchange(NO_FAILURE, failure.to_word(), Ordering::AcqRel, Ordering::Acquire)
@@ -420,30 +431,30 @@ impl<'p> Process<'p> {
 
     pub(crate) fn state(&self) -> u32 {
         // Acquire: pairs with the Release stores and RMWs of every transition.
-        self.activation.0.state.load(Ordering::Acquire) & 0xff
+        self.core.0.state.load(Ordering::Acquire) & 0xff
     }
 
     pub(crate) fn state_word(&self) -> &AtomicU32 {
-        &self.activation.0.state
+        &self.core.0.state
     }
 
     pub(crate) fn link(&self) -> &AtomicPtr<Process<'p>> {
-        &self.activation.0.next
+        &self.core.0.next
     }
 
     pub(crate) fn slot(&self) -> &AtomicU32 {
-        &self.activation.0.slot
+        &self.core.0.slot
     }
 
     pub(crate) fn drain_ref(&self) -> &'p dyn Drain {
-        self.immutable.0.drain
+        self.core.0.drain
     }
 
     /// The dependents; only called after activation (see the field's invariant).
     pub(crate) fn dependents(&self) -> &'p [&'p Process<'p>] {
         // SAFETY: the only write happened before submission (CONFIGURING state), and this runs
         // after activation, which the submission's AcqRel release orders after that write.
-        self.immutable.0.dependents.with(|cell| unsafe { *cell })
+        self.core.0.dependents.with(|cell| unsafe { *cell })
     }
 
     /// Sets the wake budget and, for a compute process, moves the executor's aggregate by the
@@ -460,7 +471,7 @@ impl<'p> Process<'p> {
     /// Reuses the storage of a completed process: back to CREATED with no dependents, no
     /// failure, one creation hold and a wake budget of one.
     pub fn rearm(&self) -> Result<(), ProcessError> {
-        let activation = &self.activation.0;
+        let activation = &self.core.0;
         // Acquire pairs with the Release that marked completion: all executor accesses are
         // over. Relaxed writes below are published by the next submission's Release.
         activation
@@ -477,7 +488,7 @@ impl<'p> Process<'p> {
         activation.slot.store(u32::MAX, Ordering::Relaxed);
         self.wake_budget.0.store(1, Ordering::Relaxed);
         // SAFETY: CONFIGURING, entered above from COMPLETED, excludes every other access.
-        self.immutable.0.dependents.with_mut(|cell| unsafe { *cell = &[] });
+        self.core.0.dependents.with_mut(|cell| unsafe { *cell = &[] });
         activation.state.store(state::CREATED, Ordering::Release);
         Ok(())
     }
@@ -498,7 +509,7 @@ impl fmt::Debug for Process<'_> {
             .field("class", &self.class())
             .field("priority", &self.priority())
             .field("state", &self.state())
-            .field("suspend", &self.activation.0.suspend.load(Ordering::Relaxed))
+            .field("suspend", &self.core.0.suspend.load(Ordering::Relaxed))
             .field("failure", &self.failure())
             .finish_non_exhaustive()
     }

@@ -27,11 +27,37 @@
 //! becomes claimable again only when its word is exactly zero: no occupant, no stragglers.
 //!
 //! Scanners only load words (read-shared cache lines); a runnable check never writes.
+//!
+//! # Runnable summary
+//!
+//! One 64-bit word beside the slots summarises them: bit `i % 64` set means slot `i` (or
+//! another slot congruent to it modulo 64) may be runnable. It is a hint that lets an idle scan
+//! be one load and a revolution a walk over set bits; the slot word stays the truth (a scanner
+//! still checks it, and `enter` still decides).
+//!
+//! ```text
+//!   slot word turns runnable (claim, wake)  ──then──►  announce: fetch_or(bit)         (Release)
+//!   slot word stops being runnable           ──then──►  retract:  fetch_and(!bit)      (Acquire)
+//!     (sleep, close)                                              re-check the bit's slots;
+//!                                                                 announce again if one is
+//!                                                                 runnable
+//! ```
+//!
+//! Invariant: a slot that is runnable has its bit set, except while the thread that made it
+//! runnable has not announced it yet, or while a retracting thread is between its `fetch_and`
+//! and its re-check — both of which finish by setting the bit. The re-check is what makes this
+//! exact: if a waker's announce precedes a retract's `fetch_and` in the summary's modification
+//! order, that `fetch_and` reads from the announce (or a later RMW in its release sequence), so
+//! the re-check sees the waker's slot word; if it follows, the bit stays set. Either way the
+//! bit ends up set while the slot is runnable, so spinning scanners cannot miss it. The waker
+//! notifies only after announcing, and a parking worker checks the slot words themselves (not
+//! the summary) after announcing its idleness, so no wake-up is lost either.
 
 use core::ptr;
 
 use super::process::Process;
-use crate::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use super::Line;
+use crate::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 const COUNT: u32 = (1 << 24) - 1;
 const OCCUPIED: u32 = 1 << 24;
@@ -54,39 +80,58 @@ pub(crate) enum SlotWake {
     Gone,
 }
 
+/// What a scan reads first, on a line of its own: it changes only when a slot's runnability or
+/// occupancy does.
+struct Summary {
+    /// The runnable summary (see the module docs).
+    runnable: AtomicU64,
+    /// Bumped whenever occupancy changes: scan policies rebuild their tables on a change.
+    generation: AtomicU32,
+}
+
+/// The summary bit of slot `index`.
+fn bit(index: usize) -> u64 {
+    1 << (index % 64)
+}
+
+/// Whether `hint` (from [`SlotArray::runnable_hint`]) marks slot `index` as worth a look.
+pub(crate) fn marked(hint: u64, index: usize) -> bool {
+    hint & bit(index) != 0
+}
+
 pub(crate) struct SlotArray<'p, const SLOTS: usize> {
-    words: [AtomicU32; SLOTS],
+    summary: Line<Summary>,
+    /// On lines of their own: drainers' entries and leaves write them.
+    words: Line<[AtomicU32; SLOTS]>,
     processes: [AtomicPtr<Process<'p>>; SLOTS],
     /// Bumped on every claim: lets workers reset per-slot private state for a new occupant.
     claims: [AtomicU32; SLOTS],
-    /// Bumped whenever occupancy changes: scan policies rebuild their tables on a change.
-    generation: AtomicU32,
 }
 
 impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
     #[cfg(not(loom))]
     pub(crate) const fn new() -> SlotArray<'p, SLOTS> {
         SlotArray {
-            words: [const { AtomicU32::new(0) }; SLOTS],
+            summary: Line(Summary { runnable: AtomicU64::new(0), generation: AtomicU32::new(0) }),
+            words: Line([const { AtomicU32::new(0) }; SLOTS]),
             processes: [const { AtomicPtr::new(ptr::null_mut()) }; SLOTS],
             claims: [const { AtomicU32::new(0) }; SLOTS],
-            generation: AtomicU32::new(0),
         }
     }
 
     #[cfg(loom)]
     pub(crate) fn new() -> SlotArray<'p, SLOTS> {
         SlotArray {
-            words: core::array::from_fn(|_| AtomicU32::new(0)),
+            summary: Line(Summary { runnable: AtomicU64::new(0), generation: AtomicU32::new(0) }),
+            words: Line(core::array::from_fn(|_| AtomicU32::new(0))),
             processes: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             claims: core::array::from_fn(|_| AtomicU32::new(0)),
-            generation: AtomicU32::new(0),
         }
     }
 
     /// Puts `process` into a free slot and makes it runnable; `None` when every slot is taken.
     pub(crate) fn claim(&self, process: &'p Process<'p>) -> Option<usize> {
-        for (index, word) in self.words.iter().enumerate() {
+        for (index, word) in self.words.0.iter().enumerate() {
             if word.load(Ordering::Relaxed) != 0 {
                 continue;
             }
@@ -101,25 +146,52 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
             // Release: pairs with the Acquire increment in `enter`, publishing the pointer,
             // the claim number and the process's own state to every drainer.
             word.fetch_or(PUBLISHED | RUNNABLE, Ordering::Release);
-            self.generation.fetch_add(1, Ordering::Relaxed);
+            self.summary.0.generation.fetch_add(1, Ordering::Relaxed);
+            self.announce(index);
             return Some(index);
         }
         None
     }
 
-    /// Whether scanners should try to enter `index`: one relaxed load, never a write.
-    pub(crate) fn looks_runnable(&self, index: usize) -> bool {
-        self.words[index].load(Ordering::Relaxed) & (RUNNABLE | CLOSING | FINALIZING) == RUNNABLE
+    /// The runnable summary: slot `i` is worth a look only if bit `i % 64` is set. One relaxed
+    /// load: a hint, which `looks_runnable` and `enter` confirm.
+    pub(crate) fn runnable_hint(&self) -> u64 {
+        self.summary.0.runnable.load(Ordering::Relaxed)
     }
 
-    /// Whether any slot looks runnable (a hint, like every relaxed scan).
+    /// Whether scanners should try to enter `index`: one relaxed load, never a write.
+    pub(crate) fn looks_runnable(&self, index: usize) -> bool {
+        self.words.0[index].load(Ordering::Relaxed) & (RUNNABLE | CLOSING | FINALIZING) == RUNNABLE
+    }
+
+    /// Whether any slot looks runnable, from the slot words themselves rather than the summary
+    /// (a parking worker's re-check; see the module docs).
     pub(crate) fn any_runnable(&self) -> bool {
         (0..SLOTS).any(|index| self.looks_runnable(index))
     }
 
     /// Whether every slot is free (a hint).
     pub(crate) fn all_vacant(&self) -> bool {
-        self.words.iter().all(|word| word.load(Ordering::Relaxed) & !COUNT == 0)
+        self.words.0.iter().all(|word| word.load(Ordering::Relaxed) & !COUNT == 0)
+    }
+
+    /// Sets the summary bit of `index`, whose slot this thread has just made runnable.
+    fn announce(&self, index: usize) {
+        // Release pairs with the Acquire `fetch_and` in `retract`: a retract ordered after this
+        // announce re-checks and sees the slot word this thread changed before it.
+        self.summary.0.runnable.fetch_or(bit(index), Ordering::Release);
+    }
+
+    /// Clears the summary bit of `index`, whose slot this thread has just made unrunnable, then
+    /// sets it again if any slot sharing the bit is runnable (a wake may have raced the change).
+    fn retract(&self, index: usize) {
+        let bit = bit(index);
+        // Acquire pairs with the Release `fetch_or` of every announce before this RMW in the
+        // summary's modification order: their slot-word changes are visible to the re-check.
+        self.summary.0.runnable.fetch_and(!bit, Ordering::Acquire);
+        if (index % 64..SLOTS).step_by(64).any(|sharing| self.looks_runnable(sharing)) {
+            self.announce(index);
+        }
     }
 
     /// Registers as a drainer of `index`. On success returns the process and its claim number;
@@ -127,7 +199,7 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
     pub(crate) fn enter(&self, index: usize) -> Option<(&'p Process<'p>, u32)> {
         // Acquire pairs with the Release `fetch_or(PUBLISHED | RUNNABLE)` in `claim` (and the RMWs after
         // it in the word's release sequence): pointer and process state are visible.
-        let before = self.words[index].fetch_add(1, Ordering::Acquire);
+        let before = self.words.0[index].fetch_add(1, Ordering::Acquire);
         if before & (PUBLISHED | RUNNABLE | CLOSING | FINALIZING) != PUBLISHED | RUNNABLE {
             return None;
         }
@@ -140,7 +212,7 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
 
     /// Unregisters a drainer. Returns the process when this leaver must finalize it.
     pub(crate) fn leave(&self, index: usize) -> Option<&'p Process<'p>> {
-        let word = &self.words[index];
+        let word = &self.words.0[index];
         // Release: this drainer's writes happen before the finalization. Acquire: a leaver
         // that finalizes sees every other drainer's writes (their Release decrements).
         let after = word.fetch_sub(1, Ordering::AcqRel) - 1;
@@ -160,14 +232,15 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
     pub(crate) fn close(&self, index: usize) {
         // Release: the closer's writes (its recorded outcome) happen before the finalization,
         // which acquires through the leavers' decrements.
-        self.words[index].fetch_or(CLOSING, Ordering::Release);
+        self.words.0[index].fetch_or(CLOSING, Ordering::Release);
+        self.retract(index);
     }
 
     /// A drainer found nothing to do: sleep unless a wake arrived meanwhile.
     pub(crate) fn sleep(&self, index: usize) {
         // AcqRel: pairs with the RMW in `wake`, so a wake either lands before (NOTIFIED seen
         // and consumed) or after (it finds the slot asleep and makes it runnable).
-        let _ = self.words[index].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |word| {
+        let slept = self.words.0[index].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |word| {
             if word & (CLOSING | FINALIZING) != 0 {
                 None
             } else if word & NOTIFIED != 0 {
@@ -176,6 +249,9 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
                 Some(word & !RUNNABLE)
             }
         });
+        if matches!(slept, Ok(before) if before & NOTIFIED == 0) {
+            self.retract(index);
+        }
     }
 
     /// Wakes `process` if it still occupies `index`.
@@ -189,7 +265,7 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
     /// Makes whatever occupies `index` runnable (shutdown: every occupant must be drained once
     /// more to see its cancellation).
     pub(crate) fn rouse(&self, index: usize) -> SlotWake {
-        let word = &self.words[index];
+        let word = &self.words.0[index];
         // AcqRel: pairs with `sleep` (see there) and publishes the waker's writes to the
         // drainers that enter after the slot turns runnable.
         let result = word.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |word| {
@@ -202,7 +278,10 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
             }
         });
         match result {
-            Ok(before) if before & RUNNABLE == 0 => SlotWake::Runnable,
+            Ok(before) if before & RUNNABLE == 0 => {
+                self.announce(index);
+                SlotWake::Runnable
+            }
             Ok(_) => SlotWake::Notified,
             Err(_) => SlotWake::Gone,
         }
@@ -212,12 +291,12 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
     pub(crate) fn vacate(&self, index: usize) {
         self.processes[index].store(ptr::null_mut(), Ordering::Relaxed);
         // Release: pairs with the Acquire exchange in `claim`; stragglers' counts stay.
-        self.words[index].fetch_and(COUNT, Ordering::Release);
-        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.words.0[index].fetch_and(COUNT, Ordering::Release);
+        self.summary.0.generation.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The occupancy generation (see the field).
     pub(crate) fn generation(&self) -> u32 {
-        self.generation.load(Ordering::Relaxed)
+        self.summary.0.generation.load(Ordering::Relaxed)
     }
 }

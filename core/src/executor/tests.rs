@@ -453,3 +453,65 @@ fn a_single_worker_main_loop_steps_without_blocking() {
     assert!(process.is_completed());
     assert_eq!(counter.load(RELAXED), 3);
 }
+
+#[test]
+fn a_handed_off_dependent_keeps_fifo_order_behind_queued_work() {
+    static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    let drains: Vec<Scripted> = (0..4).map(|name| Scripted::logging(name, &LOG)).collect();
+    let [upstream, queued, first, second] =
+        [0, 1, 2, 3].map(|i| Process::new(&drains[i], Class::Immediate));
+    let edges = [&first, &second];
+    upstream.set_dependents(&edges).unwrap();
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    executor.submit(&first).unwrap();
+    executor.submit(&second).unwrap();
+    executor.submit(&upstream).unwrap();
+    executor.submit(&queued).unwrap();
+    while worker.step() {}
+    // `queued` was in the list when `upstream` completed, so both dependents went behind it.
+    assert_eq!(*LOG.lock().unwrap(), [0, 1, 2, 3]);
+    LOG.lock().unwrap().clear();
+    for process in [&upstream, &queued, &first, &second] {
+        process.rearm().unwrap();
+    }
+    upstream.set_dependents(&edges).unwrap();
+    executor.submit(&first).unwrap();
+    executor.submit(&second).unwrap();
+    executor.submit(&upstream).unwrap();
+    assert!(worker.step(), "runs `upstream`, whose completion hands `first` to this worker");
+    assert!(!first.is_completed() && !second.is_completed());
+    executor.submit(&queued).unwrap();
+    while worker.step() {}
+    // The hand-off runs first, then the list in push order.
+    assert_eq!(*LOG.lock().unwrap(), [0, 2, 3, 1]);
+}
+
+#[test]
+fn a_worker_dropped_with_a_hand_off_gives_it_back_to_the_list() {
+    let drains = [Scripted::done(), Scripted::done()];
+    let upstream = Process::new(&drains[0], Class::Immediate);
+    let dependent = Process::new(&drains[1], Class::Immediate);
+    let edge = [&dependent];
+    upstream.set_dependents(&edge).unwrap();
+    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    executor.submit(&dependent).unwrap();
+    executor.submit(&upstream).unwrap();
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    assert!(worker.step());
+    assert!(upstream.is_completed());
+    drop(worker);
+    let mut other = executor.worker::<RoundRobin>(1, SpinPolicy::Park).unwrap();
+    assert!(other.step(), "the dependent is back on the list");
+    assert!(dependent.is_completed());
+    assert_eq!(drains[1].outcomes(), [Ok(())]);
+    assert_eq!(executor.live(), 0);
+}
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn a_process_is_two_cache_lines_on_hosts() {
+    // The core line packs the fixed and activation fields; the wake budget has its own line.
+    assert_eq!(core::mem::size_of::<Process>(), 128);
+    assert_eq!(core::mem::align_of::<Process>(), 64);
+}

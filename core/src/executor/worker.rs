@@ -1,7 +1,10 @@
-//! The worker loop: immediate list, then compute slots, then spin, then park.
+//! The worker loop: a hand-off, then immediate work (the worker's own run, then the list), then
+//! compute slots, then spin, then park.
 
+use super::list::Run;
 use super::process::{state, DrainContext, Drained, Process};
 use super::scan::{ScanPolicy, SlotHint};
+use super::slots;
 use super::{Executor, Futex, AWAKE, PARKED};
 use crate::semaphore::Failure;
 use crate::sync::atomic::Ordering;
@@ -45,6 +48,12 @@ pub struct Worker<'e, 'p, F: Futex, P, const SLOTS: usize, const WORKERS: usize>
     seen_claims: [u32; SLOTS],
     /// Private per-slot words handed to drains (`DrainContext::local`).
     local: [u64; SLOTS],
+    /// The process this worker's last completion handed to it (see "Hand-off" in the
+    /// executor docs): QUEUED, run before anything else.
+    handed: Option<&'p Process<'p>>,
+    /// The immediate processes this worker took from the list in its last turn (see `list`),
+    /// run before the list is looked at again.
+    run: Run<'p>,
 }
 
 impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: usize>
@@ -65,6 +74,8 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             hint_changes: 0,
             seen_claims: [u32::MAX; SLOTS],
             local: [0; SLOTS],
+            handed: None,
+            run: Run::EMPTY,
         }
     }
 
@@ -98,21 +109,33 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
     /// Returns whether anything was done (the bare-metal main loop sleeps when it was not).
     pub fn step(&mut self) -> bool {
         let executor = self.executor;
-        if let Some(process) = executor.immediate().pop() {
+        let next = self.handed.take().or_else(|| self.run.pop()).or_else(|| {
+            self.run = executor.immediate().pop_run(executor.workers());
+            self.run.pop()
+        });
+        if let Some(process) = next {
             self.run_immediate(process);
             return true;
         }
         if !executor.overflow_looks_empty() {
             executor.drain_overflow();
         }
-        let version = u64::from(executor.slots().generation()) << 32 | u64::from(self.hint_changes);
-        let Worker { policy, hints, local, seen_claims, index, .. } = self;
+        let slot_array = executor.slots();
+        // The runnable summary: an idle scan ends at this one load, and a revolution only looks
+        // at slot words whose bit is set (the word still decides; see `slots`).
+        let runnable = slot_array.runnable_hint();
+        if runnable == 0 {
+            return false;
+        }
+        let version = u64::from(slot_array.generation()) << 32 | u64::from(self.hint_changes);
+        let Worker { policy, hints, local, seen_claims, index, handed, .. } = self;
         let hints: &[SlotHint; SLOTS] = hints;
         // The policy reads the hints during the scan, so what a visit learns is applied after
         // it (hints are allowed to lag by a scan).
         let mut learned = None;
         let did_work = policy.scan(hints, version, |slot| {
-            executor.slots().looks_runnable(slot)
+            slots::marked(runnable, slot)
+                && slot_array.looks_runnable(slot)
                 && drain_slot(
                     executor,
                     *index,
@@ -120,6 +143,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                     &mut seen_claims[slot],
                     &mut local[slot],
                     &mut learned,
+                    handed,
                 )
         });
         if let Some((slot, seen)) = learned {
@@ -140,8 +164,10 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
         if executor.is_stopping() {
             process.record_failure(Failure::Cancelled);
         }
+        // A hand-off must not overtake processes this worker has already taken from the list.
+        let may_hand_off = self.run.is_empty();
         if process.failure().is_some() {
-            executor.complete(process);
+            self.handed = executor.complete(process, self.index, may_hand_off);
             return;
         }
         let mut local = 0;
@@ -172,7 +198,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                 if let Err(failure) = result {
                     process.record_failure(failure);
                 }
-                executor.complete(process);
+                self.handed = executor.complete(process, self.index, may_hand_off);
             }
         }
     }
@@ -206,6 +232,9 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             // Withdraw. If a waker already took the bit it also set NOTIFIED: harmless.
             executor.idle_mask().fetch_and(!bit, Ordering::AcqRel);
             word.store(AWAKE, Ordering::Relaxed);
+            // The work seen may not be scannable yet (a waker between making a slot runnable
+            // and announcing it in the summary): let the waker run before scanning again.
+            spin_hint();
             return;
         }
         // Acquire pairs with the waker's Release store of NOTIFIED.
@@ -217,8 +246,8 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
     }
 }
 
-/// Enters `slot`, drains its process once and leaves; returns whether work was done and
-/// records what it saw of the occupant in `learned`.
+/// Enters `slot`, drains its process once and leaves; returns whether work was done, records
+/// what it saw of the occupant in `learned` and a hand-off from finalizing it in `handed`.
 fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
     executor: &Executor<'p, F, SLOTS, WORKERS>,
     worker: usize,
@@ -226,6 +255,7 @@ fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
     seen_claim: &mut u32,
     local: &mut u64,
     learned: &mut Option<(usize, SlotHint)>,
+    handed: &mut Option<&'p Process<'p>>,
 ) -> bool {
     let slots = executor.slots();
     let mut did_work = false;
@@ -259,7 +289,7 @@ fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
         *learned = Some((slot, seen));
     }
     if let Some(process) = slots.leave(slot) {
-        executor.finalize_slot(slot, process);
+        *handed = executor.finalize_slot(slot, process, worker);
         did_work = true;
     }
     did_work
@@ -269,6 +299,11 @@ impl<F: Futex, P, const SLOTS: usize, const WORKERS: usize> Drop
     for Worker<'_, '_, F, P, SLOTS, WORKERS>
 {
     fn drop(&mut self) {
+        // What this worker had taken goes back, oldest first (behind anything pushed since).
+        for process in self.handed.take().into_iter().chain(core::iter::from_fn(|| self.run.pop()))
+        {
+            self.executor.requeue(process);
+        }
         // Give the index back so a new worker may take it (e.g. a restarted thread).
         self.executor.release_worker(self.index);
     }
