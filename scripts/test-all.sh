@@ -59,7 +59,7 @@ step "tier 2: loom models"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-core --release --test loom_semaphore --test loom_arena --test loom_executor
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p causeway-driver-cpu --release --test loom_block --test loom_stream
+  cargo test -p causeway-driver-cpu --release --test loom_block --test loom_stream --test loom_compute_sleep
 passed
 
 step "tier 5: benchmarks build and run one iteration each"

@@ -237,11 +237,16 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
     }
 
     /// A drainer found nothing to do: sleep unless a wake arrived meanwhile.
+    ///
+    /// Only a drainer alone in the slot decides. With others still inside, one of them may
+    /// have entered before a wake whose NOTIFIED this drainer would consume (or, entering
+    /// after it, may be about to see its work): deciding here could leave the process asleep
+    /// with work published. So the slot stays runnable and a later, solitary drain decides.
     pub(crate) fn sleep(&self, index: usize) {
         // AcqRel: pairs with the RMW in `wake`, so a wake either lands before (NOTIFIED seen
         // and consumed) or after (it finds the slot asleep and makes it runnable).
         let slept = self.words.0[index].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |word| {
-            if word & (CLOSING | FINALIZING) != 0 {
+            if word & (CLOSING | FINALIZING) != 0 || word & COUNT > 1 {
                 None
             } else if word & NOTIFIED != 0 {
                 Some(word & !NOTIFIED)

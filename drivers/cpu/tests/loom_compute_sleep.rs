@@ -1,15 +1,11 @@
-//! A reproducer, in loom, of a lost wake-up in core's compute-slot protocol (not in this
-//! crate): a compute process drained by two workers that both return `Drained::Sleep`, and one
-//! wake issued after the work it announces is published. If the wake lands after both drain
-//! calls decided to sleep but before the executor applied either `Sleep`, the first applied
-//! `Sleep` consumes the slot's single NOTIFIED bit and the second clears RUNNABLE: the process
-//! stays asleep with its work published. With one drainer the model passes.
-//!
-//! Ignored because it fails until core fixes it (for instance: a `Sleep` applied while other
-//! drainers are still registered in the slot leaves both bits alone, so only the last one
-//! leaving decides). Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-driver-cpu
-//! --release --test loom_compute_sleep --target-dir target/loom -- --ignored`. The stream
-//! works around it with its sleep token (see `stream`'s module docs).
+//! A regression model, in loom, of a lost wake-up core's compute-slot protocol once had: a
+//! compute process drained by two workers that both return `Drained::Sleep`, and one wake
+//! issued after the work it announces is published. If the wake landed after both drain calls
+//! decided to sleep but before the executor applied either `Sleep`, the first applied `Sleep`
+//! consumed the slot's single NOTIFIED bit and the second cleared RUNNABLE: the process stayed
+//! asleep with its work published. Core now lets only a drainer alone in the slot apply a
+//! `Sleep`. Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-driver-cpu --release
+//! --test loom_compute_sleep --target-dir target/loom`.
 #![cfg(loom)]
 
 use std::time::Duration;
@@ -60,7 +56,6 @@ impl Drain for Doorbell {
 }
 
 #[test]
-#[ignore = "fails: core's compute slots lose a wake between two concurrent Sleeps (see docs)"]
 fn two_sleeping_drainers_and_one_wake() {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(2);
