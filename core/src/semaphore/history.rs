@@ -64,17 +64,17 @@ pub enum Lookup<const N: usize> {
     Failed(Failure),
 }
 
-/// Bounded frontier history of one timeline. `H` ≥ 2 slots.
+/// Bounded frontier history of one timeline. `H` in 2..=65535 slots.
 #[derive(Clone, Debug)]
 pub struct History<const H: usize, const N: usize> {
     entries: [HistoryEntry<N>; H],
     /// Slot of the oldest retained entry.
-    head: usize,
-    len: usize,
+    head: u16,
+    len: u16,
     /// Retained entries that are reached. They always form a prefix of the ring: values are
     /// recorded ascending and reaching one while a smaller one is pending fails the timeline,
     /// so completion only ever extends the prefix — which makes `reach` O(1).
-    reached_len: usize,
+    reached_len: u16,
     initial: u64,
     reached: u64,
     /// Highest value recorded (pending or reached), at least `initial`.
@@ -86,7 +86,9 @@ pub struct History<const H: usize, const N: usize> {
 }
 
 impl<const H: usize, const N: usize> History<H, N> {
-    const SLOTS_ARE_VALID: () = assert!(H >= 2, "a history needs at least two slots");
+    // Indices are `u16` (they are per-semaphore state, and small semaphores matter on MCUs).
+    const SLOTS_ARE_VALID: () =
+        assert!(H >= 2 && H <= u16::MAX as usize, "a history needs 2..=65535 slots");
 
     /// An empty history of a timeline that starts at `initial`.
     pub const fn new(initial: u64) -> History<H, N> {
@@ -131,11 +133,11 @@ impl<const H: usize, const N: usize> History<H, N> {
 
     /// Retained entries, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &HistoryEntry<N>> {
-        (0..self.len).map(move |k| &self.entries[(self.head + k) % H])
+        (0..usize::from(self.len)).map(move |k| &self.entries[(usize::from(self.head) + k) % H])
     }
 
     fn entry(&self, k: usize) -> &HistoryEntry<N> {
-        &self.entries[(self.head + k) % H]
+        &self.entries[(usize::from(self.head) + k) % H]
     }
 
     /// Records a submitted signal (pending). Tracked signals carry their origin and frontier;
@@ -152,10 +154,10 @@ impl<const H: usize, const N: usize> History<H, N> {
         if value <= self.submitted {
             return Err(SignalError::NotAdvancing { value, current: self.submitted });
         }
-        if self.len == H {
+        if usize::from(self.len) == H {
             self.evict_oldest()?;
         }
-        let slot = (self.head + self.len) % H;
+        let slot = (usize::from(self.head) + usize::from(self.len)) % H;
         self.entries[slot] = HistoryEntry {
             value,
             origin,
@@ -170,7 +172,7 @@ impl<const H: usize, const N: usize> History<H, N> {
     /// Whether [`record`](Self::record) has room for one more signal (it may evict the oldest
     /// reached entry; it cannot evict pending ones).
     pub fn has_room(&self) -> bool {
-        self.len < H || self.oldest_is_evictable()
+        usize::from(self.len) < H || self.oldest_is_evictable()
     }
 
     fn oldest_is_evictable(&self) -> bool {
@@ -183,7 +185,7 @@ impl<const H: usize, const N: usize> History<H, N> {
             return Err(SignalError::HistoryFull { capacity: H });
         }
         self.evicted_through = self.entry(0).value;
-        self.head = (self.head + 1) % H;
+        self.head = ((usize::from(self.head) + 1) % H) as u16;
         self.len -= 1;
         self.reached_len -= 1;
         Ok(())
@@ -205,12 +207,12 @@ impl<const H: usize, const N: usize> History<H, N> {
         if self.reached_len == self.len {
             return Err(SignalError::NotSubmitted { value });
         }
-        let pending = self.entry(self.reached_len).value;
+        let pending = self.entry(usize::from(self.reached_len)).value;
         if pending != value {
             self.failure = Some(Failure::OutOfOrderSignal);
             return Err(SignalError::OutOfOrder { value, pending });
         }
-        self.entries[(self.head + self.reached_len) % H].reached = true;
+        self.entries[(usize::from(self.head) + usize::from(self.reached_len)) % H].reached = true;
         self.reached_len += 1;
         self.reached = value;
         Ok(())
@@ -237,7 +239,7 @@ impl<const H: usize, const N: usize> History<H, N> {
             return Lookup::Initial;
         }
         // Values ascend along the ring: binary search for the first entry at or above `value`.
-        let (mut low, mut high) = (0, self.len);
+        let (mut low, mut high) = (0, usize::from(self.len));
         while low < high {
             let middle = low + (high - low) / 2;
             if self.entry(middle).value < value {
@@ -246,7 +248,7 @@ impl<const H: usize, const N: usize> History<H, N> {
                 high = middle;
             }
         }
-        if low == self.len {
+        if low == usize::from(self.len) {
             return Lookup::Unsignalled;
         }
         let k = low;
