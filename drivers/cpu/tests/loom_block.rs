@@ -12,11 +12,10 @@
 //!   region 0, one `finish` with the failure.
 #![cfg(loom)]
 
-use std::time::Duration;
+mod loom_support;
 
 use causeway_core::executor::{
-    Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
-    SpinPolicy,
+    Class, Drain, DrainContext, Drained, Executor, Process, RoundRobin, SpinPolicy,
 };
 use causeway_core::Failure;
 use causeway_driver_cpu::block::{
@@ -24,8 +23,9 @@ use causeway_driver_cpu::block::{
 };
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicU32, Ordering};
-use loom::sync::{Arc, Condvar, Mutex};
+use loom::sync::Arc;
 use loom::thread;
+use loom_support::LoomFutex;
 
 fn bounded(preemptions: usize, body: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
@@ -153,34 +153,6 @@ fn a_reset_while_the_other_claimer_still_looks_at_the_finished_execution() {
     });
 }
 
-/// A futex over one lock and condition variable: the waker changes the word before taking the
-/// lock and the waiter compares under it, so no wake slips between the compare and the sleep.
-struct LoomFutex {
-    lock: Mutex<()>,
-    condvar: Condvar,
-}
-
-impl Futex for LoomFutex {
-    fn wait(&self, word: &FutexWord, expected: u32, _timeout: Option<Duration>) {
-        let guard = self.lock.lock().unwrap();
-        // SeqCst: the model's stand-in for the kernel's own compare, which is ordered with the
-        // waker's store by the lock anyway.
-        if word.load(Ordering::SeqCst) == expected {
-            drop(self.condvar.wait(guard).unwrap());
-        }
-    }
-
-    fn wake_one(&self, _word: &FutexWord) {
-        let _guard = self.lock.lock().unwrap();
-        self.condvar.notify_all();
-    }
-
-    fn wake_all(&self, _word: &FutexWord) {
-        let _guard = self.lock.lock().unwrap();
-        self.condvar.notify_all();
-    }
-}
-
 type ModelExecutor = Executor<'static, LoomFutex, 2, 2>;
 
 /// Everything one executor model needs, leaked for `'static` (one small leak per execution).
@@ -235,7 +207,7 @@ fn fixture() -> Fixture {
     let processor = BlockProcessor::new(buffer, 2).unwrap().with_finish_hook(hook);
     let guarded: &'static Guarded = Box::leak(Box::new(Guarded { processor, inside }));
     let process = Box::leak(Box::new(Process::new(guarded, Class::Compute)));
-    let futex = LoomFutex { lock: Mutex::new(()), condvar: Condvar::new() };
+    let futex = LoomFutex::new();
     let executor = Box::leak(Box::new(ModelExecutor::new(futex, 2).unwrap()));
     Fixture { executor, process, runs, hooks, inside }
 }

@@ -8,37 +8,14 @@
 //! --test loom_compute_sleep --target-dir target/loom`.
 #![cfg(loom)]
 
-use std::time::Duration;
+mod loom_support;
 
 use causeway_core::executor::{
-    Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
-    SpinPolicy,
+    Class, Drain, DrainContext, Drained, Executor, Process, RoundRobin, SpinPolicy,
 };
 use loom::sync::atomic::{AtomicBool, Ordering};
-use loom::sync::{Condvar, Mutex};
 use loom::thread;
-
-struct LoomFutex {
-    lock: Mutex<()>,
-    condvar: Condvar,
-}
-
-impl Futex for LoomFutex {
-    fn wait(&self, word: &FutexWord, expected: u32, _timeout: Option<Duration>) {
-        let guard = self.lock.lock().unwrap();
-        if word.load(Ordering::SeqCst) == expected {
-            drop(self.condvar.wait(guard).unwrap());
-        }
-    }
-    fn wake_one(&self, _word: &FutexWord) {
-        let _guard = self.lock.lock().unwrap();
-        self.condvar.notify_all();
-    }
-    fn wake_all(&self, _word: &FutexWord) {
-        let _guard = self.lock.lock().unwrap();
-        self.condvar.notify_all();
-    }
-}
+use loom_support::LoomFutex;
 
 /// Done once `work` is seen, else Sleep: the simplest process that sleeps until woken.
 struct Doorbell {
@@ -61,7 +38,7 @@ fn two_sleeping_drainers_and_one_wake() {
     builder.preemption_bound = Some(2);
     builder.max_branches = 20_000;
     builder.check(|| {
-        let futex = LoomFutex { lock: Mutex::new(()), condvar: Condvar::new() };
+        let futex = LoomFutex::new();
         let executor: &'static Executor<'static, LoomFutex, 2, 2> =
             Box::leak(Box::new(Executor::new(futex, 2).unwrap()));
         let bell: &'static Doorbell =

@@ -12,41 +12,13 @@
 //!   refused or run exactly once, and the stream still completes.
 #![cfg(loom)]
 
-use std::time::Duration;
+mod loom_support;
 
-use causeway_core::executor::{
-    Class, Executor, Futex, FutexWord, Process, RoundRobin, SpinPolicy, Worker,
-};
+use causeway_core::executor::{Class, Executor, Process, RoundRobin, SpinPolicy, Worker};
 use causeway_driver_cpu::{Operation, PushError, Stream};
 use loom::sync::atomic::{AtomicUsize, Ordering};
-use loom::sync::{Condvar, Mutex};
 use loom::thread;
-
-/// A futex over one lock and condition variable: the waker changes the word before taking the
-/// lock, and the waiter compares under it, so no wake can slip between compare and sleep.
-struct LoomFutex {
-    lock: Mutex<()>,
-    condvar: Condvar,
-}
-
-impl Futex for LoomFutex {
-    fn wait(&self, word: &FutexWord, expected: u32, _timeout: Option<Duration>) {
-        let guard = self.lock.lock().unwrap();
-        if word.load(Ordering::SeqCst) == expected {
-            drop(self.condvar.wait(guard).unwrap());
-        }
-    }
-
-    fn wake_one(&self, _word: &FutexWord) {
-        let _guard = self.lock.lock().unwrap();
-        self.condvar.notify_all();
-    }
-
-    fn wake_all(&self, _word: &FutexWord) {
-        let _guard = self.lock.lock().unwrap();
-        self.condvar.notify_all();
-    }
-}
+use loom_support::LoomFutex;
 
 type ModelExecutor = Executor<'static, LoomFutex, 2, 2>;
 type ModelWorker = Worker<'static, 'static, LoomFutex, RoundRobin, 2, 2>;
@@ -68,7 +40,7 @@ struct Model {
 }
 
 fn model(workers: usize) -> Model {
-    let futex = LoomFutex { lock: Mutex::new(()), condvar: Condvar::new() };
+    let futex = LoomFutex::new();
     let executor: &'static ModelExecutor =
         Box::leak(Box::new(ModelExecutor::new(futex, workers).unwrap()));
     let stream: &'static Stream<Tick, 2> = Box::leak(Box::new(Stream::new()));
