@@ -17,7 +17,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use causeway::device::{CpuDevice, Op, QueueConfig, QueueId, SemaphoreId, Work};
+use causeway::device::{spin_for, CpuDevice, Op, QueueConfig, QueueId, SemaphoreId, Work};
 use causeway::executor::SpinPolicy;
 use causeway::host;
 use causeway::scope::{Endpoint, Scope};
@@ -61,10 +61,7 @@ impl SignalBench {
             builder.host_call(move || {
                 // Long enough for the bench thread to be asleep in its wait, so the two
                 // workers have the two cores to themselves during the measured hand-over.
-                let until = Instant::now() + SETTLE;
-                while Instant::now() < until {
-                    spin_loop();
-                }
+                spin_for(SETTLE);
                 signalled.store(stamp(origin), Ordering::Relaxed);
                 Ok(())
             })

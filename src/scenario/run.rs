@@ -17,9 +17,9 @@ use causeway_core::queue::{Capabilities, QueueClock, Resolution};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::Failure;
 use causeway_driver_cpu::device::{
-    allocate_axis, BufferId, CommandBufferId, CpuDevice, DeviceKernel, DeviceSemaphore, HostCallId,
-    Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId, SubmitError, WaitOutcome,
-    Work,
+    allocate_axis, spin_for, BufferId, CommandBufferId, CpuDevice, DeviceKernel, DeviceSemaphore,
+    HostCallId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId, SubmitError,
+    WaitOutcome, Work,
 };
 use causeway_driver_cpu::PoolConfig;
 
@@ -645,13 +645,6 @@ fn draw_progress(done: usize, total: usize) {
         " ".repeat(WIDTH - filled)
     );
     let _ = stderr.flush();
-}
-
-fn spin_for(duration: Duration) {
-    let until = Instant::now() + duration;
-    while Instant::now() < until {
-        std::hint::spin_loop();
-    }
 }
 
 /// The scenario-file spelling of a scope.

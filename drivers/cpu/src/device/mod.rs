@@ -45,7 +45,7 @@ use heapless::Vec as FixedVec;
 
 pub use execute::DeviceKernel;
 pub use memory::{MemoryError, MemoryStats};
-pub use op::{Observer, Op, OpEvent, OpStatus, Work};
+pub use op::{spin_for, Observer, Op, OpEvent, OpStatus, Work};
 
 use crate::block::BlockError;
 use crate::{CpuPool, HostExecutor, PoolConfig, PoolError};

@@ -42,6 +42,15 @@ pub enum Work {
     Dealloca(BufferId),
 }
 
+/// Busy-runs the calling thread for `duration`: what [`Work::Spin`] does, for stand-in
+/// kernels and host functions that should behave the same.
+pub fn spin_for(duration: Duration) {
+    let until = std::time::Instant::now() + duration;
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
 /// How an operation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

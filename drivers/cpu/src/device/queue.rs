@@ -34,7 +34,6 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
 
 use causeway_core::axis::Axis;
 use causeway_core::executor::{Drain, DrainContext, Drained, Process};
@@ -43,7 +42,7 @@ use causeway_core::semaphore::{Failure, Timepoint};
 
 use super::execute::Issue;
 use super::memory::Commit;
-use super::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
+use super::op::{spin_for, OpBody, OpEvent, OpSlot, OpStatus, Work};
 use super::DeviceShared;
 
 /// Operations one drain call runs before yielding the worker to other processes.
@@ -257,10 +256,7 @@ impl QueueShared {
             Work::Execute(_) => return None,
             Work::Barrier | Work::Alloca { .. } => OpStatus::Ok,
             Work::Spin(duration) => {
-                let until = Instant::now() + duration;
-                while Instant::now() < until {
-                    std::hint::spin_loop();
-                }
+                spin_for(duration);
                 OpStatus::Ok
             }
             Work::Sleep(duration) => {
