@@ -23,6 +23,7 @@ use causeway_core::executor::{Class, Process};
 use causeway_core::semaphore::Failure;
 
 use super::op::OpStatus;
+use super::waiters::Waiters;
 use super::DeviceShared;
 use crate::block::{BlockError, BlockProcessor, CommandBuffer, Kernel, OnFinish};
 
@@ -52,7 +53,7 @@ pub(crate) struct Execution {
     process: OnceLock<Process<'static>>,
     owner: AtomicUsize,
     outcome: AtomicU64,
-    waiting: Mutex<Vec<usize>>,
+    waiting: Mutex<Waiters>,
     device: OnceLock<&'static DeviceShared>,
 }
 
@@ -65,7 +66,7 @@ impl Execution {
             process: OnceLock::new(),
             owner: AtomicUsize::new(IDLE),
             outcome: AtomicU64::new(PENDING),
-            waiting: Mutex::new(Vec::with_capacity(queues)),
+            waiting: Mutex::new(Waiters::new(queues)),
             device: OnceLock::new(),
         }
     }
@@ -98,7 +99,7 @@ impl Execution {
         self.process.get_or_init(|| Process::new(processor, Class::Compute));
     }
 
-    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, Waiters> {
         self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -106,9 +107,7 @@ impl Execution {
     pub(crate) fn issue(&'static self, queue: usize) -> Issue {
         let mut waiting = self.lock_waiting();
         if self.owner.load(Ordering::Relaxed) != IDLE {
-            if !waiting.contains(&queue) {
-                waiting.push(queue);
-            }
+            waiting.register(queue);
             return Issue::Busy;
         }
         self.owner.store(queue, Ordering::Relaxed);
@@ -148,18 +147,8 @@ impl Execution {
         debug_assert_eq!(self.owner.load(Ordering::Relaxed), queue);
         let mut waiting = self.lock_waiting();
         self.owner.store(IDLE, Ordering::Relaxed);
-        let woken = std::mem::take(&mut *waiting);
-        drop(waiting);
         if let Some(device) = self.device.get() {
-            for &queue in &woken {
-                device.queues[queue].wake();
-            }
-        }
-        // Give the list's capacity back so registering never allocates.
-        let mut waiting = self.lock_waiting();
-        if waiting.is_empty() {
-            *waiting = woken;
-            waiting.clear();
+            waiting.wake_all(&device.queues);
         }
         Some(status)
     }

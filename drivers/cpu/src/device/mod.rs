@@ -29,6 +29,7 @@ mod execute;
 mod memory;
 mod op;
 mod queue;
+mod waiters;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -53,6 +54,7 @@ use execute::Execution;
 use memory::{AllocationId, MemoryPool};
 use op::OpBody;
 use queue::QueueShared;
+use waiters::Waiters;
 
 /// Most waits one operation may carry.
 pub const MAX_WAITS: usize = 8;
@@ -257,7 +259,7 @@ pub struct Receipt {
 struct MemoryState {
     pool: MemoryPool<8>,
     /// Queues whose head alloca waits for quota.
-    waiting: Vec<usize>,
+    waiting: Waiters,
 }
 
 /// Everything the queue processes reach; leaked while the device lives (see [`CpuDevice`]).
@@ -314,17 +316,7 @@ impl DeviceShared {
                 OpStatus::Failed(Failure::Aborted)
             }
         };
-        let waiting = std::mem::take(&mut memory.waiting);
-        drop(memory);
-        for &queue in &waiting {
-            self.queues[queue].wake();
-        }
-        // Hand the (unchanged-capacity) list back so the next registration does not allocate.
-        let mut memory = self.lock_memory();
-        if memory.waiting.is_empty() {
-            memory.waiting = waiting;
-            memory.waiting.clear();
-        }
+        memory.waiting.wake_all(&self.queues);
         status
     }
 
@@ -476,7 +468,7 @@ impl DeviceBuilder {
                 .collect(),
             memory: Mutex::new(MemoryState {
                 pool: MemoryPool::new(self.quota, self.buffers),
-                waiting: Vec::with_capacity(self.queues.len()),
+                waiting: Waiters::new(self.queues.len()),
             }),
             observer: self.observer,
             executor: pool.shared_executor(),

@@ -241,9 +241,7 @@ impl QueueShared {
             Commit::OverQuota => {
                 // Registered under the same lock a decommit takes before waking, so the wake
                 // cannot slip between this check and the registration.
-                if !memory.waiting.contains(&self.index) {
-                    memory.waiting.push(self.index);
-                }
+                memory.waiting.register(self.index);
                 None
             }
         }
