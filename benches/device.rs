@@ -4,8 +4,12 @@
 //!   waiting on queue B depends on. Measured: from just before A's work returns (a host call
 //!   stamps the time) to B's work starting (its host call stamps the time) — completing the
 //!   signal (semaphore lock, history, timepoint callback, wait gate), waking B's queue process,
-//!   a worker picking it up and the queue stepping to B's operation. Two workers that never park.
-//!   Floor: two threads spinning on one atomic, stamped the same way (a one-way hand-off).
+//!   a worker taking it and the queue stepping to B's operation. Two workers that never park.
+//!   Queue A has nothing left after its operation, so the wake hand-off applies: the worker that
+//!   signalled runs queue B next, while the other worker spins ready to take anything published
+//!   (the device test `an_operation_woken_by_a_signal_starts_on_the_worker_that_signalled`
+//!   checks which worker it is). Floor: two threads spinning on one atomic, stamped the same way
+//!   (a one-way hand-off between cores, which the hand-off exists to avoid).
 //!
 //! The bench thread never spins during a measurement: it sleeps in a host wait, and the
 //! signalling operation busy-works for 20 µs before stamping so that the bench thread is asleep

@@ -11,6 +11,8 @@
 //! - cancellation racing activation: the process finishes exactly once, drained at most once;
 //! - cancellation racing a hand-off (a dependent kept by the worker that completed its
 //!   upstream): the dependent finishes exactly once and is drained at most once;
+//! - a deferred wake handed off by a drain racing a plain wake of the same sleeper: it runs
+//!   exactly once more, whichever wake queued it;
 //! - the runnable summary: a wake racing a compute process going to sleep leaves its summary
 //!   bit set (scanners would skip the slot forever otherwise), and a compute wake reaches a
 //!   parked worker.
@@ -18,15 +20,16 @@
 //! Each model has been shown to fail on an injected bug in the protocol it covers (for the
 //! summary: a retract without its re-check, a retract whose `fetch_and` is Relaxed, and a wake
 //! that announces before it makes the slot word runnable; for the hand-off: a dependent both
-//! handed off and queued; for runs: a dropped worker that keeps its run, and a turn that leaves
-//! the shared ready run pointing inside the run it cut).
+//! handed off and queued, and likewise a deferred wake both kept by its worker and published;
+//! for runs: a dropped worker that keeps its run, and a turn that leaves the shared ready run
+//! pointing inside the run it cut).
 #![cfg(loom)]
 
 use std::time::Duration;
 
 use causeway_core::executor::{
     Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
-    SpinPolicy,
+    SpinPolicy, Woken,
 };
 use causeway_core::Failure;
 use loom::sync::atomic::{AtomicUsize, Ordering};
@@ -365,5 +368,47 @@ fn two_workers_taking_runs_drain_every_process_once() {
             assert_eq!(drain.drains.load(Ordering::Relaxed), 1);
             assert_eq!(drain.finishes.load(Ordering::Relaxed), 1);
         }
+    });
+}
+
+/// Wakes `target` with a deferred wake and hands it to its own worker, then finishes.
+struct HandsOff {
+    executor: &'static ModelExecutor,
+    target: &'static Process<'static>,
+}
+
+impl Drain for HandsOff {
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        let woken: Option<Woken<'_, '_>> = self.executor.wake_deferred(self.target);
+        if let Some(woken) = woken {
+            cx.hand_off(woken);
+        }
+        Drained::Done(Ok(()))
+    }
+}
+
+#[test]
+fn a_deferred_wake_racing_a_plain_wake_runs_the_sleeper_once_more() {
+    bounded(|| {
+        let executor = executor(1);
+        let sleepy = SleepsOnce::leaked();
+        let sleeper: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(sleepy, Class::Immediate)));
+        let waker: &'static Process<'static> = Box::leak(Box::new(Process::new(
+            Box::leak(Box::new(HandsOff { executor, target: sleeper })),
+            Class::Immediate,
+        )));
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        executor.submit(sleeper).unwrap();
+        assert!(worker.step());
+        executor.submit(waker).unwrap();
+        let other = thread::spawn(move || executor.wake(sleeper));
+        step_until(&mut worker, || sleeper.is_completed());
+        other.join().unwrap();
+        // Nothing may be left over: a sleeper both handed off and queued would run again.
+        while worker.step() {}
+        assert_eq!(executor.live(), 0);
+        assert_eq!(sleepy.drains.load(Ordering::Relaxed), 2);
+        assert_eq!(sleepy.finishes.load(Ordering::Relaxed), 1);
     });
 }

@@ -50,6 +50,27 @@
 //! pushed as usual, so FIFO order among activations is kept. A worker dropped while holding a
 //! hand-off or a run pushes them back onto the list.
 //!
+//! # Wake hand-off
+//!
+//! The same saving applies to a wake that a drain causes: a queue whose operation signals a
+//! semaphore wakes the queue waiting on it, and if the signalling queue then has nothing left
+//! to run, its worker is free at the very moment the woken process needs one. A waker that
+//! knows it runs inside a drain calls [`Executor::wake_deferred`] instead of [`Executor::wake`]:
+//! the state transition is the same (SLEEPING → QUEUED, or NOTIFIED on a running process), but
+//! the QUEUED process comes back as a [`Woken`] token instead of being pushed. The drain offers
+//! it to its worker with [`DrainContext::hand_off`]; when the call returns, the worker keeps it
+//! as its hand-off under the rule above (the call ended with the worker free, the list looks
+//! empty, the worker holds nothing else) and otherwise publishes it — push, then notify —
+//! ahead of a drainer that is requeued for more work. A token that is dropped publishes
+//! itself, so a deferred wake is never lost, only made by someone else; while it is held,
+//! the process is QUEUED and further wakes are no-ops, as if it sat on the list.
+//!
+//! ```text
+//!   waker inside a drain on worker w:  SLEEPING ──CAS──► QUEUED (token held, unpublished)
+//!        drain returns, w free, list empty:  token ──► w's hand-off ──► RUNNING on w
+//!        otherwise (or token dropped):       token ──► list push + notify ──► any worker
+//! ```
+//!
 //! # Shutdown
 //!
 //! [`Executor::shutdown`] stops new submissions, cancels every process in a compute slot or the
@@ -72,7 +93,9 @@ use core::fmt;
 
 pub use arena::{Arena, Block};
 pub use futex::{Futex, FutexWord};
-pub use process::{Class, Drain, DrainContext, Drained, Process, ProcessError};
+pub use process::{Class, Drain, DrainContext, Drained, Process, ProcessError, Woken};
+
+use process::Publish;
 pub use scan::{BudgetWeighted, Priority, RoundRobin, ScanPolicy, SlotHint};
 pub use worker::{SpinPolicy, Worker};
 
@@ -361,7 +384,31 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         true
     }
 
+    /// Wakes `process` like [`wake`](Self::wake), except that when this call makes an
+    /// immediate process runnable it does not publish it: the returned [`Woken`] does, when
+    /// dropped, unless a drain hands it to its own worker with [`DrainContext::hand_off`]
+    /// (see "Wake hand-off" in the module docs). `None` when the wake needed nothing more (the
+    /// process was running, already queued, or is a compute process, woken as usual).
+    pub fn wake_deferred(&self, process: &'p Process<'p>) -> Option<Woken<'_, 'p>> {
+        match process.class() {
+            Class::Immediate => self.queue_if_sleeping(process).then(|| Woken::new(process, self)),
+            Class::Compute => {
+                self.wake(process);
+                None
+            }
+        }
+    }
+
     fn wake_immediate(&self, process: &'p Process<'p>) {
+        if self.queue_if_sleeping(process) {
+            self.immediate.0.push(process);
+            self.notify(1);
+        }
+    }
+
+    /// The state half of waking an immediate process: SLEEPING becomes QUEUED (`true`: the
+    /// caller must publish it), RUNNING gains NOTIFIED, anything else is left alone.
+    fn queue_if_sleeping(&self, process: &'p Process<'p>) -> bool {
         let word = process.state_word();
         // Acquire pairs with the Release transitions in the worker (RUNNING → SLEEPING).
         let mut current = word.load(Ordering::Acquire);
@@ -369,17 +416,12 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             let next = match current & 0xff {
                 state::SLEEPING => state::QUEUED,
                 state::RUNNING if current & state::NOTIFIED == 0 => current | state::NOTIFIED,
-                _ => return,
+                _ => return false,
             };
             // AcqRel: pairs with the worker's compare-exchange out of RUNNING, so a wake and a
             // `Sleep` result cannot both miss each other.
             match word.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) if next == state::QUEUED => {
-                    self.immediate.0.push(process);
-                    self.notify(1);
-                    return;
-                }
-                Ok(_) => return,
+                Ok(_) => return next == state::QUEUED,
                 Err(actual) => current = actual,
             }
         }
@@ -429,7 +471,13 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         handed
     }
 
-    /// Puts back a hand-off that its worker will not run (the worker is being dropped).
+    /// This executor's address, naming it to drain contexts (see [`DrainContext::hand_off`]).
+    pub(crate) fn identity(&self) -> *const () {
+        core::ptr::from_ref::<dyn Publish<'p>>(self).cast()
+    }
+
+    /// Publishes a QUEUED immediate process this executor's list has not seen: a hand-off its
+    /// worker will not run, or a deferred wake nobody ran.
     pub(crate) fn requeue(&self, process: &'p Process<'p>) {
         self.immediate.0.push(process);
         self.notify(1);
@@ -576,6 +624,14 @@ impl<F: Futex, const SLOTS: usize, const WORKERS: usize> fmt::Debug
             .field("live", &self.live())
             .field("stopping", &self.is_stopping())
             .finish_non_exhaustive()
+    }
+}
+
+impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Publish<'p>
+    for Executor<'p, F, SLOTS, WORKERS>
+{
+    fn publish(&self, process: &'p Process<'p>) {
+        self.requeue(process);
     }
 }
 

@@ -50,7 +50,7 @@
 //!   changes, while other workers are draining the same process.
 
 use core::fmt;
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use crate::semaphore::Failure;
 use crate::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -102,6 +102,11 @@ pub struct DrainContext<'a, 'p> {
     local: &'a mut u64,
     process: &'a Process<'p>,
     aggregate_budget: &'a AtomicU32,
+    /// Identity of the draining worker's executor: a hand-off from another one is published.
+    executor: *const (),
+    /// The process a [`hand_off`](Self::hand_off) left for this worker to run next, type-erased
+    /// because the drain's token is not tied to this context's lifetimes (see `take_offered`).
+    offered: Option<NonNull<()>>,
 }
 
 impl<'a, 'p> DrainContext<'a, 'p> {
@@ -110,8 +115,20 @@ impl<'a, 'p> DrainContext<'a, 'p> {
         local: &'a mut u64,
         process: &'a Process<'p>,
         aggregate_budget: &'a AtomicU32,
+        executor: *const (),
     ) -> DrainContext<'a, 'p> {
-        DrainContext { worker, local, process, aggregate_budget }
+        DrainContext { worker, local, process, aggregate_budget, executor, offered: None }
+    }
+
+    /// The process handed off during this call, for the worker to run next or publish.
+    pub(crate) fn take_offered(&mut self) -> Option<&'p Process<'p>> {
+        let erased = self.offered.take()?;
+        // SAFETY: `hand_off` stores only processes of tokens whose executor is this worker's
+        // (the identity check there). `wake_deferred` on that executor, an
+        // `Executor<'p, ..>`, only accepts `&'p Process<'p>`, and the executor is invariant in
+        // `'p` (its lists hold atomic pointers to `Process<'p>`), so no view of it under
+        // another lifetime could have produced the token: the pointer is a `&'p Process<'p>`.
+        Some(unsafe { erased.cast::<Process<'p>>().as_ref() })
     }
 
     /// The index of the worker making this call.
@@ -135,6 +152,72 @@ impl<'a, 'p> DrainContext<'a, 'p> {
     /// to the aggregate of all runnable processes' budgets.
     pub fn set_wake_budget(&mut self, budget: u32) {
         self.process.set_wake_budget(budget, self.aggregate_budget);
+    }
+
+    /// Offers a process this drain woke (see [`Executor::wake_deferred`]) to the draining
+    /// worker, to run as soon as this call returns instead of crossing to another worker.
+    ///
+    /// The worker keeps it only if the call ends with the worker free (`Sleep` or `Done`), the
+    /// immediate list looks empty and the worker holds nothing else; otherwise, and for a
+    /// process of another executor or a second offer, it is published as a plain wake would.
+    ///
+    /// [`Executor::wake_deferred`]: super::Executor::wake_deferred
+    pub fn hand_off(&mut self, woken: Woken<'_, '_>) {
+        if self.offered.is_none() && ptr::eq(woken.executor_identity(), self.executor) {
+            self.offered = Some(NonNull::from(woken.into_process()).cast());
+        }
+        // Otherwise `woken` drops here, which publishes it.
+    }
+}
+
+/// Queues a process that a deferred wake left unpublished (see [`Woken`]).
+pub(crate) trait Publish<'p>: Sync {
+    fn publish(&self, process: &'p Process<'p>);
+}
+
+/// An immediate process that [`Executor::wake_deferred`] made runnable (QUEUED) without
+/// publishing it yet. Whoever holds the token owns the process's next run: pass it to
+/// [`DrainContext::hand_off`] to run it on the draining worker, or drop it (or call
+/// [`publish`](Self::publish)) to push it onto the immediate list and notify, exactly what the
+/// plain wake would have done. It can therefore never be lost.
+///
+/// [`Executor::wake_deferred`]: super::Executor::wake_deferred
+#[must_use = "dropping a Woken publishes it at once; hand it off to defer it"]
+pub struct Woken<'e, 'p> {
+    process: Option<&'p Process<'p>>,
+    executor: &'e dyn Publish<'p>,
+}
+
+impl<'e, 'p> Woken<'e, 'p> {
+    pub(crate) fn new(process: &'p Process<'p>, executor: &'e dyn Publish<'p>) -> Woken<'e, 'p> {
+        Woken { process: Some(process), executor }
+    }
+
+    /// Pushes the process onto its executor's immediate list and notifies a worker.
+    pub fn publish(self) {
+        drop(self);
+    }
+
+    fn executor_identity(&self) -> *const () {
+        ptr::from_ref(self.executor).cast()
+    }
+
+    fn into_process(mut self) -> &'p Process<'p> {
+        self.process.take().expect("a Woken holds its process until consumed")
+    }
+}
+
+impl Drop for Woken<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(process) = self.process.take() {
+            self.executor.publish(process);
+        }
+    }
+}
+
+impl fmt::Debug for Woken<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Woken").finish_non_exhaustive()
     }
 }
 

@@ -2,7 +2,7 @@
 //! `wait` that yields once and returns is a correct, portable implementation for tests).
 
 use std::sync::atomic::{AtomicBool as StdBool, AtomicU32 as StdU32, AtomicUsize as StdUsize};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock as OnceLockStd};
 use std::thread;
 use std::time::Duration;
 use std::vec::Vec;
@@ -514,4 +514,168 @@ fn a_process_is_two_cache_lines_on_hosts() {
     // The core line packs the fixed and activation fields; the wake budget has its own line.
     assert_eq!(core::mem::size_of::<Process>(), 128);
     assert_eq!(core::mem::align_of::<Process>(), 64);
+}
+
+/// On its first drain, wakes `target` with [`Executor::wake_deferred`] and hands the token to
+/// its worker (or publishes it); then follows its script.
+struct Waker<'e, 'p> {
+    executor: &'e TestExecutor<'p>,
+    target: &'p Process<'p>,
+    hand_off: bool,
+    inner: Scripted,
+}
+
+impl Drain for Waker<'_, '_> {
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        if self.inner.drains.load(SEQ) == 0 {
+            let woken = self.executor.wake_deferred(self.target).expect("the target was asleep");
+            if self.hand_off {
+                cx.hand_off(woken);
+            } else {
+                woken.publish();
+            }
+        }
+        self.inner.drain(cx)
+    }
+}
+
+fn logging(name: u32, script: &[Drained], log: &'static Mutex<Vec<u32>>) -> Scripted {
+    Scripted { log: Some(log), ..Scripted::new(name, script) }
+}
+
+const SLEEP_THEN_DONE: [Drained; 2] = [Drained::Sleep, Drained::Done(Ok(()))];
+const DONE: [Drained; 1] = [Drained::Done(Ok(()))];
+
+#[test]
+fn a_wake_handed_off_by_a_drain_runs_next_on_the_same_worker() {
+    static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    let (sleepy, late) = (logging(1, &SLEEP_THEN_DONE, &LOG), logging(2, &DONE, &LOG));
+    let (sleeper, later) =
+        (Process::new(&sleepy, Class::Immediate), Process::new(&late, Class::Immediate));
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    let waking = Waker {
+        executor: &executor,
+        target: &sleeper,
+        hand_off: true,
+        inner: logging(0, &DONE, &LOG),
+    };
+    let waker = Process::new(&waking, Class::Immediate);
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    executor.submit(&sleeper).unwrap();
+    assert!(worker.step());
+    assert_eq!(sleeper.state(), state::SLEEPING);
+    executor.submit(&waker).unwrap();
+    assert!(worker.step(), "runs the waker, which hands the sleeper to this worker");
+    assert_eq!(sleeper.state(), state::QUEUED, "woken, held by the worker");
+    assert!(executor.immediate().looks_empty(), "the hand-off never touched the list");
+    executor.submit(&later).unwrap();
+    while worker.step() {}
+    // The hand-off runs before `later`, which was pushed after the wake.
+    assert_eq!(*LOG.lock().unwrap(), [1, 0, 1, 2]);
+    assert!(sleeper.is_completed() && later.is_completed());
+}
+
+#[test]
+fn a_drain_that_keeps_working_publishes_its_hand_off_ahead_of_itself() {
+    static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    let sleepy = logging(1, &SLEEP_THEN_DONE, &LOG);
+    let sleeper = Process::new(&sleepy, Class::Immediate);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    let script = [Drained::Progress, Drained::Done(Ok(()))];
+    let waking = Waker {
+        executor: &executor,
+        target: &sleeper,
+        hand_off: true,
+        inner: logging(0, &script, &LOG),
+    };
+    let waker = Process::new(&waking, Class::Immediate);
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    executor.submit(&sleeper).unwrap();
+    assert!(worker.step());
+    executor.submit(&waker).unwrap();
+    assert!(worker.step());
+    assert!(!executor.immediate().looks_empty(), "published, for any worker to take");
+    while worker.step() {}
+    assert_eq!(*LOG.lock().unwrap(), [1, 0, 1, 0]);
+    assert!(sleeper.is_completed() && waker.is_completed());
+}
+
+#[test]
+fn a_deferred_wake_that_is_not_handed_off_is_published_to_every_worker() {
+    static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    let sleepy = logging(1, &SLEEP_THEN_DONE, &LOG);
+    let sleeper = Process::new(&sleepy, Class::Immediate);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 2).unwrap();
+    let waking = Waker {
+        executor: &executor,
+        target: &sleeper,
+        hand_off: false,
+        inner: logging(0, &DONE, &LOG),
+    };
+    let waker = Process::new(&waking, Class::Immediate);
+    let mut first = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    let mut second = executor.worker::<RoundRobin>(1, SpinPolicy::Park).unwrap();
+    executor.submit(&sleeper).unwrap();
+    assert!(first.step());
+    executor.submit(&waker).unwrap();
+    assert!(first.step());
+    assert!(second.step(), "the other worker finds the published wake on the list");
+    assert!(sleeper.is_completed());
+    assert!(!first.step());
+    assert_eq!(*LOG.lock().unwrap(), [1, 0, 1]);
+}
+
+#[test]
+fn a_hand_off_to_a_worker_of_another_executor_is_published_to_its_own() {
+    static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    let sleepy = logging(1, &SLEEP_THEN_DONE, &LOG);
+    let sleeper = Process::new(&sleepy, Class::Immediate);
+    let home = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    let foreign = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    // The waker runs on `foreign` but wakes a process of `home`.
+    let waking =
+        Waker { executor: &home, target: &sleeper, hand_off: true, inner: logging(0, &DONE, &LOG) };
+    let waker = Process::new(&waking, Class::Immediate);
+    let mut home_worker = home.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    let mut foreign_worker = foreign.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    home.submit(&sleeper).unwrap();
+    assert!(home_worker.step());
+    foreign.submit(&waker).unwrap();
+    assert!(foreign_worker.step());
+    assert!(!foreign_worker.step(), "a foreign worker never runs the hand-off");
+    assert!(home_worker.step(), "its own executor's list has it");
+    assert!(sleeper.is_completed());
+    assert_eq!(*LOG.lock().unwrap(), [1, 0, 1]);
+}
+
+#[test]
+fn a_deferred_wake_of_a_running_process_only_notifies_it() {
+    static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    struct WakesItself<'e, 'p> {
+        executor: &'e TestExecutor<'p>,
+        me: OnceLockStd<&'p Process<'p>>,
+        inner: Scripted,
+    }
+    impl Drain for WakesItself<'_, '_> {
+        fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+            if self.inner.drains.load(SEQ) == 0 {
+                assert!(self.executor.wake_deferred(self.me.get().unwrap()).is_none());
+            }
+            self.inner.drain(cx)
+        }
+    }
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    let drain = WakesItself {
+        executor: &executor,
+        me: OnceLockStd::new(),
+        inner: logging(0, &SLEEP_THEN_DONE, &LOG),
+    };
+    let process = Process::new(&drain, Class::Immediate);
+    drain.me.set(&process).unwrap();
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    executor.submit(&process).unwrap();
+    while worker.step() {}
+    // The `Sleep` met the NOTIFIED flag and requeued the process.
+    assert_eq!(*LOG.lock().unwrap(), [0, 0]);
+    assert!(process.is_completed());
 }

@@ -171,12 +171,25 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             return;
         }
         let mut local = 0;
-        let mut cx =
-            DrainContext::new(self.index, &mut local, process, executor.aggregate_budget());
-        match process.drain_ref().drain(&mut cx) {
+        let mut cx = DrainContext::new(
+            self.index,
+            &mut local,
+            process,
+            executor.aggregate_budget(),
+            executor.identity(),
+        );
+        let drained = process.drain_ref().drain(&mut cx);
+        let offered = cx.take_offered();
+        match drained {
             Drained::Progress => {
+                // Still busy: what the drain woke goes ahead of it on the list, where another
+                // worker can take it now.
+                if let Some(woken) = offered {
+                    executor.requeue(woken);
+                }
                 word.store(state::QUEUED, Ordering::Relaxed);
                 executor.immediate().push(process);
+                return;
             }
             Drained::Sleep => {
                 // AcqRel pairs with the compare-exchange in `wake_immediate`: a wake that
@@ -200,6 +213,20 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                 }
                 self.handed = executor.complete(process, self.index, may_hand_off);
             }
+        }
+        if let Some(woken) = offered {
+            self.keep_or_publish(woken, may_hand_off);
+        }
+    }
+
+    /// A wake hand-off (see the executor docs): this worker, free now, runs `woken` next if
+    /// nothing may go before it; otherwise it is published like any wake.
+    fn keep_or_publish(&mut self, woken: &'p Process<'p>, may_hand_off: bool) {
+        let executor = self.executor;
+        if may_hand_off && self.handed.is_none() && executor.immediate().looks_empty() {
+            self.handed = Some(woken);
+        } else {
+            executor.requeue(woken);
         }
     }
 
@@ -272,8 +299,19 @@ fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
             slots.close(slot);
             did_work = true;
         } else {
-            let mut cx = DrainContext::new(worker, local, process, executor.aggregate_budget());
-            match process.drain_ref().drain(&mut cx) {
+            let mut cx = DrainContext::new(
+                worker,
+                local,
+                process,
+                executor.aggregate_budget(),
+                executor.identity(),
+            );
+            let drained = process.drain_ref().drain(&mut cx);
+            // Compute drains are shared: what one woke is published for any worker.
+            if let Some(woken) = cx.take_offered() {
+                executor.requeue(woken);
+            }
+            match drained {
                 Drained::Progress => did_work = true,
                 Drained::Sleep => slots.sleep(slot),
                 Drained::Done(result) => {

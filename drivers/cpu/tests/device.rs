@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use causeway_core::executor::SpinPolicy;
 use causeway_core::queue::Resolution;
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Arm, Failure, Notify, Outcome};
@@ -342,4 +343,96 @@ fn an_unknown_command_buffer_is_refused() {
         device.submit(q[0], &execute).unwrap_err(),
         SubmitError::UnknownCommandBuffer(causeway_driver_cpu::device::CommandBufferId(3))
     );
+}
+
+/// Records every event with its worker and time.
+#[derive(Default)]
+struct Timeline(Mutex<Vec<(u64, OpEvent)>>);
+
+impl Observer for Timeline {
+    fn op_event(&self, _queue: usize, tag: u64, event: OpEvent) {
+        self.0.lock().unwrap().push((tag, event));
+    }
+}
+
+impl Timeline {
+    fn started(&self, tag: u64) -> (usize, u64) {
+        let events = self.0.lock().unwrap();
+        events
+            .iter()
+            .find_map(|&(t, e)| match e {
+                OpEvent::Started { worker, at_ns } if t == tag => Some((worker, at_ns)),
+                _ => None,
+            })
+            .expect("the operation started")
+    }
+
+    fn finished(&self, tag: u64) -> (usize, u64) {
+        let events = self.0.lock().unwrap();
+        events
+            .iter()
+            .find_map(|&(t, e)| match e {
+                OpEvent::Finished { worker, at_ns, .. } if t == tag => Some((worker, at_ns)),
+                _ => None,
+            })
+            .expect("the operation finished")
+    }
+}
+
+fn timeline_device(queues: usize) -> (DeviceBuilder, Vec<QueueId>, Arc<Timeline>) {
+    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
+    let ids = (0..queues).map(|_| builder.queue(QueueConfig::default())).collect();
+    let timeline = Arc::new(Timeline::default());
+    builder.observer(timeline.clone());
+    (builder, ids, timeline)
+}
+
+#[test]
+fn an_operation_woken_by_a_signal_starts_on_the_worker_that_signalled() {
+    // The other worker spins, ready to take anything published: only the hand-off keeps the
+    // woken queue on the signalling worker, round after round.
+    let mut pool = PoolConfig::with_workers(2);
+    pool.spin = SpinPolicy::Fixed(u32::MAX);
+    let mut builder = CpuDevice::builder(pool);
+    let q: Vec<QueueId> = (0..2).map(|_| builder.queue(QueueConfig::default())).collect();
+    let timeline = Arc::new(Timeline::default());
+    builder.observer(timeline.clone());
+    let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let device = builder.build().unwrap();
+    for round in 1..=10 {
+        let (producer_tag, consumer_tag) = (2 * round, 2 * round + 1);
+        device.submit(q[1], &op(&[(s, round)], &[(done, round)], consumer_tag)).unwrap();
+        // The spin leaves the consumer's queue long asleep when the signal wakes it; the
+        // producer's queue then has nothing left, so its worker runs the consumer's queue.
+        let signals = [(s, round)];
+        let producer =
+            Op { work: Work::Spin(Duration::from_millis(2)), ..op(&[], &signals, producer_tag) };
+        device.submit(q[0], &producer).unwrap();
+        assert_eq!(wait_for(&device, done, round), Ok(round));
+        let signalled_on = timeline.finished(producer_tag).0;
+        assert_eq!(timeline.started(consumer_tag).0, signalled_on, "round {round}");
+    }
+}
+
+#[test]
+fn a_woken_operation_does_not_wait_behind_the_signalling_queue_s_ready_work() {
+    let (mut builder, q, timeline) = timeline_device(2);
+    let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let busy_done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let device = builder.build().unwrap();
+    device.submit(q[1], &op(&[(s, 1)], &[(done, 1)], 3)).unwrap();
+    let signals = [(s, 1)];
+    device.submit(q[0], &op(&[], &signals, 1)).unwrap();
+    // Ready the moment the signal lands: the producer's worker stays on its queue.
+    let busy_signals = [(busy_done, 1)];
+    let busy = Op { work: Work::Spin(Duration::from_millis(50)), ..op(&[], &busy_signals, 2) };
+    device.submit(q[0], &busy).unwrap();
+    assert_eq!(wait_for(&device, done, 1), Ok(1));
+    assert_eq!(wait_for(&device, busy_done, 1), Ok(1));
+    let (consumer_worker, consumer_start) = timeline.started(3);
+    let (busy_worker, busy_end) = timeline.finished(2);
+    assert!(consumer_start < busy_end, "the consumer ran beside the busy operation");
+    assert_ne!(consumer_worker, busy_worker);
 }

@@ -26,6 +26,7 @@
 //! has not run and fails its signals as cancelled, so no host waiter is left hanging.
 
 mod execute;
+mod hand_off;
 mod memory;
 mod op;
 mod queue;

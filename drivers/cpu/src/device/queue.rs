@@ -41,6 +41,7 @@ use causeway_core::queue::QueueClock;
 use causeway_core::semaphore::{Failure, Timepoint};
 
 use super::execute::Issue;
+use super::hand_off::{self, Collecting};
 use super::memory::Commit;
 use super::op::{spin_for, OpBody, OpEvent, OpSlot, OpStatus, Work};
 use super::DeviceShared;
@@ -168,7 +169,7 @@ impl QueueShared {
         // The same queue, borrowed for as long as the device's storage lives.
         let this = &device.queues[self.index];
         if let Some(process) = this.process.get() {
-            device.executor.wake(process);
+            hand_off::wake(device, process);
         }
     }
 
@@ -321,10 +322,21 @@ impl QueueShared {
 
 impl Drain for QueueShared {
     fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        let collecting = Collecting::start(self.device());
         for _ in 0..OPS_PER_DRAIN {
             let head = self.head.load(Ordering::Relaxed);
             // Acquire pairs with the Release store in `publish`.
-            if head == self.tail.load(Ordering::Acquire) {
+            let idle = head == self.tail.load(Ordering::Acquire) || !self.slot(head).gate.is_open();
+            if let Some(woken) = collecting.take() {
+                if idle {
+                    // This worker is about to be free: the woken queue runs here next.
+                    cx.hand_off(woken);
+                } else {
+                    // Ready work keeps this worker: another one takes the woken queue now.
+                    woken.publish();
+                }
+            }
+            if idle {
                 return Drained::Sleep;
             }
             if let Step::Blocked = self.step(head, cx.worker()) {
