@@ -25,42 +25,15 @@
 //! pointing inside the run it cut).
 #![cfg(loom)]
 
-use std::time::Duration;
+mod loom_support;
 
 use causeway_core::executor::{
-    Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
-    SpinPolicy, Woken,
+    Class, Drain, DrainContext, Drained, Executor, Process, RoundRobin, SpinPolicy, Woken,
 };
 use causeway_core::Failure;
 use loom::sync::atomic::{AtomicUsize, Ordering};
-use loom::sync::{Condvar, Mutex};
 use loom::thread;
-
-/// A futex over one lock and condition variable: the waker changes the word before taking the
-/// lock, and the waiter compares under it, so no wake can slip between compare and sleep.
-struct LoomFutex {
-    lock: Mutex<()>,
-    condvar: Condvar,
-}
-
-impl Futex for LoomFutex {
-    fn wait(&self, word: &FutexWord, expected: u32, _timeout: Option<Duration>) {
-        let guard = self.lock.lock().unwrap();
-        if word.load(Ordering::SeqCst) == expected {
-            drop(self.condvar.wait(guard).unwrap());
-        }
-    }
-
-    fn wake_one(&self, _word: &FutexWord) {
-        let _guard = self.lock.lock().unwrap();
-        self.condvar.notify_all();
-    }
-
-    fn wake_all(&self, _word: &FutexWord) {
-        let _guard = self.lock.lock().unwrap();
-        self.condvar.notify_all();
-    }
-}
+use loom_support::LoomFutex;
 
 type ModelExecutor = Executor<'static, LoomFutex, 2, 2>;
 
@@ -137,8 +110,7 @@ impl Drain for SleepsOnce {
 }
 
 fn executor(workers: usize) -> &'static ModelExecutor {
-    let futex = LoomFutex { lock: Mutex::new(()), condvar: Condvar::new() };
-    Box::leak(Box::new(ModelExecutor::new(futex, workers).unwrap()))
+    Box::leak(Box::new(ModelExecutor::new(LoomFutex::new(), workers).unwrap()))
 }
 
 fn process(drain: &'static Counted, class: Class) -> &'static Process<'static> {

@@ -1,10 +1,13 @@
 //! A global allocator that counts every allocation of every thread, for the no-allocation
-//! tests. Include with `mod support;` — it installs itself as the binary's global allocator.
+//! tests. Include with `mod support;` (the CPU driver's tests with a `#[path]` to this file) —
+//! it installs itself as the binary's global allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Allocations (including zeroed and reallocations) by every thread since start.
+/// Allocations (including zeroed and reallocations) by every thread since start. SeqCst: the
+/// counter is test bookkeeping read across threads around the measured window; the strongest
+/// order keeps the count's meaning independent of the code under test.
 pub static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
 /// `System`, counting every allocation.

@@ -12,6 +12,7 @@
 //!   region 0, one `finish` with the failure.
 #![cfg(loom)]
 
+#[path = "../../../core/tests/loom_support/mod.rs"]
 mod loom_support;
 
 use causeway_core::executor::{

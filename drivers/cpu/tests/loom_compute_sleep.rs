@@ -8,6 +8,7 @@
 //! --test loom_compute_sleep --target-dir target/loom`.
 #![cfg(loom)]
 
+#[path = "../../../core/tests/loom_support/mod.rs"]
 mod loom_support;
 
 use causeway_core::executor::{

@@ -12,6 +12,7 @@
 //!   refused or run exactly once, and the stream still completes.
 #![cfg(loom)]
 
+#[path = "../../../core/tests/loom_support/mod.rs"]
 mod loom_support;
 
 use causeway_core::executor::{Class, Executor, Process, RoundRobin, SpinPolicy, Worker};
@@ -118,7 +119,7 @@ fn a_full_ring_hands_back_and_strands_nothing() {
         let mut accepted = usize::from(producer.push(Tick(ticks)).is_ok());
         match producer.push(Tick(ticks)) {
             Ok(()) => accepted += 1,
-            Err(PushError::Full(back)) => drop(back),
+            Err(PushError::Full(_)) => {}
             Err(PushError::Closed(_)) => panic!("nobody closed the stream"),
             Err(_) => panic!("an unknown refusal"),
         }

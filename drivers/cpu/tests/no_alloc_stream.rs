@@ -6,50 +6,17 @@
 //! this one would allocate inside the measured window. Starting the pool and its threads
 //! happens before the first snapshot.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use causeway_core::executor::{Class, Drain, DrainContext, Drained, Process, SpinPolicy};
 use causeway_driver_cpu::{CpuPool, DirectOp, PoolConfig, Producer, Stream};
 
-/// Allocations (including zeroed and reallocations) by every thread since start.
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+#[path = "../../../tests/support/mod.rs"]
+mod support;
 
-/// `System`, counting every allocation.
-struct CountingAllocator;
-
-// SAFETY: every method forwards its arguments unchanged to `System`, which upholds the
-// `GlobalAlloc` contract; counting is a side effect that touches no memory handed out.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
-        // SAFETY: the caller upholds `alloc`'s contract, forwarded unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
-        // SAFETY: the caller upholds `alloc_zeroed`'s contract, forwarded unchanged.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
-        // SAFETY: the caller upholds `realloc`'s contract (`ptr` came from this allocator, which
-        // is `System` underneath), forwarded unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `dealloc`'s contract (`ptr` came from `System` above).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
+use support::ALLOCATIONS;
 
 /// Records which workers drained it: warm-up lasts until every worker thread has run (a thread
 /// that starts late allocates its own bookkeeping inside the measured window).

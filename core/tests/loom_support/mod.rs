@@ -1,4 +1,5 @@
-//! The futex the driver's loom models park workers on (shared by `loom_*.rs`).
+//! The futex loom models park executor workers on: core's `loom_executor.rs` includes it with
+//! `mod loom_support;`, the CPU driver's `loom_*.rs` with a `#[path]` to this file.
 
 use std::time::Duration;
 
