@@ -31,11 +31,19 @@ impl Observer for Finishes {
 }
 
 fn builder(queues: usize) -> (DeviceBuilder, Vec<QueueId>, Arc<Finishes>) {
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
+    observed(PoolConfig::with_workers(2), queues)
+}
+
+/// A device builder on `pool` with `queues` queues, watched by a fresh `O`.
+fn observed<O: Observer + Default + 'static>(
+    pool: PoolConfig,
+    queues: usize,
+) -> (DeviceBuilder, Vec<QueueId>, Arc<O>) {
+    let mut builder = CpuDevice::builder(pool);
     let ids = (0..queues).map(|_| builder.queue(QueueConfig::default())).collect();
-    let finishes = Arc::new(Finishes::default());
-    builder.observer(finishes.clone());
-    (builder, ids, finishes)
+    let observer = Arc::new(O::default());
+    builder.observer(observer.clone());
+    (builder, ids, observer)
 }
 
 fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], tag: u64) -> Op<'a> {
@@ -356,35 +364,30 @@ impl Observer for Timeline {
 }
 
 impl Timeline {
-    fn started(&self, tag: u64) -> (usize, u64) {
+    /// Where in the order of events `tag` started, and on which worker.
+    fn started(&self, tag: u64) -> (usize, usize) {
+        self.find(tag, |event| match event {
+            OpEvent::Started { worker, .. } => Some(worker),
+            _ => None,
+        })
+    }
+
+    /// Where in the order of events `tag` finished, and on which worker.
+    fn finished(&self, tag: u64) -> (usize, usize) {
+        self.find(tag, |event| match event {
+            OpEvent::Finished { worker, .. } => Some(worker),
+            _ => None,
+        })
+    }
+
+    fn find(&self, tag: u64, worker_of: impl Fn(OpEvent) -> Option<usize>) -> (usize, usize) {
         let events = self.0.lock().unwrap();
         events
             .iter()
-            .find_map(|&(t, e)| match e {
-                OpEvent::Started { worker, at_ns } if t == tag => Some((worker, at_ns)),
-                _ => None,
-            })
-            .expect("the operation started")
+            .enumerate()
+            .find_map(|(at, &(t, event))| worker_of(event).filter(|_| t == tag).map(|w| (at, w)))
+            .expect("the operation reached the event")
     }
-
-    fn finished(&self, tag: u64) -> (usize, u64) {
-        let events = self.0.lock().unwrap();
-        events
-            .iter()
-            .find_map(|&(t, e)| match e {
-                OpEvent::Finished { worker, at_ns, .. } if t == tag => Some((worker, at_ns)),
-                _ => None,
-            })
-            .expect("the operation finished")
-    }
-}
-
-fn timeline_device(queues: usize) -> (DeviceBuilder, Vec<QueueId>, Arc<Timeline>) {
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
-    let ids = (0..queues).map(|_| builder.queue(QueueConfig::default())).collect();
-    let timeline = Arc::new(Timeline::default());
-    builder.observer(timeline.clone());
-    (builder, ids, timeline)
 }
 
 #[test]
@@ -393,10 +396,7 @@ fn an_operation_woken_by_a_signal_starts_on_the_worker_that_signalled() {
     // woken queue on the signalling worker, round after round.
     let mut pool = PoolConfig::with_workers(2);
     pool.spin = SpinPolicy::Fixed(u32::MAX);
-    let mut builder = CpuDevice::builder(pool);
-    let q: Vec<QueueId> = (0..2).map(|_| builder.queue(QueueConfig::default())).collect();
-    let timeline = Arc::new(Timeline::default());
-    builder.observer(timeline.clone());
+    let (mut builder, q, timeline) = observed::<Timeline>(pool, 2);
     let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let device = builder.build().unwrap();
@@ -410,14 +410,14 @@ fn an_operation_woken_by_a_signal_starts_on_the_worker_that_signalled() {
             Op { work: Work::Spin(Duration::from_millis(2)), ..op(&[], &signals, producer_tag) };
         device.submit(q[0], &producer).unwrap();
         assert_eq!(wait_for(&device, done, round), Ok(round));
-        let signalled_on = timeline.finished(producer_tag).0;
-        assert_eq!(timeline.started(consumer_tag).0, signalled_on, "round {round}");
+        let signalled_on = timeline.finished(producer_tag).1;
+        assert_eq!(timeline.started(consumer_tag).1, signalled_on, "round {round}");
     }
 }
 
 #[test]
 fn a_woken_operation_does_not_wait_behind_the_signalling_queue_s_ready_work() {
-    let (mut builder, q, timeline) = timeline_device(2);
+    let (mut builder, q, timeline) = observed::<Timeline>(PoolConfig::with_workers(2), 2);
     let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let busy_done = builder.semaphore(0, Scope::DeviceLocal, HOME);
@@ -431,8 +431,9 @@ fn a_woken_operation_does_not_wait_behind_the_signalling_queue_s_ready_work() {
     device.submit(q[0], &busy).unwrap();
     assert_eq!(wait_for(&device, done, 1), Ok(1));
     assert_eq!(wait_for(&device, busy_done, 1), Ok(1));
-    let (consumer_worker, consumer_start) = timeline.started(3);
-    let (busy_worker, busy_end) = timeline.finished(2);
+    let (consumer_start, consumer_worker) = timeline.started(3);
+    let (busy_end, busy_worker) = timeline.finished(2);
+    // Event order, not time: the consumer's start was observed before the busy op's finish.
     assert!(consumer_start < busy_end, "the consumer ran beside the busy operation");
     assert_ne!(consumer_worker, busy_worker);
 }
