@@ -35,7 +35,10 @@
 //!
 //! Waking many workers uses a wake tree: the notifier adds `budget − 1` to a pending count and
 //! wakes one worker; every woken worker claims up to `fanout` of the pending wakes and wakes
-//! that many more before it starts scanning, so N workers are up in about log(N) rounds.
+//! that many more before it starts scanning, so N workers are up in about log(N) rounds. A
+//! compute process that raises its budget while it runs
+//! ([`DrainContext::set_wake_budget`]) notifies for the increase the same way; a lowered budget
+//! wakes nobody, and the surplus workers park once they find nothing to do.
 //!
 //! # Hand-off
 //!
@@ -95,7 +98,7 @@ pub use arena::{Arena, Block};
 pub use futex::{Futex, FutexWord};
 pub use process::{Class, Drain, DrainContext, Drained, Process, ProcessError, Woken};
 
-use process::Publish;
+use process::Reschedule;
 pub use scan::{BudgetWeighted, Priority, RoundRobin, ScanPolicy, SlotHint};
 pub use worker::{SpinPolicy, Worker};
 
@@ -471,11 +474,6 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         handed
     }
 
-    /// This executor's address, naming it to drain contexts (see [`DrainContext::hand_off`]).
-    pub(crate) fn identity(&self) -> *const () {
-        core::ptr::from_ref::<dyn Publish<'p>>(self).cast()
-    }
-
     /// Publishes a QUEUED immediate process this executor's list has not seen: a hand-off its
     /// worker will not run, or a deferred wake nobody ran.
     pub(crate) fn requeue(&self, process: &'p Process<'p>) {
@@ -627,11 +625,15 @@ impl<F: Futex, const SLOTS: usize, const WORKERS: usize> fmt::Debug
     }
 }
 
-impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Publish<'p>
+impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Reschedule<'p>
     for Executor<'p, F, SLOTS, WORKERS>
 {
     fn publish(&self, process: &'p Process<'p>) {
         self.requeue(process);
+    }
+
+    fn wake_workers(&self, wanted: u32) {
+        self.notify(wanted);
     }
 }
 

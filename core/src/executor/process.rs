@@ -102,8 +102,9 @@ pub struct DrainContext<'a, 'p> {
     local: &'a mut u64,
     process: &'a Process<'p>,
     aggregate_budget: &'a AtomicU32,
-    /// Identity of the draining worker's executor: a hand-off from another one is published.
-    executor: *const (),
+    /// The draining worker's executor: budget rises wake its workers, and a hand-off from
+    /// another executor is published instead of kept.
+    executor: &'a dyn Reschedule<'p>,
     /// The process a [`hand_off`](Self::hand_off) left for this worker to run next, type-erased
     /// because the drain's token is not tied to this context's lifetimes (see `take_offered`).
     offered: Option<NonNull<()>>,
@@ -115,7 +116,7 @@ impl<'a, 'p> DrainContext<'a, 'p> {
         local: &'a mut u64,
         process: &'a Process<'p>,
         aggregate_budget: &'a AtomicU32,
-        executor: *const (),
+        executor: &'a dyn Reschedule<'p>,
     ) -> DrainContext<'a, 'p> {
         DrainContext { worker, local, process, aggregate_budget, executor, offered: None }
     }
@@ -148,10 +149,16 @@ impl<'a, 'p> DrainContext<'a, 'p> {
         self.process.failure().is_some()
     }
 
-    /// Sets how many workers this process can keep busy; the executor wakes parked workers up
-    /// to the aggregate of all runnable processes' budgets.
+    /// Sets how many workers this process can keep busy. The executor wakes parked workers up
+    /// to the aggregate of all runnable processes' budgets: a compute process raising its
+    /// budget wakes parked workers for the increase at once (a region of many tiles after a
+    /// region of one must not run on the one worker that opened it), while lowering it wakes
+    /// nobody and lets surplus workers park when they next find nothing to do.
     pub fn set_wake_budget(&mut self, budget: u32) {
-        self.process.set_wake_budget(budget, self.aggregate_budget);
+        let previous = self.process.set_wake_budget(budget, self.aggregate_budget);
+        if budget > previous && self.process.class() == Class::Compute {
+            self.executor.wake_workers(budget - previous);
+        }
     }
 
     /// Offers a process this drain woke (see [`Executor::wake_deferred`]) to the draining
@@ -163,16 +170,21 @@ impl<'a, 'p> DrainContext<'a, 'p> {
     ///
     /// [`Executor::wake_deferred`]: super::Executor::wake_deferred
     pub fn hand_off(&mut self, woken: Woken<'_, '_>) {
-        if self.offered.is_none() && ptr::eq(woken.executor_identity(), self.executor) {
+        let executor = ptr::from_ref(self.executor).cast::<()>();
+        if self.offered.is_none() && ptr::eq(woken.executor_identity(), executor) {
             self.offered = Some(NonNull::from(woken.into_process()).cast());
         }
         // Otherwise `woken` drops here, which publishes it.
     }
 }
 
-/// Queues a process that a deferred wake left unpublished (see [`Woken`]).
-pub(crate) trait Publish<'p>: Sync {
+/// What drains and [`Woken`] tokens ask of their executor, without naming its futex, slot
+/// count or worker capacity.
+pub(crate) trait Reschedule<'p>: Sync {
+    /// Queues a process that a deferred wake left unpublished (see [`Woken`]).
     fn publish(&self, process: &'p Process<'p>);
+    /// Wakes up to `wanted` parked workers for a compute process whose budget rose.
+    fn wake_workers(&self, wanted: u32);
 }
 
 /// An immediate process that [`Executor::wake_deferred`] made runnable (QUEUED) without
@@ -185,11 +197,11 @@ pub(crate) trait Publish<'p>: Sync {
 #[must_use = "dropping a Woken publishes it at once; hand it off to defer it"]
 pub struct Woken<'e, 'p> {
     process: Option<&'p Process<'p>>,
-    executor: &'e dyn Publish<'p>,
+    executor: &'e dyn Reschedule<'p>,
 }
 
 impl<'e, 'p> Woken<'e, 'p> {
-    pub(crate) fn new(process: &'p Process<'p>, executor: &'e dyn Publish<'p>) -> Woken<'e, 'p> {
+    pub(crate) fn new(process: &'p Process<'p>, executor: &'e dyn Reschedule<'p>) -> Woken<'e, 'p> {
         Woken { process: Some(process), executor }
     }
 
@@ -544,11 +556,13 @@ impl<'p> Process<'p> {
     /// difference. Only drains call this, and a compute process drains only while it holds a
     /// slot, whose claim added its budget to the aggregate and whose finalization (after the
     /// last drain) subtracts it; immediate processes are not part of the aggregate.
-    pub(crate) fn set_wake_budget(&self, budget: u32, aggregate: &AtomicU32) {
+    /// Returns the previous budget.
+    pub(crate) fn set_wake_budget(&self, budget: u32, aggregate: &AtomicU32) -> u32 {
         let previous = self.wake_budget.0.swap(budget, Ordering::Relaxed);
         if self.class() == Class::Compute {
             adjust(aggregate, previous, budget);
         }
+        previous
     }
 
     /// Reuses the storage of a completed process: back to CREATED with no dependents, no

@@ -679,3 +679,60 @@ fn a_deferred_wake_of_a_running_process_only_notifies_it() {
     assert_eq!(*LOG.lock().unwrap(), [0, 0]);
     assert!(process.is_completed());
 }
+
+/// Sets its wake budget to the next entry of `budgets` on each drain, then finishes.
+struct Budgeted {
+    budgets: &'static [u32],
+    drains: StdUsize,
+}
+
+impl Drain for Budgeted {
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        match self.budgets.get(self.drains.fetch_add(1, SEQ)) {
+            Some(&budget) => {
+                cx.set_wake_budget(budget);
+                Drained::Progress
+            }
+            None => Drained::Done(Ok(())),
+        }
+    }
+}
+
+#[test]
+fn raising_a_compute_budget_wakes_parked_workers_for_the_increase_only() {
+    let drain = Budgeted { budgets: &[3, 2, 4], drains: StdUsize::new(0) };
+    let process = Process::new(&drain, Class::Compute);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 4).unwrap();
+    // Submitted with a budget of one while nobody is parked: no wake is owed yet.
+    executor.submit(&process).unwrap();
+    // Workers 1, 2 and 3 have parked.
+    executor.idle_mask().store(0b1110, SEQ);
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    let woken = || 3 - executor.idle_mask().load(SEQ).count_ones();
+
+    assert!(worker.step(), "1 → 3");
+    assert_eq!(woken(), 1, "one parked worker is woken at once");
+    assert_eq!(executor.pending_wakes.load(SEQ), 1, "the other through the wake tree");
+    executor.pending_wakes.store(0, SEQ);
+
+    assert!(worker.step(), "3 → 2");
+    assert_eq!((woken(), executor.pending_wakes.load(SEQ)), (1, 0), "lowering wakes nobody");
+
+    assert!(worker.step(), "2 → 4");
+    assert_eq!(woken(), 2);
+    assert_eq!(executor.pending_wakes.load(SEQ), 1);
+    assert_eq!(executor.aggregate_budget().load(SEQ), 4);
+}
+
+#[test]
+fn an_immediate_process_s_budget_wakes_nobody() {
+    let drain = Budgeted { budgets: &[4], drains: StdUsize::new(0) };
+    let process = Process::new(&drain, Class::Immediate);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 4).unwrap();
+    executor.submit(&process).unwrap();
+    executor.idle_mask().store(0b1110, SEQ);
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    assert!(worker.step());
+    assert_eq!(executor.idle_mask().load(SEQ), 0b1110);
+    assert_eq!(executor.aggregate_budget().load(SEQ), 0, "not part of the aggregate");
+}

@@ -176,7 +176,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             &mut local,
             process,
             executor.aggregate_budget(),
-            executor.identity(),
+            executor,
         );
         let drained = process.drain_ref().drain(&mut cx);
         let offered = cx.take_offered();
@@ -299,13 +299,8 @@ fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
             slots.close(slot);
             did_work = true;
         } else {
-            let mut cx = DrainContext::new(
-                worker,
-                local,
-                process,
-                executor.aggregate_budget(),
-                executor.identity(),
-            );
+            let mut cx =
+                DrainContext::new(worker, local, process, executor.aggregate_budget(), executor);
             let drained = process.drain_ref().drain(&mut cx);
             // Compute drains are shared: what one woke is published for any worker.
             if let Some(woken) = cx.take_offered() {

@@ -377,3 +377,50 @@ fn the_wake_budget_follows_the_open_region() {
     }
     assert_eq!(pool.shutdown(), 0);
 }
+
+/// A region that opens with a larger budget wakes workers that parked during a smaller one:
+/// without that, a long region after a one-tile region would run on the one worker that
+/// opened it.
+#[test]
+fn a_wider_region_wakes_workers_parked_during_a_narrower_one() {
+    const WORKERS: usize = 2;
+    let opener = Mutex::new(None);
+    // Long enough for the other worker, which parks as soon as it finds nothing to do, to be
+    // asleep before the wide region opens.
+    let narrow = |_| {
+        *opener.lock().unwrap() = Some(thread::current().id());
+        thread::sleep(Duration::from_millis(20));
+    };
+    let joined = AtomicBool::new(false);
+    // Each tile of the wide region holds its worker until another worker has run one, so the
+    // region cannot finish on the opener alone; the deadline only turns a lost wake into a
+    // failure instead of a hang.
+    let wide = |_| {
+        if Some(thread::current().id()) != *opener.lock().unwrap() {
+            joined.store(true, Ordering::Relaxed);
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !joined.load(Ordering::Relaxed) && Instant::now() < deadline {
+            thread::yield_now();
+        }
+    };
+    let buffer = CommandBuffer::builder()
+        .dispatch(1, &narrow)
+        .dispatch_batched(8, 1, &wide)
+        .build()
+        .unwrap();
+    let processor = BlockProcessor::new(&buffer, WORKERS).unwrap();
+    let process = Process::new(&processor, Class::Compute);
+    CpuPool::scope(config(WORKERS, SpinPolicy::Park), |executor| {
+        for round in 0..5 {
+            joined.store(false, Ordering::Relaxed);
+            run_again(executor, &processor, &process);
+            assert!(
+                joined.load(Ordering::Relaxed),
+                "round {round}: the parked worker never joined the wide region"
+            );
+        }
+    })
+    .unwrap();
+}
