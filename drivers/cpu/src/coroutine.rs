@@ -49,7 +49,6 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::future::Future;
 use std::mem::{self, ManuallyDrop};
-use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -60,6 +59,7 @@ use std::thread;
 use causeway_core::executor::{Class, Drain, DrainContext, Drained, Process, ProcessError};
 use causeway_core::semaphore::Failure;
 
+use crate::contain::{contain, Panicked};
 use crate::wait::block_on;
 use crate::HostExecutor;
 
@@ -172,9 +172,9 @@ where
             // SAFETY: the future was initialised (`live` was true) and is accessed only by
             // this thread (rule 3); `live` is now false, so it is never touched again. It is
             // dropped where it was pinned.
-            let dropped = panic::catch_unwind(AssertUnwindSafe(|| unsafe {
+            let dropped = contain(|| unsafe {
                 ManuallyDrop::drop(&mut *future);
-            }));
+            });
             if dropped.is_err() {
                 self.panicked.store(true, Ordering::Relaxed);
             }
@@ -235,9 +235,7 @@ where
         // SAFETY: rule 3 — one drainer at a time (immediate class), each ordered after the
         // previous by the executor's queue hand-off; the future is initialised (`live`) and
         // stays in this allocation until dropped in place, so pinning it is sound.
-        let polled = panic::catch_unwind(AssertUnwindSafe(|| unsafe {
-            Pin::new_unchecked(&mut **future).poll(&mut cx)
-        }));
+        let polled = contain(|| unsafe { Pin::new_unchecked(&mut **future).poll(&mut cx) });
         match polled {
             Ok(Poll::Pending) => Drained::Sleep,
             Ok(Poll::Ready(Ok(value))) => {
@@ -249,11 +247,9 @@ where
                 self.drop_future();
                 Drained::Done(Err(failure))
             }
-            Err(payload) => {
+            Err(Panicked) => {
                 self.panicked.store(true, Ordering::Relaxed);
                 self.drop_future();
-                // A payload whose own destructor panics must not take the worker down either.
-                let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(payload)));
                 Drained::Done(Err(Failure::Aborted))
             }
         }

@@ -14,7 +14,7 @@
 //!
 //! On top of the pool: [`block`] runs recorded command buffers of tiled dispatches on every
 //! worker ([`BlockProcessor`]); [`device`] is the CPU device (queues, semaphores, memory);
-//! [`coroutine`] runs futures as processes, [`wait`] makes semaphores and fences awaitable,
+//! [`coroutine`] runs futures as processes, [`wait`](mod@wait) makes semaphores and fences awaitable,
 //! [`invoke`] is the invocation model on top of them, and [`stream`] drains a ring of small
 //! direct operations.
 
@@ -28,6 +28,7 @@ use causeway_core::executor::{
 use causeway_platform_linux::{pin_current_thread, HostFutex};
 
 pub mod block;
+mod contain;
 pub mod coroutine;
 // The device is not a loom model (its lock-free parts are core's), and core's axis allocator
 // is not `const` under loom.

@@ -97,6 +97,13 @@
 //! `min(count, workers)` (at least one), so the executor keeps as many workers on the stream as
 //! there are operations queued for them, also while long operations run.
 //!
+//! **Panics.** An operation that panics is contained on the worker that ran it, and fails the
+//! stream as a whole: that drain call returns `Done(Err(Aborted))`, so the process completes
+//! with [`Failure::Aborted`] once the other drainers return (they stop at their next pop, on
+//! seeing the failure), its dependents inherit the failure, and [`Drain::finish`] closes the
+//! stream and drops what is still queued, exactly as for a cancellation. The count stays exact:
+//! the panicking operation was counted out when it was popped.
+//!
 //! A producer stalled between reserving and publishing keeps drainers spinning until it
 //! publishes (the ring is not lock-free for consumers); the window is a handful of
 //! instructions with no allocation or lock in it.
@@ -113,6 +120,7 @@ use causeway_core::executor::{
 };
 use causeway_core::semaphore::Failure;
 
+use crate::contain::contain;
 use crate::sync::{spin_hint, yield_thread, AtomicU32, AtomicUsize, Ordering};
 use ring::{Padded, Ring};
 
@@ -130,7 +138,8 @@ const NO_SLEEPER: usize = 0;
 
 /// A small operation a [`Stream`] runs: consumed by running it.
 pub trait Operation: Send {
-    /// Performs the operation on the worker that popped it.
+    /// Performs the operation on the worker that popped it. A panic fails the whole stream
+    /// (see [Panics](self#panics)); the worker lives on.
     fn run(self);
 }
 
@@ -364,7 +373,10 @@ impl<T: Operation, const C: usize> Drain for Stream<T, C> {
             // Before running it: operations may be long, and the budget should follow the
             // queue while they run, not only between batches.
             self.set_budget(cx, (before / ONE).saturating_sub(1));
-            op.run();
+            if contain(|| op.run()).is_err() {
+                // See "Panics" in the module docs.
+                return Drained::Done(Err(Failure::Aborted));
+            }
         }
         let state = self.state.0.load(Ordering::Relaxed);
         let queued = state / ONE;

@@ -1,5 +1,5 @@
 //! The block processor on real worker threads: exactly-once tiles, the barrier between regions,
-//! re-execution, cancellation, wake budgets, empty regions and buffers, on 1, 2 and 4 workers
+//! re-execution, cancellation, kernel panics, wake budgets, empty regions and buffers, on 1, 2 and 4 workers
 //! and under spinning and parking workers.
 #![cfg(not(loom))]
 
@@ -244,6 +244,47 @@ fn cancellation_mid_run_stops_claiming_and_reports_the_failure() {
         })
         .unwrap();
         assert_eq!(*outcomes.lock().unwrap(), [Err(Failure::Cancelled), Ok(())]);
+    }
+}
+
+#[test]
+fn a_panicking_kernel_fails_the_execution_and_every_worker_lives_on() {
+    for workers in [1, 2, 4] {
+        let armed = AtomicBool::new(true);
+        let first = Tally::new(&[64]);
+        let later = AtomicU32::new(0);
+        let faulty = |tile| {
+            first.hit(0, tile);
+            if tile == 13 && armed.load(Ordering::Relaxed) {
+                panic!("a kernel panics on tile 13 (the test expects this message)");
+            }
+        };
+        let counting = |_| {
+            later.fetch_add(1, Ordering::Relaxed);
+        };
+        let buffer = CommandBuffer::builder()
+            .dispatch_batched(64, 1, &faulty)
+            .dispatch(10, &counting)
+            .build()
+            .unwrap();
+        let outcomes = Mutex::new(Vec::new());
+        let hook = |outcome| outcomes.lock().unwrap().push(outcome);
+        let processor = BlockProcessor::new(&buffer, workers).unwrap().with_finish_hook(&hook);
+        let process = Process::new(&processor, Class::Compute);
+        CpuPool::scope(config(workers, SpinPolicy::default()), |executor| {
+            run_again(executor, &processor, &process);
+            assert_eq!(process.failure(), Some(Failure::Aborted));
+            assert_eq!(later.load(Ordering::Relaxed), 0, "the region after the panic never opened");
+            assert_eq!(first.counts[0][13].load(Ordering::Relaxed), 1);
+
+            armed.store(false, Ordering::Relaxed);
+            run_again(executor, &processor, &process);
+            assert_eq!(process.failure(), None);
+            assert_eq!(later.load(Ordering::Relaxed), 10);
+        })
+        // A worker thread that died would make the scope re-raise its panic here.
+        .expect("the pool ran");
+        assert_eq!(*outcomes.lock().unwrap(), [Err(Failure::Aborted), Ok(())]);
     }
 }
 

@@ -1,5 +1,6 @@
 //! Streaming processes on a real pool: concurrent producers with exactly-once execution, a full
-//! ring handing operations back, closing, cancellation, and the wake budget.
+//! ring handing operations back, closing, cancellation, a panicking operation, and the wake
+//! budget.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use causeway_core::executor::{Class, Process};
+use causeway_core::Failure;
 use causeway_driver_cpu::{CpuPool, DirectOp, Operation as _, PoolConfig, PushError, Stream};
 
 fn wait_until(what: &str, condition: impl Fn() -> bool) {
@@ -162,6 +164,53 @@ fn cancelling_drops_queued_operations_without_running_them() {
     .unwrap();
     assert_eq!(ran.load(Ordering::Relaxed), 0, "cancelled operations never run");
     assert_eq!(Arc::strong_count(&captured), 1, "their captures were dropped");
+}
+
+#[test]
+fn a_panicking_operation_fails_the_stream_and_the_worker_lives_on() {
+    let captured = Arc::new(());
+    let ran = AtomicU32::new(0);
+    let stream: Stream<DirectOp<'_>, 16> = Stream::new();
+    let process = Process::new(&stream, Class::Compute);
+    let after: Stream<DirectOp<'_>, 16> = Stream::new();
+    let after_process = Process::new(&after, Class::Compute);
+    // One worker, so the queued operations are popped in order: the panic comes first.
+    CpuPool::scope(PoolConfig::with_workers(1), |executor| {
+        executor.hold(&process).unwrap();
+        let producer = stream.start(executor, &process).unwrap();
+        producer
+            .push(inline(|| panic!("a stream operation panics (the test expects this)")))
+            .unwrap();
+        for _ in 0..8 {
+            let keep = Arc::clone(&captured);
+            let ran = &ran;
+            producer
+                .push(inline(move || {
+                    drop(keep);
+                    ran.fetch_add(1, Ordering::Relaxed);
+                }))
+                .unwrap();
+        }
+        executor.release(&process).unwrap();
+        wait_until("the failed stream completes", || process.is_completed());
+        assert_eq!(process.failure(), Some(Failure::Aborted));
+        assert!(matches!(producer.push(inline(|| ())), Err(PushError::Closed(_))));
+
+        // The worker that ran the panic drains the next stream.
+        let producer = after.start(executor, &after_process).unwrap();
+        let ran = &ran;
+        producer
+            .push(inline(move || {
+                ran.fetch_add(100, Ordering::Relaxed);
+            }))
+            .unwrap();
+        producer.close();
+        wait_until("the next stream completes", || after_process.is_completed());
+        assert_eq!(after_process.failure(), None);
+    })
+    .unwrap();
+    assert_eq!(ran.load(Ordering::Relaxed), 100, "nothing queued behind the panic ran");
+    assert_eq!(Arc::strong_count(&captured), 1, "its captures were dropped");
 }
 
 #[test]

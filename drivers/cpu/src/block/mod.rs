@@ -64,7 +64,8 @@
 //!         │                                               └─ Finished ────► Done(Ok)
 //!         ├─ Waiting ─► look again up to WAIT_SPINS times, then Progress
 //!         └─ Finished ─► Done(Ok)
-//!  (a failure seen before any tile or while waiting ─► Done(Err(Cancelled)))
+//!  (a failure seen before any tile or while waiting ─► Done(Err(Cancelled));
+//!   a kernel that panics ─► Done(Err(Aborted)), its claim left incomplete)
 //! ```
 //!
 //! - **Claim**: load the word; if its epoch names a region of the buffer and `next` is below the
@@ -129,9 +130,12 @@
 //!
 //! # Cancellation and re-execution
 //!
-//! A kernel cannot fail, but the process can be cancelled or inherit a failure. Workers check
-//! before every tile and while waiting, and stop claiming once they see it; kernels already
-//! running finish, and the executor runs [`Drain::finish`](causeway_core::executor::Drain)
+//! A kernel has no error to return, but it can panic, and the process can be cancelled or
+//! inherit a failure. A panic is contained on the worker that ran the tile: its drain call
+//! returns `Done(Err(Aborted))`, the claim stays incomplete (so the region never completes) and
+//! the process fails with [`Failure::Aborted`]. Workers check for a failure before every tile
+//! and while waiting, and stop claiming once they see it; kernels already running finish, and
+//! the executor runs [`Drain::finish`](causeway_core::executor::Drain)
 //! with the failure after the last drain call returned. `finish` marks the processor finished
 //! and calls the [`OnFinish`] hook. The owner then rearms the process, calls
 //! [`BlockProcessor::reset`] (which moves the epochs past everything the last execution used
@@ -152,7 +156,8 @@ pub use schedule::{Claim, Completion, Next, TileSchedule};
 /// The body of a tiled dispatch: called once per tile index, from any worker, concurrently for
 /// different tiles. Implemented by every `Fn(u32) + Sync`.
 pub trait Kernel: Sync {
-    /// Runs tile `tile`.
+    /// Runs tile `tile`. A panic fails the execution with `Failure::Aborted` (see
+    /// [Cancellation and re-execution](self#cancellation-and-re-execution)); the worker lives on.
     fn run(&self, tile: u32);
 }
 
@@ -169,7 +174,7 @@ impl<F: Fn(u32) + Sync + ?Sized> Kernel for F {
 /// `Fn(Result<(), Failure>) + Sync`.
 pub trait OnFinish: Sync {
     /// The execution ended with `outcome`: `Ok(())` when every tile ran, the process's failure
-    /// (cancellation, an inherited error) otherwise.
+    /// (cancellation, an inherited error, `Aborted` for a kernel that panicked) otherwise.
     fn finished(&self, outcome: Result<(), Failure>);
 }
 

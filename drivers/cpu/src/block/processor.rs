@@ -8,6 +8,7 @@ use causeway_core::Failure;
 
 use super::schedule::{Completion, Next, TileSchedule};
 use super::{BlockError, CommandBuffer, OnFinish};
+use crate::contain::{contain, Panicked};
 use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use crate::sync::spin_hint;
 
@@ -139,13 +140,26 @@ impl Drain for BlockProcessor<'_> {
                     if region == 0 && claim.opens_region() {
                         self.set_budget(cx, recorded.tiles);
                     }
-                    for tile in claim.tiles() {
-                        if cx.is_failed() {
-                            // Leaving the claim incomplete: the region never completes, and
-                            // the process is finishing with its failure anyway.
-                            return Drained::Done(Err(Failure::Cancelled));
+                    // One containment per claim, not per tile: entering it costs nothing
+                    // until something unwinds.
+                    let ran_claim = contain(|| {
+                        for tile in claim.tiles() {
+                            if cx.is_failed() {
+                                return false;
+                            }
+                            recorded.kernel.run(tile);
                         }
-                        recorded.kernel.run(tile);
+                        true
+                    });
+                    match ran_claim {
+                        Ok(true) => {}
+                        // Leaving the claim incomplete: the region never completes, and the
+                        // process is finishing with its failure anyway.
+                        Ok(false) => return Drained::Done(Err(Failure::Cancelled)),
+                        // Recorded before any other claimer can see a failure, so the
+                        // execution fails with `Aborted`; their `Cancelled` comes second and
+                        // loses (the first failure wins).
+                        Err(Panicked) => return Drained::Done(Err(Failure::Aborted)),
                     }
                     ran = ran.saturating_add(claim.tiles().len() as u32);
                     match self.schedule.complete(self.buffer, claim) {

@@ -45,6 +45,7 @@ use super::hand_off::{self, Collecting};
 use super::memory::Commit;
 use super::op::{spin_for, OpBody, OpEvent, OpSlot, OpStatus, Work};
 use super::DeviceShared;
+use crate::contain::{contain, Panicked};
 
 /// Operations one drain call runs before yielding the worker to other processes.
 const OPS_PER_DRAIN: usize = 32;
@@ -266,10 +267,10 @@ impl QueueShared {
                 // A panicking host function fails its operation (and what it signals) instead
                 // of taking the worker and the queue process down with it.
                 let call = &device.host_calls[call.0 as usize];
-                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+                match contain(call) {
                     Ok(Ok(())) => OpStatus::Ok,
                     Ok(Err(failure)) => OpStatus::Failed(failure),
-                    Err(_) => OpStatus::Failed(Failure::Aborted),
+                    Err(Panicked) => OpStatus::Failed(Failure::Aborted),
                 }
             }
             Work::Dealloca(_) => match body.allocation {
