@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use causeway_core::executor::{Class, Process, SpinPolicy};
 use causeway_core::Failure;
-use causeway_driver_cpu::block::{BlockError, BlockProcessor, CommandBuffer};
+use causeway_driver_cpu::block::{BlockError, BlockProcessor, CommandBuffer, Kernel};
 use causeway_driver_cpu::{CpuPool, HostExecutor, PoolConfig};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -192,6 +192,35 @@ fn a_buffer_is_re_executed_many_times_without_rerecording() {
 }
 
 /// Region 0's tiles block until the test lets them go; the process is cancelled meanwhile.
+/// Runs `body` on a pool of `workers` (default spin) with a processor for two regions — 64
+/// single-tile claims of `first`, then 10 tiles counted in `later` — and returns the outcomes
+/// its finish hook reported, in order.
+fn run_two_regions(
+    workers: usize,
+    first: &dyn Kernel,
+    later: &AtomicU32,
+    body: impl for<'p> FnOnce(&HostExecutor<'p>, &BlockProcessor<'_>, &'p Process<'p>),
+) -> Vec<Result<(), Failure>> {
+    let counting = |_| {
+        later.fetch_add(1, Ordering::Relaxed);
+    };
+    let buffer = CommandBuffer::builder()
+        .dispatch_batched(64, 1, first)
+        .dispatch(10, &counting)
+        .build()
+        .expect("two non-empty regions record");
+    let outcomes = Mutex::new(Vec::new());
+    let hook = |outcome| outcomes.lock().unwrap().push(outcome);
+    let processor = BlockProcessor::new(&buffer, workers).unwrap().with_finish_hook(&hook);
+    let process = Process::new(&processor, Class::Compute);
+    // A worker thread that died would make the scope re-raise its panic here.
+    CpuPool::scope(config(workers, SpinPolicy::default()), |executor| {
+        body(executor, &processor, &process);
+    })
+    .expect("the pool ran");
+    outcomes.into_inner().unwrap()
+}
+
 #[test]
 fn cancellation_mid_run_stops_claiming_and_reports_the_failure() {
     for workers in [1, 2, 4] {
@@ -207,43 +236,31 @@ fn cancellation_mid_run_stops_claiming_and_reports_the_failure() {
                 thread::yield_now();
             }
         };
-        let never = |_| {
-            later.fetch_add(1, Ordering::Relaxed);
-        };
-        let buffer = CommandBuffer::builder()
-            .dispatch_batched(64, 1, &blocking)
-            .dispatch(10, &never)
-            .build()
-            .unwrap();
-        let outcomes = Mutex::new(Vec::new());
-        let hook = |outcome| outcomes.lock().unwrap().push(outcome);
-        let processor = BlockProcessor::new(&buffer, workers).unwrap().with_finish_hook(&hook);
-        let process = Process::new(&processor, Class::Compute);
-        CpuPool::scope(config(workers, SpinPolicy::default()), |executor| {
-            executor.submit(&process).unwrap();
-            wait_until("a tile starts", || started.load(Ordering::Relaxed) > 0);
-            executor.cancel(&process);
-            assert_eq!(processor.reset(), Err(BlockError::NotFinished), "still running");
-            // Release pairs with the blocked tiles' Acquire loads.
-            release.store(true, Ordering::Release);
-            wait_until("the cancelled process completes", || process.is_completed());
-            assert!(processor.is_finished());
-            assert_eq!(process.failure(), Some(Failure::Cancelled));
-            let ran = started.load(Ordering::Relaxed);
-            // Each worker blocks in the first tile it starts, and checks before the next.
-            assert!(ran <= workers as u32, "{ran} tiles began on {workers} workers");
-            assert_eq!(later.load(Ordering::Relaxed), 0, "no tile of the next region ran");
+        let outcomes =
+            run_two_regions(workers, &blocking, &later, |executor, processor, process| {
+                executor.submit(process).unwrap();
+                wait_until("a tile starts", || started.load(Ordering::Relaxed) > 0);
+                executor.cancel(process);
+                assert_eq!(processor.reset(), Err(BlockError::NotFinished), "still running");
+                // Release pairs with the blocked tiles' Acquire loads.
+                release.store(true, Ordering::Release);
+                wait_until("the cancelled process completes", || process.is_completed());
+                assert!(processor.is_finished());
+                assert_eq!(process.failure(), Some(Failure::Cancelled));
+                let ran = started.load(Ordering::Relaxed);
+                // Each worker blocks in the first tile it starts, and checks before the next.
+                assert!(ran <= workers as u32, "{ran} tiles began on {workers} workers");
+                assert_eq!(later.load(Ordering::Relaxed), 0, "no tile of the next region ran");
 
-            // The same processor runs to completion afterwards.
-            run_again(executor, &processor, &process);
-            assert_eq!(process.failure(), None);
-            assert_eq!(later.load(Ordering::Relaxed), 10);
-            let counts = first.counts[0].iter().map(|count| count.load(Ordering::Relaxed));
-            assert_eq!(counts.clone().sum::<u32>(), ran + 64, "each tile once more");
-            assert!(counts.clone().all(|count| count == 1 || count == 2));
-        })
-        .unwrap();
-        assert_eq!(*outcomes.lock().unwrap(), [Err(Failure::Cancelled), Ok(())]);
+                // The same processor runs to completion afterwards.
+                run_again(executor, processor, process);
+                assert_eq!(process.failure(), None);
+                assert_eq!(later.load(Ordering::Relaxed), 10);
+                let counts = first.counts[0].iter().map(|count| count.load(Ordering::Relaxed));
+                assert_eq!(counts.clone().sum::<u32>(), ran + 64, "each tile once more");
+                assert!(counts.clone().all(|count| count == 1 || count == 2));
+            });
+        assert_eq!(outcomes, [Err(Failure::Cancelled), Ok(())]);
     }
 }
 
@@ -259,32 +276,18 @@ fn a_panicking_kernel_fails_the_execution_and_every_worker_lives_on() {
                 panic!("a kernel panics on tile 13 (the test expects this message)");
             }
         };
-        let counting = |_| {
-            later.fetch_add(1, Ordering::Relaxed);
-        };
-        let buffer = CommandBuffer::builder()
-            .dispatch_batched(64, 1, &faulty)
-            .dispatch(10, &counting)
-            .build()
-            .unwrap();
-        let outcomes = Mutex::new(Vec::new());
-        let hook = |outcome| outcomes.lock().unwrap().push(outcome);
-        let processor = BlockProcessor::new(&buffer, workers).unwrap().with_finish_hook(&hook);
-        let process = Process::new(&processor, Class::Compute);
-        CpuPool::scope(config(workers, SpinPolicy::default()), |executor| {
-            run_again(executor, &processor, &process);
+        let outcomes = run_two_regions(workers, &faulty, &later, |executor, processor, process| {
+            run_again(executor, processor, process);
             assert_eq!(process.failure(), Some(Failure::Aborted));
             assert_eq!(later.load(Ordering::Relaxed), 0, "the region after the panic never opened");
             assert_eq!(first.counts[0][13].load(Ordering::Relaxed), 1);
 
             armed.store(false, Ordering::Relaxed);
-            run_again(executor, &processor, &process);
+            run_again(executor, processor, process);
             assert_eq!(process.failure(), None);
             assert_eq!(later.load(Ordering::Relaxed), 10);
-        })
-        // A worker thread that died would make the scope re-raise its panic here.
-        .expect("the pool ran");
-        assert_eq!(*outcomes.lock().unwrap(), [Err(Failure::Aborted), Ok(())]);
+        });
+        assert_eq!(outcomes, [Err(Failure::Aborted), Ok(())]);
     }
 }
 

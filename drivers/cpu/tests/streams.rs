@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use causeway_core::executor::{Class, Process};
 use causeway_core::Failure;
-use causeway_driver_cpu::{CpuPool, DirectOp, Operation as _, PoolConfig, PushError, Stream};
+use causeway_driver_cpu::{
+    CpuPool, DirectOp, Operation as _, PoolConfig, Producer, PushError, Stream,
+};
 
 fn wait_until(what: &str, condition: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -136,6 +138,25 @@ fn closing_runs_what_was_accepted_then_refuses_more() {
     assert_eq!(ran.load(Ordering::Relaxed), 10);
 }
 
+/// Pushes `count` operations that each count one run in `ran` and hold a clone of `captured`
+/// until they run or are dropped.
+fn push_counted<'r>(
+    producer: &Producer<'_, '_, DirectOp<'r>, 16>,
+    count: usize,
+    captured: &Arc<()>,
+    ran: &'r AtomicU32,
+) {
+    for _ in 0..count {
+        let keep = Arc::clone(captured);
+        producer
+            .push(inline(move || {
+                drop(keep);
+                ran.fetch_add(1, Ordering::Relaxed);
+            }))
+            .unwrap();
+    }
+}
+
 #[test]
 fn cancelling_drops_queued_operations_without_running_them() {
     let captured = Arc::new(());
@@ -145,16 +166,7 @@ fn cancelling_drops_queued_operations_without_running_them() {
     CpuPool::scope(PoolConfig::with_workers(2), |executor| {
         executor.hold(&process).unwrap();
         let producer = stream.start(executor, &process).unwrap();
-        for _ in 0..8 {
-            let keep = Arc::clone(&captured);
-            let ran = &ran;
-            producer
-                .push(inline(move || {
-                    drop(keep);
-                    ran.fetch_add(1, Ordering::Relaxed);
-                }))
-                .unwrap();
-        }
+        push_counted(&producer, 8, &captured, &ran);
         assert_eq!(Arc::strong_count(&captured), 9);
         executor.cancel(&process);
         executor.release(&process).unwrap();
@@ -181,16 +193,7 @@ fn a_panicking_operation_fails_the_stream_and_the_worker_lives_on() {
         producer
             .push(inline(|| panic!("a stream operation panics (the test expects this)")))
             .unwrap();
-        for _ in 0..8 {
-            let keep = Arc::clone(&captured);
-            let ran = &ran;
-            producer
-                .push(inline(move || {
-                    drop(keep);
-                    ran.fetch_add(1, Ordering::Relaxed);
-                }))
-                .unwrap();
-        }
+        push_counted(&producer, 8, &captured, &ran);
         executor.release(&process).unwrap();
         wait_until("the failed stream completes", || process.is_completed());
         assert_eq!(process.failure(), Some(Failure::Aborted));
