@@ -23,8 +23,9 @@
 //! woken directly by the timepoint callbacks — no polling. Finishing an operation completes
 //! its signals, which wakes the next waiters the same way. A failed wait, or failing work — a
 //! host function's error, a host function or kernel that panics (contained on its worker, as
-//! [`Failure::Aborted`]) — fails the operation and every semaphore it signals; shutting the device down cancels what
-//! has not run and fails its signals as cancelled, so no host waiter is left hanging.
+//! [`Failure::Aborted`]) — fails the operation and every semaphore it signals; shutting the
+//! device down cancels what has not run and fails its signals as cancelled, so no host waiter
+//! is left hanging.
 
 mod execute;
 mod hand_off;
