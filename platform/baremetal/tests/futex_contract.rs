@@ -1,17 +1,19 @@
 //! The `Futex` contract on the host, for the one implementation that runs everywhere
 //! ([`SpinFutex`]), with and without a delay bounding timed waits. The sleeping futexes
-//! (`InterruptFutex`, `EventFutex`) are exercised on qemu by `tests/firmware`.
+//! (`InterruptFutex`, `EventFutex`) are exercised on qemu by `tests/firmware`. The generic
+//! checks are the shared ones of `tests/support/futex_contract.rs`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[path = "../../../tests/support/futex_contract.rs"]
+mod contract;
+
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use causeway_core::executor::{Futex, FutexWord};
 use causeway_platform_baremetal::{BareMetalFutex, SpinFutex};
+use contract::*;
 use embedded_hal::delay::DelayNs;
-
-/// How long the tests give spawned waiters to reach their wait before waking them.
-const SETTLE: Duration = Duration::from_millis(20);
 
 /// A `DelayNs` backed by the host's sleep.
 struct HostDelay;
@@ -22,83 +24,20 @@ impl DelayNs for HostDelay {
     }
 }
 
-fn wait_returns_at_once_when_word_differs(futex: &impl Futex) {
-    let word = FutexWord::new(1);
-    futex.wait(&word, 0, None);
-    futex.wait(&word, 0, Some(Duration::MAX));
-}
-
-fn a_store_and_wake_release_every_waiter(futex: &impl Futex) {
-    const WAITERS: usize = 2;
-    let word = FutexWord::new(0);
-    let released = AtomicUsize::new(0);
-    thread::scope(|scope| {
-        for _ in 0..WAITERS {
-            scope.spawn(|| {
-                // Acquire pairs with the Release store of 1 below.
-                while word.load(Ordering::Acquire) == 0 {
-                    futex.wait(&word, 0, None);
-                }
-                released.fetch_add(1, Ordering::Relaxed);
-            });
-        }
-        thread::sleep(SETTLE);
-        // Release pairs with the waiters' Acquire loads.
-        word.store(1, Ordering::Release);
-        futex.wake_all(&word);
-    });
-    assert_eq!(released.load(Ordering::Relaxed), WAITERS);
-}
-
-/// Two threads hand a turn back and forth; a lost wake-up would leave both spinning forever.
-fn ping_pong_completes(futex: &impl Futex) {
-    const ROUND_TRIPS: u64 = 500;
-    let turn = FutexWord::new(0);
-    let baton = AtomicU64::new(0);
-    let take_turn = |mine: u32, theirs: u32| {
-        // Acquire pairs with the other side's Release store handing the turn over.
-        while turn.load(Ordering::Acquire) != mine {
-            futex.wait(&turn, theirs, None);
-        }
-    };
-    let hand_over = |theirs: u32| {
-        // Release pairs with the other side's Acquire load in `take_turn`.
-        turn.store(theirs, Ordering::Release);
-        futex.wake_one(&turn);
-    };
-    thread::scope(|scope| {
-        scope.spawn(|| {
-            for round in 0..ROUND_TRIPS {
-                take_turn(1, 0);
-                assert_eq!(baton.load(Ordering::Relaxed), 2 * round + 1);
-                baton.store(2 * round + 2, Ordering::Relaxed);
-                hand_over(0);
-            }
-        });
-        for round in 0..ROUND_TRIPS {
-            take_turn(0, 1);
-            assert_eq!(baton.load(Ordering::Relaxed), 2 * round);
-            baton.store(2 * round + 1, Ordering::Relaxed);
-            hand_over(1);
-        }
-    });
-    assert_eq!(baton.load(Ordering::Relaxed), 2 * ROUND_TRIPS);
-}
-
 #[test]
 fn spin_futex_keeps_the_contract() {
     let futex = SpinFutex::new();
     wait_returns_at_once_when_word_differs(&futex);
-    a_store_and_wake_release_every_waiter(&futex);
-    ping_pong_completes(&futex);
+    wake_all_releases_every_waiter(&futex, 2);
+    ping_pong_completes(&futex, 500);
 }
 
 #[test]
 fn spin_futex_with_a_delay_keeps_the_contract() {
     let futex = SpinFutex::with_delay(HostDelay);
     wait_returns_at_once_when_word_differs(&futex);
-    a_store_and_wake_release_every_waiter(&futex);
-    ping_pong_completes(&futex);
+    wake_all_releases_every_waiter(&futex, 2);
+    ping_pong_completes(&futex, 500);
 }
 
 #[test]
@@ -145,5 +84,5 @@ fn a_timed_wait_without_a_delay_returns_at_once() {
 #[test]
 fn bare_metal_futex_is_usable_as_a_static() {
     static FUTEX: BareMetalFutex = BareMetalFutex::new();
-    a_store_and_wake_release_every_waiter(&FUTEX);
+    wake_all_releases_every_waiter(&FUTEX, 2);
 }
