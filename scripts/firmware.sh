@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 
 die() { printf 'firmware: error: %s\n' "$*" >&2; exit 1; }
 note() { printf 'firmware: %s\n' "$*"; }
+# shellcheck source=scripts/apt.sh
+source scripts/apt.sh
 
 ROOT=$PWD
 FIRMWARE=tests/firmware
@@ -52,18 +54,7 @@ LLVM_BIN="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //
 missing_packages=()
 command -v qemu-system-arm >/dev/null || missing_packages+=(qemu-system-arm)
 command -v qemu-system-riscv32 >/dev/null || missing_packages+=(qemu-system-misc)
-if ((${#missing_packages[@]})); then
-  command -v apt-get >/dev/null ||
-    die "missing ${missing_packages[*]} and no apt-get to install them; install qemu for Arm and RISC-V"
-  sudo=()
-  [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
-  note "installing ${missing_packages[*]}"
-  if ! { "${sudo[@]}" apt-get update -qq &&
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      "${missing_packages[@]}" >/dev/null; }; then
-    die "could not install ${missing_packages[*]} (needs root or passwordless sudo, and apt sources)"
-  fi
-fi
+apt_install "qemu for Arm and RISC-V" "${missing_packages[@]}"
 for qemu in qemu-system-arm qemu-system-riscv32; do
   command -v "$qemu" >/dev/null || die "$qemu is still missing after installation"
 done

@@ -15,6 +15,8 @@ cd "$(dirname "$0")/.."
 
 die() { printf 'windows: error: %s\n' "$*" >&2; exit 1; }
 note() { printf 'windows: %s\n' "$*"; }
+# shellcheck source=scripts/apt.sh
+source scripts/apt.sh
 
 TARGET=x86_64-pc-windows-gnu
 WINE_TIMEOUT=${WINE_TIMEOUT:-300}
@@ -40,18 +42,7 @@ find_wine() {
 missing_packages=()
 command -v x86_64-w64-mingw32-gcc >/dev/null || missing_packages+=(gcc-mingw-w64-x86-64)
 [[ -n $(find_wine) ]] || missing_packages+=(wine64)
-if ((${#missing_packages[@]})); then
-  command -v apt-get >/dev/null ||
-    die "missing ${missing_packages[*]} and no apt-get to install them; install mingw-w64 and wine64"
-  sudo=()
-  [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
-  note "installing ${missing_packages[*]}"
-  if ! { "${sudo[@]}" apt-get update -qq &&
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      "${missing_packages[@]}" >/dev/null; }; then
-    die "could not install ${missing_packages[*]} (needs root or passwordless sudo, and apt sources)"
-  fi
-fi
+apt_install "mingw-w64 and wine64" "${missing_packages[@]}"
 command -v x86_64-w64-mingw32-gcc >/dev/null || die "x86_64-w64-mingw32-gcc is still missing"
 WINE=$(find_wine)
 [[ -n $WINE ]] || die "wine64 is still missing after installation"
