@@ -19,7 +19,7 @@
 //! direct operations.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 
 use causeway_core::executor::{
@@ -121,42 +121,50 @@ pub struct CpuPool {
 }
 
 impl CpuPool {
-    /// Builds the executor and starts the workers.
+    /// Builds the executor and starts the workers; returns once every worker thread runs.
     pub fn start(config: PoolConfig) -> Result<CpuPool, PoolError> {
         let executor = Arc::new(HostExecutor::new(HostFutex::new(), config.workers)?);
         let mut pool = CpuPool { executor, threads: Vec::with_capacity(config.workers) };
+        let started = Arc::new(Started::default());
         for index in 0..config.workers {
             let executor = Arc::clone(&pool.executor);
+            let started = Arc::clone(&started);
             let spin = config.spin;
             let pin = config.pin;
-            let spawned = thread::Builder::new()
-                .name(format!("{}-{index}", config.name))
-                .spawn(move || run_worker(&executor, index, spin, pin));
+            let spawned =
+                thread::Builder::new().name(format!("{}-{index}", config.name)).spawn(move || {
+                    started.arrive();
+                    run_worker(&executor, index, spin, pin);
+                });
             match spawned {
                 Ok(handle) => pool.threads.push(handle),
                 // Dropping the partial pool shuts down and joins the workers already running.
                 Err(error) => return Err(PoolError::Spawn(error)),
             }
         }
+        started.wait_for(config.workers);
         Ok(pool)
     }
 
     /// Runs `body` with an executor whose workers run on scoped threads, so processes may
-    /// borrow from the caller. When `body` returns, the executor shuts down (cancelling what is
-    /// still queued) and the workers are joined.
+    /// borrow from the caller; `body` starts once every worker thread runs. When `body`
+    /// returns, the executor shuts down (cancelling what is still queued) and the workers are
+    /// joined.
     pub fn scope<'p, R>(
         config: PoolConfig,
         body: impl FnOnce(&HostExecutor<'p>) -> R,
     ) -> Result<R, PoolError> {
         let executor = HostExecutor::new(HostFutex::new(), config.workers)?;
+        let started = Started::default();
         thread::scope(|scope| {
-            let executor = &executor;
+            let (executor, started) = (&executor, &started);
             let mut spawn_error = None;
             for index in 0..config.workers {
                 let spawned = thread::Builder::new()
                     .name(format!("{}-{index}", config.name))
                     .spawn_scoped(scope, move || {
-                        run_worker(executor, index, config.spin, config.pin)
+                        started.arrive();
+                        run_worker(executor, index, config.spin, config.pin);
                     });
                 if let Err(error) = spawned {
                     spawn_error = Some(error);
@@ -167,7 +175,10 @@ impl CpuPool {
             // before it re-raises the panic, and they only return once shut down.
             let _shutdown = ShutdownOnExit(executor);
             match spawn_error {
-                None => Ok(body(executor)),
+                None => {
+                    started.wait_for(config.workers);
+                    Ok(body(executor))
+                }
                 Some(error) => Err(PoolError::Spawn(error)),
             }
         })
@@ -210,6 +221,35 @@ impl fmt::Debug for CpuPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CpuPool").field("executor", &self.executor).finish_non_exhaustive()
     }
+}
+
+/// Worker threads that have begun running. A spawned thread may be scheduled long after
+/// `spawn` returns, and its start-up (std's per-thread set-up allocates) would then land in the
+/// middle of the caller's first work; the pool waits for every worker instead.
+#[derive(Default)]
+struct Started {
+    count: Mutex<usize>,
+    all: Condvar,
+}
+
+impl Started {
+    /// Called first thing on each worker thread.
+    fn arrive(&self) {
+        *lock(&self.count) += 1;
+        self.all.notify_all();
+    }
+
+    fn wait_for(&self, workers: usize) {
+        let mut count = lock(&self.count);
+        while *count < workers {
+            count = self.all.wait(count).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// The count is a plain integer, consistent whatever panicked while holding it.
+fn lock(count: &Mutex<usize>) -> MutexGuard<'_, usize> {
+    count.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Shuts an executor down when dropped, panics included.
