@@ -65,8 +65,8 @@ use std::time::{Duration, Instant};
 use causeway::executor::{
     Class, Drain, DrainContext, Drained, Futex, FutexWord, Process, RoundRobin, SpinPolicy,
 };
-use causeway::{Failure, HostExecutor, Runtime};
-use causeway_platform_linux::{HostFutex, LinuxFutex};
+use causeway::{Failure, HostExecutor, HostFutex, Runtime};
+use causeway_platform_linux::LinuxFutex;
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput};
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Tier 4, Windows: cross-compiles the Windows platform crate's tests, core's unit tests (the
-# executor, semaphores, frontiers) and the std-parking futex's contract tests for
-# x86_64-pc-windows-gnu, and runs every test binary under wine64, each under a timeout.
+# Tier 4, Windows: cross-compiles for x86_64-pc-windows-gnu and runs under wine64, each test
+# binary under a timeout: the Windows platform crate's tests (WaitOnAddress futex, pinning),
+# core's unit tests (the executor, semaphores, frontiers), the std-parking futex's contract, and
+# the hosted runtime on Windows: the CPU driver's and the root package's tests (pool, device,
+# block processor, streams, coroutines, executor stress, the CLI and every bundled scenario),
+# with workers parking on WaitOnAddress.
 #
 # Debian's wine 8 lacks the ProcessPrng export (bcryptprimitives.dll) that Rust's std imports,
 # so the wine prefix (target/wine/prefix) gets a tiny stand-in DLL built from
@@ -27,7 +30,11 @@ TEST_SETS=(
   "causeway-platform-windows|--lib --tests"
   "causeway-core|--lib"
   "causeway-platform-linux|--test futex_contract"
+  "causeway-driver-cpu|--lib --tests"
+  "causeway|--lib --tests"
 )
+# Linted for the Windows target besides the host's clippy run (benches are Linux-only floors).
+CLIPPY_PACKAGES=(-p causeway-platform-windows -p causeway-driver-cpu -p causeway)
 
 # --- set-up ------------------------------------------------------------------------------------
 command -v rustup >/dev/null || die "rustup is required to install the $TARGET target"
@@ -73,15 +80,18 @@ cmp -s "$shim" "$SYSTEM32/bcryptprimitives.dll" || cp "$shim" "$SYSTEM32/bcryptp
 
 # --- build and lint ----------------------------------------------------------------------------
 # The root clippy run sees only the host: the Windows code is linted for its own target here.
-cargo clippy --target "$TARGET" -p causeway-platform-windows --all-targets -- -D warnings ||
-  die "clippy reports warnings in causeway-platform-windows for $TARGET"
+cargo clippy --target "$TARGET" "${CLIPPY_PACKAGES[@]}" --lib --bins --tests -- -D warnings ||
+  die "clippy reports warnings for $TARGET (${CLIPPY_PACKAGES[*]})"
 executables=()
 for set in "${TEST_SETS[@]}"; do
   IFS='|' read -r package selection <<<"$set"
   # shellcheck disable=SC2086 # $selection is a list of cargo arguments
   json=$(cargo test --target "$TARGET" -p "$package" $selection --no-run \
     --message-format=json-render-diagnostics) || die "$package's tests do not build for $TARGET"
-  mapfile -t built < <(sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' <<<"$json")
+  # Test harnesses only (a profile with "test":true): a package's own binaries (the CLI) are
+  # built for its integration tests but are not tests.
+  mapfile -t built < <(grep -E '"profile":\{[^}]*"test":true' <<<"$json" |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
   ((${#built[@]})) || die "no test executables were built for $package ($selection)"
   for exe in "${built[@]}"; do
     executables+=("$package|$exe")

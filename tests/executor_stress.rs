@@ -21,8 +21,7 @@ use causeway::executor::{
     Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
     SpinPolicy,
 };
-use causeway::{Failure, Runtime};
-use causeway_platform_linux::LinuxFutex;
+use causeway::{Failure, HostFutex, Runtime};
 
 /// Waits that take longer than this fail the test.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -131,9 +130,10 @@ impl Drain for Recorder {
     }
 }
 
-/// The Linux futex, counting how often workers park and are woken.
+/// The host's native futex (the kernel's on Linux, `WaitOnAddress` on Windows), counting how
+/// often workers park and are woken.
 struct CountingFutex {
-    futex: LinuxFutex,
+    futex: HostFutex,
     waits: AtomicU64,
     wakes: AtomicU64,
 }
@@ -216,7 +216,7 @@ fn a_million_activations_on_parking_workers_are_all_drained_once() {
     let join_edges: Vec<[&Process; 1]> = diamonds.iter().map(|diamond| [&diamond[3]]).collect();
 
     let futex = CountingFutex {
-        futex: LinuxFutex::new(),
+        futex: HostFutex::new(),
         waits: AtomicU64::new(0),
         wakes: AtomicU64::new(0),
     };

@@ -25,7 +25,6 @@ use std::thread;
 use causeway_core::executor::{
     Executor, ExecutorError, Process, ProcessError, RoundRobin, SpinPolicy,
 };
-use causeway_platform_linux::{pin_current_thread, HostFutex};
 
 pub mod block;
 mod contain;
@@ -34,6 +33,7 @@ pub mod coroutine;
 // is not `const` under loom.
 #[cfg(not(loom))]
 pub mod device;
+mod host;
 pub mod invoke;
 pub mod stream;
 mod sync;
@@ -41,9 +41,12 @@ pub mod wait;
 
 pub use block::{BlockError, BlockProcessor, CommandBuffer, Kernel, OnFinish};
 pub use coroutine::{JoinError, JoinHandle, SpawnError, Spawner};
+pub use host::HostFutex;
 pub use invoke::{Invocation, InvokeError, Invoker};
 pub use stream::{DirectOp, Operation, Producer, PushError, Stream, Submitter};
 pub use wait::{block_on, wait, wait_fence, FenceExt, FenceWait, SemaphoreExt, SemaphoreWait};
+
+use host::pin_current_thread;
 
 /// The executor a pool drives: 64 compute slots, up to 64 workers, parking on [`HostFutex`].
 pub type HostExecutor<'p> = Executor<'p, HostFutex, 64, 64>;
