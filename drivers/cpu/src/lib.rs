@@ -277,7 +277,8 @@ fn run_worker(executor: &HostExecutor<'_>, index: usize, spin: SpinPolicy, pin: 
     }
 }
 
-#[cfg(test)]
+// Real worker threads: outside any loom model, so not under `cfg(loom)`.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::{Duration, Instant};

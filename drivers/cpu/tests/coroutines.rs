@@ -1,6 +1,7 @@
 //! Coroutine processes on a real pool: waking from other threads, cancellation while pending,
 //! failure and panic propagation, wakers that outlive their coroutine and spawner, reclamation,
 //! and ten thousand coroutines chained through one semaphore.
+#![cfg(not(loom))]
 
 use std::future::Future;
 use std::pin::Pin;

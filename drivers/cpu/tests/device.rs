@@ -1,4 +1,5 @@
 //! The CPU device end to end: queues on real worker threads, semaphores, failures, memory.
+#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

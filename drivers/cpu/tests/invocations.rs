@@ -1,5 +1,6 @@
 //! Invocations ordered by fences (seed 003): the sequential and pipelined examples, failure
 //! propagation through signal fences, resolution counts and the frontiers signals carry.
+#![cfg(not(loom))]
 
 use std::sync::{Arc, Mutex};
 use std::thread;

@@ -5,6 +5,7 @@
 //! One test only, on purpose: the count covers every thread, so a second test running beside
 //! this one would allocate inside the measured window. Starting the pool and its threads
 //! happens before the first snapshot.
+#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::thread;

@@ -1,6 +1,7 @@
 //! Streaming processes on a real pool: concurrent producers with exactly-once execution, a full
 //! ring handing operations back, closing, cancellation, a panicking operation, and the wake
 //! budget.
+#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
