@@ -155,13 +155,16 @@ impl<const N: usize> Frontier<N> {
             return;
         }
         let bits = axis.to_bits();
-        let len = self.len();
-        let pos = self.axes[..len].partition_point(|&a| a < bits);
-        if pos < len && self.axes[pos] == bits {
+        // A forward scan that stops at the first slot not below `axis`: the sentinel in unused
+        // slots stops it at the length at the latest. A queue raises the same few axes over and
+        // over, so the exit branch predicts well, and it beats a binary search's chain of
+        // dependent loads.
+        let pos = self.axes.iter().position(|&a| a >= bits).unwrap_or(N);
+        if pos < N && self.axes[pos] == bits {
             self.epochs[pos] = self.epochs[pos].max(epoch);
             return;
         }
-        if len == N {
+        if self.len() == N {
             self.insert_overflowing(bits, epoch);
         } else {
             self.insert_at(pos, bits, epoch);
