@@ -31,27 +31,27 @@
 //!     ▼                                           count(s) > 0 → Progress   (a push is still
 //!  ring push ── slot busy → undo, wake ─► Err(Full)                           writing its slot)
 //!     │ ok                                        CLOSED       → Done       (nothing can come)
-//!     ▼                                           sleep token taken → Sleep
-//!  prev count == 0 → executor.wake(process) ─► Ok otherwise    → Progress   (another Sleep is
-//!                                                                            in flight)
+//!     ▼                                           otherwise    → Sleep
+//!  prev count == 0 → executor.wake(process) ─► Ok
 //!
 //!  process:  Running ──Sleep (count seen 0)──► Sleeping ──wake (the 0 → 1 producer, close,
 //!               ▲                                 │           or a Full undo)
 //!               └─────────────────────────────────┘
 //! ```
 //!
-//! **No lost wake-up.** A drainer returns `Sleep` only after reading count = 0 (and taking the
-//! sleep token, below). The count cannot rise from there without some reservation taking it
-//! from 0 to 1 (decrements never go below zero, because a value is popped only after its
-//! reservation). That reservation comes
+//! **No lost wake-up.** A drainer returns `Sleep` only after reading count = 0. The count
+//! cannot rise from there without some reservation taking it from 0 to 1 (decrements never go
+//! below zero, because a value is popped only after its reservation). That reservation comes
 //! after the drainer's read in the word's modification order, and its producer calls
 //! [`Executor::wake`] after publishing its value (or, if its slot turned out busy, after
 //! undoing, so a later producer's value is not stranded by the undone duty). The executor's
 //! own protocol then makes the process runnable whether that wake lands before the `Sleep`
-//! (the drain is repeated) or after it (the sleeping process is rescheduled) — provided no
-//! other `Sleep` is in flight, which the sleep token guarantees. A close sets
-//! CLOSED and wakes unconditionally. A reservation that a drainer sees but whose value is not
-//! yet in the ring keeps the process in `Progress` (spinning briefly), never asleep.
+//! (the drain is repeated) or after it (the sleeping process is rescheduled). Several drainers
+//! may return `Sleep` at once: the executor applies a `Sleep` only from a drainer alone in the
+//! slot, so no `Sleep` decided before a wake can cancel it (core's compute-slot protocol;
+//! `tests/loom_compute_sleep.rs` models the case). A close sets CLOSED and wakes
+//! unconditionally. A reservation that a drainer sees but whose value is not yet in the ring
+//! keeps the process in `Progress` (spinning briefly), never asleep.
 //!
 //! **Exactly once.** The ring gives each pushed value to exactly one pop (see its protocol);
 //! a drainer runs what it pops, and the process completes only when CLOSED is set and the
@@ -66,32 +66,6 @@
 //! of `state`, so its accesses are Relaxed, except that each pop's decrement is Release and each
 //! reservation Acquire: a producer that counts a consumer's pop then also sees that consumer's
 //! slot released, and is not refused with a spurious `Full`.
-//!
-//! **Sleep token.** The executor applies a `Sleep` after the drain call returns, with one
-//! NOTIFIED bit per compute slot: if two drainers of the same process both return `Sleep` and
-//! a wake lands between their decisions and the executor applying them, the first consumes
-//! the wake and the second puts the process to sleep anyway — with work queued. (This is a
-//! property of core's slot protocol, reproduced without any stream code by
-//! `tests/loom_compute_sleep.rs`.) So at most one `Sleep` may be in flight: a drainer returns
-//! `Sleep` only if it takes the token (`sleeper`: none → its worker index), and the token is
-//! handed back only by the same worker at the start of its next drain call of this stream —
-//! a worker runs its drain calls one after another, so by then the executor has applied its
-//! `Sleep`. The hand-back is Release and the take Acquire, so each `Sleep` is applied before
-//! the next one is decided. A drainer that finds the ring empty while another worker holds
-//! the token returns `Progress` instead, yielding its thread, until that worker drains the
-//! stream again.
-//!
-//! The price: if the holder has parked meanwhile, nothing in the stream wakes it (the slot stays
-//! runnable, so a producer's wake notifies nobody), and the other drainer keeps cycling through
-//! the idle stream until some other activation wakes the holder or the stream closes. The
-//! token exists only because of the core limitation above; once a core `Sleep` applied while
-//! other drainers are registered leaves the slot alone, it should go.
-//!
-//! ```text
-//!   sleeper:  none ──drainer w, ring empty, count 0: take──► w ──w's next drain call──► none
-//!                     (returns Sleep)                         │ other drainers, ring empty:
-//!                                                             └─ Progress (no Sleep)
-//! ```
 //!
 //! **Wake budget.** Every pop, and the end of every drain call, sets the process's budget to
 //! `min(count, workers)` (at least one), so the executor keeps as many workers on the stream as
@@ -121,7 +95,7 @@ use causeway_core::executor::{
 use causeway_core::semaphore::Failure;
 
 use crate::contain::contain;
-use crate::sync::{spin_hint, yield_thread, AtomicU32, AtomicUsize, Ordering};
+use crate::sync::{spin_hint, AtomicU32, AtomicUsize, Ordering};
 use ring::{Padded, Ring};
 
 /// How many operations one drain call runs at most before returning to the worker loop, so
@@ -132,9 +106,6 @@ const BATCH: usize = 32;
 const CLOSED: usize = 1;
 /// One unit of the count.
 const ONE: usize = 2;
-
-/// `sleeper` when no worker's `Sleep` may be in flight.
-const NO_SLEEPER: usize = 0;
 
 /// A small operation a [`Stream`] runs: consumed by running it.
 pub trait Operation: Send {
@@ -250,8 +221,6 @@ pub struct Stream<T, const C: usize> {
     workers: AtomicU32,
     /// The budget last handed to the executor, so unchanged budgets cost no RMW there.
     budget: AtomicU32,
-    /// The worker (index + 1) whose `Sleep` may still be in flight, or `NO_SLEEPER`.
-    sleeper: AtomicUsize,
 }
 
 impl<T: Operation, const C: usize> Stream<T, C> {
@@ -263,7 +232,6 @@ impl<T: Operation, const C: usize> Stream<T, C> {
             state: Padded(AtomicUsize::new(0)),
             workers: AtomicU32::new(1),
             budget: AtomicU32::new(1),
-            sleeper: AtomicUsize::new(NO_SLEEPER),
         }
     }
 
@@ -275,7 +243,6 @@ impl<T: Operation, const C: usize> Stream<T, C> {
             state: Padded(AtomicUsize::new(0)),
             workers: AtomicU32::new(1),
             budget: AtomicU32::new(1),
-            sleeper: AtomicUsize::new(NO_SLEEPER),
         }
     }
 
@@ -359,11 +326,6 @@ impl<T: Operation, const C: usize> Default for Stream<T, C> {
 
 impl<T: Operation, const C: usize> Drain for Stream<T, C> {
     fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
-        let me = cx.worker() + 1;
-        // If this worker holds the sleep token, its `Sleep` was applied by the executor before
-        // this call began (same thread, in order): hand the token back. Release pairs with the
-        // Acquire in the taking exchange below, ordering that `Sleep` before the next one.
-        let _ = self.sleeper.compare_exchange(me, NO_SLEEPER, Ordering::Release, Ordering::Relaxed);
         let mut popped = 0;
         while popped < BATCH && !cx.is_failed() {
             let Some(op) = self.ring.pop() else { break };
@@ -389,19 +351,8 @@ impl<T: Operation, const C: usize> Drain for Stream<T, C> {
             Drained::Progress
         } else if state & CLOSED != 0 {
             Drained::Done(Ok(()))
-        } else if self
-            .sleeper
-            // Acquire pairs with the Release hand-back above.
-            .compare_exchange(NO_SLEEPER, me, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            Drained::Sleep
         } else {
-            // Another worker's `Sleep` may not be applied yet; a second one in flight could
-            // swallow a wake-up (see "Sleep token"). Idle until that worker drains again, which
-            // can take a scheduling round or longer, so give the time slice away.
-            yield_thread();
-            Drained::Progress
+            Drained::Sleep
         }
     }
 

@@ -46,12 +46,3 @@ pub(crate) fn spin_hint() {
     #[cfg(loom)]
     loom::thread::yield_now();
 }
-
-/// Gives the thread's time slice away: for waits that may last as long as another thread takes
-/// to be scheduled, not just a few instructions.
-pub(crate) fn yield_thread() {
-    #[cfg(not(loom))]
-    std::thread::yield_now();
-    #[cfg(loom)]
-    loom::thread::yield_now();
-}

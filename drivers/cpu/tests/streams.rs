@@ -1,6 +1,6 @@
-//! Streaming processes on a real pool: concurrent producers with exactly-once execution, a full
-//! ring handing operations back, closing, cancellation, a panicking operation, and the wake
-//! budget.
+//! Streaming processes on a real pool: concurrent producers with exactly-once execution, bursts
+//! that each wake a sleeping stream, a full ring handing operations back, closing, cancellation,
+//! a panicking operation, and the wake budget.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use causeway_core::executor::{Class, Process};
+use causeway_core::executor::{Class, Process, SpinPolicy};
 use causeway_core::Failure;
 use causeway_driver_cpu::{
     CpuPool, DirectOp, Operation as _, PoolConfig, Producer, PushError, Stream,
@@ -244,4 +244,48 @@ fn the_wake_budget_follows_the_queue_up_to_the_worker_count() {
     .unwrap();
     // After the first batch of 32 the budget was min(68 queued, 3 workers).
     assert_eq!(most, WORKERS as u32);
+}
+
+#[test]
+fn bursts_after_the_stream_fell_asleep_all_run_before_any_close() {
+    // Each round, two producers push a burst at once and the test waits for every operation of
+    // it to have run *before* the next round, with the stream open: a lost wake-up leaves a
+    // burst stranded and fails at the deadline (a close would wake the stream and hide it).
+    // Parking workers and three of them make every round a sleep/wake transition with several
+    // drainers deciding `Sleep` at once.
+    const ROUNDS: usize = 300;
+    const PER_PRODUCER: usize = 8;
+    let ran = AtomicUsize::new(0);
+    let stream: Stream<DirectOp<'_>, 64> = Stream::new();
+    let process = Process::new(&stream, Class::Compute);
+    let mut config = PoolConfig::with_workers(3);
+    config.spin = SpinPolicy::Park;
+    CpuPool::scope(config, |executor| {
+        let producer = stream.start(executor, &process).unwrap();
+        for round in 1..=ROUNDS {
+            thread::scope(|scope| {
+                for _ in 0..2 {
+                    let ran = &ran;
+                    scope.spawn(move || {
+                        for _ in 0..PER_PRODUCER {
+                            let op = inline(move || {
+                                ran.fetch_add(1, Ordering::Relaxed);
+                            });
+                            assert!(producer.push(op).is_ok(), "64 slots hold a burst of 16");
+                        }
+                    });
+                }
+            });
+            let expected = round * 2 * PER_PRODUCER;
+            wait_until(&format!("round {round}'s burst ran"), || {
+                ran.load(Ordering::Relaxed) == expected
+            });
+            assert!(!process.is_completed(), "the open stream completed");
+        }
+        producer.close();
+        wait_until("completed", || process.is_completed());
+        assert_eq!(process.failure(), None);
+    })
+    .unwrap();
+    assert_eq!(ran.load(Ordering::Relaxed), ROUNDS * 2 * PER_PRODUCER);
 }
