@@ -126,15 +126,19 @@ impl ResolutionCounts {
     }
 }
 
+/// What a resolved wait imports, if anything: the signalling operation and its frontier,
+/// borrowed from the lookup.
+pub type Import<'l, const N: usize> = Option<(Point, &'l Frontier<N>)>;
+
 /// Resolves a wait given what the waiter knows and what the semaphore's history says; returns
 /// the resolution and what to import (the origin and its frontier). Pure: no semaphore access.
-pub fn resolve<const K: usize, const N: usize>(
+pub fn resolve<'l, const K: usize, const N: usize>(
     knowledge: &Frontier<K>,
-    lookup: Lookup<N>,
+    lookup: &'l Lookup<N>,
     capabilities: Capabilities,
-) -> Result<(WaitResolution, Option<(Point, Frontier<N>)>), WaitError> {
+) -> Result<(WaitResolution, Import<'l, N>), WaitError> {
     let exact = |resolution| WaitResolution { resolution, tainted: false, aged_out: false };
-    Ok(match lookup {
+    Ok(match *lookup {
         Lookup::Failed(failure) => return Err(WaitError::Failed(failure)),
         Lookup::Initial => (exact(Resolution::Satisfied), None),
         Lookup::Unsignalled if capabilities.wait_before_signal => {
@@ -145,7 +149,7 @@ pub fn resolve<const K: usize, const N: usize>(
             let resolution = if reached { Resolution::Satisfied } else { Resolution::DeviceWait };
             (WaitResolution { resolution, tainted: true, aged_out: false }, None)
         }
-        Lookup::Tracked { origin, frontier, reached, aged_out } => {
+        Lookup::Tracked { origin, ref frontier, reached, aged_out } => {
             let resolution = if knowledge.knows(origin) {
                 Resolution::Elided
             } else if reached {
@@ -233,10 +237,12 @@ impl<const N: usize> Submission<'_, N> {
         if !semaphore.admits(&self.clock.endpoint) {
             return Err(WaitError::OutOfScope);
         }
-        let (resolution, import) =
-            resolve(&self.frontier, semaphore.lookup(value), self.clock.capabilities)?;
+        // The lookup's frontier is merged where it lies: each further move of a frontier is a
+        // bulk copy that waits for the previous copy's stores.
+        let lookup = semaphore.lookup(value);
+        let (resolution, import) = resolve(&self.frontier, &lookup, self.clock.capabilities)?;
         if let Some((origin, frontier)) = import {
-            self.frontier.merge(&frontier);
+            self.frontier.merge(frontier);
             // The origin is normally inside its own frontier already; it is re-added only
             // when that frontier evicted it.
             if !self.frontier.knows(origin) {
@@ -274,13 +280,14 @@ impl<const N: usize> Submission<'_, N> {
     }
 
     /// Assigns the operation the next epoch and makes its frontier the queue's.
-    pub fn commit(self) -> Submitted<N> {
-        let clock = self.clock;
-        clock.epoch += 1;
-        let mut frontier = self.frontier;
-        frontier.insert_or_raise(clock.axis, clock.epoch);
-        clock.frontier = frontier;
-        Submitted { point: Point::new(clock.axis, clock.epoch), frontier, held: self.held }
+    pub fn commit(mut self) -> Submitted<N> {
+        self.clock.epoch += 1;
+        let point = Point::new(self.clock.axis, self.clock.epoch);
+        // Raised in place and copied out twice from the same source, rather than through a
+        // local: each copy of a copy waits for the stores of the one before.
+        self.frontier.insert_or_raise(point.axis, point.epoch);
+        self.clock.frontier = self.frontier;
+        Submitted { point, frontier: self.frontier, held: self.held }
     }
 }
 
@@ -379,7 +386,7 @@ mod tests {
         let knows_all: Frontier =
             Frontier::from_points([Point::new(Axis::new(0, Domain::Queue, 1), u64::MAX)]);
         let (r, import) =
-            resolve(&knows_all, Lookup::<8>::External { reached: true }, TIMELINE).unwrap();
+            resolve(&knows_all, &Lookup::<8>::External { reached: true }, TIMELINE).unwrap();
         assert_eq!(
             r,
             WaitResolution { resolution: Resolution::Satisfied, tainted: true, aged_out: false }

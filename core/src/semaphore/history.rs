@@ -140,13 +140,14 @@ impl<const H: usize, const N: usize> History<H, N> {
         &self.entries[(usize::from(self.head) + k) % H]
     }
 
-    /// Records a submitted signal (pending). Tracked signals carry their origin and frontier;
-    /// external ones (`origin == None`) carry nothing.
-    pub fn record(
+    /// Records a submitted signal (pending). Tracked signals carry their origin and frontier
+    /// (converted to capacity `N`: a larger one is evicted and tainted as by a merge); external
+    /// ones (`origin == None`) carry nothing.
+    pub fn record<const M: usize>(
         &mut self,
         value: u64,
         origin: Option<Point>,
-        frontier: &Frontier<N>,
+        frontier: &Frontier<M>,
     ) -> Result<(), SignalError> {
         if let Some(failure) = self.failure {
             return Err(SignalError::Failed(failure));
@@ -158,12 +159,17 @@ impl<const H: usize, const N: usize> History<H, N> {
             self.evict_oldest()?;
         }
         let slot = (usize::from(self.head) + usize::from(self.len)) % H;
-        self.entries[slot] = HistoryEntry {
-            value,
-            origin,
-            frontier: if origin.is_some() { *frontier } else { Frontier::new() },
-            reached: false,
-        };
+        // Field by field, the frontier merged straight from the caller's: building a whole entry
+        // (or a converted frontier) first costs a second copy, which reads stores still in
+        // flight and waits for them (about 40 ns per signal on the development machine).
+        let entry = &mut self.entries[slot];
+        entry.value = value;
+        entry.origin = origin;
+        entry.reached = false;
+        entry.frontier.clear();
+        if origin.is_some() {
+            entry.frontier.merge(frontier);
+        }
         self.len += 1;
         self.submitted = value;
         Ok(())
@@ -282,7 +288,7 @@ mod tests {
 
     fn tracked(history: &mut History<4, 4>, value: u64, epoch: u64) {
         let origin = point(1, epoch);
-        history.record(value, Some(origin), &Frontier::from_points([origin])).unwrap();
+        history.record(value, Some(origin), &Frontier::<4>::from_points([origin])).unwrap();
         history.reach(value).unwrap();
     }
 
@@ -291,7 +297,7 @@ mod tests {
         let mut h = History::<8, 4>::new(0);
         for v in 1..=5 {
             let origin = point(1, v);
-            h.record(v, Some(origin), &Frontier::from_points([origin])).unwrap();
+            h.record(v, Some(origin), &Frontier::<4>::from_points([origin])).unwrap();
             h.reach(v).unwrap();
         }
         match h.lookup(2) {
@@ -307,7 +313,7 @@ mod tests {
     fn values_must_advance() {
         let mut h = History::<4, 4>::new(3);
         assert_eq!(
-            h.record(3, None, &Frontier::new()),
+            h.record(3, None, &Frontier::<4>::new()),
             Err(SignalError::NotAdvancing { value: 3, current: 3 })
         );
         tracked(&mut h, 5, 1);
@@ -319,8 +325,8 @@ mod tests {
     #[test]
     fn reaching_past_a_pending_signal_fails_the_timeline() {
         let mut h = History::<4, 4>::new(0);
-        h.record(1, Some(point(1, 1)), &Frontier::new()).unwrap();
-        h.record(2, Some(point(2, 1)), &Frontier::new()).unwrap();
+        h.record(1, Some(point(1, 1)), &Frontier::<4>::new()).unwrap();
+        h.record(2, Some(point(2, 1)), &Frontier::<4>::new()).unwrap();
         assert_eq!(h.reach(2), Err(SignalError::OutOfOrder { value: 2, pending: 1 }));
         assert_eq!(h.lookup(1), Lookup::Failed(Failure::OutOfOrderSignal));
         assert_eq!(h.reach(1), Err(SignalError::Failed(Failure::OutOfOrderSignal)));
@@ -329,17 +335,17 @@ mod tests {
     #[test]
     fn pending_entries_are_never_evicted() {
         let mut h = History::<2, 4>::new(0);
-        h.record(1, Some(point(1, 1)), &Frontier::new()).unwrap();
-        h.record(2, Some(point(1, 2)), &Frontier::new()).unwrap();
+        h.record(1, Some(point(1, 1)), &Frontier::<4>::new()).unwrap();
+        h.record(2, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
         assert_eq!(
-            h.record(3, Some(point(1, 3)), &Frontier::new()),
+            h.record(3, Some(point(1, 3)), &Frontier::<4>::new()),
             Err(SignalError::HistoryFull { capacity: 2 })
         );
         h.reach(1).unwrap();
         // The newest reached entry stays, so value 1 still cannot go while 2 is pending.
-        assert!(h.record(3, Some(point(1, 3)), &Frontier::new()).is_err());
+        assert!(h.record(3, Some(point(1, 3)), &Frontier::<4>::new()).is_err());
         h.reach(2).unwrap();
-        h.record(3, Some(point(1, 3)), &Frontier::new()).unwrap();
+        h.record(3, Some(point(1, 3)), &Frontier::<4>::new()).unwrap();
         assert_eq!(h.iter().map(|e| e.value).collect::<Vec<_>>(), [2, 3]);
     }
 
@@ -362,7 +368,7 @@ mod tests {
     fn external_window_is_tainted_until_a_tracked_signal_passes_it() {
         let mut h = History::<4, 4>::new(0);
         tracked(&mut h, 1, 1);
-        h.record(4, None, &Frontier::new()).unwrap();
+        h.record(4, None, &Frontier::<4>::new()).unwrap();
         h.reach(4).unwrap();
         assert!(matches!(h.lookup(1), Lookup::Tracked { .. }));
         assert_eq!(h.lookup(2), Lookup::External { reached: true });
@@ -379,7 +385,10 @@ mod tests {
         assert!(h.fail(Failure::Aborted));
         assert!(!h.fail(Failure::DeviceLost));
         assert_eq!(h.failure(), Some(Failure::Aborted));
-        assert_eq!(h.record(1, None, &Frontier::new()), Err(SignalError::Failed(Failure::Aborted)));
+        assert_eq!(
+            h.record(1, None, &Frontier::<4>::new()),
+            Err(SignalError::Failed(Failure::Aborted))
+        );
     }
 
     proptest! {
@@ -398,7 +407,7 @@ mod tests {
             for (gap, external, reach_now) in steps {
                 let value = next + gap;
                 let origin = (!external).then(|| point(1, value));
-                if h.record(value, origin, &Frontier::new()).is_err() {
+                if h.record(value, origin, &Frontier::<4>::new()).is_err() {
                     // Full of pending entries: complete the oldest pending and go on.
                     let pending = all.iter().position(|e| !e.2).unwrap();
                     h.reach(all[pending].0).unwrap();

@@ -257,8 +257,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
         origin: Point,
         frontier: &Frontier<M>,
     ) -> Result<(), SignalError> {
-        let carried = Frontier::<N>::from_frontier(frontier);
-        self.state.with(|state| state.history.record(value, Some(origin), &carried))
+        self.state.with(|state| state.history.record(value, Some(origin), frontier))
     }
 
     /// Completes the submitted signal to `value`: advances the timeline and fires every
@@ -274,9 +273,8 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
         origin: Point,
         frontier: &Frontier<M>,
     ) -> Result<(), SignalError> {
-        let carried = Frontier::<N>::from_frontier(frontier);
         self.reach_then_fire(|history| {
-            history.record(value, Some(origin), &carried)?;
+            history.record(value, Some(origin), frontier)?;
             history.reach(value)
         })
     }
@@ -286,7 +284,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
     /// waits on them import nothing and are never elided, until a tracked signal passes it.
     pub fn signal_external(&self, value: u64) -> Result<(), SignalError> {
         self.reach_then_fire(|history| {
-            history.record(value, None, &Frontier::new())?;
+            history.record(value, None, &Frontier::<N>::new())?;
             history.reach(value)
         })
     }
