@@ -220,8 +220,8 @@ impl<const N: usize> Frontier<N> {
         }
     }
 
-    /// Sorted union into a stack scratch, then, only on overflow, eviction of the smallest
-    /// epochs by marking them 0, then the survivors back into place.
+    /// Sorted union into a stack scratch, then the survivors back into place: all of them, or
+    /// on overflow the `N` that the eviction rule keeps.
     fn merge_through_scratch<const S: usize, const M: usize>(&mut self, other: &Frontier<M>) {
         let mut axes = [[EMPTY; S]; 2];
         let mut epochs = [[0u64; S]; 2];
@@ -229,27 +229,31 @@ impl<const N: usize> Frontier<N> {
         let own = (&self.axes[..self.len()], &self.epochs[..self.len()]);
         let theirs = (&other.axes[..other.len()], &other.epochs[..other.len()]);
         let k = sorted_union(own, theirs, (axes, epochs));
-        if k > N {
-            self.tainted = true;
-            let (mut victims, mut victim_epochs) = ([[0u8; S]; 2], [[0u64; S]; 2]);
-            evict_smallest(
-                &mut epochs[..k],
-                k - N,
-                victims.as_flattened_mut(),
-                victim_epochs.as_flattened_mut(),
-            );
-        }
-        // Survivors element by element, straight into place: a bulk copy would read the scratch
-        // with wide loads that cannot be forwarded from the walk's narrow stores still in
-        // flight. Slots past the union were past the old length too: still sentinels.
-        let mut slot = 0;
-        for (&axis, &epoch) in axes[..k].iter().zip(&epochs[..k]) {
-            if epoch != 0 {
+        if k <= N {
+            // Element by element, straight into place: a bulk copy would read the scratch with
+            // wide loads that cannot be forwarded from the walk's narrow stores still in flight.
+            for (slot, (&axis, &epoch)) in axes[..k].iter().zip(&epochs[..k]).enumerate() {
                 (self.axes[slot], self.epochs[slot]) = (axis, epoch);
-                slot += 1;
+            }
+            self.len = k as u8;
+            return;
+        }
+        self.tainted = true;
+        let mut smallest = [[u64::MAX; S]; 2];
+        let cut = EvictionCut::find(&epochs[..k], k - N, smallest.as_flattened_mut());
+        // Survivors from the back: the walk meets the tied entries with the largest axes first,
+        // which are the ones the rule evicts.
+        let mut ties = cut.tied_victims;
+        let mut slot = N;
+        for (&axis, &epoch) in axes[..k].iter().zip(&epochs[..k]).rev() {
+            let tie = epoch == cut.epoch && ties > 0;
+            ties -= usize::from(tie);
+            if epoch > cut.epoch || (epoch == cut.epoch && !tie) {
+                slot -= 1;
+                (self.axes[slot], self.epochs[slot]) = (axis, epoch);
             }
         }
-        self.len = k.min(N) as u8;
+        self.len = N as u8;
     }
 
     fn insert_at(&mut self, index: usize, bits: u64, epoch: u64) {
@@ -355,40 +359,38 @@ fn same_axes<const N: usize, const M: usize>(a: &[u64; N], b: &[u64; M]) -> bool
     a.iter().zip(b.iter()).fold(true, |same, (x, y)| same & (x == y))
 }
 
-/// Marks (epoch := 0) the `count` entries overflow evicts from an axis-sorted run of live
-/// entries: smallest epochs, ties to the larger axis, i.e. the later index.
-///
-/// One pass keeps the `count` entries evicted first so far, ordered by eviction key, in
-/// `victims` (indices) and `victim_epochs` (their epochs, so no comparison goes through an
-/// index). An entry that cannot beat the last held victim costs one comparison against a
-/// register. Both buffers need `count` slots; `epochs` holds at most 256 entries.
-fn evict_smallest(epochs: &mut [u64], count: usize, victims: &mut [u8], victim_epochs: &mut [u64]) {
-    let mut held = 0;
-    // The last held victim's epoch while the buffer is full, else past every epoch.
-    let mut bound = u64::MAX;
-    for (index, &epoch) in epochs.iter().enumerate() {
-        // An equal epoch still wins: this entry's axis is larger than every held one's.
-        if epoch > bound {
-            continue;
+/// Where overflow cuts an axis-sorted run: the entries below `epoch` all go, and of those at
+/// `epoch` the `tied_victims` with the largest axes go (smallest epochs first; on equal epochs
+/// the larger axis goes).
+struct EvictionCut {
+    epoch: u64,
+    tied_victims: usize,
+}
+
+impl EvictionCut {
+    /// The cut that evicts `count` (≥ 1) of `epochs`. `smallest` is scratch of at least
+    /// `count` slots, all `u64::MAX`.
+    ///
+    /// One pass keeps the `count` smallest epochs seen so far in ascending order; an epoch that
+    /// cannot enter costs one comparison against a register. The last one kept is the cut.
+    fn find(epochs: &[u64], count: usize, smallest: &mut [u64]) -> EvictionCut {
+        let smallest = &mut smallest[..count];
+        let mut bound = u64::MAX;
+        for &epoch in epochs {
+            if epoch >= bound {
+                continue;
+            }
+            let mut at = count - 1;
+            while at > 0 && smallest[at - 1] > epoch {
+                smallest[at] = smallest[at - 1];
+                at -= 1;
+            }
+            smallest[at] = epoch;
+            bound = smallest[count - 1];
         }
-        if held == count {
-            held -= 1;
-        }
-        let mut at = held;
-        while at > 0 && victim_epochs[at - 1] >= epoch {
-            victims[at] = victims[at - 1];
-            victim_epochs[at] = victim_epochs[at - 1];
-            at -= 1;
-        }
-        victims[at] = index as u8;
-        victim_epochs[at] = epoch;
-        held += 1;
-        if held == count {
-            bound = victim_epochs[count - 1];
-        }
-    }
-    for &victim in &victims[..count] {
-        epochs[usize::from(victim)] = 0;
+        // Everything below the cut is among the `count` smallest, so the rest of them are ties.
+        let below = smallest.iter().filter(|&&epoch| epoch < bound).count();
+        EvictionCut { epoch: bound, tied_victims: count - below }
     }
 }
 
