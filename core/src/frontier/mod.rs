@@ -229,31 +229,29 @@ impl<const N: usize> Frontier<N> {
         let own = (&self.axes[..self.len()], &self.epochs[..self.len()]);
         let theirs = (&other.axes[..other.len()], &other.epochs[..other.len()]);
         let k = sorted_union(own, theirs, (axes, epochs));
-        if k <= N {
-            // Element by element, straight into place: a bulk copy would read the scratch with
-            // wide loads that cannot be forwarded from the walk's narrow stores still in flight.
-            for (slot, (&axis, &epoch)) in axes[..k].iter().zip(&epochs[..k]).enumerate() {
-                (self.axes[slot], self.epochs[slot]) = (axis, epoch);
-            }
-            self.len = k as u8;
-            return;
-        }
-        self.tainted = true;
-        let mut smallest = [[u64::MAX; S]; 2];
-        let cut = EvictionCut::find(&epochs[..k], k - N, smallest.as_flattened_mut());
-        // Survivors from the back: the walk meets the tied entries with the largest axes first,
-        // which are the ones the rule evicts.
+        let (cut, len) = if k > N {
+            self.tainted = true;
+            let mut smallest = [[u64::MAX; S]; 2];
+            (EvictionCut::find(&epochs[..k], k - N, smallest.as_flattened_mut()), N)
+        } else {
+            (EvictionCut::NONE, k)
+        };
+        // Survivors from the back, element by element, straight into place. From the back, the
+        // tied entries met first are those with the largest axes, the ones the rule evicts. One
+        // by one, because a bulk copy would read the scratch with wide loads that cannot be
+        // forwarded from the walk's narrow stores still in flight. Slots past the union were
+        // past the old length too: still sentinels.
         let mut ties = cut.tied_victims;
-        let mut slot = N;
+        let mut slot = len;
         for (&axis, &epoch) in axes[..k].iter().zip(&epochs[..k]).rev() {
-            let tie = epoch == cut.epoch && ties > 0;
-            ties -= usize::from(tie);
-            if epoch > cut.epoch || (epoch == cut.epoch && !tie) {
+            if epoch == cut.epoch && ties > 0 {
+                ties -= 1;
+            } else if epoch >= cut.epoch {
                 slot -= 1;
                 (self.axes[slot], self.epochs[slot]) = (axis, epoch);
             }
         }
-        self.len = N as u8;
+        self.len = len as u8;
     }
 
     fn insert_at(&mut self, index: usize, bits: u64, epoch: u64) {
@@ -368,6 +366,9 @@ struct EvictionCut {
 }
 
 impl EvictionCut {
+    /// The cut of a union that fits: stored epochs are ≥ 1, so nothing is below it.
+    const NONE: EvictionCut = EvictionCut { epoch: 0, tied_victims: 0 };
+
     /// The cut that evicts `count` (≥ 1) of `epochs`. `smallest` is scratch of at least
     /// `count` slots, all `u64::MAX`.
     ///
