@@ -209,7 +209,7 @@ impl<const N: usize> Frontier<N> {
             let (own_axes, own_epochs) = (self.axes, self.epochs);
             let own = (&own_axes[..self.len()], &own_epochs[..self.len()]);
             let theirs = (&other.axes[..other.len()], &other.epochs[..other.len()]);
-            self.len = sorted_union(own, theirs, (&mut self.axes, &mut self.epochs)) as u8;
+            self.len = sorted_union(own, theirs, (&mut self.axes, &mut self.epochs), |_| {}) as u8;
             return;
         }
         // A scratch of 2·max(N, M) slots holds the whole union, so the walk never evicts.
@@ -228,11 +228,20 @@ impl<const N: usize> Frontier<N> {
         let (axes, epochs) = (axes.as_flattened_mut(), epochs.as_flattened_mut());
         let own = (&self.axes[..self.len()], &self.epochs[..self.len()]);
         let theirs = (&other.axes[..other.len()], &other.epochs[..other.len()]);
-        let k = sorted_union(own, theirs, (axes, epochs));
+        // The walk offers every epoch it writes, so a cut of a few entries (two 6-entry
+        // frontiers into 8 slots evict at most 4) needs no second pass over the union.
+        let mut smallest = SmallestEpochs::new();
+        let k = sorted_union(own, theirs, (axes, epochs), |epoch| smallest.offer(epoch));
         let (cut, len) = if k > N {
             self.tainted = true;
-            let mut smallest = [[u64::MAX; S]; 2];
-            (EvictionCut::find(&epochs[..k], k - N, smallest.as_flattened_mut()), N)
+            let count = k - N;
+            let cut = if count <= SmallestEpochs::HELD {
+                EvictionCut::from_smallest(&smallest.held()[..count])
+            } else {
+                let mut scratch = [[u64::MAX; S]; 2];
+                EvictionCut::find(&epochs[..k], count, scratch.as_flattened_mut())
+            };
+            (cut, N)
         } else {
             (EvictionCut::NONE, k)
         };
@@ -312,13 +321,14 @@ impl<const N: usize> Frontier<N> {
 }
 
 /// Writes the axis-sorted union of two sorted runs (`(axes, epochs)` each; shared axes take
-/// the larger epoch) to the front of `out`, which must have room for both runs, and returns
-/// its length.
+/// the larger epoch) to the front of `out`, which must have room for both runs, hands each
+/// epoch it writes to `observe`, and returns the union's length.
 #[inline(always)]
 fn sorted_union(
     (own_axes, own_epochs): (&[u64], &[u64]),
     (other_axes, other_epochs): (&[u64], &[u64]),
     (axes, epochs): (&mut [u64], &mut [u64]),
+    mut observe: impl FnMut(u64),
 ) -> usize {
     let (mut i, mut j, mut k) = (0, 0, 0);
     // A plain two-pointer walk: on real inputs the comparisons follow the axis layout, which
@@ -326,26 +336,32 @@ fn sorted_union(
     // walk's serial dependency chain.
     while i < own_axes.len() && j < other_axes.len() {
         let (a, b) = (own_axes[i], other_axes[j]);
+        let (axis, epoch);
         if a < b {
-            (axes[k], epochs[k]) = (a, own_epochs[i]);
+            (axis, epoch) = (a, own_epochs[i]);
             i += 1;
         } else if b < a {
-            (axes[k], epochs[k]) = (b, other_epochs[j]);
+            (axis, epoch) = (b, other_epochs[j]);
             j += 1;
         } else {
-            (axes[k], epochs[k]) = (a, own_epochs[i].max(other_epochs[j]));
+            (axis, epoch) = (a, own_epochs[i].max(other_epochs[j]));
             i += 1;
             j += 1;
         }
+        (axes[k], epochs[k]) = (axis, epoch);
+        observe(epoch);
         k += 1;
     }
-    // Tails element by element: at most a few entries, cheaper than `memcpy` calls.
-    for i in i..own_axes.len() {
-        (axes[k], epochs[k]) = (own_axes[i], own_epochs[i]);
-        k += 1;
-    }
-    for j in j..other_axes.len() {
-        (axes[k], epochs[k]) = (other_axes[j], other_epochs[j]);
+    // One run is exhausted; the other's tail follows element by element (a few entries,
+    // cheaper than `memcpy` calls).
+    let (tail_axes, tail_epochs) = if i < own_axes.len() {
+        (&own_axes[i..], &own_epochs[i..])
+    } else {
+        (&other_axes[j..], &other_epochs[j..])
+    };
+    for (&axis, &epoch) in tail_axes.iter().zip(tail_epochs) {
+        (axes[k], epochs[k]) = (axis, epoch);
+        observe(epoch);
         k += 1;
     }
     k
@@ -373,7 +389,7 @@ impl EvictionCut {
     /// `count` slots, all `u64::MAX`.
     ///
     /// One pass keeps the `count` smallest epochs seen so far in ascending order; an epoch that
-    /// cannot enter costs one comparison against a register. The last one kept is the cut.
+    /// cannot enter costs one comparison against a register.
     fn find(epochs: &[u64], count: usize, smallest: &mut [u64]) -> EvictionCut {
         let smallest = &mut smallest[..count];
         let mut bound = u64::MAX;
@@ -389,9 +405,54 @@ impl EvictionCut {
             smallest[at] = epoch;
             bound = smallest[count - 1];
         }
-        // Everything below the cut is among the `count` smallest, so the rest of them are ties.
-        let below = smallest.iter().filter(|&&epoch| epoch < bound).count();
-        EvictionCut { epoch: bound, tied_victims: count - below }
+        EvictionCut::from_smallest(smallest)
+    }
+
+    /// The cut that evicts `smallest.len()` (≥ 1) entries, given their epochs: the smallest of
+    /// the run, in ascending order. The last one is the cut.
+    #[inline(always)]
+    fn from_smallest(smallest: &[u64]) -> EvictionCut {
+        let epoch = smallest[smallest.len() - 1];
+        // Everything below the cut is among the smallest, so the rest of them are ties.
+        let below = smallest.iter().filter(|&&smaller| smaller < epoch).count();
+        EvictionCut { epoch, tied_victims: smallest.len() - below }
+    }
+}
+
+/// The [`HELD`](Self::HELD) smallest epochs offered so far, in ascending order (`u64::MAX`
+/// while fewer were offered). Fixed size, so they stay in registers through the union walk.
+struct SmallestEpochs([u64; SmallestEpochs::HELD]);
+
+impl SmallestEpochs {
+    /// Enough for the common overflow; more evictions go through [`EvictionCut::find`].
+    /// Holding more makes every offer that enters dearer: with 8 held, the 6+6 benchmark
+    /// measured 46 ns against 37.
+    const HELD: usize = 4;
+
+    fn new() -> SmallestEpochs {
+        SmallestEpochs([u64::MAX; SmallestEpochs::HELD])
+    }
+
+    /// Takes `epoch` in if it is among the smallest: it replaces the largest held one and
+    /// sinks to its place. Constant indices only, so nothing spills to memory.
+    #[inline(always)]
+    fn offer(&mut self, epoch: u64) {
+        let held = &mut self.0;
+        let last = SmallestEpochs::HELD - 1;
+        if epoch >= held[last] {
+            return;
+        }
+        held[last] = epoch;
+        for at in (1..=last).rev() {
+            if held[at - 1] <= held[at] {
+                break;
+            }
+            held.swap(at - 1, at);
+        }
+    }
+
+    fn held(&self) -> &[u64] {
+        &self.0
     }
 }
 

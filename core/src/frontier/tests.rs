@@ -81,6 +81,26 @@ fn overflow_evicts_smallest_epoch_and_taints() {
     assert_eq!(model_of(&f), BTreeMap::from([(1, 9), (3, 5), (4, 7)]));
 }
 
+/// Merges that evict up to four entries cut from the epochs the union walk kept in registers;
+/// more go through a second pass. Both must apply the same rule, ties included.
+#[test]
+fn few_and_many_evictions_follow_the_same_rule() {
+    // Epoch 4 is the cut in every case and is held by several axes, so the tie rule decides.
+    let left = [(1, 4), (3, 9), (5, 4), (7, 2), (9, 8), (11, 4), (13, 6), (15, 1)];
+    let right = [(2, 4), (4, 3), (6, 7), (8, 4), (10, 5), (12, 9), (14, 4), (16, 8)];
+    for (left_len, right_len) in [(5, 5), (6, 6), (7, 6), (8, 8)] {
+        let (left, right) = (&left[..left_len], &right[..right_len]);
+        let mut merged: Frontier = frontier(left);
+        merged.merge(&frontier::<8>(right));
+        let mut model =
+            model_join(&model_of(&frontier::<8>(left)), &model_of(&frontier::<8>(right)));
+        let evicted = model.len() - 8;
+        assert!(evict_model(&mut model, 8));
+        assert_eq!(model_of(&merged), model, "{left_len}+{right_len}: {evicted} evicted");
+        assert!(merged.is_tainted());
+    }
+}
+
 #[test]
 fn tainted_requirement_is_never_dominated() {
     let knows_everything: Frontier = frontier(&[(1, 100), (2, 100)]);
