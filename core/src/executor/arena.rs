@@ -125,7 +125,8 @@ const fn initial_link_below(index: usize, capacity: usize) -> u32 {
     }
 }
 
-/// `N` blocks of `T` with a lock-free free list (see the [module docs](self) for the protocol).
+/// `N` blocks of `T` with a lock-free free list (its protocol, with state diagram and
+/// invariants, is written up in the private `executor::arena` module's documentation).
 ///
 /// [`acquire`](Arena::acquire) moves a value into a free block and returns its [`Block`], the
 /// value's unique owner; dropping the `Block` drops the value and frees the block. Nothing

@@ -303,7 +303,9 @@ struct Core<'p> {
     slot: AtomicU32,
 }
 
-/// A schedulable unit of work in caller-owned storage. See the [module docs](self).
+/// A schedulable unit of work in caller-owned storage. Its lifecycle (with a state diagram),
+/// suspend counting and failure rules are written up in the private `executor::process`
+/// module's documentation.
 pub struct Process<'p> {
     core: Line<Core<'p>>,
     wake_budget: Line<AtomicU32>,

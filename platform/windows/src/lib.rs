@@ -3,8 +3,8 @@
 //! through `windows-sys`.
 //!
 //! These calls are Windows' futex: the kernel keys its wait queues by the word's address, so
-//! [`WindowsFutex`] holds no state and one value serves every word in the process.
-//! [`pin_current_thread`] restricts a worker thread to one logical processor. On other targets
+//! `WindowsFutex` holds no state and one value serves every word in the process.
+//! `pin_current_thread` restricts a worker thread to one logical processor. On other targets
 //! this crate is empty.
 //!
 //! [`Futex`]: causeway_core::executor::Futex
