@@ -20,6 +20,10 @@
 //! unknown) and epoch 0. That invariant makes whole-array comparisons meaningful, which the
 //! fast paths use: two frontiers over the same axes merge and compare with straight-line
 //! element-wise code the compiler vectorises.
+//!
+//! A merge that may overflow walks the union into a stack scratch while keeping the four
+//! smallest epochs it wrote in registers; those fix the eviction cut, and one backward pass
+//! writes the survivors into place. More than four evictions take a second pass to find the cut.
 
 mod wire;
 
