@@ -6,6 +6,10 @@
 //! Every iteration starts from a fresh copy of the left operand, so no iteration sees a frontier
 //! an earlier one already raised; both peers are 136 bytes, so the copy costs them the same.
 //!
+//! A fixed input repeats the same comparisons every iteration, which the branch predictor
+//! learns; `merge/6+6_varied` cycles through 256 different 6+6 pairs so that it cannot, and
+//! shows what a merge costs when the interleaving and the evictions change from call to call.
+//!
 //! Why the peer exists: an absolute nanosecond figure says little on its own. `SortedArrayFrontier`
 //! is what a typical C runtime writes (an array of `(axis, epoch)` structs, a two-pointer merge
 //! into a scratch buffer, find-min-and-shift eviction), so the ratio shows what causeway's
@@ -282,6 +286,34 @@ fn both(spec: Spec) -> (Frontier, SortedArrayFrontier) {
     (Frontier::from_points(points.iter().copied()), SortedArrayFrontier::from_points(&points))
 }
 
+/// How many different 6+6 pairs the varied merge benchmark cycles through: enough that the
+/// branch predictor cannot learn the sequence of comparisons.
+const VARIED_PAIRS: usize = 256;
+
+/// `VARIED_PAIRS` pairs of 6-entry frontiers from a fixed-seed xorshift: axes climb by 1 to 3
+/// ordinals, so the two sides interleave differently each time and often share axes (from 6
+/// to 12 entries in the union, so from none to four evicted), and epochs are 1 to 50.
+fn varied_pairs() -> Vec<[(Frontier, SortedArrayFrontier); 2]> {
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    let mut side = || {
+        let mut ordinal = 0;
+        let points: Vec<Point> = (0..6)
+            .map(|_| {
+                ordinal += 1 + next(3);
+                Point::new(axis(ordinal), 1 + next(50))
+            })
+            .collect();
+        (Frontier::from_points(points.iter().copied()), SortedArrayFrontier::from_points(&points))
+    };
+    (0..VARIED_PAIRS).map(|_| [side(), side()]).collect()
+}
+
 fn entries_of(frontier: &Frontier) -> Vec<Entry> {
     frontier.iter().map(|p| Entry { axis: p.axis.to_bits(), epoch: p.epoch }).collect()
 }
@@ -307,6 +339,27 @@ fn check_peer_agrees() {
         assert_eq!(ours.len(), case.merged_len, "{context}: unexpected merged length");
         assert_eq!(ours.is_tainted(), case.tainted, "{context}: unexpected taint");
     }
+
+    let varied = varied_pairs();
+    for (index, [(left, left_peer), (right, right_peer)]) in varied.iter().enumerate() {
+        let context = format!("merge/6+6_varied pair {index}");
+        let (mut ours, mut peer) = (*left, *left_peer);
+        ours.merge(right);
+        peer.merge(right_peer);
+        assert_same(&context, &ours, &peer);
+    }
+    let overflowing = varied
+        .iter()
+        .filter(|[(left, _), (right, _)]| {
+            let mut merged = *left;
+            merged.merge(right);
+            merged.is_tainted()
+        })
+        .count();
+    assert!(
+        overflowing > VARIED_PAIRS / 4 && overflowing < VARIED_PAIRS,
+        "merge/6+6_varied: {overflowing} of {VARIED_PAIRS} pairs overflow; the mix should vary"
+    );
 
     for case in &DOMINATES_CASES {
         let context = format!("dominates/{}", case.name);
@@ -364,6 +417,32 @@ fn bench_merge(c: &mut Criterion) {
     }
 }
 
+/// One merge per iteration, each on the next of the varied pairs: what the fixed cases cost
+/// once the comparisons stop repeating. Both peers pay the same index bookkeeping.
+fn bench_varied_merge(c: &mut Criterion) {
+    let varied = varied_pairs();
+    let mut group = c.benchmark_group("merge/6+6_varied");
+    group.bench_function("causeway", |b| {
+        let mut pairs = varied.iter().cycle();
+        b.iter(|| {
+            let [(left, _), (right, _)] = pairs.next().expect("cycle never ends");
+            let mut out = *black_box(left);
+            out.merge(black_box(right));
+            black_box(&out);
+        })
+    });
+    group.bench_function("sorted_array", |b| {
+        let mut pairs = varied.iter().cycle();
+        b.iter(|| {
+            let [(_, left), (_, right)] = pairs.next().expect("cycle never ends");
+            let mut out = *black_box(left);
+            out.merge(black_box(right));
+            black_box(&out);
+        })
+    });
+    group.finish();
+}
+
 fn bench_dominates(c: &mut Criterion) {
     for case in &DOMINATES_CASES {
         let (knowledge, knowledge_peer) = both(case.knowledge);
@@ -410,13 +489,13 @@ mod group {
 
     criterion_group! {
         name = benches;
-        // Sixteen sub-microsecond functions: short windows still give tight intervals and keep the
+        // Eighteen sub-microsecond functions: short windows still give tight intervals and keep the
         // whole file well under a minute.
         config = Criterion::default()
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(1))
             .sample_size(50);
-        targets = bench_merge, bench_dominates, bench_insert_or_raise
+        targets = bench_merge, bench_varied_merge, bench_dominates, bench_insert_or_raise
     }
 }
 
