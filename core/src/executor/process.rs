@@ -4,36 +4,7 @@
 //! outlives the executor borrow `'p`. It holds a reference to its behaviour (a [`Drain`]), the
 //! processes that depend on it, and the atomics the executor drives.
 //!
-//! # Lifecycle
-//!
-//! ```text
-//!  Created ──submit──► Suspended ──last release──► Queued ◄──────────┐
-//!     │ hold / set_dependents        (count → 0)     │ pop / enter     │ Progress, or
-//!     ▼                                              ▼                 │ Sleep after a wake
-//!  (count += n)                                   Running ─────────────┤
-//!                                                    │ Sleep           │ wake
-//!                                                    ▼                 │
-//!                                                 Sleeping ────────────┘
-//!                                                    │ Done / failure seen
-//!                                                    ▼
-//!                                                 Completed ──rearm──► Created
-//! ```
-//!
-//! The suspend count starts at one — the *creation hold*, dropped by submission — plus one per
-//! upstream process and per [`hold`](crate::executor::Executor::hold). Whoever drives it to zero
-//! activates the process, exactly once. A Queued immediate process is in the immediate list, in a
-//! run a worker took from it, or handed off to the worker whose completion activated it (see the
-//! executor docs); "pop" covers all three. Immediate processes track Queued / Running / Sleeping in
-//! their own state word; compute processes, which many workers drain at once, keep that part in
-//! their slot's word (see `slots`), so scanners never touch process memory to skip them.
-//!
-//! # Failure
-//!
-//! The first failure wins (a compare-exchange on the failure word): the drain's own error,
-//! cancellation, or an error inherited from an upstream process. A process with a failure is
-//! never drained again; it completes with that failure, its [`Drain::finish`] runs, and its
-//! dependents inherit the failure and complete the same way — the cascade is iterative (each
-//! dependent is activated, not called), so its depth costs no stack.
+//! The lifecycle and failure rules are documented on [`Process`] itself, where users read them.
 //!
 //! # Cache lines
 //!
@@ -303,9 +274,38 @@ struct Core<'p> {
     slot: AtomicU32,
 }
 
-/// A schedulable unit of work in caller-owned storage. Its lifecycle (with a state diagram),
-/// suspend counting and failure rules are written up in the private `executor::process`
-/// module's documentation.
+/// A schedulable unit of work in caller-owned storage.
+///
+/// # Lifecycle
+///
+/// ```text
+///  Created ──submit──► Suspended ──last release──► Queued ◄──────────┐
+///     │ hold / set_dependents        (count → 0)     │ pop / enter     │ Progress, or
+///     ▼                                              ▼                 │ Sleep after a wake
+///  (count += n)                                   Running ─────────────┤
+///                                                    │ Sleep           │ wake
+///                                                    ▼                 │
+///                                                 Sleeping ────────────┘
+///                                                    │ Done / failure seen
+///                                                    ▼
+///                                                 Completed ──rearm──► Created
+/// ```
+///
+/// The suspend count starts at one — the *creation hold*, dropped by submission — plus one per
+/// upstream process and per [`hold`](crate::executor::Executor::hold). Whoever drives it to zero
+/// activates the process, exactly once. A Queued immediate process is in the immediate list, in a
+/// run a worker took from it, or handed off to the worker whose completion activated it (see the
+/// executor docs); "pop" covers all three. Immediate processes track Queued / Running / Sleeping in
+/// their own state word; compute processes, which many workers drain at once, keep that part in
+/// their slot's word (see `slots`), so scanners never touch process memory to skip them.
+///
+/// # Failure
+///
+/// The first failure wins (a compare-exchange on the failure word): the drain's own error,
+/// cancellation, or an error inherited from an upstream process. A process with a failure is
+/// never drained again; it completes with that failure, its [`Drain::finish`] runs, and its
+/// dependents inherit the failure and complete the same way — the cascade is iterative (each
+/// dependent is activated, not called), so its depth costs no stack.
 pub struct Process<'p> {
     core: Line<Core<'p>>,
     wake_budget: Line<AtomicU32>,
