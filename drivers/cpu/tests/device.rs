@@ -215,6 +215,7 @@ fn memory_is_reused_exactly_when_the_requester_runs_after_the_dealloca() {
     let hold = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let freed = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let fresh_done = builder.semaphore(0, Scope::DeviceLocal, HOME);
     builder.memory(3, 1 << 20);
     let device = builder.build().unwrap();
     let alloca = |buffer| Work::Alloca { buffer: BufferId(buffer), bytes: 4096 };
@@ -226,7 +227,8 @@ fn memory_is_reused_exactly_when_the_requester_runs_after_the_dealloca() {
     // Ordered after the dealloca through `freed`: reuses its block, no fence.
     device.submit(q[1], &Op { work: alloca(1), ..op(&[(freed, 1)], &[], 3) }).unwrap();
     // Unordered with it (and the dealloca cannot have run: it waits for `hold`): fresh memory.
-    device.submit(q[2], &Op { work: alloca(2), ..op(&[], &[], 4) }).unwrap();
+    let signal_fresh_done = [(fresh_done, 1)];
+    device.submit(q[2], &Op { work: alloca(2), ..op(&[], &signal_fresh_done, 4) }).unwrap();
     let stats = device.memory_stats();
     assert_eq!((stats.reused, stats.reuse_declined), (1, 0), "{stats:?}");
 
@@ -235,6 +237,8 @@ fn memory_is_reused_exactly_when_the_requester_runs_after_the_dealloca() {
     let last = Op { work: Work::Dealloca(BufferId(1)), ..op(&[], &signal_done, 5) };
     device.submit(q[1], &last).unwrap();
     assert_eq!(wait_for(&device, done, 1), Ok(1));
+    // Queue 2 runs on its own: its commit is counted only once its alloca has run.
+    assert_eq!(wait_for(&device, fresh_done, 1), Ok(1));
     assert_eq!(device.memory_stats().commits, 3);
 }
 
