@@ -5,53 +5,65 @@ use core::ptr;
 
 use heapless::Vec;
 
-use crate::semaphore::{Failure, Semaphore};
+use crate::semaphore::{Failure, HistoryEntry, HistorySlots, Semaphore};
 
 /// A set of `(semaphore, value)` points, at most `K`, each semaphore at most once.
 ///
 /// As a wait list a fence is reached when every point is; as a signal list it names every
 /// value an operation advances. Adding a semaphore that is already present keeps the larger
 /// value (a wait on `S ≥ 5` subsumes `S ≥ 3`; an operation signals a timeline once).
-pub struct Fence<'s, const K: usize = 4, const H: usize = 8, const N: usize = 8> {
-    points: Vec<(&'s Semaphore<H, N>, u64), K>,
+/// `H`, `N` and `S` are the semaphores' parameters (see [`Semaphore`]).
+pub struct Fence<
+    's,
+    const K: usize = 4,
+    const H: usize = 8,
+    const N: usize = 8,
+    S = [HistoryEntry<N>; H],
+> {
+    points: Vec<(&'s Semaphore<H, N, S>, u64), K>,
 }
 
 /// A point that did not fit, handed back.
 #[derive(Clone, Copy)]
-pub struct FenceFull<'s, const H: usize, const N: usize> {
+pub struct FenceFull<'s, const H: usize, const N: usize, S = [HistoryEntry<N>; H]> {
     /// The semaphore of the refused point.
-    pub semaphore: &'s Semaphore<H, N>,
+    pub semaphore: &'s Semaphore<H, N, S>,
     /// The value of the refused point.
     pub value: u64,
 }
 
-impl<const H: usize, const N: usize> fmt::Debug for FenceFull<'_, H, N> {
+impl<const H: usize, const N: usize, S> fmt::Debug for FenceFull<'_, H, N, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FenceFull").field("value", &self.value).finish_non_exhaustive()
     }
 }
 
-impl<const H: usize, const N: usize> fmt::Display for FenceFull<'_, H, N> {
+impl<const H: usize, const N: usize, S> fmt::Display for FenceFull<'_, H, N, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "fence is full; point at value {} handed back", self.value)
     }
 }
 
-impl<const H: usize, const N: usize> core::error::Error for FenceFull<'_, H, N> {}
+impl<const H: usize, const N: usize, S: HistorySlots<N>> core::error::Error
+    for FenceFull<'_, H, N, S>
+{
+}
 
-impl<'s, const K: usize, const H: usize, const N: usize> Fence<'s, K, H, N> {
+impl<'s, const K: usize, const H: usize, const N: usize, S> Fence<'s, K, H, N, S> {
     /// An empty fence (trivially reached).
-    pub const fn new() -> Fence<'s, K, H, N> {
+    pub const fn new() -> Fence<'s, K, H, N, S> {
         Fence { points: Vec::new() }
     }
+}
 
+impl<'s, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>> Fence<'s, K, H, N, S> {
     /// Adds `semaphore ≥ value`, or raises its value if the semaphore is already present.
     /// A full fence hands the point back.
     pub fn insert(
         &mut self,
-        semaphore: &'s Semaphore<H, N>,
+        semaphore: &'s Semaphore<H, N, S>,
         value: u64,
-    ) -> Result<(), FenceFull<'s, H, N>> {
+    ) -> Result<(), FenceFull<'s, H, N, S>> {
         if let Some(point) = self.points.iter_mut().find(|(s, _)| ptr::eq(*s, semaphore)) {
             point.1 = point.1.max(value);
             return Ok(());
@@ -62,7 +74,7 @@ impl<'s, const K: usize, const H: usize, const N: usize> Fence<'s, K, H, N> {
     }
 
     /// The points, in insertion order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'s Semaphore<H, N>, u64)> + '_ {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'s Semaphore<H, N, S>, u64)> + '_ {
         self.points.iter().copied()
     }
 
@@ -88,13 +100,15 @@ impl<'s, const K: usize, const H: usize, const N: usize> Fence<'s, K, H, N> {
     }
 }
 
-impl<const K: usize, const H: usize, const N: usize> Default for Fence<'_, K, H, N> {
+impl<const K: usize, const H: usize, const N: usize, S> Default for Fence<'_, K, H, N, S> {
     fn default() -> Self {
         Fence::new()
     }
 }
 
-impl<const K: usize, const H: usize, const N: usize> fmt::Debug for Fence<'_, K, H, N> {
+impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N>> fmt::Debug
+    for Fence<'_, K, H, N, S>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.points.iter().map(|(s, v)| (s.value(), *v))).finish()
     }

@@ -21,7 +21,7 @@ use crate::collective::CollectiveRound;
 use crate::fence::Fence;
 use crate::frontier::{Frontier, Point};
 use crate::scope::Endpoint;
-use crate::semaphore::{Failure, Lookup, Semaphore, SignalError};
+use crate::semaphore::{Failure, HistorySlots, Lookup, Semaphore, SignalError};
 
 /// How one wait was resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -229,9 +229,9 @@ pub struct Submission<'q, const N: usize> {
 
 impl<const N: usize> Submission<'_, N> {
     /// Resolves a wait on `semaphore ≥ value`, importing what it carries.
-    pub fn wait<const H: usize, const M: usize>(
+    pub fn wait<const H: usize, const M: usize, S: HistorySlots<M>>(
         &mut self,
-        semaphore: &Semaphore<H, M>,
+        semaphore: &Semaphore<H, M, S>,
         value: u64,
     ) -> Result<WaitResolution, WaitError> {
         if !semaphore.admits(&self.clock.endpoint) {
@@ -256,10 +256,10 @@ impl<const N: usize> Submission<'_, N> {
 
     /// Resolves every point of a wait fence, calling `each` with each resolution in order.
     /// Stops at the first error.
-    pub fn wait_fence<const K: usize, const H: usize, const M: usize>(
+    pub fn wait_fence<const K: usize, const H: usize, const M: usize, S: HistorySlots<M>>(
         &mut self,
-        fence: &Fence<'_, K, H, M>,
-        mut each: impl FnMut(&Semaphore<H, M>, u64, WaitResolution),
+        fence: &Fence<'_, K, H, M, S>,
+        mut each: impl FnMut(&Semaphore<H, M, S>, u64, WaitResolution),
     ) -> Result<(), WaitError> {
         for (semaphore, value) in fence.iter() {
             let resolution = self.wait(semaphore, value)?;
@@ -304,9 +304,9 @@ pub struct Submitted<const N: usize> {
 
 impl<const N: usize> Submitted<N> {
     /// Records this operation's pending signal of `semaphore` to `value`, checking scope.
-    pub fn submit_signal<const H: usize, const M: usize>(
+    pub fn submit_signal<const H: usize, const M: usize, S: HistorySlots<M>>(
         &self,
-        semaphore: &Semaphore<H, M>,
+        semaphore: &Semaphore<H, M, S>,
         value: u64,
         at: &Endpoint,
     ) -> Result<(), SignalError> {
@@ -318,9 +318,9 @@ impl<const N: usize> Submitted<N> {
 
     /// Records pending signals for every point of `fence`. On the first refusal returns the
     /// index of the refused point with the error; earlier points stay recorded.
-    pub fn submit_signals<const K: usize, const H: usize, const M: usize>(
+    pub fn submit_signals<const K: usize, const H: usize, const M: usize, S: HistorySlots<M>>(
         &self,
-        fence: &Fence<'_, K, H, M>,
+        fence: &Fence<'_, K, H, M, S>,
         at: &Endpoint,
     ) -> Result<(), (usize, SignalError)> {
         for (index, (semaphore, value)) in fence.iter().enumerate() {

@@ -1,7 +1,12 @@
 //! The frontier history of one timeline: plain data, no synchronisation.
 //!
 //! Each signal is recorded when it is *submitted* (pending) and marked reached when it
-//! completes. Entries are kept in strictly increasing value order in a ring of `H` slots.
+//! completes. Entries are kept in strictly increasing value order in a ring of slots.
+//!
+//! The slots are storage the owner provides ([`HistorySlots`]): an inline array sized at
+//! compile time (the default, `const`-constructible, what firmware uses), or a buffer sized at
+//! run time from what the workload needs (a boxed slice in hosted builds). The history never
+//! allocates either way.
 //!
 //! Invariants (established by [`History::record`] and [`History::reach`]):
 //! 1. Recorded values strictly increase; every pending value is above `reached`.
@@ -11,6 +16,12 @@
 //! 3. Only reached entries are evicted, oldest first, and the newest reached entry is always
 //!    kept. So every entry older than a retained one is reached, and a value that aged out
 //!    was reached long ago: the oldest retained entry is reached and covers it.
+//!
+//! A full history (every slot pending, or pending plus the newest reached entry) refuses new
+//! signals with [`SignalError::HistoryFull`]; [`History::room_at`] names the value whose
+//! completion makes room, so a submitter can wait for exactly that instead of failing.
+
+use core::fmt;
 
 use crate::frontier::{Frontier, Point};
 
@@ -30,11 +41,53 @@ pub struct HistoryEntry<const N: usize> {
 }
 
 impl<const N: usize> HistoryEntry<N> {
+    /// An unused slot.
+    pub const BLANK: HistoryEntry<N> =
+        HistoryEntry { value: 0, origin: None, frontier: Frontier::new(), reached: false };
+
     /// Whether the value came from outside the scheduler's knowledge (the taint window).
     pub const fn is_external(&self) -> bool {
         self.origin.is_none()
     }
 }
+
+/// Storage for a history's ring: any owned slice of entries. Implemented for arrays
+/// (`[HistoryEntry<N>; H]`, the default) and, in hosted builds, for boxed slices.
+pub trait HistorySlots<const N: usize>:
+    AsRef<[HistoryEntry<N>]> + AsMut<[HistoryEntry<N>]>
+{
+}
+
+impl<T, const N: usize> HistorySlots<N> for T where
+    T: AsRef<[HistoryEntry<N>]> + AsMut<[HistoryEntry<N>]>
+{
+}
+
+/// Fewest slots a history works with: one for the newest reached entry (never evicted), one
+/// for a new signal.
+pub const MIN_HISTORY_SLOTS: usize = 2;
+/// Most slots a history can index (indices are `u16`: per-semaphore state, and small
+/// semaphores matter on MCUs).
+pub const MAX_HISTORY_SLOTS: usize = u16::MAX as usize;
+
+/// A history was given storage of an unusable size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotCountError {
+    /// The slots offered.
+    pub slots: usize,
+}
+
+impl fmt::Display for SlotCountError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a history needs {MIN_HISTORY_SLOTS}..={MAX_HISTORY_SLOTS} slots, not {}",
+            self.slots
+        )
+    }
+}
+
+impl core::error::Error for SlotCountError {}
 
 /// What a wait on `S ≥ v` learns from the history (the late-waiter rule).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,10 +117,13 @@ pub enum Lookup<const N: usize> {
     Failed(Failure),
 }
 
-/// Bounded frontier history of one timeline. `H` in 2..=65535 slots.
+/// Bounded frontier history of one timeline, in the slots `S` (by default an inline array of
+/// `H` slots; with other storage `H` is unused). 2..=65535 slots.
 #[derive(Clone, Debug)]
-pub struct History<const H: usize, const N: usize> {
-    entries: [HistoryEntry<N>; H],
+pub struct History<const H: usize, const N: usize, S = [HistoryEntry<N>; H]> {
+    entries: S,
+    /// Slot count (`entries`' length, kept beside the indices it bounds).
+    capacity: u16,
     /// Slot of the oldest retained entry.
     head: u16,
     len: u16,
@@ -86,19 +142,24 @@ pub struct History<const H: usize, const N: usize> {
 }
 
 impl<const H: usize, const N: usize> History<H, N> {
-    // Indices are `u16` (they are per-semaphore state, and small semaphores matter on MCUs).
-    const SLOTS_ARE_VALID: () =
-        assert!(H >= 2 && H <= u16::MAX as usize, "a history needs 2..=65535 slots");
+    const SLOTS_ARE_VALID: () = assert!(
+        H >= MIN_HISTORY_SLOTS && H <= MAX_HISTORY_SLOTS,
+        "a history needs 2..=65535 slots"
+    );
 
-    /// An empty history of a timeline that starts at `initial`.
+    /// An empty history of a timeline that starts at `initial`, in `H` inline slots.
     pub const fn new(initial: u64) -> History<H, N> {
         #[allow(clippy::let_unit_value)]
         let () = Self::SLOTS_ARE_VALID;
-        const fn blank<const N: usize>() -> HistoryEntry<N> {
-            HistoryEntry { value: 0, origin: None, frontier: Frontier::new(), reached: false }
-        }
+        History::blank([HistoryEntry::BLANK; H], H as u16, initial)
+    }
+}
+
+impl<const H: usize, const N: usize, S> History<H, N, S> {
+    const fn blank(entries: S, capacity: u16, initial: u64) -> History<H, N, S> {
         History {
-            entries: [blank(); H],
+            entries,
+            capacity,
             head: 0,
             len: 0,
             reached_len: 0,
@@ -109,6 +170,23 @@ impl<const H: usize, const N: usize> History<H, N> {
             failure: None,
             aged_out_imports: 0,
         }
+    }
+}
+
+impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
+    /// An empty history of a timeline that starts at `initial`, in caller-provided `slots`
+    /// (their contents are ignored). Refuses fewer than 2 or more than 65535 slots.
+    pub fn with_slots(slots: S, initial: u64) -> Result<History<H, N, S>, SlotCountError> {
+        let count = slots.as_ref().len();
+        if !(MIN_HISTORY_SLOTS..=MAX_HISTORY_SLOTS).contains(&count) {
+            return Err(SlotCountError { slots: count });
+        }
+        Ok(History::blank(slots, count as u16, initial))
+    }
+
+    /// How many signals the history holds at most.
+    pub fn capacity(&self) -> usize {
+        usize::from(self.capacity)
     }
 
     /// The reached timeline value.
@@ -131,13 +209,30 @@ impl<const H: usize, const N: usize> History<H, N> {
         self.aged_out_imports
     }
 
+    /// Signals submitted and not yet reached.
+    pub fn pending(&self) -> usize {
+        usize::from(self.len - self.reached_len)
+    }
+
     /// Retained entries, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &HistoryEntry<N>> {
-        (0..usize::from(self.len)).map(move |k| &self.entries[(usize::from(self.head) + k) % H])
+        (0..usize::from(self.len)).map(move |k| &self.entries.as_ref()[self.slot(k)])
+    }
+
+    /// The ring slot of the `k`-th retained entry (`k` below the capacity). Wraps with a
+    /// compare instead of `%`: with run-time storage the capacity is not a constant.
+    fn slot(&self, k: usize) -> usize {
+        let slot = usize::from(self.head) + k;
+        let capacity = usize::from(self.capacity);
+        if slot >= capacity {
+            slot - capacity
+        } else {
+            slot
+        }
     }
 
     fn entry(&self, k: usize) -> &HistoryEntry<N> {
-        &self.entries[(usize::from(self.head) + k) % H]
+        &self.entries.as_ref()[self.slot(k)]
     }
 
     /// Records a submitted signal (pending). Tracked signals carry their origin and frontier
@@ -155,14 +250,14 @@ impl<const H: usize, const N: usize> History<H, N> {
         if value <= self.submitted {
             return Err(SignalError::NotAdvancing { value, current: self.submitted });
         }
-        if usize::from(self.len) == H {
+        if self.len == self.capacity {
             self.evict_oldest()?;
         }
-        let slot = (usize::from(self.head) + usize::from(self.len)) % H;
+        let slot = self.slot(usize::from(self.len));
         // Field by field, the frontier merged straight from the caller's: building a whole entry
         // (or a converted frontier) first costs a second copy, which reads stores still in
         // flight and waits for them (about 40 ns per signal on the development machine).
-        let entry = &mut self.entries[slot];
+        let entry = &mut self.entries.as_mut()[slot];
         entry.value = value;
         entry.origin = origin;
         entry.reached = false;
@@ -178,7 +273,20 @@ impl<const H: usize, const N: usize> History<H, N> {
     /// Whether [`record`](Self::record) has room for one more signal (it may evict the oldest
     /// reached entry; it cannot evict pending ones).
     pub fn has_room(&self) -> bool {
-        usize::from(self.len) < H || self.oldest_is_evictable()
+        self.len < self.capacity || self.oldest_is_evictable()
+    }
+
+    /// When the history is full, the value whose completion makes room for one more signal
+    /// (the second-oldest retained entry: once it is reached the oldest may be evicted); `None`
+    /// when there is room now. A failed timeline has room for nothing, but waiting is pointless
+    /// there: [`record`](Self::record) reports the failure.
+    pub fn room_at(&self) -> Option<u64> {
+        if self.has_room() || self.failure.is_some() {
+            return None;
+        }
+        // Full means `len == capacity ≥ 2` with at most one reached entry, so entry 1 exists
+        // and is pending.
+        Some(self.entry(1).value)
     }
 
     fn oldest_is_evictable(&self) -> bool {
@@ -188,10 +296,10 @@ impl<const H: usize, const N: usize> History<H, N> {
 
     fn evict_oldest(&mut self) -> Result<(), SignalError> {
         if !self.oldest_is_evictable() {
-            return Err(SignalError::HistoryFull { capacity: H });
+            return Err(SignalError::HistoryFull { capacity: self.capacity() });
         }
         self.evicted_through = self.entry(0).value;
-        self.head = ((usize::from(self.head) + 1) % H) as u16;
+        self.head = self.slot(1) as u16;
         self.len -= 1;
         self.reached_len -= 1;
         Ok(())
@@ -213,12 +321,13 @@ impl<const H: usize, const N: usize> History<H, N> {
         if self.reached_len == self.len {
             return Err(SignalError::NotSubmitted { value });
         }
-        let pending = self.entry(usize::from(self.reached_len)).value;
+        let first_pending = self.slot(usize::from(self.reached_len));
+        let pending = self.entries.as_ref()[first_pending].value;
         if pending != value {
             self.failure = Some(Failure::OutOfOrderSignal);
             return Err(SignalError::OutOfOrder { value, pending });
         }
-        self.entries[(usize::from(self.head) + usize::from(self.reached_len)) % H].reached = true;
+        self.entries.as_mut()[first_pending].reached = true;
         self.reached_len += 1;
         self.reached = value;
         Ok(())
@@ -280,6 +389,8 @@ mod tests {
     use super::*;
     use crate::axis::{Axis, Domain};
     use proptest::prelude::*;
+    use std::boxed::Box;
+    use std::vec;
     use std::vec::Vec;
 
     fn point(queue: u64, epoch: u64) -> Point {
@@ -391,6 +502,34 @@ mod tests {
         );
     }
 
+    #[test]
+    fn room_at_names_the_value_whose_completion_frees_a_slot() {
+        let mut h = History::<2, 4>::new(0);
+        h.record(1, Some(point(1, 1)), &Frontier::<4>::new()).unwrap();
+        assert_eq!(h.room_at(), None);
+        h.record(2, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        assert_eq!((h.pending(), h.room_at()), (2, Some(2)));
+        // Reaching 1 is not enough: it becomes the newest reached entry, which is kept.
+        h.reach(1).unwrap();
+        assert_eq!((h.pending(), h.room_at()), (1, Some(2)));
+        h.reach(2).unwrap();
+        assert_eq!(h.room_at(), None);
+        h.record(3, Some(point(1, 3)), &Frontier::<4>::new()).unwrap();
+        assert_eq!(h.iter().map(|e| e.value).collect::<Vec<_>>(), [2, 3]);
+        h.fail(Failure::Aborted);
+        assert_eq!(h.room_at(), None, "a failed timeline has nothing to wait for");
+    }
+
+    #[test]
+    fn run_time_slots_must_number_two_to_65535() {
+        let slots = |n: usize| vec![HistoryEntry::<4>::BLANK; n].into_boxed_slice();
+        let refused = |n: usize| History::<0, 4, _>::with_slots(slots(n), 0).map(|h| h.capacity());
+        assert_eq!(refused(1), Err(SlotCountError { slots: 1 }));
+        assert_eq!(refused(65_536), Err(SlotCountError { slots: 65_536 }));
+        assert_eq!(refused(2), Ok(2));
+        assert_eq!(refused(65_535), Ok(65_535));
+    }
+
     proptest! {
         #![proptest_config(crate::testing::proptest_config())]
         /// Against a model that keeps every signal forever: a lookup either returns the exact
@@ -437,6 +576,38 @@ mod tests {
                     (Lookup::External { reached: true }, Some(&(_, _, true))) => {}
                     (got, want) => prop_assert!(false, "lookup({}) = {:?}, truth {:?}", v, got, want),
                 }
+            }
+        }
+
+        /// Run-time slots behave exactly as inline ones of the same count, ring wrap included.
+        #[test]
+        fn run_time_slots_match_inline_slots(
+            steps in proptest::collection::vec((1u64..4, any::<bool>(), 0usize..3), 1..60),
+            probes in proptest::collection::vec(1u64..200, 1..10),
+        ) {
+            let mut inline = History::<3, 4>::new(0);
+            let boxed = vec![HistoryEntry::<4>::BLANK; 3].into_boxed_slice();
+            let mut run_time = History::<0, 4, Box<[HistoryEntry<4>]>>::with_slots(boxed, 0).unwrap();
+            let mut next = 0;
+            for (gap, external, reach) in steps {
+                next += gap;
+                let origin = (!external).then(|| point(1, next));
+                let frontier = Frontier::<4>::from_points(origin);
+                prop_assert_eq!(
+                    inline.record(next, origin, &frontier),
+                    run_time.record(next, origin, &frontier)
+                );
+                for _ in 0..reach {
+                    let oldest_pending = inline.iter().find(|e| !e.reached).map(|e| e.value);
+                    if let Some(value) = oldest_pending {
+                        prop_assert_eq!(inline.reach(value), run_time.reach(value));
+                    }
+                }
+                prop_assert_eq!(inline.room_at(), run_time.room_at());
+                prop_assert!(inline.iter().eq(run_time.iter()));
+            }
+            for v in probes {
+                prop_assert_eq!(inline.lookup(v), run_time.lookup(v));
             }
         }
     }

@@ -25,7 +25,10 @@ pub mod timepoint;
 use core::fmt;
 use core::pin::Pin;
 
-pub use history::{History, HistoryEntry, Lookup};
+pub use history::{
+    History, HistoryEntry, HistorySlots, Lookup, SlotCountError, MAX_HISTORY_SLOTS,
+    MIN_HISTORY_SLOTS,
+};
 pub use timepoint::{Cancelled, Notify, Outcome, Timepoint};
 
 use crate::frontier::{Frontier, Point};
@@ -178,43 +181,87 @@ impl fmt::Display for ArmError {
 
 impl core::error::Error for ArmError {}
 
-struct State<const H: usize, const N: usize> {
-    history: History<H, N>,
+struct State<const H: usize, const N: usize, S> {
+    history: History<H, N, S>,
     waiters: WaiterList,
 }
 
-/// A timeline semaphore with a frontier history of `H` signals of capacity-`N` frontiers.
-pub struct Semaphore<const H: usize = 8, const N: usize = 8> {
+/// A timeline semaphore with a frontier history of capacity-`N` frontiers, kept in the slots
+/// `S`: by default an inline array of `H` slots (`const`-constructible, for statics and
+/// firmware); hosted code may give it slots sized at run time ([`with_slots`]), and then `H`
+/// is unused.
+///
+/// [`with_slots`]: Semaphore::with_slots
+pub struct Semaphore<const H: usize = 8, const N: usize = 8, S = [HistoryEntry<N>; H]> {
     value: AtomicU64,
     failed: AtomicU8,
     scope: Scope,
     home: Endpoint,
-    state: Lock<State<H, N>>,
+    state: Lock<State<H, N, S>>,
 }
 
 impl<const H: usize, const N: usize> Semaphore<H, N> {
-    /// A semaphore at `initial`, visible within `scope` around `home` (its creator).
+    /// A semaphore at `initial`, visible within `scope` around `home` (its creator), with a
+    /// history of `H` inline slots.
     #[cfg(not(loom))]
     pub const fn new(initial: u64, scope: Scope, home: Endpoint) -> Semaphore<H, N> {
+        Semaphore::from_history(History::new(initial), initial, scope, home)
+    }
+
+    /// A semaphore at `initial`, visible within `scope` around `home` (its creator), with a
+    /// history of `H` inline slots.
+    #[cfg(loom)]
+    pub fn new(initial: u64, scope: Scope, home: Endpoint) -> Semaphore<H, N> {
+        Semaphore::from_history(History::new(initial), initial, scope, home)
+    }
+}
+
+impl<const H: usize, const N: usize, S> Semaphore<H, N, S> {
+    #[cfg(not(loom))]
+    const fn from_history(
+        history: History<H, N, S>,
+        initial: u64,
+        scope: Scope,
+        home: Endpoint,
+    ) -> Semaphore<H, N, S> {
         Semaphore {
             value: AtomicU64::new(initial),
             failed: AtomicU8::new(0),
             scope,
             home,
-            state: Lock::new(State { history: History::new(initial), waiters: WaiterList::new() }),
+            state: Lock::new(State { history, waiters: WaiterList::new() }),
         }
     }
 
-    /// A semaphore at `initial`, visible within `scope` around `home` (its creator).
     #[cfg(loom)]
-    pub fn new(initial: u64, scope: Scope, home: Endpoint) -> Semaphore<H, N> {
+    fn from_history(
+        history: History<H, N, S>,
+        initial: u64,
+        scope: Scope,
+        home: Endpoint,
+    ) -> Semaphore<H, N, S> {
         Semaphore {
             value: AtomicU64::new(initial),
             failed: AtomicU8::new(0),
             scope,
             home,
-            state: Lock::new(State { history: History::new(initial), waiters: WaiterList::new() }),
+            state: Lock::new(State { history, waiters: WaiterList::new() }),
         }
+    }
+}
+
+impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
+    /// A semaphore at `initial`, visible within `scope` around `home` (its creator), whose
+    /// history lives in `slots` (2..=65535 of them; their contents are ignored). Size them from
+    /// what the workload keeps pending at once: a full history makes signallers wait
+    /// ([`SignalError::HistoryFull`], [`room_at`](Self::room_at)).
+    pub fn with_slots(
+        slots: S,
+        initial: u64,
+        scope: Scope,
+        home: Endpoint,
+    ) -> Result<Semaphore<H, N, S>, SlotCountError> {
+        Ok(Semaphore::from_history(History::with_slots(slots, initial)?, initial, scope, home))
     }
 
     /// The reached value: one atomic load.
@@ -291,7 +338,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
 
     fn reach_then_fire(
         &self,
-        reach: impl FnOnce(&mut History<H, N>) -> Result<(), SignalError>,
+        reach: impl FnOnce(&mut History<H, N, S>) -> Result<(), SignalError>,
     ) -> Result<(), SignalError> {
         let (result, fired, outcome) = self.state.with(|state| {
             let result = reach(&mut state.history);
@@ -324,10 +371,16 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
 
     /// Publishes a failure already recorded in the history and cuts out every waiter, to be
     /// notified once the lock is released. Runs under the lock.
-    fn mark_failed(&self, state: &mut State<H, N>) -> FiredChain {
+    fn mark_failed(&self, state: &mut State<H, N, S>) -> FiredChain {
         // Release pairs with the Acquire load in `failure`.
         self.failed.store(1, Ordering::Release);
         state.waiters.cut_through(u64::MAX)
+    }
+
+    /// When the history is full of pending signals, the value whose completion makes room
+    /// for one more (see [`History::room_at`]); `None` when a signal would fit now.
+    pub fn room_at(&self) -> Option<u64> {
+        self.state.with(|state| state.history.room_at())
     }
 
     /// What a wait on `S ≥ value` imports (the late-waiter rule; see [`History::lookup`]).
@@ -336,7 +389,7 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
     }
 
     /// Runs `f` over the retained history, oldest first, under the lock (keep `f` short).
-    pub fn with_history<R>(&self, f: impl FnOnce(&History<H, N>) -> R) -> R {
+    pub fn with_history<R>(&self, f: impl FnOnce(&History<H, N, S>) -> R) -> R {
         self.state.with(|state| f(&state.history))
     }
 
@@ -416,18 +469,18 @@ impl<const H: usize, const N: usize> Semaphore<H, N> {
     }
 }
 
-struct CancelOnDrop<'s, 't, const H: usize, const N: usize> {
-    semaphore: &'s Semaphore<H, N>,
+struct CancelOnDrop<'s, 't, const H: usize, const N: usize, S: HistorySlots<N>> {
+    semaphore: &'s Semaphore<H, N, S>,
     timepoint: &'t Timepoint<'t>,
 }
 
-impl<const H: usize, const N: usize> Drop for CancelOnDrop<'_, '_, H, N> {
+impl<const H: usize, const N: usize, S: HistorySlots<N>> Drop for CancelOnDrop<'_, '_, H, N, S> {
     fn drop(&mut self) {
         let _ = self.semaphore.cancel(self.timepoint);
     }
 }
 
-impl<const H: usize, const N: usize> fmt::Debug for Semaphore<H, N> {
+impl<const H: usize, const N: usize, S: HistorySlots<N>> fmt::Debug for Semaphore<H, N, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
             .field("value", &self.value())

@@ -71,7 +71,7 @@ use causeway_core::fence::Fence;
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{Capabilities, QueueClock, Resolution, ResolutionCounts, WaitError};
 use causeway_core::scope::{Endpoint, Scope};
-use causeway_core::semaphore::{Failure, Semaphore, SignalError};
+use causeway_core::semaphore::{Failure, HistorySlots, Semaphore, SignalError};
 
 use crate::coroutine::{JoinError, JoinHandle, Spawner};
 use crate::wait::{block_on, wait, FenceWait};
@@ -80,8 +80,8 @@ use crate::wait::{block_on, wait, FenceWait};
 type Retired = Semaphore;
 
 /// Points of one fence, copied so the invocation can own them.
-type Points<const K: usize, const H: usize, const N: usize> =
-    [Option<(&'static Semaphore<H, N>, u64)>; K];
+type Points<const K: usize, const H: usize, const N: usize, S> =
+    [Option<(&'static Semaphore<H, N, S>, u64)>; K];
 
 /// Why an invocation was not issued, or did not produce a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,11 +196,18 @@ impl<'s, 'e> Invoker<'s, 'e> {
     /// Issues `f` to run once every point of `wait` is reached, then to advance every point of
     /// `signal` (or fail them with `f`'s failure). Returns as soon as it is issued; the
     /// returned [`Invocation`] yields `f`'s value.
-    pub fn invoke_async<T, F, const K: usize, const H: usize, const N: usize>(
+    pub fn invoke_async<
+        T,
+        F,
+        const K: usize,
+        const H: usize,
+        const N: usize,
+        S: HistorySlots<N> + Send + 'static,
+    >(
         &self,
         f: F,
-        wait: &Fence<'static, K, H, N>,
-        signal: &Fence<'static, K, H, N>,
+        wait: &Fence<'static, K, H, N, S>,
+        signal: &Fence<'static, K, H, N, S>,
     ) -> Result<Invocation<T>, InvokeError>
     where
         F: FnOnce() -> Result<T, Failure> + Send + 'static,
@@ -208,8 +215,8 @@ impl<'s, 'e> Invoker<'s, 'e> {
     {
         let mut clock = lock(&self.clock);
         let mut submission = clock.begin();
-        let mut waits: Points<K, H, N> = [None; K];
-        let mut checks: Points<K, H, N> = [None; K];
+        let mut waits: Points<K, H, N, S> = [None; K];
+        let mut checks: Points<K, H, N, S> = [None; K];
         for (index, (semaphore, value)) in wait.iter().enumerate() {
             let runtime_wait = match submission.wait(semaphore, value) {
                 Ok(resolved) => {
@@ -223,7 +230,7 @@ impl<'s, 'e> Invoker<'s, 'e> {
             *slot = Some((semaphore, value));
         }
         let submitted = submission.commit();
-        let mut signals: Points<K, H, N> = [None; K];
+        let mut signals: Points<K, H, N, S> = [None; K];
         let mut refused = None;
         for (index, (semaphore, value)) in signal.iter().enumerate() {
             if let Err(error) = submitted.submit_signal(semaphore, value, &self.endpoint) {
@@ -269,11 +276,18 @@ impl<'s, 'e> Invoker<'s, 'e> {
 
     /// [`invoke_async`](Self::invoke_async), then blocks until the invocation has finished.
     /// Do not call it on a worker of the pool it runs on.
-    pub fn invoke<T, F, const K: usize, const H: usize, const N: usize>(
+    pub fn invoke<
+        T,
+        F,
+        const K: usize,
+        const H: usize,
+        const N: usize,
+        S: HistorySlots<N> + Send + 'static,
+    >(
         &self,
         f: F,
-        wait: &Fence<'static, K, H, N>,
-        signal: &Fence<'static, K, H, N>,
+        wait: &Fence<'static, K, H, N, S>,
+        signal: &Fence<'static, K, H, N, S>,
     ) -> Result<T, InvokeError>
     where
         F: FnOnce() -> Result<T, Failure> + Send + 'static,
@@ -342,15 +356,17 @@ impl<T> fmt::Debug for Invocation<T> {
 }
 
 /// Everything an invocation needs at run time.
-struct Run<const K: usize, const H: usize, const N: usize> {
+struct Run<const K: usize, const H: usize, const N: usize, S: HistorySlots<N> + Send + 'static> {
     /// Points resolved as device waits: waited for.
-    waits: Points<K, H, N>,
+    waits: Points<K, H, N, S>,
     /// Points elided or satisfied at issue: only checked for failure.
-    checks: Points<K, H, N>,
-    retire: Retire<K, H, N>,
+    checks: Points<K, H, N, S>,
+    retire: Retire<K, H, N, S>,
 }
 
-impl<const K: usize, const H: usize, const N: usize> Run<K, H, N> {
+impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N> + Send + 'static>
+    Run<K, H, N, S>
+{
     /// The coroutine: the context's turn, the waits, `body` (`None`: issue refused a signal
     /// point), then retirement.
     async fn execute<T, F>(mut self, body: Option<F>) -> Result<T, Failure>
@@ -368,7 +384,7 @@ impl<const K: usize, const H: usize, const N: usize> Run<K, H, N> {
         let checked = self.checks.iter().flatten().find_map(|(semaphore, _)| semaphore.failure());
         let waited = match checked {
             Some(failure) => Err(failure),
-            None => FenceWait::<K, H, N>::from_points(self.waits.into_iter().flatten()).await,
+            None => FenceWait::<K, H, N, S>::from_points(self.waits.into_iter().flatten()).await,
         };
         let result = match (waited, body) {
             (Err(failure), _) => Err(failure),
@@ -388,9 +404,9 @@ impl<const K: usize, const H: usize, const N: usize> Run<K, H, N> {
 
 /// Finishes an invocation exactly once, in its context's order — also when its coroutine is
 /// dropped early (cancelled, or `f` panicked).
-struct Retire<const K: usize, const H: usize, const N: usize> {
+struct Retire<const K: usize, const H: usize, const N: usize, S: HistorySlots<N> + Send + 'static> {
     /// The signal points recorded as pending at issue.
-    signals: Points<K, H, N>,
+    signals: Points<K, H, N, S>,
     retired: Arc<Retired>,
     point: Point,
     frontier: Frontier,
@@ -401,7 +417,9 @@ struct Retire<const K: usize, const H: usize, const N: usize> {
     done: bool,
 }
 
-impl<const K: usize, const H: usize, const N: usize> Retire<K, H, N> {
+impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N> + Send + 'static>
+    Retire<K, H, N, S>
+{
     /// Completes (or fails) the signal points, then hands the context's turn on.
     fn finish(&mut self, result: Result<(), Failure>) {
         for (semaphore, value) in self.signals.iter().flatten() {
@@ -430,7 +448,9 @@ impl<const K: usize, const H: usize, const N: usize> Retire<K, H, N> {
     }
 }
 
-impl<const K: usize, const H: usize, const N: usize> Drop for Retire<K, H, N> {
+impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N> + Send + 'static> Drop
+    for Retire<K, H, N, S>
+{
     fn drop(&mut self) {
         if self.done {
             return;

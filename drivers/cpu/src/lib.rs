@@ -27,6 +27,7 @@ use causeway_core::executor::{
 };
 
 pub mod block;
+pub mod blocking;
 mod contain;
 pub mod coroutine;
 // The device is not a loom model (its lock-free parts are core's), and core's axis allocator

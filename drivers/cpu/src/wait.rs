@@ -35,7 +35,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
 use causeway_core::fence::Fence;
-use causeway_core::semaphore::{Arm, Failure, Notify, Outcome, Semaphore, Timepoint};
+use causeway_core::semaphore::{
+    Arm, Failure, HistoryEntry, HistorySlots, Notify, Outcome, Semaphore, Timepoint,
+};
 
 /// What a wait's timepoints report to, and what its polls read.
 struct Waiter {
@@ -119,8 +121,8 @@ impl Notify for Waiter {
 }
 
 /// The machinery shared by both waits: up to `K` points, their timepoints and the waiter.
-struct Points<'s, const K: usize, const H: usize, const N: usize> {
-    points: [Option<(&'s Semaphore<H, N>, u64)>; K],
+struct Points<'s, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>> {
+    points: [Option<(&'s Semaphore<H, N, S>, u64)>; K],
     /// `Some` exactly while the point's timepoint may be linked or firing.
     timepoints: [Option<Timepoint<'static>>; K],
     waiter: Waiter,
@@ -128,8 +130,10 @@ struct Points<'s, const K: usize, const H: usize, const N: usize> {
     outcome: Option<Outcome>,
 }
 
-impl<'s, const K: usize, const H: usize, const N: usize> Points<'s, K, H, N> {
-    fn new(points: impl IntoIterator<Item = (&'s Semaphore<H, N>, u64)>) -> Self {
+impl<'s, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>>
+    Points<'s, K, H, N, S>
+{
+    fn new(points: impl IntoIterator<Item = (&'s Semaphore<H, N, S>, u64)>) -> Self {
         let mut array = [None; K];
         for (slot, point) in array.iter_mut().zip(points) {
             *slot = Some(point);
@@ -223,7 +227,9 @@ impl<'s, const K: usize, const H: usize, const N: usize> Points<'s, K, H, N> {
     }
 }
 
-impl<const K: usize, const H: usize, const N: usize> Drop for Points<'_, K, H, N> {
+impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N>> Drop
+    for Points<'_, K, H, N, S>
+{
     fn drop(&mut self) {
         self.disarm();
     }
@@ -232,11 +238,16 @@ impl<const K: usize, const H: usize, const N: usize> Drop for Points<'_, K, H, N
 /// A future that completes when a semaphore reaches a value: `Ok(value seen)`, or the
 /// timeline's failure. Made by [`SemaphoreExt::wait`] or [`wait`].
 #[must_use = "futures do nothing unless polled"]
-pub struct SemaphoreWait<'s, const H: usize = 8, const N: usize = 8> {
-    points: Points<'s, 1, H, N>,
+pub struct SemaphoreWait<
+    's,
+    const H: usize = 8,
+    const N: usize = 8,
+    S: HistorySlots<N> = [HistoryEntry<N>; H],
+> {
+    points: Points<'s, 1, H, N, S>,
 }
 
-impl<const H: usize, const N: usize> Future for SemaphoreWait<'_, H, N> {
+impl<const H: usize, const N: usize, S: HistorySlots<N>> Future for SemaphoreWait<'_, H, N, S> {
     type Output = Result<u64, Failure>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -245,7 +256,7 @@ impl<const H: usize, const N: usize> Future for SemaphoreWait<'_, H, N> {
     }
 }
 
-impl<const H: usize, const N: usize> fmt::Debug for SemaphoreWait<'_, H, N> {
+impl<const H: usize, const N: usize, S: HistorySlots<N>> fmt::Debug for SemaphoreWait<'_, H, N, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let minimum = self.points.points[0].map(|(_, minimum)| minimum);
         f.debug_struct("SemaphoreWait")
@@ -258,21 +269,31 @@ impl<const H: usize, const N: usize> fmt::Debug for SemaphoreWait<'_, H, N> {
 /// A future that completes when every point of a fence is reached (`Ok(())`), or with the
 /// first failure any of its timelines reports. Made by [`FenceExt::wait`] or [`wait_fence`].
 #[must_use = "futures do nothing unless polled"]
-pub struct FenceWait<'s, const K: usize = 4, const H: usize = 8, const N: usize = 8> {
-    points: Points<'s, K, H, N>,
+pub struct FenceWait<
+    's,
+    const K: usize = 4,
+    const H: usize = 8,
+    const N: usize = 8,
+    S: HistorySlots<N> = [HistoryEntry<N>; H],
+> {
+    points: Points<'s, K, H, N, S>,
 }
 
-impl<'s, const K: usize, const H: usize, const N: usize> FenceWait<'s, K, H, N> {
+impl<'s, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>>
+    FenceWait<'s, K, H, N, S>
+{
     /// A wait on the given points (at most `K`; further points are ignored, which callers
     /// rule out by taking them from a `K`-point fence).
     pub(crate) fn from_points(
-        points: impl IntoIterator<Item = (&'s Semaphore<H, N>, u64)>,
+        points: impl IntoIterator<Item = (&'s Semaphore<H, N, S>, u64)>,
     ) -> Self {
         FenceWait { points: Points::new(points) }
     }
 }
 
-impl<const K: usize, const H: usize, const N: usize> Future for FenceWait<'_, K, H, N> {
+impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N>> Future
+    for FenceWait<'_, K, H, N, S>
+{
     type Output = Result<(), Failure>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -282,7 +303,9 @@ impl<const K: usize, const H: usize, const N: usize> Future for FenceWait<'_, K,
     }
 }
 
-impl<const K: usize, const H: usize, const N: usize> fmt::Debug for FenceWait<'_, K, H, N> {
+impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N>> fmt::Debug
+    for FenceWait<'_, K, H, N, S>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let minimums: Vec<u64> =
             self.points.points.iter().flatten().map(|(_, minimum)| *minimum).collect();
@@ -294,40 +317,44 @@ impl<const K: usize, const H: usize, const N: usize> fmt::Debug for FenceWait<'_
 }
 
 /// Waits on `semaphore ≥ minimum`.
-pub fn wait<const H: usize, const N: usize>(
-    semaphore: &Semaphore<H, N>,
+pub fn wait<const H: usize, const N: usize, S: HistorySlots<N>>(
+    semaphore: &Semaphore<H, N, S>,
     minimum: u64,
-) -> SemaphoreWait<'_, H, N> {
+) -> SemaphoreWait<'_, H, N, S> {
     SemaphoreWait { points: Points::new([(semaphore, minimum)]) }
 }
 
 /// Waits until every point of `fence` is reached (an empty fence is reached at once).
-pub fn wait_fence<'f, const K: usize, const H: usize, const N: usize>(
-    fence: &'f Fence<'_, K, H, N>,
-) -> FenceWait<'f, K, H, N> {
+pub fn wait_fence<'f, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>>(
+    fence: &'f Fence<'_, K, H, N, S>,
+) -> FenceWait<'f, K, H, N, S> {
     FenceWait::from_points(fence.iter())
 }
 
 /// `semaphore.wait(value).await`.
-pub trait SemaphoreExt<const H: usize, const N: usize> {
+pub trait SemaphoreExt<const H: usize, const N: usize, S: HistorySlots<N>> {
     /// Waits on this semaphore reaching `minimum`; see [`SemaphoreWait`].
-    fn wait(&self, minimum: u64) -> SemaphoreWait<'_, H, N>;
+    fn wait(&self, minimum: u64) -> SemaphoreWait<'_, H, N, S>;
 }
 
-impl<const H: usize, const N: usize> SemaphoreExt<H, N> for Semaphore<H, N> {
-    fn wait(&self, minimum: u64) -> SemaphoreWait<'_, H, N> {
+impl<const H: usize, const N: usize, S: HistorySlots<N>> SemaphoreExt<H, N, S>
+    for Semaphore<H, N, S>
+{
+    fn wait(&self, minimum: u64) -> SemaphoreWait<'_, H, N, S> {
         wait(self, minimum)
     }
 }
 
 /// `fence.wait().await`.
-pub trait FenceExt<const K: usize, const H: usize, const N: usize> {
+pub trait FenceExt<const K: usize, const H: usize, const N: usize, S: HistorySlots<N>> {
     /// Waits on every point of this fence; see [`FenceWait`].
-    fn wait(&self) -> FenceWait<'_, K, H, N>;
+    fn wait(&self) -> FenceWait<'_, K, H, N, S>;
 }
 
-impl<const K: usize, const H: usize, const N: usize> FenceExt<K, H, N> for Fence<'_, K, H, N> {
-    fn wait(&self) -> FenceWait<'_, K, H, N> {
+impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N>> FenceExt<K, H, N, S>
+    for Fence<'_, K, H, N, S>
+{
+    fn wait(&self) -> FenceWait<'_, K, H, N, S> {
         wait_fence(self)
     }
 }

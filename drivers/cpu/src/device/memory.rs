@@ -49,8 +49,6 @@ pub enum MemoryError {
         /// The pool quota.
         quota: u64,
     },
-    /// Every allocation record is in use (reservations not yet decommitted).
-    TooManyAllocations,
     /// A dealloca ran before its alloca: nothing ordered the two.
     NotCommitted,
 }
@@ -65,9 +63,6 @@ impl fmt::Display for MemoryError {
             MemoryError::BufferNotLive(buffer) => write!(f, "buffer {buffer} is not allocated"),
             MemoryError::TooLarge { bytes, quota } => {
                 write!(f, "{bytes} bytes can never fit a pool of {quota} bytes")
-            }
-            MemoryError::TooManyAllocations => {
-                f.write_str("every allocation record is in use; deallocate first")
             }
             MemoryError::NotCommitted => {
                 f.write_str("dealloca ran before its alloca (nothing orders them)")
@@ -124,10 +119,9 @@ pub(crate) struct MemoryPool<const N: usize> {
 }
 
 impl<const N: usize> MemoryPool<N> {
-    /// A pool of `quota` bytes for `buffers` buffer names; up to twice that many reservations
-    /// may be outstanding (a buffer re-reserved while its previous decommit is still queued).
-    pub(crate) fn new(quota: u64, buffers: usize) -> MemoryPool<N> {
-        let records = buffers.saturating_mul(2);
+    /// A pool of `quota` bytes for `buffers` buffer names, with `records` reservations
+    /// outstanding at most (reserved and not yet decommitted).
+    pub(crate) fn new(quota: u64, buffers: usize, records: usize) -> MemoryPool<N> {
         MemoryPool {
             quota,
             committed: 0,
@@ -148,8 +142,23 @@ impl<const N: usize> MemoryPool<N> {
         self.committed
     }
 
+    /// Allocation records the pool has.
+    pub(crate) fn records(&self) -> usize {
+        self.allocations.len()
+    }
+
+    /// Whether a reservation would find a free record.
+    pub(crate) fn has_free_record(&self) -> bool {
+        !self.free_allocations.is_empty()
+    }
+
     /// Submission of an alloca: checks the request can ever be served and reserves a record.
-    pub(crate) fn reserve(&mut self, buffer: u32, bytes: u64) -> Result<AllocationId, MemoryError> {
+    /// `Ok(None)` when every record is held (backpressure: retry after a decommit).
+    pub(crate) fn reserve(
+        &mut self,
+        buffer: u32,
+        bytes: u64,
+    ) -> Result<Option<AllocationId>, MemoryError> {
         let entry = self.buffers.get(buffer as usize).ok_or(MemoryError::UnknownBuffer(buffer))?;
         if entry.is_some() {
             return Err(MemoryError::BufferLive(buffer));
@@ -157,10 +166,10 @@ impl<const N: usize> MemoryPool<N> {
         if bytes > self.quota {
             return Err(MemoryError::TooLarge { bytes, quota: self.quota });
         }
-        let id = self.free_allocations.pop().ok_or(MemoryError::TooManyAllocations)?;
+        let Some(id) = self.free_allocations.pop() else { return Ok(None) };
         self.allocations[id.0 as usize] = Allocation { bytes, block: None, live: false };
         self.buffers[buffer as usize] = Some(id);
-        Ok(id)
+        Ok(Some(id))
     }
 
     /// Submission of a dealloca: releases the buffer name; the record lives until decommit.
@@ -279,9 +288,9 @@ mod tests {
 
     #[test]
     fn over_quota_commits_wait_for_a_decommit_instead_of_failing() {
-        let mut pool = MemoryPool::<8>::new(512, 4);
-        let a = pool.reserve(0, 400).unwrap();
-        let b = pool.reserve(1, 400).unwrap();
+        let mut pool = MemoryPool::<8>::new(512, 4, 8);
+        let a = pool.reserve(0, 400).unwrap().unwrap();
+        let b = pool.reserve(1, 400).unwrap().unwrap();
         assert_eq!(pool.commit(a), Commit::Committed);
         assert_eq!(pool.commit(b), Commit::OverQuota);
         pool.release(0).unwrap();
@@ -293,20 +302,20 @@ mod tests {
 
     #[test]
     fn a_request_larger_than_the_pool_is_refused_at_submission() {
-        let mut pool = MemoryPool::<8>::new(100, 1);
+        let mut pool = MemoryPool::<8>::new(100, 1, 2);
         assert_eq!(pool.reserve(0, 101), Err(MemoryError::TooLarge { bytes: 101, quota: 100 }));
         assert_eq!(pool.reserve(3, 1), Err(MemoryError::UnknownBuffer(3)));
     }
 
     #[test]
     fn buffer_names_follow_reserve_and_release() {
-        let mut pool = MemoryPool::<8>::new(100, 1);
-        let first = pool.reserve(0, 10).unwrap();
+        let mut pool = MemoryPool::<8>::new(100, 1, 2);
+        let first = pool.reserve(0, 10).unwrap().unwrap();
         assert_eq!(pool.reserve(0, 10), Err(MemoryError::BufferLive(0)));
         assert_eq!(pool.release(0), Ok(first));
         assert_eq!(pool.release(0), Err(MemoryError::BufferNotLive(0)));
         // Re-reserving while the first decommit is still queued takes a second record.
-        let second = pool.reserve(0, 10).unwrap();
+        let second = pool.reserve(0, 10).unwrap().unwrap();
         assert_ne!(first, second);
         assert_eq!(pool.decommit(first), Err(MemoryError::NotCommitted));
     }
@@ -317,14 +326,14 @@ mod tests {
         buffer: u32,
         knowledge: &[Point],
     ) -> (AllocationId, BlockId, bool) {
-        let id = pool.reserve(buffer, 64).unwrap();
+        let id = pool.reserve(buffer, 64).unwrap().unwrap();
         let (block, reused) = pool.assign(id, &knows(knowledge), &knows(&[]));
         (id, block, reused)
     }
 
     #[test]
     fn reuse_needs_the_dealloc_in_the_requesters_past() {
-        let mut pool = MemoryPool::<8>::new(100, 2);
+        let mut pool = MemoryPool::<8>::new(100, 2, 4);
         let (a, block, _) = allocate(&mut pool, 0, &[]);
         pool.release(0).unwrap();
         pool.retire(a, point(1, 3), &knows(&[point(1, 3), point(2, 5)]));
@@ -344,23 +353,24 @@ mod tests {
 
     #[test]
     fn completed_work_counts_as_knowledge() {
-        let mut pool = MemoryPool::<8>::new(100, 2);
+        let mut pool = MemoryPool::<8>::new(100, 2, 4);
         let (a, block, _) = allocate(&mut pool, 0, &[]);
         pool.release(0).unwrap();
         pool.retire(a, point(1, 3), &knows(&[point(1, 3)]));
-        let b = pool.reserve(1, 64).unwrap();
+        let b = pool.reserve(1, 64).unwrap().unwrap();
         assert_eq!(pool.assign(b, &knows(&[point(7, 1)]), &knows(&[point(1, 3)])), (block, true));
     }
 
     #[test]
     fn records_run_out_before_anything_allocates() {
-        let mut pool = MemoryPool::<8>::new(100, 1);
-        let first = pool.reserve(0, 1).unwrap();
+        let mut pool = MemoryPool::<8>::new(100, 1, 2);
+        let first = pool.reserve(0, 1).unwrap().unwrap();
         pool.release(0).unwrap();
-        let _second = pool.reserve(0, 1).unwrap();
+        let _second = pool.reserve(0, 1).unwrap().unwrap();
         pool.release(0).unwrap();
-        assert_eq!(pool.reserve(0, 1), Err(MemoryError::TooManyAllocations));
+        assert!(!pool.has_free_record());
+        assert_eq!(pool.reserve(0, 1), Ok(None), "full records are backpressure, not an error");
         pool.abandon(first);
-        assert!(pool.reserve(0, 1).is_ok());
+        assert!(pool.reserve(0, 1).unwrap().is_some());
     }
 }

@@ -35,8 +35,9 @@ mod queue;
 mod waiters;
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::PoisonError;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use causeway_core::axis::{Axis, AxisAllocator, AxisError, Domain};
 use causeway_core::frontier::{Frontier, Point};
@@ -44,7 +45,9 @@ use causeway_core::queue::{
     Capabilities, QueueClock, Resolution, ResolutionCounts, Submitted, WaitError, WaitResolution,
 };
 use causeway_core::scope::{Endpoint, Scope};
-use causeway_core::semaphore::{Arm, Failure, Semaphore, SignalError};
+use causeway_core::semaphore::{
+    Arm, Failure, HistoryEntry, Semaphore, SignalError, SlotCountError,
+};
 use heapless::Vec as FixedVec;
 
 pub use execute::DeviceKernel;
@@ -63,12 +66,17 @@ use waiters::Waiters;
 pub const MAX_WAITS: usize = 8;
 /// Most signals one operation may carry.
 pub const MAX_SIGNALS: usize = 8;
-/// History entries per device semaphore: how many signals may be pending at once, plus
-/// recent reached ones for late waiters.
-pub const SEMAPHORE_HISTORY: usize = 64;
+/// Frontier capacity of every frontier a device keeps (operations, queues, histories).
+pub const FRONTIER: usize = 8;
+/// History slots a semaphore gets unless configured otherwise ([`SemaphoreConfig::history`]):
+/// how many signals may be pending at once, plus recent reached ones for late waiters.
+pub const DEFAULT_SEMAPHORE_HISTORY: usize = 64;
 
-/// The semaphores a device owns.
-pub type DeviceSemaphore = Semaphore<SEMAPHORE_HISTORY, 8>;
+/// A device semaphore's history slots, sized when the device is built.
+pub type HistorySlots = Box<[HistoryEntry<FRONTIER>]>;
+/// The semaphores a device owns (their history lives in run-time sized slots, so the inline
+/// count is 0).
+pub type DeviceSemaphore = Semaphore<0, FRONTIER, HistorySlots>;
 
 /// Axes are never reused within a process, across devices included.
 static AXES: AxisAllocator = AxisAllocator::new(0);
@@ -132,6 +140,31 @@ impl Default for QueueConfig {
     }
 }
 
+/// How to build one semaphore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreConfig {
+    /// Its initial value.
+    pub initial: u64,
+    /// How far its signals are visible.
+    pub scope: Scope,
+    /// Where it was created (the reference point of `scope`).
+    pub home: Endpoint,
+    /// History slots (2..=65535): signals that may be pending at once, plus one for the newest
+    /// reached signal. A submission that finds them all taken waits ([`CpuDevice::submit`]) or
+    /// is refused as [`Resource::History`] ([`CpuDevice::try_submit`]). More slots also keep
+    /// late waiters exact for longer (an aged-out value imports a looser, still true, entry).
+    pub history: usize,
+}
+
+impl SemaphoreConfig {
+    /// A semaphore at `initial`, visible within `scope` around `home`, with
+    /// [`DEFAULT_SEMAPHORE_HISTORY`] history slots.
+    pub fn new(initial: u64, scope: Scope, home: Endpoint) -> SemaphoreConfig {
+        SemaphoreConfig { initial, scope, home, history: DEFAULT_SEMAPHORE_HISTORY }
+    }
+}
+
 /// Why a device could not be built.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -142,6 +175,8 @@ pub enum DeviceError {
     Axis(AxisError),
     /// A queue was configured with no room for operations.
     ZeroCapacity(QueueId),
+    /// A semaphore was configured with an unusable history size.
+    History(SemaphoreId, SlotCountError),
     /// A command buffer could not be recorded.
     CommandBuffer(CommandBufferId, BlockError),
 }
@@ -152,6 +187,7 @@ impl fmt::Display for DeviceError {
             DeviceError::Pool(error) => write!(f, "worker pool: {error}"),
             DeviceError::Axis(error) => write!(f, "queue axis: {error}"),
             DeviceError::ZeroCapacity(queue) => write!(f, "queue {} has capacity 0", queue.0),
+            DeviceError::History(id, error) => write!(f, "semaphore {}: {error}", id.0),
             DeviceError::CommandBuffer(id, error) => write!(f, "command buffer {}: {error}", id.0),
         }
     }
@@ -162,8 +198,53 @@ impl std::error::Error for DeviceError {
         match self {
             DeviceError::Pool(error) => Some(error),
             DeviceError::Axis(error) => Some(error),
+            DeviceError::History(_, error) => Some(error),
             DeviceError::CommandBuffer(_, error) => Some(error),
             DeviceError::ZeroCapacity(_) => None,
+        }
+    }
+}
+
+/// A bounded resource a submission needs and found full. Nothing was changed: the same
+/// operation can be submitted again once the resource has room, which happens as earlier
+/// work completes (the waiting forms of submit wait for exactly that).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Resource {
+    /// The queue's ring holds `capacity` operations that have not retired.
+    QueueSlots {
+        /// The ring size ([`QueueConfig::capacity`]).
+        capacity: usize,
+    },
+    /// Signal number `signal`'s semaphore has every history slot taken by pending signals
+    /// (plus the newest reached one, which is kept for late waiters).
+    History {
+        /// Index into [`Op::signals`].
+        signal: usize,
+        /// The semaphore's history slots ([`SemaphoreConfig::history`]).
+        capacity: usize,
+    },
+    /// Every stream-ordered allocation record is held by a reservation whose dealloca has not
+    /// run yet.
+    AllocationRecords {
+        /// Records the device has ([`DeviceBuilder::allocation_records`]).
+        capacity: usize,
+    },
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Resource::QueueSlots { capacity } => {
+                write!(f, "queue full: {capacity} operations in flight")
+            }
+            Resource::History { signal, capacity } => write!(
+                f,
+                "signal {signal}: all {capacity} history slots hold pending signals (or the newest reached one)"
+            ),
+            Resource::AllocationRecords { capacity } => {
+                write!(f, "all {capacity} allocation records are held by pending deallocas")
+            }
         }
     }
 }
@@ -184,11 +265,11 @@ pub enum SubmitError {
     TooManyWaits(usize),
     /// More than [`MAX_SIGNALS`] signals.
     TooManySignals(usize),
-    /// The queue's ring is full of operations that have not run yet.
-    QueueFull {
-        /// The ring size.
-        capacity: usize,
-    },
+    /// A bounded resource is full (backpressure): nothing changed; submit again once earlier
+    /// work has completed, or use a waiting form of submit.
+    Full(Resource),
+    /// A waiting submission gave up at its deadline; the resource was still full.
+    TimedOut(Resource),
     /// Wait number `wait` names a semaphore whose scope does not reach the queue.
     WaitOutOfScope {
         /// Index into [`Op::waits`].
@@ -218,9 +299,8 @@ impl fmt::Display for SubmitError {
             SubmitError::UnknownCommandBuffer(id) => write!(f, "no command buffer {}", id.0),
             SubmitError::TooManyWaits(n) => write!(f, "{n} waits (at most {MAX_WAITS})"),
             SubmitError::TooManySignals(n) => write!(f, "{n} signals (at most {MAX_SIGNALS})"),
-            SubmitError::QueueFull { capacity } => {
-                write!(f, "queue full: {capacity} operations in flight")
-            }
+            SubmitError::Full(resource) => write!(f, "{resource}"),
+            SubmitError::TimedOut(resource) => write!(f, "gave up waiting for room: {resource}"),
             SubmitError::WaitOutOfScope { wait } => {
                 write!(f, "wait {wait}: semaphore scope does not reach this queue")
             }
@@ -259,10 +339,29 @@ pub struct Receipt {
     pub waits: FixedVec<WaitOutcome, MAX_WAITS>,
 }
 
+/// An operation [`CpuDevice::try_submit`] refused, handed back with the reason.
+#[derive(Clone, Copy, Debug)]
+pub struct Rejected<'a> {
+    /// The operation, unchanged.
+    pub op: Op<'a>,
+    /// Why it was refused ([`SubmitError::Full`] when only room was missing).
+    pub error: SubmitError,
+}
+
+impl fmt::Display for Rejected<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "operation tagged {} refused: {}", self.op.tag, self.error)
+    }
+}
+
+impl std::error::Error for Rejected<'_> {}
+
 struct MemoryState {
-    pool: MemoryPool<8>,
+    pool: MemoryPool<FRONTIER>,
     /// Queues whose head alloca waits for quota.
     waiting: Waiters,
+    /// Submitters blocked until an allocation record is freed (see `records_freed`).
+    record_waiters: usize,
 }
 
 /// Everything the queue processes reach; leaked while the device lives (see [`CpuDevice`]).
@@ -273,6 +372,9 @@ pub(crate) struct DeviceShared {
     host_calls: Box<[HostCall]>,
     executions: Box<[Execution]>,
     memory: Mutex<MemoryState>,
+    /// Signalled (under `memory`) when a decommit or an abandon frees an allocation record
+    /// while a submitter waits for one.
+    records_freed: Condvar,
     observer: Option<Arc<dyn Observer>>,
     executor: Arc<HostExecutor<'static>>,
     start: Instant,
@@ -293,7 +395,7 @@ impl DeviceShared {
     fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
         // A poisoned lock means an observer or host call panicked mid-update of unrelated
         // state; the pool's own updates are not interrupted by user code, so it stays whole.
-        self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// What the device knows has completed: every queue's last retired epoch.
@@ -309,7 +411,8 @@ impl DeviceShared {
         completed
     }
 
-    /// Runs a dealloca: decommit, then wake queues waiting for quota.
+    /// Runs a dealloca: decommit, then wake queues waiting for quota and submitters waiting
+    /// for a record.
     fn decommit(&self, allocation: AllocationId) -> OpStatus {
         let mut memory = self.lock_memory();
         let status = match memory.pool.decommit(allocation) {
@@ -320,7 +423,47 @@ impl DeviceShared {
             }
         };
         memory.waiting.wake_all(&self.queues);
+        self.record_freed(&memory);
         status
+    }
+
+    /// Gives up an allocation record whose operation will never run its dealloca.
+    fn abandon(&self, allocation: AllocationId) {
+        let mut memory = self.lock_memory();
+        memory.pool.abandon(allocation);
+        self.record_freed(&memory);
+    }
+
+    /// Tells submitters waiting for an allocation record that one may be free. Called with the
+    /// memory lock held, which the waiters check under: no wake-up is lost.
+    fn record_freed(&self, memory: &MemoryState) {
+        if memory.record_waiters > 0 {
+            self.records_freed.notify_all();
+        }
+    }
+
+    /// Blocks until an allocation record is free or `deadline` passes (`false`).
+    fn wait_for_record(&self, deadline: Option<Instant>) -> bool {
+        let mut memory = self.lock_memory();
+        memory.record_waiters += 1;
+        let free = loop {
+            if memory.pool.has_free_record() {
+                break true;
+            }
+            memory = match deadline {
+                None => self.records_freed.wait(memory).unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break false;
+                    }
+                    let waited = self.records_freed.wait_timeout(memory, deadline - now);
+                    waited.unwrap_or_else(PoisonError::into_inner).0
+                }
+            };
+        };
+        memory.record_waiters -= 1;
+        free
     }
 
     /// Completes (or, on failure, fails) every signal of a finished operation.
@@ -351,11 +494,12 @@ impl DeviceShared {
 pub struct DeviceBuilder {
     pool: PoolConfig,
     queues: Vec<(QueueConfig, Result<Endpoint, AxisError>)>,
-    semaphores: Vec<(u64, Scope, Endpoint)>,
+    semaphores: Vec<SemaphoreConfig>,
     host_calls: Vec<HostCall>,
     command_buffers: Vec<Vec<(u32, DeviceKernel)>>,
     buffers: usize,
     quota: u64,
+    allocation_records: Option<usize>,
     observer: Option<Arc<dyn Observer>>,
 }
 
@@ -370,6 +514,7 @@ impl DeviceBuilder {
             command_buffers: Vec::new(),
             buffers: 0,
             quota: 0,
+            allocation_records: None,
             observer: None,
         }
     }
@@ -393,9 +538,15 @@ impl DeviceBuilder {
         self.queues.get(id.0).and_then(|(_, endpoint)| endpoint.as_ref().ok().copied())
     }
 
-    /// Adds a semaphore at `initial`, visible within `scope` of `home`.
+    /// Adds a semaphore at `initial`, visible within `scope` of `home`, with
+    /// [`DEFAULT_SEMAPHORE_HISTORY`] history slots.
     pub fn semaphore(&mut self, initial: u64, scope: Scope, home: Endpoint) -> SemaphoreId {
-        self.semaphores.push((initial, scope, home));
+        self.semaphore_config(SemaphoreConfig::new(initial, scope, home))
+    }
+
+    /// Adds a semaphore as `config` describes (its history size included).
+    pub fn semaphore_config(&mut self, config: SemaphoreConfig) -> SemaphoreId {
+        self.semaphores.push(config);
         SemaphoreId(self.semaphores.len() as u32 - 1)
     }
 
@@ -420,6 +571,14 @@ impl DeviceBuilder {
     pub fn memory(&mut self, buffers: usize, quota: u64) {
         self.buffers = buffers;
         self.quota = quota;
+    }
+
+    /// How many allocas may be reserved and not yet decommitted at once (default: two per
+    /// buffer name, enough for a buffer re-allocated while its previous dealloca is queued).
+    /// When they are all held a submission waits for a dealloca to run
+    /// ([`Resource::AllocationRecords`]).
+    pub fn allocation_records(&mut self, records: usize) {
+        self.allocation_records = Some(records);
     }
 
     /// Reports every operation's start and finish to `observer`.
@@ -454,15 +613,17 @@ impl DeviceBuilder {
         let workers = self.pool.workers;
         let queue_count = self.queues.len();
         let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
-        let semaphores = self
-            .semaphores
-            .iter()
-            .map(|&(initial, scope, home)| Semaphore::new(initial, scope, home))
-            .collect();
+        let mut semaphores = Vec::with_capacity(self.semaphores.len());
+        for (index, config) in self.semaphores.iter().enumerate() {
+            let slots = vec![HistoryEntry::BLANK; config.history].into_boxed_slice();
+            let semaphore = Semaphore::with_slots(slots, config.initial, config.scope, config.home)
+                .map_err(|error| DeviceError::History(SemaphoreId(index as u32), error))?;
+            semaphores.push(semaphore);
+        }
         let shared = Box::new(DeviceShared {
             queues: queues.into_boxed_slice(),
             endpoints: endpoints.into_boxed_slice(),
-            semaphores,
+            semaphores: semaphores.into_boxed_slice(),
             host_calls: self.host_calls.into_boxed_slice(),
             executions: self
                 .command_buffers
@@ -470,9 +631,15 @@ impl DeviceBuilder {
                 .map(|regions| Execution::new(regions, queue_count))
                 .collect(),
             memory: Mutex::new(MemoryState {
-                pool: MemoryPool::new(self.quota, self.buffers),
+                pool: MemoryPool::new(
+                    self.quota,
+                    self.buffers,
+                    self.allocation_records.unwrap_or(self.buffers.saturating_mul(2)),
+                ),
                 waiting: Waiters::new(self.queues.len()),
+                record_waiters: 0,
             }),
+            records_freed: Condvar::new(),
             observer: self.observer,
             executor: pool.shared_executor(),
             start: Instant::now(),
@@ -576,8 +743,98 @@ impl CpuDevice {
         &self.shared.executor
     }
 
-    /// Submits `op` to queue `queue`. See the [module documentation](self).
+    /// Submits `op` to queue `queue`, waiting for room when a bounded resource it needs is
+    /// full (the queue's ring, a signalled semaphore's history, allocation records): room frees
+    /// as earlier work completes, so a long pipeline submitted ahead of execution simply runs
+    /// at the device's pace. Never refuses work for lack of room; see [`try_submit`] for the
+    /// form that does, and [`submit_timeout`] for one that gives up.
+    ///
+    /// Waiting for room can only end if the work holding the room can finish: a submitter must
+    /// not wait for room that only its own later submissions would free. Size the resources
+    /// from the workload ([`QueueConfig::capacity`], [`SemaphoreConfig::history`],
+    /// [`DeviceBuilder::allocation_records`]) — the scenario runner computes them.
+    ///
+    /// [`try_submit`]: Self::try_submit
+    /// [`submit_timeout`]: Self::submit_timeout
     pub fn submit(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
+        self.submit_until(queue, op, None)
+    }
+
+    /// [`submit`](Self::submit), giving up with [`SubmitError::TimedOut`] when a resource is
+    /// still full after `timeout` (nothing is changed then).
+    pub fn submit_timeout(
+        &self,
+        queue: QueueId,
+        op: &Op<'_>,
+        timeout: Duration,
+    ) -> Result<Receipt, SubmitError> {
+        // A timeout too large to represent as an instant means no deadline.
+        self.submit_until(queue, op, Instant::now().checked_add(timeout))
+    }
+
+    /// Submits `op` without waiting: a full resource refuses it with [`SubmitError::Full`].
+    /// Every refusal hands the operation back, unchanged, beside the reason.
+    pub fn try_submit<'a>(&self, queue: QueueId, op: Op<'a>) -> Result<Receipt, Rejected<'a>> {
+        self.submit_now(queue, &op).map_err(|error| Rejected { op, error })
+    }
+
+    fn submit_until(
+        &self,
+        queue: QueueId,
+        op: &Op<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<Receipt, SubmitError> {
+        loop {
+            match self.submit_now(queue, op) {
+                Err(SubmitError::Full(resource)) => {
+                    if !self.wait_for_room(queue, op, resource, deadline) {
+                        return Err(SubmitError::TimedOut(resource));
+                    }
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// Blocks until `resource` may have room for `op` (then the caller tries again) or
+    /// `deadline` passes (`false`).
+    fn wait_for_room(
+        &self,
+        queue: QueueId,
+        op: &Op<'_>,
+        resource: Resource,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let shared = self.shared;
+        match resource {
+            Resource::QueueSlots { .. } => match shared.queues.get(queue.0) {
+                Some(queue) => queue.wait_for_slot(deadline),
+                None => true,
+            },
+            Resource::History { signal, .. } => {
+                let Some(semaphore) = op
+                    .signals
+                    .get(signal)
+                    .and_then(|&(id, _)| shared.semaphores.get(id.0 as usize))
+                else {
+                    return true;
+                };
+                // The history frees a slot exactly when this value is reached; a failure ends
+                // the wait too (the retry then reports it).
+                match semaphore.room_at() {
+                    Some(value) => !matches!(
+                        crate::blocking::wait_until(semaphore, value, deadline),
+                        Err(crate::blocking::HostWaitError::TimedOut { .. })
+                    ),
+                    None => true,
+                }
+            }
+            Resource::AllocationRecords { .. } => shared.wait_for_record(deadline),
+        }
+    }
+
+    /// One submission attempt; see the [module documentation](self).
+    fn submit_now(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
         let shared = self.shared;
         let queue = shared.queues.get(queue.0).ok_or(SubmitError::UnknownQueue(queue))?;
         self.check(op)?;
@@ -589,17 +846,22 @@ impl CpuDevice {
             if !semaphore.admits(&endpoint) {
                 return Err(refuse(SignalError::OutOfScope));
             }
-            let (current, room) =
-                semaphore.with_history(|history| (history.submitted(), history.has_room()));
+            let (current, room, failed) = semaphore.with_history(|history| {
+                (history.submitted(), history.has_room(), history.failure().is_some())
+            });
             if value <= current {
                 return Err(refuse(SignalError::NotAdvancing { value, current }));
             }
-            if !room {
-                return Err(refuse(SignalError::HistoryFull { capacity: SEMAPHORE_HISTORY }));
+            // A failed timeline never makes room; its refusal comes from recording the signal
+            // below, which enqueues the operation to fail.
+            if !room && !failed {
+                let capacity = semaphore.with_history(|history| history.capacity());
+                return Err(SubmitError::Full(Resource::History { signal, capacity }));
             }
         }
-        let index =
-            queue.free_slot().ok_or(SubmitError::QueueFull { capacity: queue.capacity() })?;
+        let index = queue
+            .free_slot()
+            .ok_or(SubmitError::Full(Resource::QueueSlots { capacity: queue.capacity() }))?;
         let allocation = self.reserve_memory(op.work)?;
         let mut submission = side.clock.begin();
         let mut waits = FixedVec::new();
@@ -699,12 +961,19 @@ impl CpuDevice {
 
     fn reserve_memory(&self, work: Work) -> Result<Option<AllocationId>, SubmitError> {
         let mut memory = self.shared.lock_memory();
-        let reserved = match work {
-            Work::Alloca { buffer, bytes } => memory.pool.reserve(buffer.0, bytes),
-            Work::Dealloca(buffer) => memory.pool.release(buffer.0),
-            _ => return Ok(None),
-        };
-        reserved.map(Some).map_err(SubmitError::Memory)
+        match work {
+            Work::Alloca { buffer, bytes } => match memory.pool.reserve(buffer.0, bytes) {
+                Ok(Some(id)) => Ok(Some(id)),
+                Ok(None) => Err(SubmitError::Full(Resource::AllocationRecords {
+                    capacity: memory.pool.records(),
+                })),
+                Err(error) => Err(SubmitError::Memory(error)),
+            },
+            Work::Dealloca(buffer) => {
+                memory.pool.release(buffer.0).map(Some).map_err(SubmitError::Memory)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Decides which memory a submitted alloca gets, or hands a submitted dealloca's block to
@@ -729,7 +998,10 @@ impl CpuDevice {
         let Some(allocation) = allocation else { return };
         let mut memory = self.shared.lock_memory();
         match work {
-            Work::Alloca { buffer, .. } => memory.pool.unreserve(buffer.0, allocation),
+            Work::Alloca { buffer, .. } => {
+                memory.pool.unreserve(buffer.0, allocation);
+                self.shared.record_freed(&memory);
+            }
             Work::Dealloca(buffer) => memory.pool.unrelease(buffer.0, allocation),
             _ => {}
         }

@@ -29,11 +29,24 @@
 //!
 //! Operations run strictly in order: the queue clock's elision of same-queue waits relies on
 //! every earlier operation having finished before a later one starts.
+//!
+//! # Waiting for a free slot
+//!
+//! A submitter that finds the ring full ([`QueueShared::wait_for_slot`]) counts itself in
+//! `slot_waiters` and sleeps on a condition variable; `retire` wakes it. The two sides are a
+//! store/load pair on different words — the submitter increments `slot_waiters` then reads
+//! `head`, the queue process stores `head` then reads `slot_waiters` — so both use SeqCst:
+//! in the single order of SeqCst operations one of the two reads sees the other side's write,
+//! so either the submitter sees the freed slot or the queue process sees the waiter. Its
+//! wake-up takes the condition variable's mutex, under which the submitter checks before
+//! sleeping, so the wake cannot fall between a check and the sleep. The queue process pays
+//! one SeqCst store per operation and, with nobody waiting, one load.
 
 use std::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Instant;
 
 use causeway_core::axis::Axis;
 use causeway_core::executor::{Drain, DrainContext, Drained, Process};
@@ -66,6 +79,10 @@ pub(crate) struct QueueShared {
     slots: Box<[OpSlot]>,
     /// Epoch of the last retired operation (what the device knows is complete).
     completed: AtomicU64,
+    /// Submitters waiting for a free slot (see "Waiting for a free slot").
+    slot_waiters: AtomicUsize,
+    slot_lock: Mutex<()>,
+    slot_freed: Condvar,
     process: OnceLock<Process<'static>>,
     device: OnceLock<&'static DeviceShared>,
 }
@@ -87,6 +104,9 @@ impl QueueShared {
             tail: AtomicU64::new(0),
             slots: (0..capacity).map(|_| OpSlot::new(point)).collect(),
             completed: AtomicU64::new(0),
+            slot_waiters: AtomicUsize::new(0),
+            slot_lock: Mutex::new(()),
+            slot_freed: Condvar::new(),
             process: OnceLock::new(),
             device: OnceLock::new(),
         }
@@ -116,7 +136,7 @@ impl QueueShared {
     pub(crate) fn lock_submit(&self) -> MutexGuard<'_, SubmitSide> {
         // The submit side is updated by core code that cannot panic half-way; a poisoned lock
         // only means some unrelated code panicked while holding it.
-        self.submit.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.submit.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn device(&self) -> &'static DeviceShared {
@@ -141,6 +161,35 @@ impl QueueShared {
         // done with the slot being reused.
         let head = self.head.load(Ordering::Acquire);
         (tail - head < self.slots.len() as u64).then_some(tail)
+    }
+
+    /// Blocks until a slot may be free (then the caller tries again) or `deadline` passes
+    /// (`false`). Called without the submit lock.
+    pub(crate) fn wait_for_slot(&self, deadline: Option<Instant>) -> bool {
+        // SeqCst: the Dekker pair with `retire` (module docs, "Waiting for a free slot").
+        self.slot_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = self.slot_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let free = loop {
+            // SeqCst: the other half of the pair; see above.
+            let head = self.head.load(Ordering::SeqCst);
+            if self.tail.load(Ordering::Relaxed) - head < self.slots.len() as u64 {
+                break true;
+            }
+            guard = match deadline {
+                None => self.slot_freed.wait(guard).unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break false;
+                    }
+                    let waited = self.slot_freed.wait_timeout(guard, deadline - now);
+                    waited.unwrap_or_else(PoisonError::into_inner).0
+                }
+            };
+        };
+        drop(guard);
+        self.slot_waiters.fetch_sub(1, Ordering::Relaxed);
+        free
     }
 
     /// Makes slot `index` (filled under the submit lock) visible to the queue process.
@@ -285,9 +334,16 @@ impl QueueShared {
         body.issued = false;
         // Release pairs with the Acquire load in `completed_epoch`.
         self.completed.store(body.point.epoch, Ordering::Release);
-        // Release pairs with the Acquire load in `free_slot`: every access to the body above
-        // happens before the submitter reuses the slot.
-        self.head.store(head + 1, Ordering::Release);
+        // Release (within SeqCst) pairs with the Acquire load in `free_slot`: every access to
+        // the body above happens before the submitter reuses the slot. SeqCst makes this store
+        // and the load below the queue's half of the Dekker pair with `wait_for_slot`.
+        self.head.store(head + 1, Ordering::SeqCst);
+        if self.slot_waiters.load(Ordering::SeqCst) != 0 {
+            // Under the mutex the waiter checks under, so the wake cannot slip between its
+            // check and its sleep.
+            let _guard = self.slot_lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.slot_freed.notify_all();
+        }
     }
 }
 
@@ -308,7 +364,7 @@ impl QueueShared {
             }
             device.finish_signals(body, OpStatus::Cancelled);
             if let Some(allocation) = body.allocation.take() {
-                device.lock_memory().pool.abandon(allocation);
+                device.abandon(allocation);
             }
             let cancelled = |at_ns| OpEvent::Finished {
                 worker: usize::MAX,

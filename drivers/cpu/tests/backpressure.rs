@@ -1,0 +1,218 @@
+//! Bounded device resources that fill make the submitter wait (or, for `try_submit`, hand the
+//! operation back as `Full`); they never fail work that would succeed later.
+#![cfg(not(loom))]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use causeway_core::scope::{Endpoint, Scope};
+use causeway_core::semaphore::Failure;
+use causeway_driver_cpu::blocking::{wait, HostWaitError};
+use causeway_driver_cpu::device::{
+    BufferId, CpuDevice, DeviceBuilder, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
+    Resource, SemaphoreConfig, SemaphoreId, SubmitError, Work,
+};
+use causeway_driver_cpu::PoolConfig;
+
+const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
+const PATIENCE: Option<Duration> = Some(Duration::from_secs(60));
+
+/// Counts finished operations by status.
+#[derive(Default)]
+struct Tally {
+    ok: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Observer for Tally {
+    fn op_event(&self, _queue: usize, _tag: u64, event: OpEvent) {
+        if let OpEvent::Finished { status, .. } = event {
+            let counter = if status == OpStatus::Ok { &self.ok } else { &self.failed };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn builder() -> (DeviceBuilder, Arc<Tally>) {
+    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
+    let tally = Arc::new(Tally::default());
+    builder.observer(tally.clone());
+    (builder, tally)
+}
+
+fn queue(builder: &mut DeviceBuilder, capacity: usize) -> QueueId {
+    let mut config = QueueConfig::default();
+    config.capacity = capacity;
+    builder.queue(config)
+}
+
+fn semaphore(builder: &mut DeviceBuilder, history: usize) -> SemaphoreId {
+    let mut config = SemaphoreConfig::new(0, Scope::DeviceLocal, HOME);
+    config.history = history;
+    builder.semaphore_config(config)
+}
+
+fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], tag: u64) -> Op<'a> {
+    Op { waits, signals, work: Work::Barrier, tag }
+}
+
+/// Runs `submit` while another thread opens `gate` (an external signal to 1) after a delay,
+/// so the submission has to wait for room that the opened gate frees.
+fn with_gate_opened_later<R>(
+    device: &CpuDevice,
+    gate: SemaphoreId,
+    submit: impl FnOnce() -> R,
+) -> R {
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            thread::sleep(Duration::from_millis(20));
+            device.semaphore(gate).unwrap().signal_external(1).unwrap();
+        });
+        submit()
+    })
+}
+
+#[test]
+fn a_full_ring_hands_the_operation_back_and_changes_nothing() {
+    let (mut builder, _) = builder();
+    let q = queue(&mut builder, 2);
+    let gate = semaphore(&mut builder, 4);
+    let done = semaphore(&mut builder, 4);
+    let device = builder.build().unwrap();
+    let first = device.submit(q, &op(&[(gate, 1)], &[], 1)).unwrap();
+    device.submit(q, &op(&[], &[], 2)).unwrap();
+    let signal_done = [(done, 1)];
+    let third = op(&[], &signal_done, 3);
+    let rejected = device.try_submit(q, third).unwrap_err();
+    assert_eq!(rejected.error, SubmitError::Full(Resource::QueueSlots { capacity: 2 }));
+    assert_eq!((rejected.op.tag, rejected.op.signals), (3, &[(done, 1)][..]));
+    assert_eq!(device.in_flight(q), Some(2));
+    assert_eq!(device.semaphore(done).unwrap().with_history(|h| h.submitted()), 0);
+
+    device.semaphore(gate).unwrap().signal_external(1).unwrap();
+    let receipt = device.submit(q, &rejected.op).unwrap();
+    // The refused attempt took no epoch.
+    assert_eq!(receipt.point.epoch, first.point.epoch + 2);
+    assert_eq!(wait(device.semaphore(done).unwrap(), 1, PATIENCE), Ok(1));
+}
+
+#[test]
+fn a_blocking_submit_waits_for_a_slot_and_a_timed_one_gives_up() {
+    let (mut builder, tally) = builder();
+    let q = queue(&mut builder, 1);
+    let gate = semaphore(&mut builder, 4);
+    let done = semaphore(&mut builder, 4);
+    let device = builder.build().unwrap();
+    device.submit(q, &op(&[(gate, 1)], &[], 1)).unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        device.submit_timeout(q, &op(&[], &[(done, 1)], 2), Duration::from_millis(50)),
+        Err(SubmitError::TimedOut(Resource::QueueSlots { capacity: 1 }))
+    );
+    assert!(started.elapsed() >= Duration::from_millis(50));
+
+    with_gate_opened_later(&device, gate, || device.submit(q, &op(&[], &[(done, 1)], 2))).unwrap();
+    assert_eq!(wait(device.semaphore(done).unwrap(), 1, PATIENCE), Ok(1));
+    assert_eq!(tally.ok.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn a_full_history_waits_for_its_oldest_pending_signal_to_be_reached() {
+    let (mut builder, _) = builder();
+    let q = queue(&mut builder, 16);
+    let gate = semaphore(&mut builder, 4);
+    let s = semaphore(&mut builder, 2);
+    let device = builder.build().unwrap();
+    device.submit(q, &op(&[(gate, 1)], &[(s, 1)], 1)).unwrap();
+    device.submit(q, &op(&[], &[(s, 2)], 2)).unwrap();
+    let signal_s = [(s, 3)];
+    let third = op(&[], &signal_s, 3);
+    let rejected = device.try_submit(q, third).unwrap_err();
+    assert_eq!(rejected.error, SubmitError::Full(Resource::History { signal: 0, capacity: 2 }));
+    assert_eq!(device.semaphore(s).unwrap().room_at(), Some(2));
+
+    with_gate_opened_later(&device, gate, || device.submit(q, &third)).unwrap();
+    let s = device.semaphore(s).unwrap();
+    assert_eq!(wait(s, 3, PATIENCE), Ok(3));
+    // Values 1 and 2 aged out of the two slots; a late waiter still gets a true answer.
+    assert_eq!(s.with_history(|h| h.iter().map(|e| e.value).collect::<Vec<_>>()), [2, 3]);
+}
+
+#[test]
+fn held_allocation_records_make_the_next_alloca_wait_for_a_dealloca() {
+    let (mut builder, _) = builder();
+    let q = queue(&mut builder, 16);
+    let gate = semaphore(&mut builder, 4);
+    let done = semaphore(&mut builder, 4);
+    builder.memory(1, 1 << 20);
+    builder.allocation_records(1);
+    let device = builder.build().unwrap();
+    let alloca = Work::Alloca { buffer: BufferId(0), bytes: 64 };
+    device.submit(q, &Op { work: alloca, ..op(&[(gate, 1)], &[], 1) }).unwrap();
+    device.submit(q, &Op { work: Work::Dealloca(BufferId(0)), ..op(&[], &[], 2) }).unwrap();
+    let signal_done = [(done, 1)];
+    let again = Op { work: alloca, ..op(&[], &signal_done, 3) };
+    assert_eq!(
+        device.try_submit(q, again).unwrap_err().error,
+        SubmitError::Full(Resource::AllocationRecords { capacity: 1 })
+    );
+    with_gate_opened_later(&device, gate, || device.submit(q, &again)).unwrap();
+    assert_eq!(wait(device.semaphore(done).unwrap(), 1, PATIENCE), Ok(1));
+    assert_eq!(device.memory_stats().commits, 2);
+}
+
+/// A long submit-ahead pipeline through tiny resources runs to completion at the device's
+/// pace: 10^5 operations over four queues, each waiting on the previous queue's semaphore,
+/// through rings of 8 slots and histories of 4.
+#[test]
+fn a_long_pipeline_through_small_resources_completes() {
+    const OPS: u64 = 100_000;
+    const QUEUES: usize = 4;
+    let (mut builder, tally) = builder();
+    let queues: Vec<QueueId> = (0..QUEUES).map(|_| queue(&mut builder, 8)).collect();
+    let semaphores: Vec<SemaphoreId> = (0..QUEUES).map(|_| semaphore(&mut builder, 4)).collect();
+    let device = builder.build().unwrap();
+    let mut values = [0u64; QUEUES];
+    for index in 0..OPS {
+        let q = index as usize % QUEUES;
+        let previous = (q + QUEUES - 1) % QUEUES;
+        let waits = [(semaphores[previous], values[previous])];
+        values[q] += 1;
+        let signals = [(semaphores[q], values[q])];
+        let waits: &[_] = if values[previous] == 0 { &[] } else { &waits };
+        device.submit(queues[q], &op(waits, &signals, index)).unwrap();
+    }
+    for (q, &semaphore) in semaphores.iter().enumerate() {
+        assert_eq!(wait(device.semaphore(semaphore).unwrap(), values[q], PATIENCE), Ok(values[q]));
+    }
+    drop(device);
+    assert_eq!((tally.ok.load(Ordering::Relaxed), tally.failed.load(Ordering::Relaxed)), (OPS, 0));
+}
+
+#[test]
+fn a_failed_timeline_ends_a_wait_for_history_room() {
+    let (mut builder, _) = builder();
+    let q = queue(&mut builder, 16);
+    let gate = semaphore(&mut builder, 4);
+    let s = semaphore(&mut builder, 2);
+    let device = builder.build().unwrap();
+    device.submit(q, &op(&[(gate, 1)], &[(s, 1)], 1)).unwrap();
+    device.submit(q, &op(&[], &[(s, 2)], 2)).unwrap();
+    let refused = thread::scope(|scope| {
+        scope.spawn(|| {
+            thread::sleep(Duration::from_millis(20));
+            device.semaphore(gate).unwrap().fail(Failure::Application(7));
+        });
+        device.submit(q, &op(&[], &[(s, 3)], 3))
+    });
+    assert!(
+        matches!(refused, Err(SubmitError::Signal { .. })),
+        "the failure, not a hang or a timeout: {refused:?}"
+    );
+    assert_eq!(
+        wait(device.semaphore(s).unwrap(), 3, PATIENCE),
+        Err(HostWaitError::Failed(Failure::Application(7)))
+    );
+}
