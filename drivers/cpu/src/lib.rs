@@ -10,7 +10,11 @@
 //!   borrow from the caller's stack.
 //!
 //! Shutting down (explicitly, or by dropping the pool) cancels queued work and joins the
-//! threads: each worker finishes at most the drain call it is in.
+//! threads: each worker finishes at most the drain call it is in. A drain call that never
+//! returns (a kernel stuck in a loop) would make that join wait forever, so
+//! [`CpuPool::shutdown_within`] waits a bounded time and abandons the workers still inside a
+//! drain: their threads are detached, and everything they can reach (the executor, and the
+//! state of the processes they run) must stay alive — it is kept, not freed.
 //!
 //! On top of the pool: [`block`] runs recorded command buffers of tiled dispatches on every
 //! worker ([`BlockProcessor`]); [`device`] is the CPU device (queues, semaphores, memory);
@@ -21,6 +25,7 @@
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use causeway_core::executor::{
     Executor, ExecutorError, Process, ProcessError, RoundRobin, SpinPolicy,
@@ -122,21 +127,37 @@ impl From<ExecutorError> for PoolError {
 pub struct CpuPool {
     executor: Arc<HostExecutor<'static>>,
     threads: Vec<thread::JoinHandle<()>>,
+    exits: Arc<Exits>,
+}
+
+/// How a bounded shutdown ended ([`CpuPool::shutdown_within`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolShutdown {
+    /// Workers that exited by panicking (joined).
+    pub panicked: usize,
+    /// Indices of the workers still inside a drain call when the grace period ended; their
+    /// threads were detached, not joined.
+    pub abandoned: Vec<usize>,
 }
 
 impl CpuPool {
     /// Builds the executor and starts the workers; returns once every worker thread runs.
     pub fn start(config: PoolConfig) -> Result<CpuPool, PoolError> {
         let executor = Arc::new(HostExecutor::new(HostFutex::new(), config.workers)?);
-        let mut pool = CpuPool { executor, threads: Vec::with_capacity(config.workers) };
+        let exits = Arc::new(Exits::new(config.workers));
+        let mut pool = CpuPool { executor, threads: Vec::with_capacity(config.workers), exits };
         let started = Arc::new(Started::default());
         for index in 0..config.workers {
             let executor = Arc::clone(&pool.executor);
             let started = Arc::clone(&started);
+            let exits = Arc::clone(&pool.exits);
             let spin = config.spin;
             let pin = config.pin;
             let spawned =
                 thread::Builder::new().name(format!("{}-{index}", config.name)).spawn(move || {
+                    // Marks the exit however the thread ends, panics included.
+                    let _exit = ExitOnDrop { exits: &exits, index };
                     started.arrive();
                     run_worker(&executor, index, spin, pin);
                 });
@@ -209,6 +230,27 @@ impl CpuPool {
         self.stop()
     }
 
+    /// Shuts the executor down and waits up to `grace` for every worker to finish the drain
+    /// call it is in; workers still inside one then are abandoned (detached, never joined),
+    /// the others joined. Whatever an abandoned worker can still reach — the executor, which
+    /// its thread keeps alive, and the processes it drains — must outlive it: the caller keeps
+    /// such process state alive (a device leaks it).
+    pub fn shutdown_within(mut self, grace: Duration) -> PoolShutdown {
+        self.executor.shutdown();
+        let deadline = Instant::now().checked_add(grace);
+        let exited = self.exits.wait_until(deadline);
+        let mut report = PoolShutdown::default();
+        for (index, handle) in self.threads.drain(..).enumerate() {
+            if exited[index] {
+                report.panicked += usize::from(handle.join().is_err());
+            } else {
+                // Dropping the handle detaches the thread.
+                report.abandoned.push(index);
+            }
+        }
+        report
+    }
+
     fn stop(&mut self) -> usize {
         self.executor.shutdown();
         self.threads.drain(..).map(|handle| handle.join()).filter(Result::is_err).count()
@@ -254,6 +296,52 @@ impl Started {
 /// The count is a plain integer, consistent whatever panicked while holding it.
 fn lock(count: &Mutex<usize>) -> MutexGuard<'_, usize> {
     count.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Which worker threads have ended, so a bounded shutdown can tell the stuck ones.
+struct Exits {
+    exited: Mutex<Vec<bool>>,
+    changed: Condvar,
+}
+
+impl Exits {
+    fn new(workers: usize) -> Exits {
+        Exits { exited: Mutex::new(vec![false; workers]), changed: Condvar::new() }
+    }
+
+    /// Waits until every worker has exited or `deadline` passes; returns who exited.
+    fn wait_until(&self, deadline: Option<Instant>) -> Vec<bool> {
+        // The flags are plain booleans, consistent whatever panicked while holding the lock.
+        let mut exited = self.exited.lock().unwrap_or_else(PoisonError::into_inner);
+        while !exited.iter().all(|&done| done) {
+            exited = match deadline {
+                None => self.changed.wait(exited).unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    let waited = self.changed.wait_timeout(exited, deadline - now);
+                    waited.unwrap_or_else(PoisonError::into_inner).0
+                }
+            };
+        }
+        exited.clone()
+    }
+}
+
+/// Records its worker's exit when dropped.
+struct ExitOnDrop<'e> {
+    exits: &'e Exits,
+    index: usize,
+}
+
+impl Drop for ExitOnDrop<'_> {
+    fn drop(&mut self) {
+        let mut exited = self.exits.exited.lock().unwrap_or_else(PoisonError::into_inner);
+        exited[self.index] = true;
+        self.exits.changed.notify_all();
+    }
 }
 
 /// Shuts an executor down when dropped, panics included.
@@ -331,6 +419,37 @@ mod tests {
         })
         .unwrap();
         assert!(counters.iter().all(|counter| counter.0.load(Ordering::Relaxed) == 1));
+    }
+
+    /// Never returns: a kernel stuck in a loop (it yields, to leave the test machine a core).
+    struct Stuck(AtomicU32);
+
+    impl Drain for Stuck {
+        fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+            self.0.store(1, Ordering::Release);
+            loop {
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    #[test]
+    fn a_bounded_shutdown_abandons_a_worker_stuck_in_a_drain() {
+        static STUCK: Stuck = Stuck(AtomicU32::new(0));
+        static PROCESS: Process<'static> = Process::new(&STUCK, Class::Immediate);
+        let pool = CpuPool::start(PoolConfig::with_workers(2)).unwrap();
+        pool.submit(&PROCESS).unwrap();
+        wait_until(|| STUCK.0.load(Ordering::Acquire) == 1);
+        // Returns (after the grace period) although one drain never will.
+        let report = pool.shutdown_within(Duration::from_millis(100));
+        assert_eq!(report.abandoned.len(), 1, "{report:?}");
+        assert_eq!(report.panicked, 0);
+    }
+
+    #[test]
+    fn a_bounded_shutdown_of_idle_workers_joins_them_all() {
+        let pool = CpuPool::start(PoolConfig::with_workers(2)).unwrap();
+        assert_eq!(pool.shutdown_within(Duration::from_secs(30)), PoolShutdown::default());
     }
 
     #[test]

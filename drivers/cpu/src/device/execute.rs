@@ -135,6 +135,12 @@ impl Execution {
         Issue::Issued
     }
 
+    /// Whether an execution was issued and has not finished (its kernels may still run).
+    pub(crate) fn is_running(&self) -> bool {
+        self.owner.load(Ordering::Relaxed) != IDLE
+            && self.outcome.load(Ordering::Acquire) == PENDING
+    }
+
     /// The outcome of `queue`'s execution once it finished (releasing the buffer to the next
     /// queue), or `None` while it runs.
     pub(crate) fn poll(&self, queue: usize) -> Option<OpStatus> {

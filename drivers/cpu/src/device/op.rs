@@ -117,6 +117,8 @@ pub(crate) struct OpBody {
     pub(crate) signals: FixedVec<(SemaphoreId, u64), MAX_SIGNALS>,
     /// An `Execute` operation whose command buffer is running.
     pub(crate) issued: bool,
+    /// When it was issued (device clock, ns), for shutdown reports.
+    pub(crate) issued_ns: u64,
 }
 
 impl OpBody {
@@ -130,6 +132,7 @@ impl OpBody {
             armed: [false; MAX_WAITS],
             signals: FixedVec::new(),
             issued: false,
+            issued_ns: 0,
         }
     }
 }

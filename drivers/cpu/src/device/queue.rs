@@ -55,8 +55,10 @@ use causeway_core::semaphore::{Failure, Timepoint};
 
 use super::execute::Issue;
 use super::hand_off::{self, Collecting};
+use super::memory::AllocationId;
 use super::memory::Commit;
 use super::op::{spin_for, OpBody, OpEvent, OpSlot, OpStatus, Work};
+use super::phase::{QueuePhase, Running, TakeOver};
 use super::DeviceShared;
 use crate::contain::{contain, Panicked};
 
@@ -83,6 +85,8 @@ pub(crate) struct QueueShared {
     slot_waiters: AtomicUsize,
     slot_lock: Mutex<()>,
     slot_freed: Condvar,
+    /// Whether the queue process or the device owns the ring (see `phase`).
+    pub(crate) phase: QueuePhase,
     process: OnceLock<Process<'static>>,
     device: OnceLock<&'static DeviceShared>,
 }
@@ -91,6 +95,17 @@ pub(crate) struct QueueShared {
 enum Step {
     Retired,
     Blocked,
+    /// The device took the queue over while the operation's work ran: stop, touch nothing.
+    Abandoned,
+}
+
+/// What running an operation's work came to.
+enum Ran {
+    Finished(OpStatus),
+    /// A command buffer was handed to the block processor; the queue is woken when it ends.
+    Issued,
+    /// Taken over while the work ran.
+    Abandoned,
 }
 
 impl QueueShared {
@@ -107,6 +122,7 @@ impl QueueShared {
             slot_waiters: AtomicUsize::new(0),
             slot_lock: Mutex::new(()),
             slot_freed: Condvar::new(),
+            phase: QueuePhase::new(),
             process: OnceLock::new(),
             device: OnceLock::new(),
         }
@@ -229,13 +245,19 @@ impl QueueShared {
         if !slot.gate.is_open() {
             return Step::Blocked;
         }
-        // SAFETY: the slot is in [head, tail) (checked by the caller with an Acquire load of
-        // `tail`), so by invariant 1 only this queue process touches its body until `retire`.
-        let body = unsafe { &mut *slot.body.get() };
         let device = self.device();
-        let status = if body.issued {
+        // Copied out, so no reference into the slot is held while user work runs (phase
+        // invariant 3: the device may read the slot then).
+        let (issued, work, tag, allocation) = {
+            // SAFETY: the slot is in [head, tail) (checked by the caller with an Acquire load
+            // of `tail`), so by invariant 1 only this queue process touches its body until
+            // `retire`; the shared reference ends with this block.
+            let body = unsafe { &*slot.body.get() };
+            (body.issued, body.work, body.tag, body.allocation)
+        };
+        let status = if issued {
             // A command buffer is running for this operation: done only when it finished.
-            let Work::Execute(id) = body.work else { unreachable!("only executions are issued") };
+            let Work::Execute(id) = work else { unreachable!("only executions are issued") };
             match device.executions[id.0 as usize].poll(self.index) {
                 Some(status) => status,
                 None => return Step::Blocked,
@@ -243,90 +265,113 @@ impl QueueShared {
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
             // on a signal whose operation then failed) still fails every current waiter.
-            for &(semaphore, _) in &body.waits {
+            // SAFETY: as above; shared and short-lived.
+            for &(semaphore, _) in unsafe { &(*slot.body.get()).waits } {
                 if let Some(failure) = device.semaphores[semaphore.0 as usize].failure() {
                     slot.gate.record_failure(failure);
                 }
             }
             match slot.gate.failure() {
                 Some(failure) => OpStatus::Failed(failure),
-                None => match self.prepare(body) {
-                    Some(()) => {
-                        let started = |at_ns| OpEvent::Started { worker, at_ns };
-                        device.observe(self.index, body.tag, started);
-                        match self.execute(body) {
-                            Some(status) => status,
-                            None => return Step::Blocked,
-                        }
+                None => {
+                    if !self.prepare(slot, work, allocation) {
+                        return Step::Blocked;
                     }
-                    None => return Step::Blocked,
-                },
+                    device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
+                    match self.execute(work, tag, allocation, worker) {
+                        Ran::Finished(status) => status,
+                        Ran::Issued => return Step::Blocked,
+                        Ran::Abandoned => return Step::Abandoned,
+                    }
+                }
             }
         };
+        // SAFETY: as above; the queue process owns the slot again (the work is over and the
+        // queue was not taken over), and this is the only reference until `retire` returns.
+        let body = unsafe { &mut *slot.body.get() };
         device.finish_signals(body, status);
-        device.observe(self.index, body.tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
+        device.observe(self.index, tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
         self.retire(head, body);
         Step::Retired
     }
 
     /// What must be had before the operation may start: committed memory for an alloca, the
-    /// command buffer for an execution. `None` when it is not available yet (the pool is over
+    /// command buffer for an execution. `false` when it is not available yet (the pool is over
     /// quota, another queue executes the buffer); the queue is registered to be woken.
-    fn prepare(&self, body: &mut OpBody) -> Option<()> {
-        if let Work::Execute(id) = body.work {
+    fn prepare(&self, slot: &OpSlot, work: Work, allocation: Option<AllocationId>) -> bool {
+        if let Work::Execute(id) = work {
             let device = self.device();
             return match device.executions[id.0 as usize].issue(self.index) {
                 Issue::Issued => {
+                    // SAFETY: the queue process owns the slot (see `step`) and holds no other
+                    // reference to it here.
+                    let body = unsafe { &mut *slot.body.get() };
                     body.issued = true;
-                    Some(())
+                    body.issued_ns = device.now_ns();
+                    true
                 }
-                Issue::Busy => None,
+                Issue::Busy => false,
             };
         }
-        let (Work::Alloca { .. }, Some(allocation)) = (body.work, body.allocation) else {
-            return Some(());
+        let (Work::Alloca { .. }, Some(allocation)) = (work, allocation) else {
+            return true;
         };
         let mut memory = self.device().lock_memory();
         match memory.pool.commit(allocation) {
-            Commit::Committed => Some(()),
+            Commit::Committed => true,
             Commit::OverQuota => {
                 // Registered under the same lock a decommit takes before waking, so the wake
                 // cannot slip between this check and the registration.
                 memory.waiting.register(self.index);
-                None
+                false
             }
         }
     }
 
-    /// Runs the operation's work; `None` for an issued execution, which finishes later.
-    fn execute(&self, body: &OpBody) -> Option<OpStatus> {
+    /// Runs the operation's work. User work (spin, sleep, a host function) runs in the Working
+    /// phase, so a shutdown can abandon it if it never returns.
+    fn execute(
+        &self,
+        work: Work,
+        tag: u64,
+        allocation: Option<AllocationId>,
+        worker: usize,
+    ) -> Ran {
         let device = self.device();
-        Some(match body.work {
-            Work::Execute(_) => return None,
-            Work::Barrier | Work::Alloca { .. } => OpStatus::Ok,
-            Work::Spin(duration) => {
+        let user_work = |run: &dyn Fn() -> OpStatus| {
+            self.phase.start_work(Running { tag, worker, since_ns: device.now_ns() });
+            let status = run();
+            if self.phase.finish_work() {
+                Ran::Finished(status)
+            } else {
+                Ran::Abandoned
+            }
+        };
+        match work {
+            Work::Execute(_) => Ran::Issued,
+            Work::Barrier | Work::Alloca { .. } => Ran::Finished(OpStatus::Ok),
+            Work::Spin(duration) => user_work(&|| {
                 spin_for(duration);
                 OpStatus::Ok
-            }
-            Work::Sleep(duration) => {
+            }),
+            Work::Sleep(duration) => user_work(&|| {
                 std::thread::sleep(duration);
                 OpStatus::Ok
-            }
-            Work::Host(call) => {
+            }),
+            Work::Host(call) => user_work(&|| {
                 // A panicking host function fails its operation (and what it signals) instead
                 // of taking the worker and the queue process down with it.
-                let call = &device.host_calls[call.0 as usize];
-                match contain(call) {
+                match contain(&device.host_calls[call.0 as usize]) {
                     Ok(Ok(())) => OpStatus::Ok,
                     Ok(Err(failure)) => OpStatus::Failed(failure),
                     Err(Panicked) => OpStatus::Failed(Failure::Aborted),
                 }
-            }
-            Work::Dealloca(_) => match body.allocation {
+            }),
+            Work::Dealloca(_) => Ran::Finished(match allocation {
                 Some(allocation) => device.decommit(allocation),
                 None => OpStatus::Failed(Failure::Aborted),
-            },
-        })
+            }),
+        }
     }
 
     fn retire(&self, head: u64, body: &mut OpBody) {
@@ -347,15 +392,67 @@ impl QueueShared {
     }
 }
 
+/// What taking a queue over at shutdown found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Teardown {
+    /// Operations that had not run were cancelled; `stuck` is the head operation whose work
+    /// (or command buffer) was still running and was failed as aborted instead.
+    Done {
+        /// Operations cancelled.
+        cancelled: usize,
+        /// The operation abandoned while running.
+        stuck: Option<Running>,
+    },
+    /// A drain stayed in its bookkeeping past the deadline (an observer or a waker that
+    /// blocks); the queue was left alone.
+    Busy,
+}
+
 impl QueueShared {
-    /// Teardown, after the workers are joined: every operation that has not run is cancelled
-    /// (its armed timepoints unlinked, its signals failed as cancelled, its memory released).
-    pub(crate) fn cancel_unrun(&self, device: &DeviceShared) {
+    /// Shutdown, after the pool stopped: takes the ring over from the queue process (see
+    /// `phase`), cancels every operation that has not run (its armed timepoints unlinked, its
+    /// signals failed as cancelled, its memory released) and fails the one whose work is still
+    /// running as aborted. `workers_abandoned` says whether a command buffer still marked
+    /// running may be stuck in a kernel (else the pool's shutdown ended it).
+    pub(crate) fn tear_down(
+        &self,
+        device: &DeviceShared,
+        workers_abandoned: bool,
+        deadline: Instant,
+    ) -> Teardown {
+        let (mut index, mut stuck) = loop {
+            match self.phase.take_over() {
+                TakeOver::Idle => break (self.head.load(Ordering::Acquire), None),
+                TakeOver::Stuck(running) => {
+                    let head = self.head.load(Ordering::Acquire);
+                    self.abandon_running(device, head, running);
+                    break (head + 1, Some(running));
+                }
+                TakeOver::Stepping if Instant::now() < deadline => std::thread::yield_now(),
+                TakeOver::Stepping => return Teardown::Busy,
+                TakeOver::Abandoned => return Teardown::Done { cancelled: 0, stuck: None },
+            }
+        };
         let tail = self.tail.load(Ordering::Acquire);
-        for index in self.head.load(Ordering::Acquire)..tail {
+        if stuck.is_none() && index < tail && workers_abandoned {
+            // SAFETY: the queue is taken over while idle: the device owns the whole ring
+            // (phase invariant 2), and nothing else reads this slot.
+            let body = unsafe { &*self.slot(index).body.get() };
+            if let (true, Work::Execute(id)) = (body.issued, body.work) {
+                if device.executions[id.0 as usize].is_running() {
+                    let running =
+                        Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
+                    self.abandon_running(device, index, running);
+                    stuck = Some(running);
+                    index += 1;
+                }
+            }
+        }
+        let cancelled = (tail - index) as usize;
+        for index in index..tail {
             let slot = self.slot(index);
-            // SAFETY: the workers are joined and the caller has exclusive access to the
-            // device, so nothing else touches the body.
+            // SAFETY: the device owns the ring from `index` on (the queue was taken over; a
+            // stuck head, if any, is below `index`), so nothing else touches the body.
             let body = unsafe { &mut *slot.body.get() };
             for (wait, &(semaphore, _)) in body.waits.iter().enumerate() {
                 if body.armed[wait] {
@@ -373,12 +470,41 @@ impl QueueShared {
             };
             device.observe(self.index, body.tag, cancelled);
         }
-        self.head.store(tail, Ordering::Release);
+        Teardown::Done { cancelled, stuck }
+    }
+
+    /// Fails the operation at `index`, whose work is running and will be abandoned: its
+    /// signals fail as aborted, so nobody waits for it forever. Only reads the slot (the
+    /// worker running the work may still hold a view of it; phase invariant 3).
+    fn abandon_running(&self, device: &DeviceShared, index: u64, running: Running) {
+        // SAFETY: shared access only; the worker running the work reads nothing of the slot
+        // it did not copy before starting, and writes nothing once taken over.
+        let body = unsafe { &*self.slot(index).body.get() };
+        let status = OpStatus::Failed(Failure::Aborted);
+        device.finish_signals(body, status);
+        let worker = running.worker;
+        device.observe(self.index, body.tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
     }
 }
 
 impl Drain for QueueShared {
     fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        if !self.phase.enter() {
+            // Taken over at shutdown: the ring is the device's now.
+            return Drained::Sleep;
+        }
+        let drained = self.drain_entered(cx);
+        if drained.is_some() {
+            self.phase.leave();
+        }
+        drained.unwrap_or(Drained::Sleep)
+    }
+}
+
+impl QueueShared {
+    /// The drain proper, in the Stepping phase; `None` when the queue was taken over (the
+    /// phase is Abandoned and must stay so).
+    fn drain_entered(&self, cx: &mut DrainContext<'_, '_>) -> Option<Drained> {
         let collecting = Collecting::start(self.device());
         for _ in 0..OPS_PER_DRAIN {
             let head = self.head.load(Ordering::Relaxed);
@@ -394,13 +520,15 @@ impl Drain for QueueShared {
                 }
             }
             if idle {
-                return Drained::Sleep;
+                return Some(Drained::Sleep);
             }
-            if let Step::Blocked = self.step(head, cx.worker()) {
-                return Drained::Sleep;
+            match self.step(head, cx.worker()) {
+                Step::Retired => {}
+                Step::Blocked => return Some(Drained::Sleep),
+                Step::Abandoned => return None,
             }
         }
-        Drained::Progress
+        Some(Drained::Progress)
     }
 }
 
