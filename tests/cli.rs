@@ -199,3 +199,23 @@ fn scope_violations_name_the_semaphore() {
     let message = refused("scope.toml", body, 2);
     assert!(message.contains("op `h`") && message.contains("local"), "{message}");
 }
+
+#[test]
+fn a_hung_kernel_ends_the_run_at_the_timeout_naming_it() {
+    let body = "[[op]]\nname = \"hang\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\nwork = { kind = \"spin\", us = 99999999999 }\n\
+                [[op]]\nname = \"later\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n\
+                [[op]]\nname = \"forever\"\nqueue = \"host\"\nwork = { kind = \"sleep\", us = 99999999999 }\n";
+    let path = write_scenario("hung.toml", &format!("{HEADER}{body}"));
+    let output = causeway(&["run", path.to_str().unwrap(), "--timeout", "1"]);
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{message}");
+    assert!(
+        message.contains("op `forever` (line 15) on the host was still running its work"),
+        "{message}"
+    );
+    assert!(message.contains("op `hang` (line 6) on queue q0 has been running for "), "{message}");
+    assert!(
+        message.contains("op `later` (line 11) on queue q0 waits for s>=1 (at 0)"),
+        "{message}"
+    );
+}

@@ -1,11 +1,19 @@
 //! Running a checked scenario on a CPU device and recording what happened.
 //!
 //! Operations are taken in file order. A queue operation is submitted and the runner moves on
-//! (submit-before-wait is allowed); a host step acts on this thread at that point: it blocks
-//! until its waits are reached, does its work, then signals as a tracked participant with its
-//! own axis (or as an untracked outside source, or fails a semaphore). Then the runner waits
-//! for every queue operation to finish, within a deadline.
+//! (submit-before-wait is allowed); when a bounded resource it needs is full (its queue's
+//! ring, a signalled semaphore's history) the submission waits for earlier work to make room.
+//! A host step acts on this thread at that point: it blocks until its waits are reached, does
+//! its work, then signals as a tracked participant with its own axis (or as an untracked
+//! outside source, or fails a semaphore). Then the runner waits for every queue operation to
+//! finish.
+//!
+//! Everything the runner waits for — room, a host step's waits and work, the queues — ends at
+//! one deadline. Past it the run is reported stuck, naming every operation still running (its
+//! queue, how long it has run) and every wait not reached, and the device is shut down within
+//! [`SHUTDOWN_GRACE`]: work that never returns is abandoned on its worker, not joined.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -117,6 +125,8 @@ pub struct Outcome<'s> {
     pub semaphores: Vec<SemaphoreRecord>,
     /// Names of the axes that can appear in frontiers.
     pub axes: Vec<(Axis, String)>,
+    /// Where each axis is in `axes`.
+    axis_index: HashMap<Axis, usize>,
     /// Stream-ordered memory totals.
     pub memory: causeway_driver_cpu::device::MemoryStats,
     /// Wall time of the run.
@@ -126,10 +136,10 @@ pub struct Outcome<'s> {
 impl Outcome<'_> {
     /// The display name of `axis`.
     pub fn axis_name(&self, axis: Axis) -> String {
-        self.axes
-            .iter()
-            .find(|(a, _)| *a == axis)
-            .map_or_else(|| format!("axis{}", axis.ordinal()), |(_, name)| name.clone())
+        match self.axis_index.get(&axis) {
+            Some(&index) => self.axes[index].1.clone(),
+            None => format!("axis{}", axis.ordinal()),
+        }
     }
 }
 
@@ -140,6 +150,54 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Show a progress bar on a terminal.
     pub progress: bool,
+}
+
+/// How long a stuck run's device gets to finish what it is running before its workers are
+/// abandoned (see [`CpuDevice::shutdown`]).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+/// Running and waiting operations a deadlock report lists by name, each.
+const STUCK_LISTED: usize = 20;
+/// How often the progress bar is redrawn while the runner waits for the queues.
+const PROGRESS_TICK: Duration = Duration::from_millis(100);
+
+/// Why a run stopped early.
+enum Halt {
+    /// Bad input found while running (a scope violation, a refused signal).
+    Invalid(ScenarioError),
+    /// The deadline passed; the headline says what the runner itself was waiting for.
+    Stuck(String),
+}
+
+/// How a host step's work occupies the runner's thread.
+#[derive(Clone, Copy)]
+enum Pace {
+    Busy,
+    Blocking,
+}
+
+/// Does `duration` of host-step work, but stops at `deadline`; `false` when the deadline cut it
+/// short.
+fn work_until(duration: Duration, deadline: Option<Instant>, pace: Pace) -> bool {
+    let end = Instant::now().checked_add(duration);
+    let (stop, cut_short) = match (end, deadline) {
+        (Some(end), Some(deadline)) if deadline < end => (Some(deadline), true),
+        (None, Some(deadline)) => (Some(deadline), true),
+        (end, _) => (end, false),
+    };
+    loop {
+        let now = Instant::now();
+        if stop.is_some_and(|stop| now >= stop) {
+            return !cut_short;
+        }
+        match pace {
+            Pace::Busy => std::hint::spin_loop(),
+            // Short sleeps, so a deadline is noticed; `None` (work too long to represent and
+            // no deadline) sleeps on in the same steps.
+            Pace::Blocking => std::thread::sleep(
+                stop.map_or(PROGRESS_TICK, |stop| (stop - now).min(PROGRESS_TICK)),
+            ),
+        }
+    }
 }
 
 const STATUS_PENDING: usize = 0;
@@ -295,7 +353,16 @@ impl<'s> Runner<'s> {
 
     fn run(mut self) -> Result<Outcome<'s>, ScenarioError> {
         let started = Instant::now();
-        let deadline = started + self.options.timeout;
+        // A timeout too large to add to now is no deadline at all.
+        let deadline = started.checked_add(self.options.timeout);
+        match self.perform(started, deadline) {
+            Ok(()) => Ok(self.finish(started.elapsed())),
+            Err(halt) => Err(self.halt(halt)),
+        }
+    }
+
+    /// Submits and performs every operation in file order, then waits for the queues.
+    fn perform(&mut self, started: Instant, deadline: Option<Instant>) -> Result<(), Halt> {
         let mut host_calls = self.host_calls.clone().into_iter();
         let mut command_buffers = self.command_buffers.clone().into_iter();
         let mut queue_ops = 0;
@@ -307,14 +374,24 @@ impl<'s> Runner<'s> {
                         WorkSpec::Tiles { .. } => command_buffers.next().map(Registered::Buffer),
                         _ => None,
                     };
-                    self.submit(index, op, queue, registered)?;
+                    self.submit(index, op, queue, registered, deadline)?;
                     queue_ops += 1;
                 }
                 Target::Host => self.host_step(index, op, deadline)?,
             }
         }
-        self.wait_for_queues(queue_ops, started, deadline)?;
-        Ok(self.finish(started.elapsed()))
+        self.wait_for_queues(queue_ops, started, deadline)
+    }
+
+    /// Ends a run that cannot go on: describes it, then shuts the device down within
+    /// [`SHUTDOWN_GRACE`] so that work which never returns does not keep the process.
+    fn halt(self, halt: Halt) -> ScenarioError {
+        let error = match halt {
+            Halt::Invalid(error) => error,
+            Halt::Stuck(headline) => self.stuck(headline),
+        };
+        let _ = self.device.shutdown(SHUTDOWN_GRACE);
+        error
     }
 
     fn op_error(&self, op: &OpSpec, message: impl std::fmt::Display) -> ScenarioError {
@@ -327,7 +404,8 @@ impl<'s> Runner<'s> {
         op: &OpSpec,
         queue: usize,
         registered: Option<Registered>,
-    ) -> Result<(), ScenarioError> {
+        deadline: Option<Instant>,
+    ) -> Result<(), Halt> {
         let work = match (op.work, registered) {
             (WorkSpec::Noop, _) => Work::Barrier,
             (WorkSpec::Spin(duration), _) => Work::Spin(duration),
@@ -348,9 +426,25 @@ impl<'s> Runner<'s> {
             op.signals.iter().map(|&(s, v)| (SemaphoreId(s as u32), v)).collect();
         let submit_ns = self.device.now_ns();
         let request = Op { waits: &waits, signals: &signals, work, tag: index as u64 };
-        let receipt = match self.device.submit(QueueId(queue), &request) {
+        // A full ring or history makes the submission wait for earlier work, up to the deadline.
+        let submitted = match deadline {
+            Some(deadline) => {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                self.device.submit_timeout(QueueId(queue), &request, remaining)
+            }
+            None => self.device.submit(QueueId(queue), &request),
+        };
+        let receipt = match submitted {
             Ok(receipt) => receipt,
-            Err(error) => return Err(self.op_error(op, self.describe_submit_error(op, error))),
+            Err(SubmitError::TimedOut(resource)) => {
+                return Err(Halt::Stuck(format!(
+                    "the submitter waited past the {:?} deadline for room to submit op `{}` (line {}) on queue {}: {resource}",
+                    self.options.timeout, op.name, op.line, self.scenario.queues[queue].name
+                )));
+            }
+            Err(error) => {
+                return Err(Halt::Invalid(self.op_error(op, self.describe_submit_error(op, error))))
+            }
         };
         let waits = op
             .waits
@@ -407,8 +501,8 @@ impl<'s> Runner<'s> {
         &mut self,
         index: usize,
         op: &OpSpec,
-        deadline: Instant,
-    ) -> Result<(), ScenarioError> {
+        deadline: Option<Instant>,
+    ) -> Result<(), Halt> {
         let submit_ns = self.device.now_ns();
         let endpoint = self.host_clock.endpoint();
         let mut submission = self.host_clock.begin();
@@ -430,7 +524,7 @@ impl<'s> Runner<'s> {
                 }
                 Err(_) => {
                     let spec = &self.scenario.semaphores[semaphore];
-                    return Err(ScenarioError::at(
+                    return Err(Halt::Invalid(ScenarioError::at(
                         &self.scenario.path,
                         op.line,
                         format!(
@@ -439,32 +533,37 @@ impl<'s> Runner<'s> {
                             spec.name,
                             scope_name(spec.scope)
                         ),
-                    ));
+                    )));
                 }
             };
             waits.push(record);
         }
         let start_ns = self.device.now_ns();
         for &(semaphore, value) in &op.waits {
-            let remaining = deadline.saturating_duration_since(Instant::now());
             let device_semaphore =
                 self.device.semaphore(SemaphoreId(semaphore as u32)).expect("declared");
-            match host::wait(device_semaphore, value, Some(remaining)) {
+            match host::wait_until(device_semaphore, value, deadline) {
                 Ok(_) => {}
                 Err(HostWaitError::Failed(_)) => failed = true,
                 Err(_) => {
                     let name = &self.scenario.semaphores[semaphore].name;
-                    return Err(self.stuck(format!(
+                    return Err(Halt::Stuck(format!(
                         "op `{}` (line {}) on the host waits for {name}>={value} (at {}) past the {:?} deadline",
                         op.name, op.line, device_semaphore.value(), self.options.timeout
                     )));
                 }
             }
         }
-        match op.work {
-            WorkSpec::Spin(duration) => spin_for(duration),
-            WorkSpec::Sleep(duration) => std::thread::sleep(duration),
-            _ => {}
+        let finished = match op.work {
+            WorkSpec::Spin(duration) => work_until(duration, deadline, Pace::Busy),
+            WorkSpec::Sleep(duration) => work_until(duration, deadline, Pace::Blocking),
+            _ => true,
+        };
+        if !finished {
+            return Err(Halt::Stuck(format!(
+                "op `{}` (line {}) on the host was still running its work at the {:?} deadline",
+                op.name, op.line, self.options.timeout
+            )));
         }
         let submitted = submission.commit();
         for &(semaphore, value) in &op.signals {
@@ -486,7 +585,8 @@ impl<'s> Runner<'s> {
                 Ok(()) | Err(causeway_core::semaphore::SignalError::Failed(_)) => {}
                 Err(error) => {
                     let name = &self.scenario.semaphores[semaphore].name;
-                    return Err(self.op_error(op, format_args!("signal {name}={value}: {error}")));
+                    let message = format!("signal {name}={value}: {error}");
+                    return Err(Halt::Invalid(self.op_error(op, message)));
                 }
             }
         }
@@ -511,21 +611,31 @@ impl<'s> Runner<'s> {
         &self,
         total: usize,
         started: Instant,
-        deadline: Instant,
-    ) -> Result<(), ScenarioError> {
+        deadline: Option<Instant>,
+    ) -> Result<(), Halt> {
         let show = self.options.progress && std::io::stderr().is_terminal();
         let mut finished = self.recorder.finished.lock().unwrap_or_else(|e| e.into_inner());
         let mut drawn = false;
         while *finished < total {
             let now = Instant::now();
-            if now >= deadline {
-                drop(finished);
-                return Err(self.stuck(format!("still running after {:?}", self.options.timeout)));
-            }
+            let wait = match deadline {
+                Some(deadline) if now >= deadline => {
+                    drop(finished);
+                    if drawn {
+                        eprintln!();
+                    }
+                    return Err(Halt::Stuck(format!(
+                        "still running after {:?}",
+                        self.options.timeout
+                    )));
+                }
+                Some(deadline) => (deadline - now).min(PROGRESS_TICK),
+                None => PROGRESS_TICK,
+            };
             let (guard, _) = self
                 .recorder
                 .changed
-                .wait_timeout(finished, (deadline - now).min(Duration::from_millis(100)))
+                .wait_timeout(finished, wait)
                 .unwrap_or_else(|e| e.into_inner());
             finished = guard;
             if show && started.elapsed() > Duration::from_millis(500) {
@@ -539,14 +649,42 @@ impl<'s> Runner<'s> {
         Ok(())
     }
 
-    /// A run-time deadlock report: every unfinished queue operation with its unmet waits.
+    /// A run-time deadlock report: what the runner was waiting for, then every operation still
+    /// running (how long, on which worker) and every submitted one not started, with its
+    /// unreached waits. Long lists are cut after [`STUCK_LISTED`] lines each, with a count.
     fn stuck(&self, headline: String) -> ScenarioError {
-        let mut lines = vec![format!("deadlock: {headline}")];
+        let now_ns = self.device.now_ns();
+        let mut running = Vec::new();
+        let mut waiting = Vec::new();
+        let (mut running_total, mut waiting_total) = (0, 0);
         for (index, op) in self.scenario.ops.iter().enumerate() {
             let Target::Queue(queue) = op.target else { continue };
             if self.recorder.status[index].load(Ordering::Relaxed) != STATUS_PENDING
                 || self.records[index].is_none()
             {
+                continue;
+            }
+            let queue = &self.scenario.queues[queue].name;
+            let start_ns = self.recorder.start_ns[index].load(Ordering::Relaxed);
+            if start_ns != 0 {
+                running_total += 1;
+                if running.len() < STUCK_LISTED {
+                    let worker = self.recorder.worker[index].load(Ordering::Relaxed);
+                    let on = if worker == usize::MAX {
+                        String::new()
+                    } else {
+                        format!(" on worker {worker}")
+                    };
+                    let seconds = now_ns.saturating_sub(start_ns) as f64 / 1e9;
+                    running.push(format!(
+                        "  op `{}` (line {}) on queue {queue} has been running for {seconds:.3} s{on}",
+                        op.name, op.line
+                    ));
+                }
+                continue;
+            }
+            waiting_total += 1;
+            if waiting.len() >= STUCK_LISTED {
                 continue;
             }
             let unmet: Vec<String> = op
@@ -568,10 +706,16 @@ impl<'s> Runner<'s> {
             } else {
                 format!("waits for {}", unmet.join(", "))
             };
-            lines.push(format!(
-                "  op `{}` (line {}) on queue {} {why}",
-                op.name, op.line, self.scenario.queues[queue].name
-            ));
+            waiting.push(format!("  op `{}` (line {}) on queue {queue} {why}", op.name, op.line));
+        }
+        let mut lines = vec![format!("deadlock: {headline}")];
+        lines.extend(running);
+        if running_total > STUCK_LISTED {
+            lines.push(format!("  … and {} more running", running_total - STUCK_LISTED));
+        }
+        lines.extend(waiting);
+        if waiting_total > STUCK_LISTED {
+            lines.push(format!("  … and {} more waiting", waiting_total - STUCK_LISTED));
         }
         ScenarioError::in_file(&self.scenario.path, lines.join("\n")).deadlock()
     }
@@ -630,7 +774,8 @@ impl<'s> Runner<'s> {
                 record
             })
             .collect();
-        Outcome { scenario: self.scenario, ops, semaphores, axes, memory, wall }
+        let axis_index = axes.iter().enumerate().map(|(index, (axis, _))| (*axis, index)).collect();
+        Outcome { scenario: self.scenario, ops, semaphores, axes, axis_index, memory, wall }
     }
 }
 

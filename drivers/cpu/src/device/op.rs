@@ -45,8 +45,9 @@ pub enum Work {
 /// Busy-runs the calling thread for `duration`: what [`Work::Spin`] does, for stand-in
 /// kernels and host functions that should behave the same.
 pub fn spin_for(duration: Duration) {
-    let until = std::time::Instant::now() + duration;
-    while std::time::Instant::now() < until {
+    // A duration too long to add to now spins on as long as the thread lives (as asked).
+    let until = std::time::Instant::now().checked_add(duration);
+    while until.is_none_or(|until| std::time::Instant::now() < until) {
         std::hint::spin_loop();
     }
 }
