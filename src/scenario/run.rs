@@ -255,6 +255,8 @@ struct Runner<'s> {
     device: CpuDevice,
     recorder: Arc<Recorder>,
     host_clock: QueueClock<8>,
+    /// The device's ID of each declared semaphore, in declaration order.
+    semaphore_ids: Vec<SemaphoreId>,
     host_calls: Vec<HostCallId>,
     command_buffers: Vec<CommandBufferId>,
     records: Vec<Option<OpRecord>>,
@@ -303,6 +305,7 @@ impl<'s> Runner<'s> {
             config.capacity = scenario.ops.len().max(1);
             builder.queue(config);
         }
+        let mut semaphore_ids = Vec::with_capacity(scenario.semaphores.len());
         for semaphore in &scenario.semaphores {
             let home = match semaphore.home {
                 Home::Queue(queue) => builder
@@ -310,7 +313,7 @@ impl<'s> Runner<'s> {
                     .ok_or_else(|| fail(format!("queue {queue} got no axis")))?,
                 Home::Host => host_endpoint(host_axis),
             };
-            builder.semaphore(semaphore.initial, semaphore.scope, home);
+            semaphore_ids.push(builder.semaphore(semaphore.initial, semaphore.scope, home));
         }
         let mut host_calls = Vec::new();
         let mut command_buffers = Vec::new();
@@ -345,6 +348,7 @@ impl<'s> Runner<'s> {
             device,
             recorder,
             host_clock,
+            semaphore_ids,
             host_calls,
             command_buffers,
             records: vec![None; n],
@@ -421,9 +425,9 @@ impl<'s> Runner<'s> {
             }
         };
         let waits: Vec<(SemaphoreId, u64)> =
-            op.waits.iter().map(|&(s, v)| (SemaphoreId(s as u32), v)).collect();
+            op.waits.iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
         let signals: Vec<(SemaphoreId, u64)> =
-            op.signals.iter().map(|&(s, v)| (SemaphoreId(s as u32), v)).collect();
+            op.signals.iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
         let submit_ns = self.device.now_ns();
         let request = Op { waits: &waits, signals: &signals, work, tag: index as u64 };
         // A full ring or history makes the submission wait for earlier work, up to the deadline.
@@ -493,7 +497,7 @@ impl<'s> Runner<'s> {
 
     fn semaphore(&self, index: usize) -> &DeviceSemaphore {
         self.device
-            .semaphore(SemaphoreId(index as u32))
+            .semaphore(self.semaphore_ids[index])
             .expect("declared semaphores exist on the device")
     }
 
@@ -510,7 +514,7 @@ impl<'s> Runner<'s> {
         let mut failed = false;
         for &(semaphore, value) in &op.waits {
             let device_semaphore =
-                self.device.semaphore(SemaphoreId(semaphore as u32)).expect("declared");
+                self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
             let record = match submission.wait(device_semaphore, value) {
                 Ok(r) => WaitRecord {
                     semaphore,
@@ -541,7 +545,7 @@ impl<'s> Runner<'s> {
         let start_ns = self.device.now_ns();
         for &(semaphore, value) in &op.waits {
             let device_semaphore =
-                self.device.semaphore(SemaphoreId(semaphore as u32)).expect("declared");
+                self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
             match host::wait_until(device_semaphore, value, deadline) {
                 Ok(_) => {}
                 Err(HostWaitError::Failed(_)) => failed = true,
@@ -567,7 +571,7 @@ impl<'s> Runner<'s> {
         }
         let submitted = submission.commit();
         for &(semaphore, value) in &op.signals {
-            let target = self.device.semaphore(SemaphoreId(semaphore as u32)).expect("declared");
+            let target = self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
             if failed {
                 target.fail(Failure::Aborted);
                 continue;

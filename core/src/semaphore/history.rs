@@ -184,6 +184,19 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         Ok(History::blank(slots, count as u16, initial))
     }
 
+    /// Forgets everything: the timeline starts again at `initial`, in the same slots.
+    pub fn reset(&mut self, initial: u64) {
+        self.head = 0;
+        self.len = 0;
+        self.reached_len = 0;
+        self.initial = initial;
+        self.reached = initial;
+        self.submitted = initial;
+        self.evicted_through = initial;
+        self.failure = None;
+        self.aged_out_imports = 0;
+    }
+
     /// How many signals the history holds at most.
     pub fn capacity(&self) -> usize {
         usize::from(self.capacity)

@@ -467,7 +467,46 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     pub fn has_waiters(&self) -> bool {
         self.state.with(|state| !state.waiters.is_empty())
     }
+
+    /// Starts the timeline again at `initial`: history, failure and value are forgotten, so the
+    /// semaphore can be reused for unrelated work. Refused while a timepoint is armed (a waiter
+    /// would be left on a timeline that no longer means what it waited for).
+    ///
+    /// Whoever resets must know nothing else still refers to the old timeline: an operation
+    /// that would complete a signal of the old timeline would otherwise complete one of the new
+    /// (the hosted device defers a reset until every operation submitted before it retired).
+    pub fn reset(&self, initial: u64) -> Result<(), ResetError> {
+        self.state.with(|state| {
+            if !state.waiters.is_empty() {
+                return Err(ResetError::Waited);
+            }
+            state.history.reset(initial);
+            // Release pairs with the Acquire loads in `value` and `failure`; the lock orders
+            // these stores with every locked reader.
+            self.value.store(initial, Ordering::Release);
+            self.failed.store(0, Ordering::Release);
+            Ok(())
+        })
+    }
 }
+
+/// Why a semaphore could not be reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResetError {
+    /// A timepoint is armed on it.
+    Waited,
+}
+
+impl fmt::Display for ResetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResetError::Waited => f.write_str("a waiter is still armed on the semaphore"),
+        }
+    }
+}
+
+impl core::error::Error for ResetError {}
 
 struct CancelOnDrop<'s, 't, const H: usize, const N: usize, S: HistorySlots<N>> {
     semaphore: &'s Semaphore<H, N, S>,

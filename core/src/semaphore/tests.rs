@@ -240,3 +240,25 @@ fn failure_words_round_trip_and_are_never_zero() {
     assert_eq!(Failure::from_word(0), None);
     assert_eq!(Failure::from_word(9 << 32), None);
 }
+
+#[test]
+fn reset_starts_the_timeline_again_unless_someone_waits() {
+    struct Nothing;
+    impl Notify for Nothing {
+        fn notify(&self, _: Outcome) {}
+    }
+    let s = semaphore();
+    signal(&s, 1, 1, 1).unwrap();
+    s.fail(Failure::Aborted);
+    assert_eq!(s.reset(5), Ok(()));
+    assert_eq!((s.value(), s.failure()), (5, None));
+    assert_eq!(s.lookup(5), Lookup::Initial);
+    assert_eq!(s.lookup(6), Lookup::Unsignalled);
+    signal(&s, 6, 1, 2).unwrap();
+    assert_eq!(s.value(), 6);
+    s.wait_scoped(9, &Nothing, |arm| {
+        assert_eq!(arm, Arm::Armed);
+        assert_eq!(s.reset(0), Err(ResetError::Waited));
+    });
+    assert_eq!(s.reset(0), Ok(()));
+}

@@ -157,8 +157,11 @@ fn bad_submissions_are_refused_without_side_effects() {
     assert!(matches!(not_advancing, Err(SubmitError::Signal { signal: 0, enqueued: false, .. })));
     let out_of_scope = device.submit(q[0], &op(&[(far, 1)], &[], 1));
     assert_eq!(out_of_scope.unwrap_err(), SubmitError::WaitOutOfScope { wait: 0 });
-    let unknown = device.submit(q[0], &op(&[(SemaphoreId(9), 1)], &[], 1));
-    assert_eq!(unknown.unwrap_err(), SubmitError::UnknownSemaphore(SemaphoreId(9)));
+    // The tenth semaphore of another device's description: no such slot here.
+    let mut other = CpuDevice::builder(PoolConfig::with_workers(1));
+    let elsewhere = (0..10).map(|_| other.semaphore(0, Scope::DeviceLocal, HOME)).last().unwrap();
+    let unknown = device.submit(q[0], &op(&[(elsewhere, 1)], &[], 1));
+    assert_eq!(unknown.unwrap_err(), SubmitError::UnknownSemaphore(elsewhere));
     let too_big = Op { work: Work::Alloca { buffer: BufferId(0), bytes: 101 }, ..op(&[], &[], 1) };
     assert_eq!(
         device.submit(q[0], &too_big).unwrap_err(),

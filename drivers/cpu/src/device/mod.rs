@@ -33,6 +33,7 @@ mod memory;
 mod op;
 mod phase;
 mod queue;
+mod semaphores;
 mod waiters;
 
 use std::fmt;
@@ -54,6 +55,7 @@ use heapless::Vec as FixedVec;
 pub use execute::DeviceKernel;
 pub use memory::{MemoryError, MemoryStats};
 pub use op::{spin_for, Observer, Op, OpEvent, OpStatus, Work};
+pub use semaphores::{SemaphoreError, SemaphoreId};
 
 use crate::block::BlockError;
 use crate::{CpuPool, HostExecutor, PoolConfig, PoolError};
@@ -61,6 +63,7 @@ use execute::Execution;
 use memory::{AllocationId, MemoryPool};
 use op::OpBody;
 use queue::{QueueShared, Teardown};
+use semaphores::{Blocker, SemaphoreTable};
 use waiters::Waiters;
 
 /// Most waits one operation may carry.
@@ -92,10 +95,6 @@ pub fn allocate_axis(machine: u16, domain: Domain) -> Result<Axis, AxisError> {
 /// A queue of a device (its index in creation order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct QueueId(pub usize);
-
-/// A semaphore of a device (its index in creation order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SemaphoreId(pub u32);
 
 /// A registered host function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -188,7 +187,7 @@ impl fmt::Display for DeviceError {
             DeviceError::Pool(error) => write!(f, "worker pool: {error}"),
             DeviceError::Axis(error) => write!(f, "queue axis: {error}"),
             DeviceError::ZeroCapacity(queue) => write!(f, "queue {} has capacity 0", queue.0),
-            DeviceError::History(id, error) => write!(f, "semaphore {}: {error}", id.0),
+            DeviceError::History(id, error) => write!(f, "{id}: {error}"),
             DeviceError::CommandBuffer(id, error) => write!(f, "command buffer {}: {error}", id.0),
         }
     }
@@ -225,6 +224,12 @@ pub enum Resource {
         /// The semaphore's history slots ([`SemaphoreConfig::history`]).
         capacity: usize,
     },
+    /// Every pooled semaphore slot is live or still used by operations in flight
+    /// ([`CpuDevice::create_semaphore`]).
+    Semaphores {
+        /// Pooled slots ([`DeviceBuilder::semaphore_pool`]).
+        capacity: usize,
+    },
     /// Every stream-ordered allocation record is held by a reservation whose dealloca has not
     /// run yet.
     AllocationRecords {
@@ -243,6 +248,9 @@ impl fmt::Display for Resource {
                 f,
                 "signal {signal}: all {capacity} history slots hold pending signals (or the newest reached one)"
             ),
+            Resource::Semaphores { capacity } => {
+                write!(f, "all {capacity} pooled semaphores are live or still in use")
+            }
             Resource::AllocationRecords { capacity } => {
                 write!(f, "all {capacity} allocation records are held by pending deallocas")
             }
@@ -295,7 +303,7 @@ impl fmt::Display for SubmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             SubmitError::UnknownQueue(queue) => write!(f, "no queue {}", queue.0),
-            SubmitError::UnknownSemaphore(semaphore) => write!(f, "no semaphore {}", semaphore.0),
+            SubmitError::UnknownSemaphore(semaphore) => write!(f, "no live {semaphore}"),
             SubmitError::UnknownHostCall(call) => write!(f, "no host function {}", call.0),
             SubmitError::UnknownCommandBuffer(id) => write!(f, "no command buffer {}", id.0),
             SubmitError::TooManyWaits(n) => write!(f, "{n} waits (at most {MAX_WAITS})"),
@@ -369,7 +377,7 @@ struct MemoryState {
 pub(crate) struct DeviceShared {
     queues: Box<[QueueShared]>,
     endpoints: Box<[Endpoint]>,
-    semaphores: Box<[DeviceSemaphore]>,
+    semaphores: SemaphoreTable,
     host_calls: Box<[HostCall]>,
     executions: Box<[Execution]>,
     memory: Mutex<MemoryState>,
@@ -470,7 +478,7 @@ impl DeviceShared {
     /// Completes (or, on failure, fails) every signal of a finished operation.
     fn finish_signals(&self, body: &OpBody, status: OpStatus) {
         for &(semaphore, value) in &body.signals {
-            let semaphore = &self.semaphores[semaphore.0 as usize];
+            let semaphore = &self.semaphores[semaphore];
             match status {
                 // A completion refused here (out of order) fails the timeline itself, which
                 // is how its waiters learn of it.
@@ -496,6 +504,7 @@ pub struct DeviceBuilder {
     pool: PoolConfig,
     queues: Vec<(QueueConfig, Result<Endpoint, AxisError>)>,
     semaphores: Vec<SemaphoreConfig>,
+    semaphore_pool: Option<(usize, SemaphoreConfig)>,
     host_calls: Vec<HostCall>,
     command_buffers: Vec<Vec<(u32, DeviceKernel)>>,
     buffers: usize,
@@ -511,6 +520,7 @@ impl DeviceBuilder {
             pool,
             queues: Vec::new(),
             semaphores: Vec::new(),
+            semaphore_pool: None,
             host_calls: Vec::new(),
             command_buffers: Vec::new(),
             buffers: 0,
@@ -548,7 +558,14 @@ impl DeviceBuilder {
     /// Adds a semaphore as `config` describes (its history size included).
     pub fn semaphore_config(&mut self, config: SemaphoreConfig) -> SemaphoreId {
         self.semaphores.push(config);
-        SemaphoreId(self.semaphores.len() as u32 - 1)
+        SemaphoreTable::declared(self.semaphores.len() - 1)
+    }
+
+    /// Gives the device `count` more semaphore slots, configured as `config` (scope, home,
+    /// history; the initial value is given at creation), for
+    /// [`CpuDevice::create_semaphore`] and [`CpuDevice::destroy_semaphore`] while it runs.
+    pub fn semaphore_pool(&mut self, count: usize, config: SemaphoreConfig) {
+        self.semaphore_pool = Some((count, config));
     }
 
     /// Registers a host function for [`Work::Host`].
@@ -614,17 +631,14 @@ impl DeviceBuilder {
         let workers = self.pool.workers;
         let queue_count = self.queues.len();
         let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
-        let mut semaphores = Vec::with_capacity(self.semaphores.len());
-        for (index, config) in self.semaphores.iter().enumerate() {
-            let slots = vec![HistoryEntry::BLANK; config.history].into_boxed_slice();
-            let semaphore = Semaphore::with_slots(slots, config.initial, config.scope, config.home)
-                .map_err(|error| DeviceError::History(SemaphoreId(index as u32), error))?;
-            semaphores.push(semaphore);
-        }
+        let semaphores =
+            SemaphoreTable::new(&self.semaphores, self.semaphore_pool, self.queues.len()).map_err(
+                |(index, error)| DeviceError::History(SemaphoreTable::declared(index), error),
+            )?;
         let shared = Box::new(DeviceShared {
             queues: queues.into_boxed_slice(),
             endpoints: endpoints.into_boxed_slice(),
-            semaphores: semaphores.into_boxed_slice(),
+            semaphores,
             host_calls: self.host_calls.into_boxed_slice(),
             executions: self
                 .command_buffers
@@ -701,7 +715,7 @@ impl CpuDevice {
 
     /// The device's semaphore `id`.
     pub fn semaphore(&self, id: SemaphoreId) -> Option<&DeviceSemaphore> {
-        self.shared.semaphores.get(id.0 as usize)
+        self.shared.semaphores.get(id)
     }
 
     /// Where queue `id` sits (for scope decisions and its axis).
@@ -813,10 +827,7 @@ impl CpuDevice {
                 None => true,
             },
             Resource::History { signal, .. } => {
-                let Some(semaphore) = op
-                    .signals
-                    .get(signal)
-                    .and_then(|&(id, _)| shared.semaphores.get(id.0 as usize))
+                let Some(semaphore) = op.signals.get(signal).map(|&(id, _)| &shared.semaphores[id])
                 else {
                     return true;
                 };
@@ -831,7 +842,57 @@ impl CpuDevice {
                 }
             }
             Resource::AllocationRecords { .. } => shared.wait_for_record(deadline),
+            // Not a submission's resource: only semaphore creation reports it.
+            Resource::Semaphores { .. } => true,
         }
+    }
+
+    /// Creates a semaphore at `initial` from the device's pool
+    /// ([`DeviceBuilder::semaphore_pool`]), without waiting: [`SemaphoreError::Full`] when every
+    /// pooled slot is live or still used by operations in flight.
+    pub fn create_semaphore(&self, initial: u64) -> Result<SemaphoreId, SemaphoreError> {
+        self.shared.semaphores.create(initial, &self.shared.queues)
+    }
+
+    /// [`create_semaphore`](Self::create_semaphore), waiting up to `timeout` for a destroyed
+    /// semaphore's slot to become free (its earlier operations to retire).
+    pub fn create_semaphore_timeout(
+        &self,
+        initial: u64,
+        timeout: Duration,
+    ) -> Result<SemaphoreId, SemaphoreError> {
+        let shared = self.shared;
+        // A timeout too large to represent as an instant means no deadline.
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            let resource = match shared.semaphores.create(initial, &shared.queues) {
+                Err(SemaphoreError::Full(resource)) => resource,
+                done => return done,
+            };
+            let reached = match shared.semaphores.oldest_blocker(&shared.queues) {
+                Blocker::Queue { queue, submitted } => {
+                    shared.queues[queue].wait_for_retired(submitted, deadline)
+                }
+                // A host thread's wait ends by itself (value, failure or its own timeout);
+                // look again shortly.
+                Blocker::HostWaiter => {
+                    std::thread::sleep(HOST_WAITER_POLL);
+                    deadline.is_none_or(|deadline| Instant::now() < deadline)
+                }
+                // Every slot is live: only a destruction frees one.
+                Blocker::Nothing => return Err(SemaphoreError::Full(resource)),
+            };
+            if !reached {
+                return Err(SemaphoreError::TimedOut(resource));
+            }
+        }
+    }
+
+    /// Destroys pooled semaphore `id`: submissions naming it are refused from now on, while
+    /// operations already submitted keep using it; its slot is reused once they have all
+    /// retired and no host thread waits on it. Declared semaphores live as long as the device.
+    pub fn destroy_semaphore(&self, id: SemaphoreId) -> Result<(), SemaphoreError> {
+        self.shared.semaphores.destroy(id, &self.shared.queues)
     }
 
     /// One submission attempt; see the [module documentation](self).
@@ -840,9 +901,17 @@ impl CpuDevice {
         let queue = shared.queues.get(queue.0).ok_or(SubmitError::UnknownQueue(queue))?;
         self.check(op)?;
         let mut side = queue.lock_submit();
+        // Under the submit lock: a semaphore destroyed concurrently is either seen dead here, or
+        // its destruction counts this submission before the slot may be reclaimed (see
+        // `semaphores`).
+        if let Some(&(id, _)) =
+            op.waits.iter().chain(op.signals).find(|&&(id, _)| !shared.semaphores.is_live(id))
+        {
+            return Err(SubmitError::UnknownSemaphore(id));
+        }
         let endpoint = side.clock.endpoint();
         for (signal, &(id, value)) in op.signals.iter().enumerate() {
-            let semaphore = &shared.semaphores[id.0 as usize];
+            let semaphore = &shared.semaphores[id];
             let refuse = |error| SubmitError::Signal { signal, error, enqueued: false };
             if !semaphore.admits(&endpoint) {
                 return Err(refuse(SignalError::OutOfScope));
@@ -868,7 +937,7 @@ impl CpuDevice {
         let mut waits = FixedVec::new();
         let mut failure = None;
         for (wait, &(id, value)) in op.waits.iter().enumerate() {
-            let outcome = match submission.wait(&shared.semaphores[id.0 as usize], value) {
+            let outcome = match submission.wait(&shared.semaphores[id], value) {
                 Ok(resolution) => WaitOutcome::Resolved(resolution),
                 Err(WaitError::Failed(f)) => {
                     failure = failure.or(Some(f));
@@ -886,7 +955,7 @@ impl CpuDevice {
         self.place_memory(op.work, allocation, &submitted);
         let mut refused = None;
         for (signal, &(id, value)) in op.signals.iter().enumerate() {
-            let semaphore = &shared.semaphores[id.0 as usize];
+            let semaphore = &shared.semaphores[id];
             if let Err(error) = submitted.submit_signal(semaphore, value, &endpoint) {
                 refused = Some(SubmitError::Signal { signal, error, enqueued: true });
                 failure = failure.or(Some(Failure::Aborted));
@@ -942,12 +1011,6 @@ impl CpuDevice {
         }
         if op.signals.len() > MAX_SIGNALS {
             return Err(SubmitError::TooManySignals(op.signals.len()));
-        }
-        let semaphores = self.shared.semaphores.len();
-        if let Some(&(id, _)) =
-            op.waits.iter().chain(op.signals).find(|(id, _)| id.0 as usize >= semaphores)
-        {
-            return Err(SubmitError::UnknownSemaphore(id));
         }
         match op.work {
             Work::Host(call) if call.0 as usize >= self.shared.host_calls.len() => {
@@ -1011,7 +1074,7 @@ impl CpuDevice {
 
     /// Arms the slot's timepoint `wait`; true when it was linked (the gate counts it).
     fn arm(&self, slot: &op::OpSlot, wait: usize, (id, value): (SemaphoreId, u64)) -> bool {
-        let semaphore = &self.shared.semaphores[id.0 as usize];
+        let semaphore = &self.shared.semaphores[id];
         let timepoint = QueueShared::timepoint(slot, wait);
         // Invariant 3 of the ring protocol: a previous firing may still be finishing.
         while timepoint.is_busy() {
@@ -1091,6 +1154,10 @@ impl CpuDevice {
         report
     }
 }
+
+/// How often a semaphore creation blocked only by a host thread's wait on the oldest destroyed
+/// semaphore looks again.
+const HOST_WAITER_POLL: Duration = Duration::from_millis(1);
 
 /// How long [`CpuDevice::shutdown`] waits, after the grace period, for a queue's bookkeeping
 /// between two operations (not user work) to finish before leaving that queue as it is.

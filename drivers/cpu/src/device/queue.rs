@@ -182,13 +182,25 @@ impl QueueShared {
     /// Blocks until a slot may be free (then the caller tries again) or `deadline` passes
     /// (`false`). Called without the submit lock.
     pub(crate) fn wait_for_slot(&self, deadline: Option<Instant>) -> bool {
+        let capacity = self.slots.len() as u64;
+        self.wait_for_retire(|head, tail| tail - head < capacity, deadline)
+    }
+
+    /// Blocks until the queue has retired `count` operations or `deadline` passes (`false`).
+    pub(crate) fn wait_for_retired(&self, count: u64, deadline: Option<Instant>) -> bool {
+        self.wait_for_retire(|head, _| head >= count, deadline)
+    }
+
+    /// Blocks until `done(head, tail)` holds, re-checking at every retirement, or until
+    /// `deadline` passes (`false`).
+    fn wait_for_retire(&self, done: impl Fn(u64, u64) -> bool, deadline: Option<Instant>) -> bool {
         // SeqCst: the Dekker pair with `retire` (module docs, "Waiting for a free slot").
         self.slot_waiters.fetch_add(1, Ordering::SeqCst);
         let mut guard = self.slot_lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let free = loop {
+        let reached = loop {
             // SeqCst: the other half of the pair; see above.
             let head = self.head.load(Ordering::SeqCst);
-            if self.tail.load(Ordering::Relaxed) - head < self.slots.len() as u64 {
+            if done(head, self.tail.load(Ordering::Relaxed)) {
                 break true;
             }
             guard = match deadline {
@@ -205,7 +217,21 @@ impl QueueShared {
         };
         drop(guard);
         self.slot_waiters.fetch_sub(1, Ordering::Relaxed);
-        free
+        reached
+    }
+
+    /// Operations retired so far.
+    pub(crate) fn retired(&self) -> u64 {
+        // Acquire pairs with the store in `retire`: whatever the retired operations did is
+        // visible to the caller's decision.
+        self.head.load(Ordering::Acquire)
+    }
+
+    /// Operations submitted so far, read under the submit lock: a submission in progress is
+    /// either counted or has not checked its semaphores yet.
+    pub(crate) fn submitted_under_lock(&self) -> u64 {
+        let _side = self.lock_submit();
+        self.tail.load(Ordering::Relaxed)
     }
 
     /// Makes slot `index` (filled under the submit lock) visible to the queue process.
@@ -267,7 +293,7 @@ impl QueueShared {
             // on a signal whose operation then failed) still fails every current waiter.
             // SAFETY: as above; shared and short-lived.
             for &(semaphore, _) in unsafe { &(*slot.body.get()).waits } {
-                if let Some(failure) = device.semaphores[semaphore.0 as usize].failure() {
+                if let Some(failure) = device.semaphores[semaphore].failure() {
                     slot.gate.record_failure(failure);
                 }
             }
@@ -456,7 +482,7 @@ impl QueueShared {
             let body = unsafe { &mut *slot.body.get() };
             for (wait, &(semaphore, _)) in body.waits.iter().enumerate() {
                 if body.armed[wait] {
-                    device.semaphores[semaphore.0 as usize].cancel(&Self::timepoint(slot, wait));
+                    device.semaphores[semaphore].cancel(&Self::timepoint(slot, wait));
                 }
             }
             device.finish_signals(body, OpStatus::Cancelled);
