@@ -214,17 +214,26 @@ impl<const N: usize> QueueClock<N> {
 
     /// Starts submitting an operation.
     pub fn begin(&mut self) -> Submission<'_, N> {
-        Submission { frontier: self.frontier, held: 0, clock: self }
+        Submission { frontier: self.frontier, held: 0, failed: false, clock: self }
     }
 }
 
 /// An operation being submitted to a queue: resolve its waits, then [`commit`](Self::commit).
 /// Dropping it without committing leaves the queue unchanged except for the counters.
+///
+/// A wait on a failed semaphore dooms the operation: it will fail without waiting for its
+/// other waits (nothing is armed for them), so what they import has not necessarily happened
+/// when it runs. Keeping those imports would let the queue's later operations — which only
+/// wait for this one — elide waits on work that has not run yet, and miss its failure. So the
+/// first failed wait discards every import, and later waits import nothing: a doomed operation
+/// knows only what its queue knew.
 #[derive(Debug)]
 pub struct Submission<'q, const N: usize> {
     clock: &'q mut QueueClock<N>,
     frontier: Frontier<N>,
     held: u32,
+    /// A wait failed: imports are discarded (see above).
+    failed: bool,
 }
 
 impl<const N: usize> Submission<'_, N> {
@@ -240,8 +249,17 @@ impl<const N: usize> Submission<'_, N> {
         // The lookup's frontier is merged where it lies: each further move of a frontier is a
         // bulk copy that waits for the previous copy's stores.
         let lookup = semaphore.lookup(value);
-        let (resolution, import) = resolve(&self.frontier, &lookup, self.clock.capabilities)?;
-        if let Some((origin, frontier)) = import {
+        let (resolution, import) = match resolve(&self.frontier, &lookup, self.clock.capabilities) {
+            Ok(resolved) => resolved,
+            Err(error) => {
+                if let WaitError::Failed(_) = error {
+                    self.failed = true;
+                    self.frontier = self.clock.frontier;
+                }
+                return Err(error);
+            }
+        };
+        if let (Some((origin, frontier)), false) = (import, self.failed) {
             self.frontier.merge(frontier);
             // The origin is normally inside its own frontier already; it is re-added only
             // when that frontier evicted it.
@@ -379,6 +397,31 @@ mod tests {
         assert_eq!((first.point.epoch, second.point.epoch), (1, 2));
         assert_eq!(q.frontier().get(q.axis()), Some(2));
         assert_eq!(second.frontier, *q.frontier());
+    }
+
+    #[test]
+    fn a_failed_wait_discards_what_the_operation_imported() {
+        let elsewhere = |queue| Point::new(Axis::new(0, Domain::Queue, queue), 1);
+        let pending: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        pending
+            .submit_signal(1, elsewhere(5), &Frontier::<8>::from_points([elsewhere(5)]))
+            .unwrap();
+        let failed: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        failed.fail(Failure::Aborted);
+        let later: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        later.signal(1, elsewhere(6), &Frontier::<8>::from_points([elsewhere(6)])).unwrap();
+
+        let mut q = clock(1, TIMELINE);
+        let mut doomed = q.begin();
+        assert_eq!(doomed.wait(&pending, 1).unwrap().resolution, Resolution::DeviceWait);
+        assert!(doomed.frontier().knows(elsewhere(5)));
+        assert_eq!(doomed.wait(&failed, 1), Err(WaitError::Failed(Failure::Aborted)));
+        assert_eq!(doomed.wait(&later, 1).unwrap().resolution, Resolution::Satisfied);
+        let submitted = doomed.commit();
+        // Only its own entry: it never waited for queue 5's operation, nor imported queue 6's.
+        assert_eq!(submitted.frontier.len(), 1);
+        // So the queue's next operation must still wait for queue 5's.
+        assert_eq!(q.begin().wait(&pending, 1).unwrap().resolution, Resolution::DeviceWait);
     }
 
     #[test]

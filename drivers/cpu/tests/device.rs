@@ -498,3 +498,32 @@ fn a_woken_operation_does_not_wait_behind_the_signalling_queue_s_ready_work() {
         assert!(consumer_start < busy_start, "on one worker, the consumer went first");
     }
 }
+
+/// Found by the soak test: an operation doomed at submission (it waits on a failed semaphore)
+/// runs without waiting for its other waits, so what those would have imported must not reach
+/// its queue's knowledge — else a later operation elsewhere elides a wait on work that has not
+/// run, and runs first.
+#[test]
+fn a_doomed_operation_passes_on_no_knowledge_it_did_not_wait_for() {
+    let (mut builder, q, finishes) = builder(3);
+    let gate = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let a = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let failed = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let x = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let y = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let device = builder.build().unwrap();
+    device.semaphore(failed).unwrap().fail(Failure::Application(9));
+    device.submit(q[1], &op(&[(gate, 1)], &[(a, 1)], 1)).unwrap();
+    let doomed = device.submit(q[0], &op(&[(a, 1), (failed, 1)], &[(x, 1)], 2)).unwrap();
+    assert_eq!(doomed.frontier.len(), 1, "it knows only itself: {:?}", doomed.frontier);
+    device.submit(q[0], &op(&[], &[(y, 1)], 3)).unwrap();
+    assert_eq!(wait_for(&device, y, 1), Ok(1));
+    let late = device.submit(q[2], &op(&[(y, 1), (a, 1)], &[], 4)).unwrap();
+    assert_eq!(late.waits[1], WaitOutcome::Resolved(resolved(Resolution::DeviceWait)));
+    device.semaphore(gate).unwrap().signal_external(1).unwrap();
+    assert_eq!(wait_for(&device, a, 1), Ok(1));
+    drop(device);
+    let order: Vec<u64> = finishes.0.lock().unwrap().iter().map(|f| f.1).collect();
+    let position = |tag| order.iter().position(|&t| t == tag).unwrap();
+    assert!(position(1) < position(4), "the waiter ran before what it waited for: {order:?}");
+}
