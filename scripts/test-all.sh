@@ -35,9 +35,10 @@ step "tiers 1 and 3: unit, property and integration tests"
 cargo test --workspace
 passed
 
-step "tier 2: executor stress and zero-allocation tests, optimised"
+step "tier 2: executor stress, zero-allocation tests and the 10^5-operation soak, optimised"
 cargo test --release --test executor_stress --test no_alloc --test device_no_alloc
-cargo test --release -p causeway-driver-cpu --test no_alloc_stream --test block_no_alloc
+cargo test --release -p causeway-driver-cpu --test no_alloc_stream --test block_no_alloc \
+  --test soak
 passed
 
 step "no heap in core: no alloc crate, builds for Cortex-M0 (no CAS) and Cortex-M4"
