@@ -11,3 +11,8 @@ pub use runtime::{Runtime, RuntimeBuilder};
 pub mod host;
 mod runtime;
 pub mod scenario;
+
+/// The README's code, compiled and run as a doctest so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
