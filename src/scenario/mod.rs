@@ -13,10 +13,13 @@
 //!    happened;
 //! 4. [`expect::unmet`], [`summary::summary`], [`report::report`], [`trace::trace`] — check
 //!    the scenario's own expectations and render the results.
+//!
+//! [`generate`] writes scenarios of any size in a few shapes, for scaling tests and benchmarks.
 
 pub mod bundled;
 pub mod check;
 pub mod expect;
+pub mod generate;
 pub mod model;
 pub mod parse;
 pub mod report;
