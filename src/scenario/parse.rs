@@ -1,7 +1,11 @@
 //! Reading a scenario file: TOML into raw tables (with source spans), then names resolved and
 //! values checked, every problem reported with its line.
+//!
+//! Loading is linear in the file: names resolve through hash maps built as the declarations
+//! are read (so a later duplicate is found where it is written), and byte offsets become line
+//! numbers by a binary search over the line starts, found in one pass over the source.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -146,8 +150,9 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 
 /// Validates scenario `source`, reporting problems against `path`.
 pub fn parse(path: &Path, source: &str) -> Result<Scenario, ScenarioError> {
+    let lines = LineStarts::of(source);
     let raw: RawScenario = toml::from_str(source).map_err(|error| {
-        let line = error.span().map(|span| line_of(source, span.start));
+        let line = error.span().map(|span| lines.line(span.start));
         ScenarioError {
             path: path.to_path_buf(),
             line,
@@ -155,47 +160,67 @@ pub fn parse(path: &Path, source: &str) -> Result<Scenario, ScenarioError> {
             deadlock: false,
         }
     })?;
-    Resolver { path, source, buffers: Vec::new() }.scenario(raw)
+    Resolver { path, lines, buffers: Vec::new(), buffer_index: HashMap::new() }.scenario(&raw)
 }
 
-fn line_of(source: &str, offset: usize) -> usize {
-    source[..offset.min(source.len())].bytes().filter(|&b| b == b'\n').count() + 1
+/// Where each line of a source starts, for turning byte offsets into line numbers.
+struct LineStarts(Vec<usize>);
+
+impl LineStarts {
+    fn of(source: &str) -> LineStarts {
+        let after_newlines =
+            source.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(at, _)| at + 1);
+        LineStarts(std::iter::once(0).chain(after_newlines).collect())
+    }
+
+    /// The 1-based line holding byte `offset` (the last line for offsets past the end).
+    fn line(&self, offset: usize) -> usize {
+        self.0.partition_point(|&start| start <= offset)
+    }
+}
+
+/// Declared names and their indices, borrowed from the raw tables.
+struct Names<'r> {
+    queues: HashMap<&'r str, usize>,
+    semaphores: HashMap<&'r str, usize>,
 }
 
 struct Resolver<'a> {
     path: &'a Path,
-    source: &'a str,
+    lines: LineStarts,
     buffers: Vec<String>,
+    buffer_index: HashMap<String, usize>,
 }
 
 impl Resolver<'_> {
     fn line<T>(&self, spanned: &Spanned<T>) -> usize {
-        line_of(self.source, spanned.span().start)
+        self.lines.line(spanned.span().start)
     }
 
     fn error<T>(&self, at: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
         ScenarioError::at(self.path, self.line(at), message)
     }
 
-    fn scenario(mut self, raw: RawScenario) -> Result<Scenario, ScenarioError> {
-        let workers = match raw.workers {
+    fn scenario(mut self, raw: &RawScenario) -> Result<Scenario, ScenarioError> {
+        let workers = match &raw.workers {
             Some(workers) if !(1..=64).contains(workers.get_ref()) => {
-                return Err(self.error(&workers, "workers must be between 1 and 64"));
+                return Err(self.error(workers, "workers must be between 1 and 64"));
             }
-            Some(workers) => workers.into_inner(),
+            Some(workers) => *workers.get_ref(),
             None => DEFAULT_WORKERS,
         };
-        let queues = self.queues(&raw.queues)?;
-        let semaphores = self.semaphores(&raw.semaphores, &queues)?;
+        let (queues, queue_index) = self.queues(&raw.queues)?;
+        let (semaphores, semaphore_index) =
+            self.semaphores(&raw.semaphores, &queues, &queue_index)?;
+        let names = Names { queues: queue_index, semaphores: semaphore_index };
         let mut ops = Vec::with_capacity(raw.ops.len());
-        let mut names: Vec<&str> = Vec::new();
+        let mut op_names: HashSet<&str> = HashSet::with_capacity(raw.ops.len());
         for op in &raw.ops {
             let name = op.get_ref().name.get_ref();
-            if names.contains(&name.as_str()) {
+            if !op_names.insert(name) {
                 return Err(self.error(&op.get_ref().name, format!("op `{name}` is defined twice")));
             }
-            names.push(name);
-            ops.push(self.op(op, &queues, &semaphores)?);
+            ops.push(self.op(op, &queues, &names)?);
         }
         if ops.is_empty() {
             return Err(ScenarioError::in_file(self.path, "the scenario has no [[op]]"));
@@ -210,8 +235,8 @@ impl Resolver<'_> {
             peak_memory: raw.expect.peak_memory,
         };
         Ok(Scenario {
-            name: raw.name,
-            description: raw.description,
+            name: raw.name.clone(),
+            description: raw.description.clone(),
             path: self.path.to_path_buf(),
             workers,
             memory_quota: raw.memory_quota.unwrap_or(DEFAULT_QUOTA),
@@ -223,15 +248,19 @@ impl Resolver<'_> {
         })
     }
 
-    fn queues(&self, raw: &[Spanned<RawQueue>]) -> Result<Vec<QueueSpec>, ScenarioError> {
+    fn queues<'r>(
+        &self,
+        raw: &'r [Spanned<RawQueue>],
+    ) -> Result<(Vec<QueueSpec>, HashMap<&'r str, usize>), ScenarioError> {
         let mut queues: Vec<QueueSpec> = Vec::with_capacity(raw.len());
+        let mut index = HashMap::with_capacity(raw.len());
         for spanned in raw {
             let queue = spanned.get_ref();
             let name = queue.name.get_ref();
             if name == HOST {
                 return Err(self.error(&queue.name, "`host` is reserved for host steps"));
             }
-            if queues.iter().any(|q| &q.name == name) {
+            if index.insert(name.as_str(), queues.len()).is_some() {
                 return Err(self.error(&queue.name, format!("queue `{name}` is defined twice")));
             }
             if let Some(driver) = &queue.driver {
@@ -257,19 +286,21 @@ impl Resolver<'_> {
         if queues.is_empty() {
             return Err(ScenarioError::in_file(self.path, "the scenario declares no [[queue]]"));
         }
-        Ok(queues)
+        Ok((queues, index))
     }
 
-    fn semaphores(
+    fn semaphores<'r>(
         &self,
-        raw: &[Spanned<RawSemaphore>],
+        raw: &'r [Spanned<RawSemaphore>],
         queues: &[QueueSpec],
-    ) -> Result<Vec<SemaphoreSpec>, ScenarioError> {
+        queue_index: &HashMap<&str, usize>,
+    ) -> Result<(Vec<SemaphoreSpec>, HashMap<&'r str, usize>), ScenarioError> {
         let mut semaphores: Vec<SemaphoreSpec> = Vec::with_capacity(raw.len());
+        let mut index = HashMap::with_capacity(raw.len());
         for spanned in raw {
             let semaphore = spanned.get_ref();
             let name = semaphore.name.get_ref();
-            if semaphores.iter().any(|s| &s.name == name) {
+            if index.insert(name.as_str(), semaphores.len()).is_some() {
                 return Err(
                     self.error(&semaphore.name, format!("semaphore `{name}` is defined twice"))
                 );
@@ -286,7 +317,7 @@ impl Resolver<'_> {
             let home = match &semaphore.home {
                 None => Home::Queue(0),
                 Some(home) if home.get_ref() == HOST => Home::Host,
-                Some(home) => Home::Queue(self.queue_index(home, queues)?),
+                Some(home) => Home::Queue(self.queue_index(home, queues, queue_index)?),
             };
             semaphores.push(SemaphoreSpec {
                 name: name.clone(),
@@ -298,15 +329,16 @@ impl Resolver<'_> {
                 expect_failed: semaphore.expect_failed,
             });
         }
-        Ok(semaphores)
+        Ok((semaphores, index))
     }
 
     fn queue_index(
         &self,
         name: &Spanned<String>,
         queues: &[QueueSpec],
+        queue_index: &HashMap<&str, usize>,
     ) -> Result<usize, ScenarioError> {
-        queues.iter().position(|q| &q.name == name.get_ref()).ok_or_else(|| {
+        queue_index.get(name.get_ref().as_str()).copied().ok_or_else(|| {
             let known: Vec<&str> = queues.iter().map(|q| q.name.as_str()).collect();
             self.error(
                 name,
@@ -323,11 +355,12 @@ impl Resolver<'_> {
         &self,
         at: &Spanned<String>,
         name: &str,
-        semaphores: &[SemaphoreSpec],
+        names: &Names<'_>,
     ) -> Result<usize, ScenarioError> {
-        semaphores
-            .iter()
-            .position(|s| s.name == name)
+        names
+            .semaphores
+            .get(name)
+            .copied()
             .ok_or_else(|| self.error(at, format!("unknown semaphore `{name}`")))
     }
 
@@ -336,7 +369,7 @@ impl Resolver<'_> {
         &self,
         text: &Spanned<String>,
         operator: &str,
-        semaphores: &[SemaphoreSpec],
+        names: &Names<'_>,
     ) -> Result<(usize, u64), ScenarioError> {
         let kind = if operator == ">=" { "wait" } else { "signal" };
         let malformed = || {
@@ -354,30 +387,30 @@ impl Resolver<'_> {
             return Err(malformed());
         }
         let value: u64 = value.parse().map_err(|_| malformed())?;
-        Ok((self.semaphore_index(text, name, semaphores)?, value))
+        Ok((self.semaphore_index(text, name, names)?, value))
     }
 
     fn op(
         &mut self,
         spanned: &Spanned<RawOp>,
         queues: &[QueueSpec],
-        semaphores: &[SemaphoreSpec],
+        names: &Names<'_>,
     ) -> Result<OpSpec, ScenarioError> {
         let op = spanned.get_ref();
         let target = if op.queue.get_ref() == HOST {
             Target::Host
         } else {
-            Target::Queue(self.queue_index(&op.queue, queues)?)
+            Target::Queue(self.queue_index(&op.queue, queues, &names.queues)?)
         };
         let waits = op
             .wait
             .iter()
-            .map(|w| self.condition(w, ">=", semaphores))
+            .map(|w| self.condition(w, ">=", names))
             .collect::<Result<Vec<_>, _>>()?;
         let signals = op
             .signal
             .iter()
-            .map(|s| self.condition(s, "=", semaphores))
+            .map(|s| self.condition(s, "=", names))
             .collect::<Result<Vec<_>, _>>()?;
         if waits.len() > causeway_driver_cpu::device::MAX_WAITS {
             return Err(self.error(
@@ -403,7 +436,7 @@ impl Resolver<'_> {
         let fail = match &op.fail {
             None => None,
             Some(name) => Some((
-                self.semaphore_index(name, name.get_ref(), semaphores)?,
+                self.semaphore_index(name, name.get_ref(), names)?,
                 op.failure_code.unwrap_or(1),
             )),
         };
@@ -416,7 +449,7 @@ impl Resolver<'_> {
             work,
             external: op.external,
             fail,
-            expect: self.expectations(op, queues)?,
+            expect: self.expectations(op, &names.queues)?,
         })
     }
 
@@ -462,21 +495,24 @@ impl Resolver<'_> {
     }
 
     fn buffer(&mut self, name: &str) -> usize {
-        match self.buffers.iter().position(|b| b == name) {
-            Some(index) => index,
-            None => {
-                self.buffers.push(name.to_string());
-                self.buffers.len() - 1
-            }
+        if let Some(&index) = self.buffer_index.get(name) {
+            return index;
         }
+        self.buffers.push(name.to_string());
+        self.buffer_index.insert(name.to_string(), self.buffers.len() - 1);
+        self.buffers.len() - 1
     }
 
-    fn expectations(&self, op: &RawOp, queues: &[QueueSpec]) -> Result<OpExpect, ScenarioError> {
+    fn expectations(
+        &self,
+        op: &RawOp,
+        queue_index: &HashMap<&str, usize>,
+    ) -> Result<OpExpect, ScenarioError> {
         let frontier = match &op.expect_frontier {
             None => None,
             Some(map) => {
                 for axis in map.get_ref().keys() {
-                    if axis != HOST && !queues.iter().any(|q| &q.name == axis) {
+                    if axis != HOST && !queue_index.contains_key(axis.as_str()) {
                         return Err(
                             self.error(map, format!("expect_frontier names unknown axis `{axis}`"))
                         );
@@ -545,4 +581,81 @@ fn parse_resolution(text: &str) -> Option<Resolution> {
         "held" => Resolution::Held,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn refused(source: &str) -> ScenarioError {
+        parse(Path::new("t.toml"), source).unwrap_err()
+    }
+
+    const HEADER: &str = "name = \"t\"\n[[queue]]\nname = \"q0\"\n[[semaphore]]\nname = \"s\"\n";
+
+    #[test]
+    fn a_second_definition_is_refused_where_it_is_written() {
+        let queue = refused(&format!("{HEADER}[[queue]]\nname = \"q0\"\n"));
+        assert_eq!((queue.line, queue.message.as_str()), (Some(7), "queue `q0` is defined twice"));
+        let semaphore = refused(&format!("{HEADER}[[semaphore]]\nname = \"s\"\n"));
+        assert_eq!(
+            (semaphore.line, semaphore.message.as_str()),
+            (Some(7), "semaphore `s` is defined twice")
+        );
+        let op = refused(&format!(
+            "{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\n[[op]]\nname = \"b\"\nqueue = \"q0\"\n\
+             [[op]]\nname = \"a\"\nqueue = \"q0\"\n"
+        ));
+        assert_eq!((op.line, op.message.as_str()), (Some(13), "op `a` is defined twice"));
+    }
+
+    #[test]
+    fn unknown_names_list_what_is_declared() {
+        let queue = refused(&format!(
+            "{HEADER}[[queue]]\nname = \"q1\"\n[[op]]\nname = \"a\"\nqueue = \"q9\"\n"
+        ));
+        assert_eq!(
+            (queue.line, queue.message.as_str()),
+            (Some(10), "unknown queue `q9` (declared: q0, q1, or host)")
+        );
+        let axis = refused(&format!(
+            "{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nexpect_frontier = {{ q0 = 1, q7 = 1 }}\n"
+        ));
+        assert_eq!(
+            (axis.line, axis.message.as_str()),
+            (Some(9), "expect_frontier names unknown axis `q7`")
+        );
+        let fail =
+            refused(&format!("{HEADER}[[op]]\nname = \"h\"\nqueue = \"host\"\nfail = \"x\"\n"));
+        assert_eq!((fail.line, fail.message.as_str()), (Some(9), "unknown semaphore `x`"));
+    }
+
+    #[test]
+    fn buffers_are_numbered_in_first_use_order() {
+        let scenario = parse(
+            Path::new("t.toml"),
+            &format!(
+                "{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nwork = {{ kind = \"alloca\", buffer = \"y\", bytes = 1 }}\n\
+                 [[op]]\nname = \"b\"\nqueue = \"q0\"\nwork = {{ kind = \"alloca\", buffer = \"x\", bytes = 1 }}\n\
+                 [[op]]\nname = \"c\"\nqueue = \"q0\"\nwork = {{ kind = \"dealloca\", buffer = \"y\" }}\n"
+            ),
+        )
+        .unwrap();
+        assert_eq!(scenario.buffers, ["y", "x"]);
+        assert_eq!(scenario.ops[2].work, WorkSpec::Dealloca { buffer: 0 });
+    }
+
+    proptest! {
+        #[test]
+        fn line_starts_count_the_newlines_before_an_offset(
+            source in "[a\n\u{e9}]{0,40}",
+            offset in 0usize..50,
+        ) {
+            let newlines_before =
+                source.bytes().take(offset).filter(|&b| b == b'\n').count();
+            prop_assert_eq!(LineStarts::of(&source).line(offset), newlines_before + 1);
+        }
+    }
 }
