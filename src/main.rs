@@ -92,7 +92,7 @@ fn run_scenario(
         eprintln!("error: {error}");
         ExitCode::from(if error.deadlock { EXIT_DEADLOCK } else { EXIT_INPUT })
     };
-    let scenario = match load(file).and_then(|s| check::check(&s).map(|()| s)) {
+    let scenario = match load(file).and_then(|s| check::check(&s).map(|_plan| s)) {
         Ok(scenario) => scenario,
         Err(error) => return failed(error),
     };

@@ -1,22 +1,93 @@
-//! Checks that need the whole scenario: signal values advance, and the workload can finish.
+//! Checks that need the whole scenario: signal values advance, the workload can finish, and
+//! what bounded resources a run needs so that it finishes (the [`Plan`]).
+//!
+//! # The pre-run
 //!
 //! Whether a scenario can finish does not depend on timing: values only grow, failures only
-//! spread, and each queue runs in order, so repeatedly running whatever can run reaches the
-//! same end state in any order. [`check`] plays the scenario that way, without threads, and a
-//! state with work left and nothing runnable is a deadlock — reported before anything runs,
-//! naming each stuck wait.
+//! spread, and each queue runs in order, so running whatever can run reaches the same end
+//! state in any order. (Only allocations competing for the memory quota, and a dealloca racing
+//! its alloca, make the order matter; there the simulation's order decides, see below.)
+//! [`check`] plays the scenario that way, without threads, in the order the runner submits it:
+//! each queue operation joins its queue's FIFO, each host step acts at its point of the file
+//! (a host step whose waits are not met then can never go on: a deadlock), and after each the
+//! simulation *settles* — runs queue heads until none can run. Work left when the file is done
+//! and everything settled is a deadlock, reported before anything runs, naming each stuck wait.
+//!
+//! # Event-driven settling
+//!
+//! Settling after every operation must be cheap, so nothing is ever rescanned. A queue whose
+//! head cannot run is parked on the one thing it waits for, and looked at again only when
+//! that changes:
+//!
+//! - an unmet wait `s >= v` (the first one of its head): the queue joins `s`'s waiters, a
+//!   min-heap by `v`. Advancing `s` to `v'` wakes the waiters with `v <= v'`; failing `s`
+//!   wakes them all. A woken head may park on its next unmet wait; a wait once met stays met,
+//!   so a head parks at most once per wait.
+//! - room in the memory quota (an alloca, every wait met): the queue's need goes into a tree
+//!   of minimums over the queues, which finds the first queue after a given one whose need
+//!   fits the free bytes in O(log queues). The failure of a semaphore the head waits on also
+//!   wakes it (a doomed alloca needs no memory).
+//!
+//! Woken queues are examined in the order the plain algorithm — sweep the queues in index
+//! order, running each head while it can run, and sweep again until a sweep runs nothing —
+//! would reach them: a queue woken after the sweep has passed it waits for the next sweep.
+//! Queues that are not woken could not run, so skipping them changes nothing, and where order
+//! matters (memory) the outcome is that of the plain sweeps exactly. Every operation runs
+//! once, parks at most once per wait and once for memory, and each step is O(log n): loading
+//! and checking cost O((operations + waits) log n) in all.
+//!
+//! # The plan
+//!
+//! A run bounds each queue's ring and each semaphore's history, and a submitter that finds
+//! no room waits for earlier work to make some. That wait must end, so the sizes come from
+//! what the workload needs with the submitter blocked, not from worst case × count. The
+//! runner submits in file order; consider the moment before it submits operation `k`: the
+//! device may have run everything it can, which is the simulation's settled state once the
+//! operations before `k` are submitted and the host steps before `k` done. What is still in
+//! queue `q`'s FIFO then cannot finish without later submissions, so:
+//!
+//! - `queue_slots[q]` = the most, over operations `k` on `q`, of `q`'s FIFO length in that
+//!   state, plus one (for `k`); at least 1;
+//! - `history_slots[s]` = the most, over every signal of `s` by an operation `k` (queue
+//!   operations and host steps alike), of the signals of `s` pending in that state (made by
+//!   operations still in a FIFO, plus any earlier signal of `s` in `k`'s own list, which is
+//!   recorded first), plus two: one for the newest reached entry, which a history never
+//!   evicts, and one for the new signal; at least 2.
+//!
+//! Settling after each submission is exactly what the pre-run does, so the plan comes from
+//! the same pass.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use super::model::{OpSpec, Scenario, ScenarioError, Target, WorkSpec};
 
-/// Checks `scenario`; the error names the file, the line and the stuck waits.
-pub fn check(scenario: &Scenario) -> Result<(), ScenarioError> {
-    check_signals_advance(scenario)?;
-    Simulation::new(scenario).run()
+/// What bounded resources the run needs so that a submitter waiting for room never waits
+/// forever (see the [module documentation](self) for how each figure is defined).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Per queue: the most operations that can be in flight on it at once when the submitter
+    /// is blocked, plus one (ring slots the queue needs).
+    pub queue_slots: Vec<usize>,
+    /// Per semaphore: the most signals of it that can be pending (submitted, not yet reached)
+    /// at once when the submitter is blocked, plus two (history slots it needs: one for the
+    /// newest reached entry, which is never evicted, and one for the new signal).
+    pub history_slots: Vec<usize>,
 }
 
-fn check_signals_advance(scenario: &Scenario) -> Result<(), ScenarioError> {
+/// History slots every semaphore needs: the newest reached entry and one new signal.
+const MIN_HISTORY_SLOTS: usize = 2;
+
+/// Checks `scenario` and plans its bounded resources; the error names the file, the line and
+/// the stuck waits.
+pub fn check(scenario: &Scenario) -> Result<Plan, ScenarioError> {
+    let highest = check_signals_advance(scenario)?;
+    Simulation::new(scenario, highest).run()
+}
+
+/// Refuses a signal that does not advance its semaphore; returns the highest value each
+/// semaphore is ever signalled to (its initial value if none).
+fn check_signals_advance(scenario: &Scenario) -> Result<Vec<u64>, ScenarioError> {
     let mut submitted: Vec<u64> = scenario.semaphores.iter().map(|s| s.initial).collect();
     for op in &scenario.ops {
         for &(semaphore, value) in &op.signals {
@@ -33,90 +104,260 @@ fn check_signals_advance(scenario: &Scenario) -> Result<(), ScenarioError> {
             submitted[semaphore] = value;
         }
     }
-    Ok(())
+    Ok(submitted)
+}
+
+/// Whether `op` fails whatever it signals (a waited semaphore failed, or its host call fails).
+fn fails(op: &OpSpec, failed: &[bool]) -> bool {
+    op.waits.iter().any(|&(s, _)| failed[s])
+        || matches!(op.work, WorkSpec::Host { fail: Some(_), .. })
+}
+
+/// Bytes `op` must find free before it can run (`None`: it needs none).
+fn memory_needed(op: &OpSpec, failed: &[bool]) -> Option<u64> {
+    match op.work {
+        WorkSpec::Alloca { bytes, .. } if !fails(op, failed) => Some(bytes),
+        _ => None,
+    }
+}
+
+/// Queues whose head waits for memory, by the bytes it needs: a tree of minimums over the
+/// queues, so the first waiting queue at or after a given one whose need fits is found in
+/// O(log queues).
+struct MemoryWaiters {
+    /// Leaves in the tree: the queue count rounded up to a power of two.
+    leaves: usize,
+    /// Node `i`'s children are `2i` and `2i + 1`; the root is 1 and queue `q` is leaf
+    /// `leaves + q`. Each node holds the smallest need below it (`None`: nobody waits there).
+    needs: Vec<Option<u64>>,
+}
+
+impl MemoryWaiters {
+    fn new(queues: usize) -> MemoryWaiters {
+        let leaves = queues.next_power_of_two();
+        MemoryWaiters { leaves, needs: vec![None; 2 * leaves] }
+    }
+
+    fn is_waiting(&self, queue: usize) -> bool {
+        self.needs[self.leaves + queue].is_some()
+    }
+
+    fn set(&mut self, queue: usize, need: Option<u64>) {
+        let mut node = self.leaves + queue;
+        self.needs[node] = need;
+        while node > 1 {
+            node /= 2;
+            self.needs[node] = smaller(self.needs[2 * node], self.needs[2 * node + 1]);
+        }
+    }
+
+    /// The first queue at or after `from` whose need is at most `free`.
+    fn first_fitting(&self, from: usize, free: u64) -> Option<usize> {
+        self.search(1, 0, self.leaves, from, free)
+    }
+
+    /// [`first_fitting`](Self::first_fitting) within node `node`, which covers queues
+    /// `low..high`.
+    fn search(
+        &self,
+        node: usize,
+        low: usize,
+        high: usize,
+        from: usize,
+        free: u64,
+    ) -> Option<usize> {
+        if high <= from || self.needs[node].is_none_or(|need| need > free) {
+            return None;
+        }
+        if high - low == 1 {
+            return Some(low);
+        }
+        let middle = (low + high) / 2;
+        self.search(2 * node, low, middle, from, free)
+            .or_else(|| self.search(2 * node + 1, middle, high, from, free))
+    }
+}
+
+fn smaller(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Which woken queues the current sweep still reaches, and which wait for the next one.
+#[derive(Default)]
+struct Sweep {
+    /// The queue being examined (`None`: before the first).
+    at: Option<usize>,
+    /// Woken queues after `at`.
+    this: BTreeSet<usize>,
+    /// Woken queues at or before `at`.
+    next: BTreeSet<usize>,
+}
+
+impl Sweep {
+    fn wake(&mut self, queue: usize) {
+        if self.at.is_some_and(|at| queue <= at) {
+            self.next.insert(queue);
+        } else {
+            self.this.insert(queue);
+        }
+    }
 }
 
 struct Simulation<'s> {
     scenario: &'s Scenario,
+    /// The highest value each semaphore is ever signalled to.
+    highest: Vec<u64>,
     values: Vec<u64>,
     failed: Vec<bool>,
-    queues: Vec<VecDeque<usize>>,
+    /// Submitted, not yet run operations per queue, oldest first.
+    fifos: Vec<VecDeque<usize>>,
     committed: u64,
     /// Bytes committed per buffer (None: not committed).
     buffers: Vec<Option<u64>>,
+    /// Per semaphore, the queues whose head waits for it, by the value it waits for.
+    waiters: Vec<BinaryHeap<Reverse<(u64, usize)>>>,
+    /// Per semaphore, `(queue, operation)` for heads that wait for memory and on it.
+    failure_watchers: Vec<Vec<(usize, usize)>>,
+    memory_waiters: MemoryWaiters,
+    sweep: Sweep,
+    /// Per semaphore, its signals by operations still in a FIFO.
+    pending: Vec<usize>,
+    plan: Plan,
 }
 
 impl<'s> Simulation<'s> {
-    fn new(scenario: &'s Scenario) -> Simulation<'s> {
+    fn new(scenario: &'s Scenario, highest: Vec<u64>) -> Simulation<'s> {
+        let (queues, semaphores) = (scenario.queues.len(), scenario.semaphores.len());
         Simulation {
             scenario,
+            highest,
             values: scenario.semaphores.iter().map(|s| s.initial).collect(),
-            failed: vec![false; scenario.semaphores.len()],
-            queues: vec![VecDeque::new(); scenario.queues.len()],
+            failed: vec![false; semaphores],
+            fifos: vec![VecDeque::new(); queues],
             committed: 0,
             buffers: vec![None; scenario.buffers.len()],
+            waiters: vec![BinaryHeap::new(); semaphores],
+            failure_watchers: vec![Vec::new(); semaphores],
+            memory_waiters: MemoryWaiters::new(queues),
+            sweep: Sweep::default(),
+            pending: vec![0; semaphores],
+            plan: Plan {
+                queue_slots: vec![1; queues],
+                history_slots: vec![MIN_HISTORY_SLOTS; semaphores],
+            },
         }
     }
 
-    fn run(mut self) -> Result<(), ScenarioError> {
-        for (index, op) in self.scenario.ops.iter().enumerate() {
+    fn run(mut self) -> Result<Plan, ScenarioError> {
+        let scenario = self.scenario;
+        for (index, op) in scenario.ops.iter().enumerate() {
+            self.plan_signals(op);
             match op.target {
-                Target::Queue(queue) => self.queues[queue].push_back(index),
+                Target::Queue(queue) => {
+                    let fifo = &mut self.fifos[queue];
+                    let slots = &mut self.plan.queue_slots[queue];
+                    *slots = (*slots).max(fifo.len() + 1);
+                    fifo.push_back(index);
+                    if fifo.len() == 1 {
+                        self.sweep.wake(queue);
+                    }
+                    for &(semaphore, _) in &op.signals {
+                        self.pending[semaphore] += 1;
+                    }
+                }
                 Target::Host => {
-                    self.settle();
-                    if !self.waits_met(op) {
+                    if self.first_unmet_wait(op).is_some() {
                         return Err(self.deadlock(Some(op)));
                     }
                     self.host_step(op);
                 }
             }
+            self.settle();
         }
-        self.settle();
-        if self.queues.iter().any(|q| !q.is_empty()) {
+        if self.fifos.iter().any(|fifo| !fifo.is_empty()) {
             return Err(self.deadlock(None));
         }
-        Ok(())
+        Ok(self.plan)
     }
 
-    /// Runs queue heads until none can run.
+    /// Raises the history plan for each signal `op` is about to record.
+    fn plan_signals(&mut self, op: &OpSpec) {
+        for (position, &(semaphore, _)) in op.signals.iter().enumerate() {
+            let earlier_in_op =
+                op.signals[..position].iter().filter(|&&(s, _)| s == semaphore).count();
+            let needed = self.pending[semaphore] + earlier_in_op + MIN_HISTORY_SLOTS;
+            let slots = &mut self.plan.history_slots[semaphore];
+            *slots = (*slots).max(needed);
+        }
+    }
+
+    /// Runs queue heads until none can run, in the plain sweeps' order (module docs).
     fn settle(&mut self) {
-        let mut progress = true;
-        while progress {
-            progress = false;
-            for queue in 0..self.queues.len() {
-                while let Some(&index) = self.queues[queue].front() {
-                    let op = &self.scenario.ops[index];
-                    if !self.waits_met(op) || !self.memory_fits(op) {
+        self.sweep.at = None;
+        loop {
+            let from = self.sweep.at.map_or(0, |at| at + 1);
+            let woken = self.sweep.this.first().copied();
+            let fitting = self.memory_waiters.first_fitting(from, self.free());
+            let queue = match (woken, fitting) {
+                (Some(woken), Some(fitting)) => woken.min(fitting),
+                (Some(queue), None) | (None, Some(queue)) => queue,
+                (None, None) => {
+                    let fits_anywhere = self.memory_waiters.first_fitting(0, self.free());
+                    if self.sweep.next.is_empty() && fits_anywhere.is_none() {
                         break;
                     }
-                    self.queues[queue].pop_front();
-                    self.queue_step(op);
-                    progress = true;
+                    self.sweep.this = std::mem::take(&mut self.sweep.next);
+                    self.sweep.at = None;
+                    continue;
+                }
+            };
+            self.sweep.this.remove(&queue);
+            self.memory_waiters.set(queue, None);
+            self.sweep.at = Some(queue);
+            self.advance(queue);
+        }
+        self.sweep.at = None;
+    }
+
+    /// Runs `queue`'s head while it can run, then parks the queue on what its head waits for.
+    fn advance(&mut self, queue: usize) {
+        let scenario = self.scenario;
+        while let Some(&index) = self.fifos[queue].front() {
+            let op = &scenario.ops[index];
+            if let Some((semaphore, value)) = self.first_unmet_wait(op) {
+                self.waiters[semaphore].push(Reverse((value, queue)));
+                return;
+            }
+            if let Some(bytes) = memory_needed(op, &self.failed) {
+                if bytes > self.free() {
+                    self.memory_waiters.set(queue, Some(bytes));
+                    for &(semaphore, _) in &op.waits {
+                        self.failure_watchers[semaphore].push((queue, index));
+                    }
+                    return;
                 }
             }
-        }
-    }
-
-    fn waits_met(&self, op: &OpSpec) -> bool {
-        op.waits.iter().all(|&(s, v)| self.failed[s] || self.values[s] >= v)
-    }
-
-    fn fails(&self, op: &OpSpec) -> bool {
-        op.waits.iter().any(|&(s, _)| self.failed[s])
-            || matches!(op.work, WorkSpec::Host { fail: Some(_), .. })
-    }
-
-    fn memory_fits(&self, op: &OpSpec) -> bool {
-        match op.work {
-            WorkSpec::Alloca { bytes, .. } if !self.fails(op) => {
-                self.committed + bytes <= self.scenario.memory_quota
+            self.fifos[queue].pop_front();
+            for &(semaphore, _) in &op.signals {
+                self.pending[semaphore] -= 1;
             }
-            _ => true,
+            self.queue_step(op);
         }
+    }
+
+    fn first_unmet_wait(&self, op: &OpSpec) -> Option<(usize, u64)> {
+        op.waits.iter().copied().find(|&(s, v)| !self.failed[s] && self.values[s] < v)
+    }
+
+    fn free(&self) -> u64 {
+        self.scenario.memory_quota.saturating_sub(self.committed)
     }
 
     fn queue_step(&mut self, op: &OpSpec) {
-        let mut failed = self.fails(op);
+        let mut failed = fails(op, &self.failed);
         if !failed {
             match op.work {
                 WorkSpec::Alloca { buffer, bytes } => {
@@ -134,36 +375,89 @@ impl<'s> Simulation<'s> {
     }
 
     fn host_step(&mut self, op: &OpSpec) {
-        let failed = self.fails(op);
+        let failed = fails(op, &self.failed);
         self.signal(op, failed);
         if let Some((semaphore, _)) = op.fail {
-            self.failed[semaphore] = true;
+            self.fail(semaphore);
         }
     }
 
     fn signal(&mut self, op: &OpSpec, failed: bool) {
         for &(semaphore, value) in &op.signals {
             if failed {
-                self.failed[semaphore] = true;
+                self.fail(semaphore);
             } else if !self.failed[semaphore] {
-                self.values[semaphore] = self.values[semaphore].max(value);
+                self.advance_to(semaphore, value);
+            }
+        }
+    }
+
+    fn advance_to(&mut self, semaphore: usize, value: u64) {
+        if value <= self.values[semaphore] {
+            return;
+        }
+        self.values[semaphore] = value;
+        let waiters = &mut self.waiters[semaphore];
+        while let Some(&Reverse((waited, queue))) = waiters.peek() {
+            if waited > value {
+                break;
+            }
+            waiters.pop();
+            self.sweep.wake(queue);
+        }
+    }
+
+    fn fail(&mut self, semaphore: usize) {
+        if std::mem::replace(&mut self.failed[semaphore], true) {
+            return;
+        }
+        for Reverse((_, queue)) in std::mem::take(&mut self.waiters[semaphore]) {
+            self.sweep.wake(queue);
+        }
+        for (queue, index) in std::mem::take(&mut self.failure_watchers[semaphore]) {
+            // The entry is stale once that head ran (an operation runs only once).
+            if self.memory_waiters.is_waiting(queue) && self.fifos[queue].front() == Some(&index) {
+                self.memory_waiters.set(queue, None);
+                self.sweep.wake(queue);
             }
         }
     }
 
     fn deadlock(&self, host: Option<&OpSpec>) -> ScenarioError {
-        let mut stuck = Vec::new();
-        for queue in &self.queues {
-            if let Some(&index) = queue.front() {
-                stuck.push(self.describe(&self.scenario.ops[index]));
-            }
+        let scenario = self.scenario;
+        let heads = self.fifos.iter().filter_map(|fifo| fifo.front()).map(|&i| &scenario.ops[i]);
+        Stuck {
+            scenario,
+            highest: &self.highest,
+            values: &self.values,
+            failed: &self.failed,
+            committed: self.committed,
         }
+        .error(heads, host)
+    }
+}
+
+/// A settled state with work left, as the deadlock report describes it.
+struct Stuck<'a> {
+    scenario: &'a Scenario,
+    highest: &'a [u64],
+    values: &'a [u64],
+    failed: &'a [bool],
+    committed: u64,
+}
+
+impl Stuck<'_> {
+    /// The report naming every stuck queue head (in queue order), then the stuck host step.
+    fn error<'o>(
+        &self,
+        heads: impl Iterator<Item = &'o OpSpec> + Clone,
+        host: Option<&OpSpec>,
+    ) -> ScenarioError {
+        let mut stuck: Vec<String> = heads.clone().map(|op| self.describe(op)).collect();
         if let Some(op) = host {
             stuck.push(self.describe(op));
         }
-        let line = host.map(|op| op.line).or_else(|| {
-            self.queues.iter().filter_map(|q| q.front()).map(|&i| self.scenario.ops[i].line).min()
-        });
+        let line = host.map(|op| op.line).or_else(|| heads.map(|op| op.line).min());
         ScenarioError {
             path: self.scenario.path.clone(),
             line,
@@ -173,8 +467,9 @@ impl<'s> Simulation<'s> {
     }
 
     fn describe(&self, op: &OpSpec) -> String {
+        let scenario = self.scenario;
         let who = match op.target {
-            Target::Queue(queue) => format!("queue {}", self.scenario.queues[queue].name),
+            Target::Queue(queue) => format!("queue {}", scenario.queues[queue].name),
             Target::Host => "the host".to_string(),
         };
         let mut reasons = Vec::new();
@@ -182,8 +477,8 @@ impl<'s> Simulation<'s> {
             if self.failed[semaphore] || self.values[semaphore] >= value {
                 continue;
             }
-            let name = &self.scenario.semaphores[semaphore].name;
-            let ever = self.highest_ever(semaphore);
+            let name = &scenario.semaphores[semaphore].name;
+            let ever = self.highest[semaphore];
             let why = if ever < value {
                 format!("nothing ever signals {name} to {value} (highest: {ever})")
             } else {
@@ -194,34 +489,31 @@ impl<'s> Simulation<'s> {
             };
             reasons.push(format!("waits for {name}>={value}: {why}"));
         }
-        if let WorkSpec::Alloca { bytes, .. } = op.work {
-            if !self.memory_fits(op) {
+        if let Some(bytes) = memory_needed(op, self.failed) {
+            if bytes > scenario.memory_quota.saturating_sub(self.committed) {
                 reasons.push(format!(
                     "needs {bytes} bytes with {} of {} committed, and no dealloca can run first",
-                    self.committed, self.scenario.memory_quota
+                    self.committed, scenario.memory_quota
                 ));
             }
         }
         format!("  op `{}` (line {}) on {who} {}", op.name, op.line, reasons.join("; "))
     }
-
-    fn highest_ever(&self, semaphore: usize) -> u64 {
-        let signalled = self.scenario.ops.iter().flat_map(|op| &op.signals);
-        signalled
-            .filter(|&&(s, _)| s == semaphore)
-            .map(|&(_, v)| v)
-            .fold(self.scenario.semaphores[semaphore].initial, u64::max)
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
+
+    use causeway_core::scope::Scope;
+    use proptest::prelude::*;
 
     use super::*;
+    use crate::scenario::generate;
+    use crate::scenario::model::{Home, OpExpect, QueueSpec, SemaphoreSpec, TotalsExpect};
     use crate::scenario::parse::parse;
 
-    fn checked(source: &str) -> Result<(), ScenarioError> {
+    fn checked(source: &str) -> Result<Plan, ScenarioError> {
         check(&parse(Path::new("t.toml"), source).unwrap())
     }
 
@@ -232,12 +524,12 @@ mod tests {
         let source = format!("{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n");
         let error = checked(&source).unwrap_err();
         assert_eq!(error.line, Some(10));
-        assert!(
-            error.message.contains(
-                "op `a` (line 10) on queue q0 waits for s>=1: nothing ever signals s to 1"
-            ),
-            "{error}"
+        assert_eq!(
+            error.message,
+            "deadlock: the workload can never finish\n  \
+             op `a` (line 10) on queue q0 waits for s>=1: nothing ever signals s to 1 (highest: 0)"
         );
+        assert!(error.deadlock);
     }
 
     #[test]
@@ -247,8 +539,13 @@ mod tests {
              [[op]]\nname = \"b\"\nqueue = \"q1\"\nwait = [\"t>=1\"]\nsignal = [\"s=1\"]\n"
         );
         let error = checked(&source).unwrap_err();
-        assert!(error.message.contains("cycle"), "{error}");
-        assert!(error.message.contains("op `a`") && error.message.contains("op `b`"), "{error}");
+        assert_eq!(
+            error.message,
+            "deadlock: the workload can never finish\n  \
+             op `a` (line 10) on queue q0 waits for s>=1: its signaller is itself stuck (a cycle); s is at 0\n  \
+             op `b` (line 15) on queue q1 waits for t>=1: its signaller is itself stuck (a cycle); t is at 0"
+        );
+        assert_eq!(error.line, Some(10));
     }
 
     #[test]
@@ -268,6 +565,7 @@ mod tests {
         );
         let error = checked(&source).unwrap_err();
         assert!(error.message.contains("the host"), "{error}");
+        assert_eq!(error.line, Some(10));
     }
 
     #[test]
@@ -277,7 +575,10 @@ mod tests {
              [[op]]\nname = \"b\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\n\
              [[op]]\nname = \"h\"\nqueue = \"host\"\nwait = [\"s>=1\"]\n"
         );
-        assert_eq!(checked(&source), Ok(()));
+        assert_eq!(
+            checked(&source),
+            Ok(Plan { queue_slots: vec![1, 1], history_slots: vec![2, 2] })
+        );
     }
 
     #[test]
@@ -286,7 +587,7 @@ mod tests {
             "{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n\
              [[op]]\nname = \"h\"\nqueue = \"host\"\nfail = \"s\"\n"
         );
-        assert_eq!(checked(&source), Ok(()));
+        assert!(checked(&source).is_ok());
     }
 
     #[test]
@@ -309,5 +610,344 @@ mod tests {
         );
         let error = checked(&source).unwrap_err();
         assert!(error.message.contains("needs 80 bytes with 80 of 100 committed"), "{error}");
+    }
+
+    #[test]
+    fn memory_freed_on_another_queue_lets_a_parked_alloca_run() {
+        // q1's alloca, submitted first, takes the memory; q0's waits for it, and q1 frees it
+        // only after signalling what q0's later operation waits for.
+        let source = format!(
+            "memory_quota = 100\n{HEADER}\
+             [[op]]\nname = \"b_alloc\"\nqueue = \"q1\"\nwork = {{ kind = \"alloca\", buffer = \"b\", bytes = 60 }}\n\
+             [[op]]\nname = \"a_alloc\"\nqueue = \"q0\"\nwork = {{ kind = \"alloca\", buffer = \"a\", bytes = 60 }}\n\
+             [[op]]\nname = \"a_wait\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n\
+             [[op]]\nname = \"a_free\"\nqueue = \"q0\"\nwork = {{ kind = \"dealloca\", buffer = \"a\" }}\n\
+             [[op]]\nname = \"b_signal\"\nqueue = \"q1\"\nsignal = [\"s=1\"]\n\
+             [[op]]\nname = \"b_free\"\nqueue = \"q1\"\nwork = {{ kind = \"dealloca\", buffer = \"b\" }}\n"
+        );
+        assert_eq!(
+            checked(&source),
+            Ok(Plan { queue_slots: vec![3, 1], history_slots: vec![2, 2] })
+        );
+    }
+
+    #[test]
+    fn the_plan_counts_what_waits_behind_a_blocked_head() {
+        // `a` waits for a signal submitted last; `b` and `c` queue behind it, their signals of
+        // `t` pending until then. The host's signal of `t` finds both pending.
+        let source = format!(
+            "{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n\
+             [[op]]\nname = \"b\"\nqueue = \"q0\"\nsignal = [\"t=1\"]\n\
+             [[op]]\nname = \"c\"\nqueue = \"q0\"\nsignal = [\"t=2\"]\n\
+             [[op]]\nname = \"h\"\nqueue = \"host\"\nsignal = [\"t=3\"]\n\
+             [[op]]\nname = \"d\"\nqueue = \"q1\"\nsignal = [\"s=1\"]\n\
+             [[op]]\nname = \"e\"\nqueue = \"q0\"\nsignal = [\"t=4\"]\n"
+        );
+        assert_eq!(
+            checked(&source),
+            Ok(Plan { queue_slots: vec![3, 1], history_slots: vec![2, 4] })
+        );
+    }
+
+    #[test]
+    fn two_signals_of_one_semaphore_in_one_operation_need_a_slot_each() {
+        let source =
+            format!("{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nsignal = [\"s=1\", \"s=2\"]\n");
+        assert_eq!(
+            checked(&source),
+            Ok(Plan { queue_slots: vec![1, 1], history_slots: vec![3, 2] })
+        );
+    }
+
+    #[test]
+    fn generated_shapes_finish_with_the_smallest_plan() {
+        let plan = |text: String| check(&parse(Path::new("g.toml"), &text).unwrap()).unwrap();
+        assert_eq!(
+            plan(generate::pipeline(50)),
+            Plan { queue_slots: vec![1], history_slots: vec![2] }
+        );
+        let fan_in = plan(generate::fan_in(5 * (generate::FAN_IN + 1) + 3));
+        assert_eq!(fan_in.queue_slots, vec![1; generate::FAN_IN + 1]);
+        assert_eq!(fan_in.history_slots, vec![2; generate::FAN_IN + 1]);
+        let many = plan(generate::many_semaphores(50));
+        assert_eq!(many.queue_slots, vec![1; generate::MANY_SEMAPHORES_QUEUES]);
+        assert_eq!(many.history_slots, vec![2; 50]);
+    }
+
+    #[test]
+    fn memory_waiters_find_the_first_fitting_queue_at_or_after_a_position() {
+        let mut waiters = MemoryWaiters::new(5);
+        waiters.set(1, Some(50));
+        waiters.set(3, Some(10));
+        waiters.set(4, Some(70));
+        assert_eq!(waiters.first_fitting(0, 9), None);
+        assert_eq!(waiters.first_fitting(0, 10), Some(3));
+        assert_eq!(waiters.first_fitting(0, 50), Some(1));
+        assert_eq!(waiters.first_fitting(2, 100), Some(3));
+        assert_eq!(waiters.first_fitting(4, 69), None);
+        assert_eq!(waiters.first_fitting(4, 70), Some(4));
+        waiters.set(3, None);
+        assert_eq!(waiters.first_fitting(2, 60), None);
+        assert!(waiters.is_waiting(1) && !waiters.is_waiting(3));
+    }
+
+    /// The plain algorithm the simulation must agree with: after each submission, sweep the
+    /// queues in order until a sweep runs nothing, and read the plan off the FIFOs.
+    struct Sweeping<'s> {
+        scenario: &'s Scenario,
+        values: Vec<u64>,
+        failed: Vec<bool>,
+        fifos: Vec<VecDeque<usize>>,
+        committed: u64,
+        buffers: Vec<Option<u64>>,
+    }
+
+    impl Sweeping<'_> {
+        fn check(scenario: &Scenario) -> Result<Plan, ScenarioError> {
+            let highest = check_signals_advance(scenario)?;
+            let mut model = Sweeping {
+                scenario,
+                values: scenario.semaphores.iter().map(|s| s.initial).collect(),
+                failed: vec![false; scenario.semaphores.len()],
+                fifos: vec![VecDeque::new(); scenario.queues.len()],
+                committed: 0,
+                buffers: vec![None; scenario.buffers.len()],
+            };
+            let mut plan = Plan {
+                queue_slots: vec![1; scenario.queues.len()],
+                history_slots: vec![2; scenario.semaphores.len()],
+            };
+            for (index, op) in scenario.ops.iter().enumerate() {
+                for (position, &(semaphore, _)) in op.signals.iter().enumerate() {
+                    let of_it = |signals: &[(usize, u64)]| {
+                        signals.iter().filter(|&&(s, _)| s == semaphore).count()
+                    };
+                    let in_fifos: usize = model
+                        .fifos
+                        .iter()
+                        .flatten()
+                        .map(|&queued| of_it(&scenario.ops[queued].signals))
+                        .sum();
+                    let needed = in_fifos + of_it(&op.signals[..position]) + 2;
+                    plan.history_slots[semaphore] = plan.history_slots[semaphore].max(needed);
+                }
+                match op.target {
+                    Target::Queue(queue) => {
+                        let slots = model.fifos[queue].len() + 1;
+                        plan.queue_slots[queue] = plan.queue_slots[queue].max(slots);
+                        model.fifos[queue].push_back(index);
+                    }
+                    Target::Host => {
+                        if !model.waits_met(op) {
+                            return Err(model.stuck(&highest, Some(op)));
+                        }
+                        let failed = op.waits.iter().any(|&(s, _)| model.failed[s]);
+                        model.signal(op, failed);
+                        if let Some((semaphore, _)) = op.fail {
+                            model.failed[semaphore] = true;
+                        }
+                    }
+                }
+                model.sweep_until_still();
+            }
+            if model.fifos.iter().any(|fifo| !fifo.is_empty()) {
+                return Err(model.stuck(&highest, None));
+            }
+            Ok(plan)
+        }
+
+        fn sweep_until_still(&mut self) {
+            let mut ran = true;
+            while ran {
+                ran = false;
+                for queue in 0..self.fifos.len() {
+                    while let Some(&index) = self.fifos[queue].front() {
+                        let op = &self.scenario.ops[index];
+                        let doomed = op.waits.iter().any(|&(s, _)| self.failed[s])
+                            || matches!(op.work, WorkSpec::Host { fail: Some(_), .. });
+                        let fits = match op.work {
+                            WorkSpec::Alloca { bytes, .. } if !doomed => {
+                                self.committed + bytes <= self.scenario.memory_quota
+                            }
+                            _ => true,
+                        };
+                        if !self.waits_met(op) || !fits {
+                            break;
+                        }
+                        self.fifos[queue].pop_front();
+                        let mut failed = doomed;
+                        match op.work {
+                            WorkSpec::Alloca { buffer, bytes } if !failed => {
+                                self.committed += bytes;
+                                self.buffers[buffer] = Some(bytes);
+                            }
+                            WorkSpec::Dealloca { buffer } if !failed => {
+                                match self.buffers[buffer].take() {
+                                    Some(bytes) => self.committed -= bytes,
+                                    None => failed = true,
+                                }
+                            }
+                            _ => {}
+                        }
+                        self.signal(op, failed);
+                        ran = true;
+                    }
+                }
+            }
+        }
+
+        fn waits_met(&self, op: &OpSpec) -> bool {
+            op.waits.iter().all(|&(s, v)| self.failed[s] || self.values[s] >= v)
+        }
+
+        fn signal(&mut self, op: &OpSpec, failed: bool) {
+            for &(semaphore, value) in &op.signals {
+                if failed {
+                    self.failed[semaphore] = true;
+                } else if !self.failed[semaphore] {
+                    self.values[semaphore] = self.values[semaphore].max(value);
+                }
+            }
+        }
+
+        fn stuck(&self, highest: &[u64], host: Option<&OpSpec>) -> ScenarioError {
+            let heads = self.fifos.iter().filter_map(|f| f.front()).map(|&i| &self.scenario.ops[i]);
+            Stuck {
+                scenario: self.scenario,
+                highest,
+                values: &self.values,
+                failed: &self.failed,
+                committed: self.committed,
+            }
+            .error(heads, host)
+        }
+    }
+
+    /// One operation before its indices are reduced to the scenario's counts.
+    #[derive(Clone, Debug)]
+    struct RawOp {
+        target: Option<usize>,
+        waits: Vec<(usize, u64)>,
+        signals: Vec<(usize, u64)>,
+        work: u8,
+        buffer: usize,
+        bytes: u64,
+        fail: Option<usize>,
+    }
+
+    fn raw_op() -> impl Strategy<Value = RawOp> {
+        (
+            prop_oneof![4 => (0..4usize).prop_map(Some), 1 => Just(None)],
+            proptest::collection::vec((0..3usize, 0..=4u64), 0..=2),
+            proptest::collection::vec((0..3usize, 1..=2u64), 0..=2),
+            0..6u8,
+            (0..2usize, prop::sample::select(vec![30u64, 60, 90])),
+            prop_oneof![5 => Just(None), 1 => (0..3usize).prop_map(Some)],
+        )
+            .prop_map(|(target, waits, signals, work, (buffer, bytes), fail)| RawOp {
+                target,
+                waits,
+                signals,
+                work,
+                buffer,
+                bytes,
+                fail,
+            })
+    }
+
+    /// Small scenarios of every kind of operation the simulation plays: waits before and after
+    /// their signals, host steps, failures, and allocations competing for a small quota.
+    fn scenarios() -> impl Strategy<Value = Scenario> {
+        (1..=4usize, 1..=3usize, 0..=2usize, prop::sample::select(vec![60u64, 100, 1000]))
+            .prop_flat_map(|counts| (Just(counts), proptest::collection::vec(raw_op(), 1..=24)))
+            .prop_map(|((queues, semaphores, buffers, quota), raw)| {
+                let mut submitted = vec![0; semaphores];
+                let ops = raw
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, raw)| {
+                        let target = match raw.target {
+                            Some(queue) => Target::Queue(queue % queues),
+                            None => Target::Host,
+                        };
+                        let work = match (target, raw.work) {
+                            (Target::Host, _) | (_, 0 | 1) => WorkSpec::Noop,
+                            (_, 2) => {
+                                WorkSpec::Host { duration: Default::default(), fail: Some(1) }
+                            }
+                            (_, 3 | 4) if buffers > 0 => {
+                                WorkSpec::Alloca { buffer: raw.buffer % buffers, bytes: raw.bytes }
+                            }
+                            (_, 5) if buffers > 0 => {
+                                WorkSpec::Dealloca { buffer: raw.buffer % buffers }
+                            }
+                            _ => WorkSpec::Noop,
+                        };
+                        let signals = raw
+                            .signals
+                            .iter()
+                            .map(|&(s, step)| {
+                                let s = s % semaphores;
+                                submitted[s] += step;
+                                (s, submitted[s])
+                            })
+                            .collect();
+                        OpSpec {
+                            name: format!("op{index}"),
+                            line: index + 1,
+                            target,
+                            waits: raw.waits.iter().map(|&(s, v)| (s % semaphores, v)).collect(),
+                            signals,
+                            work,
+                            external: false,
+                            fail: match target {
+                                Target::Host => raw.fail.map(|s| (s % semaphores, 1)),
+                                Target::Queue(_) => None,
+                            },
+                            expect: OpExpect::default(),
+                        }
+                    })
+                    .collect();
+                Scenario {
+                    name: "random".to_string(),
+                    description: String::new(),
+                    path: PathBuf::from("random.toml"),
+                    workers: 2,
+                    memory_quota: quota,
+                    queues: (0..queues)
+                        .map(|q| QueueSpec {
+                            name: format!("q{q}"),
+                            line: 0,
+                            machine: 0,
+                            device: 0,
+                            group: 0,
+                            wait_before_signal: true,
+                        })
+                        .collect(),
+                    semaphores: (0..semaphores)
+                        .map(|s| SemaphoreSpec {
+                            name: format!("s{s}"),
+                            line: 0,
+                            initial: 0,
+                            scope: Scope::ProcessLocal,
+                            home: Home::Queue(0),
+                            expect_value: None,
+                            expect_failed: None,
+                        })
+                        .collect(),
+                    buffers: (0..buffers).map(|b| format!("b{b}")).collect(),
+                    ops,
+                    expect: TotalsExpect::default(),
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn the_event_driven_simulation_agrees_with_plain_sweeps(scenario in scenarios()) {
+            prop_assert_eq!(check(&scenario), Sweeping::check(&scenario));
+        }
     }
 }
