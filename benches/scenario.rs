@@ -129,7 +129,8 @@ fn bench_phases(c: &mut Criterion) {
                 continue;
             }
             let options = RunOptions { timeout: Duration::from_secs(60), progress: false };
-            let outcome = run::run(&scenario, options).expect("generated scenarios run");
+            let plan = check::check(&scenario).expect("generated scenarios check");
+            let outcome = run::run(&scenario, &plan, options).expect("generated scenarios run");
             group.bench_function(BenchmarkId::new("report", size), |b| {
                 b.iter_custom(|iters| {
                     fastest.time(("report", shape.name, size), iters, || {

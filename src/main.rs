@@ -92,11 +92,11 @@ fn run_scenario(
         eprintln!("error: {error}");
         ExitCode::from(if error.deadlock { EXIT_DEADLOCK } else { EXIT_INPUT })
     };
-    let scenario = match load(file).and_then(|s| check::check(&s).map(|_plan| s)) {
-        Ok(scenario) => scenario,
+    let (scenario, plan) = match load(file).and_then(|s| check::check(&s).map(|plan| (s, plan))) {
+        Ok(checked) => checked,
         Err(error) => return failed(error),
     };
-    let outcome = match run::run(&scenario, RunOptions { timeout, progress: !quiet }) {
+    let outcome = match run::run(&scenario, &plan, RunOptions { timeout, progress: !quiet }) {
         Ok(outcome) => outcome,
         Err(error) => return failed(error),
     };

@@ -219,3 +219,27 @@ fn a_hung_kernel_ends_the_run_at_the_timeout_naming_it() {
         "{message}"
     );
 }
+
+/// A long submit-ahead pipeline meets full rings and histories: the submitter waits for room
+/// and the run completes (this once failed with "all 64 history slots hold pending signals").
+#[test]
+fn long_pipelines_wait_for_room_instead_of_failing() {
+    let mut round_robin = String::from("name = \"round-robin\"\n");
+    for queue in 0..4 {
+        round_robin +=
+            &format!("[[queue]]\nname = \"q{queue}\"\n[[semaphore]]\nname = \"s{queue}\"\n");
+    }
+    for op in 0..10_000 {
+        let queue = op % 4;
+        round_robin += &format!(
+            "[[op]]\nname = \"o{op}\"\nqueue = \"q{queue}\"\nsignal = [\"s{queue}={}\"]\n",
+            op / 4 + 1
+        );
+    }
+    let single = causeway::scenario::generate::pipeline(100_000);
+    for (file, text) in [("round-robin.toml", round_robin), ("single-queue.toml", single)] {
+        let path = write_scenario(file, &text);
+        let output = causeway(&["run", path.to_str().unwrap(), "--quiet"]);
+        assert_eq!(output.status.code(), Some(0), "{file}: {}", stderr(&output));
+    }
+}

@@ -23,14 +23,15 @@ use causeway_core::axis::{Axis, Domain};
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{Capabilities, QueueClock, Resolution};
 use causeway_core::scope::{Endpoint, Scope};
-use causeway_core::semaphore::Failure;
+use causeway_core::semaphore::{Failure, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
 use causeway_driver_cpu::device::{
     allocate_axis, spin_for, BufferId, CommandBufferId, CpuDevice, DeviceKernel, DeviceSemaphore,
-    HostCallId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId, SubmitError,
-    WaitOutcome, Work,
+    HostCallId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig,
+    SemaphoreId, SubmitError, WaitOutcome, Work, DEFAULT_SEMAPHORE_HISTORY,
 };
 use causeway_driver_cpu::PoolConfig;
 
+use super::check::Plan;
 use super::model::{Home, OpSpec, Scenario, ScenarioError, Target, WorkSpec};
 use crate::host::{self, HostWaitError};
 
@@ -245,8 +246,59 @@ impl Observer for Recorder {
 }
 
 /// Runs `scenario` (already [`check`](super::check::check)ed).
-pub fn run(scenario: &Scenario, options: RunOptions) -> Result<Outcome<'_>, ScenarioError> {
-    Runner::new(scenario, options)?.run()
+/// Runs `scenario`, already checked into `plan`: the plan sizes the bounded resources (queue
+/// rings, semaphore histories) so that a submission waiting for room never waits forever.
+pub fn run<'s>(
+    scenario: &'s Scenario,
+    plan: &Plan,
+    options: RunOptions,
+) -> Result<Outcome<'s>, ScenarioError> {
+    Runner::new(scenario, plan, options)?.run()
+}
+
+/// Ring slots a queue gets at least (when it has that many operations): room to submit ahead
+/// of execution beyond what the plan strictly needs.
+const RING_FLOOR: usize = 64;
+
+/// What a run sizes its device by: the plan's needs, raised to a floor that lets the submitter
+/// run ahead (rings) and keeps late waiters exact (histories), but never beyond what the
+/// workload could use — memory follows the work, not worst case times count.
+struct Sizes {
+    queue_slots: Vec<usize>,
+    history_slots: Vec<usize>,
+    allocas: usize,
+}
+
+impl Sizes {
+    fn of(scenario: &Scenario, plan: &Plan) -> Sizes {
+        let mut ops = vec![0usize; scenario.queues.len()];
+        let mut signals = vec![0usize; scenario.semaphores.len()];
+        let mut allocas = 0;
+        for op in &scenario.ops {
+            if let Target::Queue(queue) = op.target {
+                ops[queue] += 1;
+            }
+            for &(semaphore, _) in &op.signals {
+                signals[semaphore] += 1;
+            }
+            allocas += usize::from(matches!(op.work, WorkSpec::Alloca { .. }));
+        }
+        let queue_slots = ops
+            .iter()
+            .zip(&plan.queue_slots)
+            .map(|(&ops, &needed)| needed.max(ops.min(RING_FLOOR)).max(1))
+            .collect();
+        // Every signal plus the newest reached one fits, up to the device's default: no value
+        // of a small timeline ages out.
+        let history_slots = signals
+            .iter()
+            .zip(&plan.history_slots)
+            .map(|(&signals, &needed)| {
+                needed.max((signals + 1).min(DEFAULT_SEMAPHORE_HISTORY)).max(MIN_HISTORY_SLOTS)
+            })
+            .collect();
+        Sizes { queue_slots, history_slots, allocas }
+    }
 }
 
 struct Runner<'s> {
@@ -280,8 +332,13 @@ fn host_endpoint(axis: Axis) -> Endpoint {
 }
 
 impl<'s> Runner<'s> {
-    fn new(scenario: &'s Scenario, options: RunOptions) -> Result<Runner<'s>, ScenarioError> {
+    fn new(
+        scenario: &'s Scenario,
+        plan: &Plan,
+        options: RunOptions,
+    ) -> Result<Runner<'s>, ScenarioError> {
         let fail = |message: String| ScenarioError::in_file(&scenario.path, message);
+        let sizes = Sizes::of(scenario, plan);
         let n = scenario.ops.len();
         let recorder = Arc::new(Recorder {
             start_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -296,24 +353,37 @@ impl<'s> Runner<'s> {
         let mut pool = PoolConfig::with_workers(scenario.workers);
         pool.name = "causeway".to_string();
         let mut builder = CpuDevice::builder(pool);
-        for queue in &scenario.queues {
+        for (queue, &slots) in scenario.queues.iter().zip(&sizes.queue_slots) {
             let mut config = QueueConfig::default();
             config.machine = queue.machine;
             config.device = queue.device;
             config.device_group = queue.group;
             config.wait_before_signal = queue.wait_before_signal;
-            config.capacity = scenario.ops.len().max(1);
+            config.capacity = slots;
             builder.queue(config);
         }
         let mut semaphore_ids = Vec::with_capacity(scenario.semaphores.len());
-        for semaphore in &scenario.semaphores {
+        for (semaphore, &history) in scenario.semaphores.iter().zip(&sizes.history_slots) {
             let home = match semaphore.home {
                 Home::Queue(queue) => builder
                     .endpoint(QueueId(queue))
                     .ok_or_else(|| fail(format!("queue {queue} got no axis")))?,
                 Home::Host => host_endpoint(host_axis),
             };
-            semaphore_ids.push(builder.semaphore(semaphore.initial, semaphore.scope, home));
+            if history > MAX_HISTORY_SLOTS {
+                return Err(ScenarioError::at(
+                    &scenario.path,
+                    semaphore.line,
+                    format!(
+                        "semaphore `{}` can have {} signals pending at once; a history holds at most {MAX_HISTORY_SLOTS}",
+                        semaphore.name,
+                        history - 2
+                    ),
+                ));
+            }
+            let mut config = SemaphoreConfig::new(semaphore.initial, semaphore.scope, home);
+            config.history = history;
+            semaphore_ids.push(builder.semaphore_config(config));
         }
         let mut host_calls = Vec::new();
         let mut command_buffers = Vec::new();
@@ -335,6 +405,8 @@ impl<'s> Runner<'s> {
             }
         }
         builder.memory(scenario.buffers.len(), scenario.memory_quota);
+        // One record per alloca: reservations never wait for one.
+        builder.allocation_records(sizes.allocas.max(1));
         builder.observer(recorder.clone());
         let device = builder.build().map_err(|e| fail(format!("cannot start the device: {e}")))?;
         let host_clock = QueueClock::new(
