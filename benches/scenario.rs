@@ -134,14 +134,14 @@ fn bench_phases(c: &mut Criterion) {
             group.bench_function(BenchmarkId::new("report", size), |b| {
                 b.iter_custom(|iters| {
                     fastest.time(("report", shape.name, size), iters, || {
-                        serde_json::to_writer_pretty(std::io::sink(), &report::report(&outcome))
+                        report::write(&outcome, std::io::sink())
                     })
                 })
             });
             group.bench_function(BenchmarkId::new("trace", size), |b| {
                 b.iter_custom(|iters| {
                     fastest.time(("trace", shape.name, size), iters, || {
-                        serde_json::to_writer_pretty(std::io::sink(), &trace::trace(&outcome))
+                        trace::write(&outcome, std::io::sink())
                     })
                 })
             });

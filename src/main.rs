@@ -1,5 +1,7 @@
 //! `causeway` — runs scenario files on the CPU device and shows how causality flowed.
 
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -81,6 +83,9 @@ fn load(file: &Path) -> Result<Scenario, ScenarioError> {
     parse::load(file)
 }
 
+/// Streams one JSON document of the run to a file.
+type DocumentWriter<'a> = dyn Fn(&mut BufWriter<File>) -> io::Result<()> + 'a;
+
 fn run_scenario(
     file: &Path,
     report_path: Option<&Path>,
@@ -103,13 +108,17 @@ fn run_scenario(
     if !quiet {
         print!("{}", summary::summary(&outcome));
     }
-    for (path, document) in
-        [(report_path, report::report as fn(&_) -> _), (trace_path, trace::trace)]
-    {
+    let documents: [(Option<&Path>, &DocumentWriter); 2] = [
+        (report_path, &|out| report::write(&outcome, out)),
+        (trace_path, &|out| trace::write(&outcome, out)),
+    ];
+    for (path, write) in documents {
         let Some(path) = path else { continue };
-        let text = serde_json::to_string_pretty(&document(&outcome))
-            .expect("JSON values always serialise");
-        if let Err(error) = std::fs::write(path, text) {
+        let written = File::create(path).map(BufWriter::new).and_then(|mut out| {
+            write(&mut out)?;
+            out.flush()
+        });
+        if let Err(error) = written {
             eprintln!("error: cannot write {}: {error}", path.display());
             return ExitCode::from(EXIT_INPUT);
         }

@@ -8,11 +8,16 @@
 //!    with its file and line;
 //! 2. [`check::check`] — whole-scenario checks: signal values advance, and the workload can
 //!    finish (a wait nothing will ever signal, or a cycle, is reported as a deadlock naming
-//!    the stuck waits, before anything runs);
+//!    the stuck waits, before anything runs); from the same pre-run, the [`check::Plan`] of
+//!    ring and history slots a run needs so that a submitter waiting for room never waits
+//!    forever;
 //! 3. [`run::run`] — submit and perform the operations on a real device and record what
 //!    happened;
-//! 4. [`expect::unmet`], [`summary::summary`], [`report::report`], [`trace::trace`] — check
-//!    the scenario's own expectations and render the results.
+//! 4. [`expect::unmet`], [`summary::summary`], [`report::write`], [`trace::write`] — check
+//!    the scenario's own expectations and render the results (the JSON documents streamed to
+//!    their writer).
+//!
+//! Loading, checking and rendering cost O(n log n) or less in operations, waits and semaphores.
 //!
 //! [`generate`] writes scenarios of any size in a few shapes, for scaling tests and benchmarks.
 

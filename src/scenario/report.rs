@@ -1,92 +1,250 @@
 //! The `--report` JSON: a stable contract for tools (see the README for the schema).
+//!
+//! The report is streamed to its writer as it is serialized: every array is produced by an
+//! iterator over the outcome, so memory follows the outcome, not a document tree of the
+//! output. Object keys are written in sorted order, as earlier versions (which built a
+//! `serde_json::Value` first) printed them, so reports stay byte-comparable across versions.
+
+use std::io;
 
 use causeway_core::frontier::Frontier;
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::run::{OpRecord, Outcome};
+use super::model::Target;
+use super::run::{HistoryRecord, OpRecord, Outcome, WaitRecord};
 use super::stats::Stats;
 
-/// The report document for `outcome`.
-pub fn report(outcome: &Outcome<'_>) -> Value {
+/// Writes the report of `outcome` to `out` as pretty-printed JSON.
+pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
     let scenario = outcome.scenario;
-    let ops: Vec<Value> = scenario
-        .ops
-        .iter()
-        .zip(&outcome.ops)
-        .map(|(spec, record)| op(outcome, &spec.name, &queue_name(outcome, spec.target), record))
-        .collect();
-    let semaphores: Vec<Value> = scenario
-        .semaphores
-        .iter()
-        .zip(&outcome.semaphores)
-        .map(|(spec, record)| {
-            let history: Vec<Value> = record
-                .history
-                .iter()
-                .map(|entry| {
-                    json!({
-                        "value": entry.value,
-                        "frontier": frontier(outcome, &entry.frontier),
-                        "tainted": entry.tainted,
-                    })
-                })
-                .collect();
-            json!({
-                "name": spec.name,
-                "value": record.value,
-                "failed": record.failed,
-                "history": history,
+    let report = Report {
+        ops: LazyArray(|| {
+            scenario.ops.iter().zip(&outcome.ops).map(|(spec, record)| {
+                op(outcome, &spec.name, queue_name(outcome, spec.target), record)
             })
-        })
-        .collect();
-    json!({
-        "scenario": scenario.name,
-        "ops": ops,
-        "semaphores": semaphores,
-        "stats": Stats::of(outcome).to_json(),
-    })
+        }),
+        scenario: &scenario.name,
+        semaphores: LazyArray(|| {
+            scenario.semaphores.iter().zip(&outcome.semaphores).map(|(spec, record)| {
+                SemaphoreJson {
+                    failed: record.failed,
+                    history: LazyArray(|| {
+                        record.history.iter().map(|entry| history_entry(outcome, entry))
+                    }),
+                    name: &spec.name,
+                    value: record.value,
+                }
+            })
+        }),
+        stats: Stats::of(outcome),
+    };
+    serde_json::to_writer_pretty(out, &report).map_err(io::Error::from)
 }
 
 /// The queue column of an operation: its queue's name, or `host`.
-pub fn queue_name(outcome: &Outcome<'_>, target: super::model::Target) -> String {
+pub fn queue_name<'s>(outcome: &Outcome<'s>, target: Target) -> &'s str {
     match target {
-        super::model::Target::Queue(queue) => outcome.scenario.queues[queue].name.clone(),
-        super::model::Target::Host => super::parse::HOST.to_string(),
+        Target::Queue(queue) => &outcome.scenario.queues[queue].name,
+        Target::Host => super::parse::HOST,
     }
 }
 
-fn op(outcome: &Outcome<'_>, name: &str, queue: &str, record: &OpRecord) -> Value {
-    let waits: Vec<Value> = record
-        .waits
-        .iter()
-        .map(|wait| {
-            json!({
-                "semaphore": outcome.scenario.semaphores[wait.semaphore].name,
-                "value": wait.value,
-                // A wait on an already-failed semaphore is decided on the spot.
-                "resolution": wait.resolution.map_or("satisfied", |r| r.name()),
-                "tainted": wait.tainted,
-            })
-        })
-        .collect();
-    json!({
-        "name": name,
-        "queue": queue,
-        "epoch": record.point.epoch,
-        "frontier": frontier(outcome, &record.frontier),
-        "tainted": record.frontier.is_tainted(),
-        "waits": waits,
-        "start_ns": record.start_ns,
-        "end_ns": record.end_ns,
-        "status": record.status.name(),
+/// A JSON array of what the iterator `F` makes yields, written item by item.
+pub(crate) struct LazyArray<F>(pub(crate) F);
+
+impl<F, I> Serialize for LazyArray<F>
+where
+    F: Fn() -> I,
+    I: Iterator,
+    I::Item: Serialize,
+{
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq((self.0)())
+    }
+}
+
+#[derive(Serialize)]
+struct Report<'a, Ops, Semaphores> {
+    ops: Ops,
+    scenario: &'a str,
+    semaphores: Semaphores,
+    stats: Stats,
+}
+
+#[derive(Serialize)]
+struct OpJson<'a, Points, Waits> {
+    end_ns: u64,
+    epoch: u64,
+    frontier: Points,
+    name: &'a str,
+    queue: &'a str,
+    start_ns: u64,
+    status: &'static str,
+    tainted: bool,
+    waits: Waits,
+}
+
+#[derive(Serialize)]
+struct WaitJson<'a> {
+    resolution: &'static str,
+    semaphore: &'a str,
+    tainted: bool,
+    value: u64,
+}
+
+#[derive(Serialize)]
+struct SemaphoreJson<'a, History> {
+    failed: bool,
+    history: History,
+    name: &'a str,
+    value: u64,
+}
+
+#[derive(Serialize)]
+struct HistoryJson<Points> {
+    frontier: Points,
+    tainted: bool,
+    value: u64,
+}
+
+#[derive(Serialize)]
+struct PointJson {
+    axis: String,
+    epoch: u64,
+}
+
+fn op<'a>(
+    outcome: &'a Outcome<'_>,
+    name: &'a str,
+    queue: &'a str,
+    record: &'a OpRecord,
+) -> OpJson<'a, impl Serialize + 'a, impl Serialize + 'a> {
+    OpJson {
+        end_ns: record.end_ns,
+        epoch: record.point.epoch,
+        frontier: frontier(outcome, &record.frontier),
+        name,
+        queue,
+        start_ns: record.start_ns,
+        status: record.status.name(),
+        tainted: record.frontier.is_tainted(),
+        waits: LazyArray(move || record.waits.iter().map(|wait| wait_json(outcome, wait))),
+    }
+}
+
+fn wait_json<'a>(outcome: &'a Outcome<'_>, wait: &WaitRecord) -> WaitJson<'a> {
+    WaitJson {
+        // A wait on an already-failed semaphore is decided on the spot.
+        resolution: wait.resolution.map_or("satisfied", |r| r.name()),
+        semaphore: &outcome.scenario.semaphores[wait.semaphore].name,
+        tainted: wait.tainted,
+        value: wait.value,
+    }
+}
+
+fn history_entry<'a>(
+    outcome: &'a Outcome<'_>,
+    entry: &'a HistoryRecord,
+) -> HistoryJson<impl Serialize + 'a> {
+    HistoryJson {
+        frontier: frontier(outcome, &entry.frontier),
+        tainted: entry.tainted,
+        value: entry.value,
+    }
+}
+
+fn frontier<'a>(outcome: &'a Outcome<'_>, frontier: &'a Frontier<8>) -> impl Serialize + 'a {
+    LazyArray(move || {
+        frontier
+            .iter()
+            .map(|point| PointJson { axis: outcome.axis_name(point.axis), epoch: point.epoch })
     })
 }
 
-fn frontier(outcome: &Outcome<'_>, frontier: &Frontier<8>) -> Value {
-    Value::Array(
-        frontier
-            .iter()
-            .map(|point| json!({ "axis": outcome.axis_name(point.axis), "epoch": point.epoch }))
-            .collect(),
-    )
+#[cfg(test)]
+pub(super) mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::scenario::check::check;
+    use crate::scenario::run::{run, RunOptions};
+    use crate::scenario::{bundled, parse};
+
+    /// `document` of a real run of bundled scenario `name`, streamed, and the same bytes read
+    /// back as a tree.
+    pub(in crate::scenario) fn streamed(
+        name: &str,
+        document: fn(&Outcome<'_>, &mut Vec<u8>) -> io::Result<()>,
+    ) -> (String, Value) {
+        let found = bundled::find(name).unwrap();
+        let scenario = parse::parse(Path::new(found.file), found.source).unwrap();
+        let plan = check(&scenario).unwrap();
+        let options = RunOptions { timeout: Duration::from_secs(30), progress: false };
+        let outcome = run(&scenario, &plan, options).unwrap();
+        let mut bytes = Vec::new();
+        document(&outcome, &mut bytes).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        let tree = serde_json::from_str(&text).unwrap();
+        (text, tree)
+    }
+
+    #[test]
+    fn the_streamed_report_is_the_sorted_pretty_print_of_its_own_tree() {
+        for name in ["late-waiter", "buffer-reuse", "speculation"] {
+            let (text, tree) = streamed(name, |outcome, out| write(outcome, out));
+            assert_eq!(serde_json::to_string_pretty(&tree).unwrap(), text, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_report_carries_every_documented_key() {
+        let (_, report) = streamed("late-waiter", |outcome, out| write(outcome, out));
+        let keys =
+            |value: &Value| -> Vec<String> { value.as_object().unwrap().keys().cloned().collect() };
+        assert_eq!(keys(&report), ["ops", "scenario", "semaphores", "stats"]);
+        let late = report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "late");
+        let late = late.unwrap();
+        assert_eq!(
+            keys(late),
+            [
+                "end_ns", "epoch", "frontier", "name", "queue", "start_ns", "status", "tainted",
+                "waits"
+            ]
+        );
+        assert_eq!(
+            late["waits"],
+            serde_json::json!([{"resolution": "satisfied", "semaphore": "s", "tainted": false, "value": 1}])
+        );
+        assert_eq!(keys(&report["semaphores"][0]), ["failed", "history", "name", "value"]);
+        assert_eq!(keys(&report["semaphores"][0]["history"][0]), ["frontier", "tainted", "value"]);
+        let stats = &report["stats"];
+        assert_eq!(
+            keys(stats),
+            [
+                "cancelled",
+                "failed",
+                "frontier",
+                "latency_ns",
+                "memory",
+                "ok",
+                "ops",
+                "waits",
+                "wall_ns"
+            ]
+        );
+        assert_eq!(keys(&stats["frontier"]), ["max_entries", "mean_entries", "tainted"]);
+        assert_eq!(keys(&stats["latency_ns"]["run"]), ["max", "p50", "p90", "p99"]);
+        assert_eq!(
+            keys(&stats["memory"]),
+            ["over_quota_waits", "peak_bytes", "reuse_declined", "reused"]
+        );
+        assert_eq!(
+            keys(&stats["waits"]),
+            ["device", "elided", "failed", "held", "satisfied", "tainted"]
+        );
+        assert_eq!(stats["ops"], report["ops"].as_array().unwrap().len());
+    }
 }

@@ -1,7 +1,7 @@
 //! Whole-run totals: wait resolutions, frontier sizes, taint, latencies, memory.
 
 use causeway_core::queue::Resolution;
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
 use super::model::Target;
 use super::run::{Outcome, Status};
@@ -29,9 +29,18 @@ impl Percentiles {
         let rank = |p: usize| samples[(p * samples.len()).div_ceil(100).saturating_sub(1)];
         Percentiles { p50: rank(50), p90: rank(90), p99: rank(99), max: samples[samples.len() - 1] }
     }
+}
 
-    fn to_json(self) -> Value {
-        json!({ "p50": self.p50, "p90": self.p90, "p99": self.p99, "max": self.max })
+impl Serialize for Percentiles {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Sorted {
+            max: u64,
+            p50: u64,
+            p90: u64,
+            p99: u64,
+        }
+        Sorted { max: self.max, p50: self.p50, p90: self.p90, p99: self.p99 }.serialize(serializer)
     }
 }
 
@@ -113,39 +122,78 @@ impl Stats {
         stats.wall_ns = u64::try_from(outcome.wall.as_nanos()).unwrap_or(u64::MAX);
         stats
     }
+}
 
-    /// The `stats` object of the report.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "ops": self.ops,
-            "ok": self.status[Status::Ok as usize],
-            "failed": self.status[Status::Failed as usize],
-            "cancelled": self.status[Status::Cancelled as usize],
-            "waits": {
-                "elided": self.elided,
-                "satisfied": self.satisfied,
-                "device": self.device,
-                "held": self.held,
-                "failed": self.failed_waits,
-                "tainted": self.tainted_waits,
+/// The `stats` object of the report (keys in sorted order, see [`report`](super::report)).
+impl Serialize for Stats {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Document {
+            cancelled: usize,
+            failed: usize,
+            frontier: Frontiers,
+            latency_ns: Latencies,
+            memory: Memory,
+            ok: usize,
+            ops: usize,
+            waits: Waits,
+            wall_ns: u64,
+        }
+        #[derive(Serialize)]
+        struct Frontiers {
+            max_entries: usize,
+            mean_entries: f64,
+            tainted: usize,
+        }
+        #[derive(Serialize)]
+        struct Latencies {
+            queue_wait: Percentiles,
+            run: Percentiles,
+        }
+        #[derive(Serialize)]
+        struct Memory {
+            over_quota_waits: u64,
+            peak_bytes: u64,
+            reuse_declined: u64,
+            reused: u64,
+        }
+        #[derive(Serialize)]
+        struct Waits {
+            device: u64,
+            elided: u64,
+            failed: u64,
+            held: u64,
+            satisfied: u64,
+            tainted: u64,
+        }
+        Document {
+            cancelled: self.status[Status::Cancelled as usize],
+            failed: self.status[Status::Failed as usize],
+            frontier: Frontiers {
+                max_entries: self.frontier_max,
+                mean_entries: self.frontier_mean,
+                tainted: self.tainted_frontiers,
             },
-            "frontier": {
-                "mean_entries": self.frontier_mean,
-                "max_entries": self.frontier_max,
-                "tainted": self.tainted_frontiers,
+            latency_ns: Latencies { queue_wait: self.queue_wait, run: self.run },
+            memory: Memory {
+                over_quota_waits: self.memory_over_quota_waits,
+                peak_bytes: self.peak_memory,
+                reuse_declined: self.memory_reuse_declined,
+                reused: self.memory_reused,
             },
-            "latency_ns": {
-                "queue_wait": self.queue_wait.to_json(),
-                "run": self.run.to_json(),
+            ok: self.status[Status::Ok as usize],
+            ops: self.ops,
+            waits: Waits {
+                device: self.device,
+                elided: self.elided,
+                failed: self.failed_waits,
+                held: self.held,
+                satisfied: self.satisfied,
+                tainted: self.tainted_waits,
             },
-            "memory": {
-                "reused": self.memory_reused,
-                "reuse_declined": self.memory_reuse_declined,
-                "over_quota_waits": self.memory_over_quota_waits,
-                "peak_bytes": self.peak_memory,
-            },
-            "wall_ns": self.wall_ns,
-        })
+            wall_ns: self.wall_ns,
+        }
+        .serialize(serializer)
     }
 }
 

@@ -1,92 +1,332 @@
 //! The `--trace` file: Chrome / Perfetto trace-event JSON. One track per queue (and one for the
 //! host) under "queues", one per worker under "workers", and a flow arrow from each signalling
 //! operation to every operation whose wait it satisfied.
+//!
+//! Like the report, the trace is streamed as it is serialized (keys in sorted order). The
+//! signaller of a wait `s >= v` is the first operation in file order that signals `s` to `v` or
+//! beyond; `FirstSignals` finds it by binary search, so flows cost O(waits log signals).
 
-use serde_json::{json, Value};
+use std::borrow::Cow;
+use std::io;
 
-use super::model::Target;
-use super::report::queue_name;
+use serde::Serialize;
+
+use super::model::{Scenario, Target};
+use super::report::{queue_name, LazyArray};
 use super::run::Outcome;
 
 const QUEUES_PID: u64 = 1;
 const WORKERS_PID: u64 = 2;
 
-/// The trace document for `outcome`.
-pub fn trace(outcome: &Outcome<'_>) -> Value {
-    let scenario = outcome.scenario;
-    let host_track = scenario.queues.len() as u64;
-    let mut events = vec![
-        json!({"ph": "M", "name": "process_name", "pid": QUEUES_PID, "args": {"name": "queues"}}),
-        json!({"ph": "M", "name": "process_name", "pid": WORKERS_PID, "args": {"name": "workers"}}),
-        json!({"ph": "M", "name": "thread_name", "pid": QUEUES_PID, "tid": host_track, "args": {"name": "host"}}),
-    ];
-    for (index, queue) in scenario.queues.iter().enumerate() {
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": QUEUES_PID, "tid": index, "args": {"name": queue.name}}));
-    }
-    for worker in 0..scenario.workers {
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": WORKERS_PID, "tid": worker, "args": {"name": format!("worker {worker}")}}));
-    }
-    let track = |target: Target| match target {
-        Target::Queue(queue) => queue as u64,
-        Target::Host => host_track,
+/// Writes the trace of `outcome` to `out` as pretty-printed JSON.
+pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
+    let first_signals = FirstSignals::of(outcome.scenario);
+    let document = Document {
+        display_time_unit: "ns",
+        trace_events: LazyArray(|| {
+            metadata(outcome.scenario).chain(slices(outcome)).chain(flows(outcome, &first_signals))
+        }),
     };
-    let us = |ns: u64| ns as f64 / 1e3;
-    for (spec, record) in scenario.ops.iter().zip(&outcome.ops) {
-        let frontier: Vec<String> = record
-            .frontier
+    serde_json::to_writer_pretty(out, &document).map_err(io::Error::from)
+}
+
+/// Per semaphore, `(value, operation)` for each signal that raised the highest value signalled
+/// so far in file order: strictly increasing, and the first entry at or above `v` names the
+/// first operation in file order to signal `v` or beyond.
+struct FirstSignals(Vec<Vec<(u64, usize)>>);
+
+impl FirstSignals {
+    fn of(scenario: &Scenario) -> FirstSignals {
+        let mut raised: Vec<Vec<(u64, usize)>> = vec![Vec::new(); scenario.semaphores.len()];
+        for (index, op) in scenario.ops.iter().enumerate() {
+            for &(semaphore, value) in &op.signals {
+                let signals = &mut raised[semaphore];
+                if signals.last().is_none_or(|&(highest, _)| value > highest) {
+                    signals.push((value, index));
+                }
+            }
+        }
+        FirstSignals(raised)
+    }
+
+    /// The first operation to signal `semaphore` to `value` or beyond.
+    fn signaller(&self, semaphore: usize, value: u64) -> Option<usize> {
+        let signals = &self.0[semaphore];
+        let first = signals.partition_point(|&(signalled, _)| signalled < value);
+        signals.get(first).map(|&(_, op)| op)
+    }
+}
+
+#[derive(Serialize)]
+struct Document<Events> {
+    #[serde(rename = "displayTimeUnit")]
+    display_time_unit: &'static str,
+    #[serde(rename = "traceEvents")]
+    trace_events: Events,
+}
+
+/// One trace event; each kind's keys are in sorted order.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Event<'a, Args> {
+    Metadata(Metadata<'a>),
+    Slice(Slice<'a, Args>),
+    Flow(Flow),
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    args: Named<'a>,
+    name: &'static str,
+    ph: &'static str,
+    pid: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tid: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct Named<'a> {
+    name: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct Slice<'a, Args> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<Args>,
+    cat: &'static str,
+    dur: f64,
+    name: &'a str,
+    ph: &'static str,
+    pid: u64,
+    tid: u64,
+    ts: f64,
+}
+
+#[derive(Serialize)]
+struct OpArgs<'a, Frontier, Waits> {
+    epoch: u64,
+    frontier: Frontier,
+    queue: &'a str,
+    status: &'static str,
+    waits: Waits,
+}
+
+#[derive(Serialize)]
+struct Flow {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bp: Option<&'static str>,
+    cat: &'static str,
+    id: u64,
+    name: String,
+    ph: &'static str,
+    pid: u64,
+    tid: u64,
+    ts: f64,
+}
+
+/// Process and thread names: "queues" with a track per queue and the host, "workers".
+fn metadata<Args>(scenario: &Scenario) -> impl Iterator<Item = Event<'_, Args>> {
+    let queues =
+        scenario.queues.iter().enumerate().map(|(index, queue)| {
+            thread_name(QUEUES_PID, index, Cow::Borrowed(queue.name.as_str()))
+        });
+    let workers = (0..scenario.workers)
+        .map(|worker| thread_name(WORKERS_PID, worker, Cow::Owned(format!("worker {worker}"))));
+    [
+        process_name(QUEUES_PID, "queues"),
+        process_name(WORKERS_PID, "workers"),
+        thread_name(QUEUES_PID, host_track(scenario), Cow::Borrowed(super::parse::HOST)),
+    ]
+    .into_iter()
+    .chain(queues)
+    .chain(workers)
+}
+
+fn process_name<Args>(pid: u64, name: &'static str) -> Event<'static, Args> {
+    Event::Metadata(Metadata {
+        args: Named { name: Cow::Borrowed(name) },
+        name: "process_name",
+        ph: "M",
+        pid,
+        tid: None,
+    })
+}
+
+fn thread_name<Args>(pid: u64, tid: usize, name: Cow<'_, str>) -> Event<'_, Args> {
+    Event::Metadata(Metadata {
+        args: Named { name },
+        name: "thread_name",
+        ph: "M",
+        pid,
+        tid: Some(tid as u64),
+    })
+}
+
+fn host_track(scenario: &Scenario) -> usize {
+    scenario.queues.len()
+}
+
+fn track(scenario: &Scenario, target: Target) -> u64 {
+    match target {
+        Target::Queue(queue) => queue as u64,
+        Target::Host => host_track(scenario) as u64,
+    }
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+/// Each operation on its queue's track (with its details), and on its worker's if it ran on one.
+fn slices<'a>(outcome: &'a Outcome<'_>) -> impl Iterator<Item = Event<'a, impl Serialize + 'a>> {
+    let scenario = outcome.scenario;
+    scenario.ops.iter().zip(&outcome.ops).flat_map(move |(spec, record)| {
+        let args = OpArgs {
+            epoch: record.point.epoch,
+            frontier: LazyArray(move || {
+                record
+                    .frontier
+                    .iter()
+                    .map(move |p| format!("{}:{}", outcome.axis_name(p.axis), p.epoch))
+            }),
+            queue: queue_name(outcome, spec.target),
+            status: record.status.name(),
+            waits: LazyArray(move || {
+                record.waits.iter().map(move |w| {
+                    format!(
+                        "{}>={} {}",
+                        scenario.semaphores[w.semaphore].name,
+                        w.value,
+                        w.resolution.map_or("failed", |r| r.name())
+                    )
+                })
+            }),
+        };
+        let slice = |pid: u64, tid: u64, args| {
+            Event::Slice(Slice {
+                args,
+                cat: "op",
+                dur: us(record.end_ns.saturating_sub(record.start_ns)),
+                name: &spec.name,
+                ph: "X",
+                pid,
+                tid,
+                ts: us(record.start_ns),
+            })
+        };
+        let on_queue = slice(QUEUES_PID, track(scenario, spec.target), Some(args));
+        let on_worker = record.worker.map(|worker| slice(WORKERS_PID, worker as u64, None));
+        std::iter::once(on_queue).chain(on_worker)
+    })
+}
+
+/// Flow arrows: from the operation whose signal first reached each waited value (at its end)
+/// to the waiter (at its start), numbered in waiter order.
+fn flows<'a, Args>(
+    outcome: &'a Outcome<'_>,
+    first_signals: &'a FirstSignals,
+) -> impl Iterator<Item = Event<'a, Args>> {
+    let scenario = outcome.scenario;
+    let arrows = scenario.ops.iter().zip(&outcome.ops).flat_map(move |(waiter_spec, waiter)| {
+        waiter.waits.iter().filter_map(move |wait| {
+            let signaller = first_signals.signaller(wait.semaphore, wait.value)?;
+            Some((waiter_spec, waiter, wait, signaller))
+        })
+    });
+    arrows.zip(1..).flat_map(move |((waiter_spec, waiter, wait, signaller), id)| {
+        let name = format!("{}>={}", scenario.semaphores[wait.semaphore].name, wait.value);
+        let start = Flow {
+            bp: None,
+            cat: "signal",
+            id,
+            name: name.clone(),
+            ph: "s",
+            pid: QUEUES_PID,
+            tid: track(scenario, scenario.ops[signaller].target),
+            ts: us(outcome.ops[signaller].end_ns.saturating_sub(1)),
+        };
+        let finish = Flow {
+            bp: Some("e"),
+            cat: "signal",
+            id,
+            name,
+            ph: "f",
+            pid: QUEUES_PID,
+            tid: track(scenario, waiter_spec.target),
+            ts: us(waiter.start_ns),
+        };
+        [Event::Flow(start), Event::Flow(finish)]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::scenario::report::tests::streamed;
+
+    #[test]
+    fn the_streamed_trace_is_the_sorted_pretty_print_of_its_own_tree() {
+        for name in ["fork-join", "speculation"] {
+            let (text, tree) = streamed(name, |outcome, out| write(outcome, out));
+            assert_eq!(serde_json::to_string_pretty(&tree).unwrap(), text, "{name}");
+        }
+    }
+
+    #[test]
+    fn flows_run_from_the_first_signal_to_reach_each_waited_value() {
+        let (_, trace) = streamed("late-waiter", |outcome, out| write(outcome, out));
+        let flows: Vec<(&str, &str, u64)> = trace["traceEvents"]
+            .as_array()
+            .unwrap()
             .iter()
-            .map(|p| format!("{}:{}", outcome.axis_name(p.axis), p.epoch))
-            .collect();
-        let waits: Vec<String> = record
-            .waits
-            .iter()
-            .map(|w| {
-                format!(
-                    "{}>={} {}",
-                    scenario.semaphores[w.semaphore].name,
-                    w.value,
-                    w.resolution.map_or("failed", |r| r.name())
-                )
+            .filter(|event| event["cat"] == "signal")
+            .map(|e| {
+                (e["ph"].as_str().unwrap(), e["name"].as_str().unwrap(), e["id"].as_u64().unwrap())
             })
             .collect();
-        let args = json!({
-            "queue": queue_name(outcome, spec.target),
-            "epoch": record.point.epoch,
-            "frontier": frontier,
-            "waits": waits,
-            "status": record.status.name(),
-        });
-        let duration = us(record.end_ns.saturating_sub(record.start_ns));
-        events.push(json!({
-            "ph": "X", "name": spec.name, "cat": "op", "pid": QUEUES_PID, "tid": track(spec.target),
-            "ts": us(record.start_ns), "dur": duration, "args": args,
-        }));
-        if let Some(worker) = record.worker {
-            events.push(json!({
-                "ph": "X", "name": spec.name, "cat": "op", "pid": WORKERS_PID, "tid": worker,
-                "ts": us(record.start_ns), "dur": duration,
-            }));
+        let waits: usize = {
+            let found = crate::scenario::bundled::find("late-waiter").unwrap();
+            let scenario =
+                crate::scenario::parse::parse(Path::new(found.file), found.source).unwrap();
+            scenario.ops.iter().map(|op| op.waits.len()).sum()
+        };
+        assert_eq!(flows.len(), 2 * waits);
+        for (pair, id) in flows.chunks(2).zip(1..) {
+            assert_eq!((pair[0].0, pair[1].0), ("s", "f"));
+            assert_eq!((pair[0].2, pair[1].2), (id, id));
+            assert_eq!(pair[0].1, pair[1].1);
         }
     }
-    // Flows: the operation whose signal first reached each waited value, to the waiter.
-    let mut flow = 0u64;
-    for (waiter_spec, waiter) in scenario.ops.iter().zip(&outcome.ops) {
-        for wait in &waiter.waits {
-            let signaller = scenario.ops.iter().zip(&outcome.ops).find(|(spec, _)| {
-                spec.signals.iter().any(|&(s, v)| s == wait.semaphore && v >= wait.value)
+
+    proptest! {
+        #[test]
+        fn the_signaller_is_the_first_in_file_order_to_reach_the_value(
+            signals in proptest::collection::vec(proptest::collection::vec((0..3usize, 0..20u64), 0..3), 0..12),
+            semaphore in 0..3usize,
+            value in 0..22u64,
+        ) {
+            let scenario = {
+                let mut text = String::from("name = \"t\"\n[[queue]]\nname = \"q\"\n");
+                for s in 0..3 {
+                    text.push_str(&format!("[[semaphore]]\nname = \"s{s}\"\n"));
+                }
+                for (index, op) in signals.iter().enumerate() {
+                    let list: Vec<String> = op.iter().map(|(s, v)| format!("\"s{s}={v}\"")).collect();
+                    text.push_str(&format!("[[op]]\nname = \"op{index}\"\nqueue = \"q\"\nsignal = [{}]\n", list.join(", ")));
+                }
+                if signals.is_empty() {
+                    text.push_str("[[op]]\nname = \"only\"\nqueue = \"q\"\n");
+                }
+                crate::scenario::parse::parse(Path::new("t.toml"), &text).unwrap()
+            };
+            let first_in_file_order = scenario.ops.iter().position(|op| {
+                op.signals.iter().any(|&(s, v)| s == semaphore && v >= value)
             });
-            let Some((signal_spec, signal)) = signaller else { continue };
-            flow += 1;
-            let name = format!("{}>={}", scenario.semaphores[wait.semaphore].name, wait.value);
-            events.push(json!({
-                "ph": "s", "id": flow, "name": name, "cat": "signal", "pid": QUEUES_PID,
-                "tid": track(signal_spec.target), "ts": us(signal.end_ns.saturating_sub(1)),
-            }));
-            events.push(json!({
-                "ph": "f", "bp": "e", "id": flow, "name": name, "cat": "signal", "pid": QUEUES_PID,
-                "tid": track(waiter_spec.target), "ts": us(waiter.start_ns),
-            }));
+            prop_assert_eq!(FirstSignals::of(&scenario).signaller(semaphore, value), first_in_file_order);
         }
     }
-    json!({ "traceEvents": events, "displayTimeUnit": "ns" })
 }
