@@ -243,3 +243,31 @@ fn long_pipelines_wait_for_room_instead_of_failing() {
         assert_eq!(output.status.code(), Some(0), "{file}: {}", stderr(&output));
     }
 }
+
+#[test]
+fn a_generated_scenario_runs_with_its_report_and_trace() {
+    use causeway::scenario::generate;
+
+    let ops = 2_000;
+    let path = write_scenario("many-semaphores.toml", &generate::many_semaphores(ops));
+    let (report, trace) = (scratch("many-report.json"), scratch("many-trace.json"));
+    let output = causeway(&[
+        "run",
+        path.to_str().unwrap(),
+        "--quiet",
+        "--report",
+        report.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["stats"]["ops"], ops);
+    assert_eq!(report["stats"]["ok"], ops);
+    assert_eq!(report["semaphores"].as_array().unwrap().len(), ops);
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    // Every operation but the first waits once, on a signal some earlier operation makes.
+    assert_eq!(events.iter().filter(|e| e["ph"] == "s").count(), ops - 1);
+    assert_eq!(events.iter().filter(|e| e["ph"] == "f").count(), ops - 1);
+}
