@@ -81,30 +81,7 @@ const MIN_HISTORY_SLOTS: usize = 2;
 /// Checks `scenario` and plans its bounded resources; the error names the file, the line and
 /// the stuck waits.
 pub fn check(scenario: &Scenario) -> Result<Plan, ScenarioError> {
-    let highest = check_signals_advance(scenario)?;
-    Simulation::new(scenario, highest).run()
-}
-
-/// Refuses a signal that does not advance its semaphore; returns the highest value each
-/// semaphore is ever signalled to (its initial value if none).
-fn check_signals_advance(scenario: &Scenario) -> Result<Vec<u64>, ScenarioError> {
-    let mut submitted: Vec<u64> = scenario.semaphores.iter().map(|s| s.initial).collect();
-    for op in &scenario.ops {
-        for &(semaphore, value) in &op.signals {
-            if value <= submitted[semaphore] {
-                return Err(ScenarioError::at(
-                    &scenario.path,
-                    op.line,
-                    format!(
-                        "op `{}` signals {}={value}, which does not advance past {}",
-                        op.name, scenario.semaphores[semaphore].name, submitted[semaphore]
-                    ),
-                ));
-            }
-            submitted[semaphore] = value;
-        }
-    }
-    Ok(submitted)
+    Simulation::new(scenario).run()
 }
 
 /// Whether `op` fails whatever it signals (a waited semaphore failed, or its host call fails).
@@ -208,8 +185,9 @@ impl Sweep {
 
 struct Simulation<'s> {
     scenario: &'s Scenario,
-    /// The highest value each semaphore is ever signalled to.
-    highest: Vec<u64>,
+    /// The value each semaphore is last signalled to in the file so far: its highest (signals
+    /// must advance), over the whole file once the pass is done.
+    signalled: Vec<u64>,
     values: Vec<u64>,
     failed: Vec<bool>,
     /// Submitted, not yet run operations per queue, oldest first.
@@ -229,11 +207,11 @@ struct Simulation<'s> {
 }
 
 impl<'s> Simulation<'s> {
-    fn new(scenario: &'s Scenario, highest: Vec<u64>) -> Simulation<'s> {
+    fn new(scenario: &'s Scenario) -> Simulation<'s> {
         let (queues, semaphores) = (scenario.queues.len(), scenario.semaphores.len());
         Simulation {
             scenario,
-            highest,
+            signalled: scenario.semaphores.iter().map(|s| s.initial).collect(),
             values: scenario.semaphores.iter().map(|s| s.initial).collect(),
             failed: vec![false; semaphores],
             fifos: vec![VecDeque::new(); queues],
@@ -251,9 +229,17 @@ impl<'s> Simulation<'s> {
         }
     }
 
+    /// Plays the file in one pass. Once a host step is stuck, nothing more runs, but the rest
+    /// of the file is still read: a signal that does not advance is reported first (wherever
+    /// it is), and a deadlock report names the highest value each stuck wait could ever see.
     fn run(mut self) -> Result<Plan, ScenarioError> {
         let scenario = self.scenario;
+        let mut stuck_host = None;
         for (index, op) in scenario.ops.iter().enumerate() {
+            self.check_signals_advance(op)?;
+            if stuck_host.is_some() {
+                continue;
+            }
             self.plan_signals(op);
             match op.target {
                 Target::Queue(queue) => {
@@ -270,17 +256,36 @@ impl<'s> Simulation<'s> {
                 }
                 Target::Host => {
                     if self.first_unmet_wait(op).is_some() {
-                        return Err(self.deadlock(Some(op)));
+                        stuck_host = Some(op);
+                        continue;
                     }
                     self.host_step(op);
                 }
             }
             self.settle();
         }
-        if self.fifos.iter().any(|fifo| !fifo.is_empty()) {
-            return Err(self.deadlock(None));
+        if stuck_host.is_some() || self.fifos.iter().any(|fifo| !fifo.is_empty()) {
+            return Err(self.deadlock(stuck_host));
         }
         Ok(self.plan)
+    }
+
+    fn check_signals_advance(&mut self, op: &OpSpec) -> Result<(), ScenarioError> {
+        for &(semaphore, value) in &op.signals {
+            let last = &mut self.signalled[semaphore];
+            if value <= *last {
+                return Err(ScenarioError::at(
+                    &self.scenario.path,
+                    op.line,
+                    format!(
+                        "op `{}` signals {}={value}, which does not advance past {}",
+                        op.name, self.scenario.semaphores[semaphore].name, *last
+                    ),
+                ));
+            }
+            *last = value;
+        }
+        Ok(())
     }
 
     /// Raises the history plan for each signal `op` is about to record.
@@ -428,7 +433,7 @@ impl<'s> Simulation<'s> {
         let heads = self.fifos.iter().filter_map(|fifo| fifo.front()).map(|&i| &scenario.ops[i]);
         Stuck {
             scenario,
-            highest: &self.highest,
+            highest: &self.signalled,
             values: &self.values,
             failed: &self.failed,
             committed: self.committed,
@@ -564,8 +569,26 @@ mod tests {
              [[op]]\nname = \"b\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\n"
         );
         let error = checked(&source).unwrap_err();
-        assert!(error.message.contains("the host"), "{error}");
+        assert_eq!(
+            error.message,
+            "deadlock: the workload can never finish\n  \
+             op `h` (line 10) on the host waits for s>=1: its signaller is itself stuck (a cycle); s is at 0"
+        );
         assert_eq!(error.line, Some(10));
+    }
+
+    #[test]
+    fn a_signal_that_does_not_advance_is_reported_before_an_earlier_deadlock() {
+        let source = format!(
+            "{HEADER}[[op]]\nname = \"h\"\nqueue = \"host\"\nwait = [\"s>=1\"]\n\
+             [[op]]\nname = \"a\"\nqueue = \"q0\"\nsignal = [\"t=1\"]\n\
+             [[op]]\nname = \"b\"\nqueue = \"q0\"\nsignal = [\"t=1\"]\n"
+        );
+        let error = checked(&source).unwrap_err();
+        assert_eq!(
+            (error.line, error.message.as_str(), error.deadlock),
+            (Some(18), "op `b` signals t=1, which does not advance past 1", false)
+        );
     }
 
     #[test]
@@ -704,7 +727,7 @@ mod tests {
 
     impl Sweeping<'_> {
         fn check(scenario: &Scenario) -> Result<Plan, ScenarioError> {
-            let highest = check_signals_advance(scenario)?;
+            let highest = Self::signals_advance(scenario)?;
             let mut model = Sweeping {
                 scenario,
                 values: scenario.semaphores.iter().map(|s| s.initial).collect(),
@@ -754,6 +777,28 @@ mod tests {
                 return Err(model.stuck(&highest, None));
             }
             Ok(plan)
+        }
+
+        /// Every signal of the file advances its semaphore, or the first that does not is
+        /// refused; the highest value each semaphore is ever signalled to.
+        fn signals_advance(scenario: &Scenario) -> Result<Vec<u64>, ScenarioError> {
+            let mut submitted: Vec<u64> = scenario.semaphores.iter().map(|s| s.initial).collect();
+            for op in &scenario.ops {
+                for &(semaphore, value) in &op.signals {
+                    if value <= submitted[semaphore] {
+                        return Err(ScenarioError::at(
+                            &scenario.path,
+                            op.line,
+                            format!(
+                                "op `{}` signals {}={value}, which does not advance past {}",
+                                op.name, scenario.semaphores[semaphore].name, submitted[semaphore]
+                            ),
+                        ));
+                    }
+                    submitted[semaphore] = value;
+                }
+            }
+            Ok(submitted)
         }
 
         fn sweep_until_still(&mut self) {
@@ -839,7 +884,11 @@ mod tests {
         (
             prop_oneof![4 => (0..4usize).prop_map(Some), 1 => Just(None)],
             proptest::collection::vec((0..3usize, 0..=4u64), 0..=2),
-            proptest::collection::vec((0..3usize, 1..=2u64), 0..=2),
+            // A step of 0 repeats the last value: a signal that does not advance.
+            proptest::collection::vec(
+                (0..3usize, prop_oneof![15 => 1..=2u64, 1 => Just(0)]),
+                0..=2,
+            ),
             0..6u8,
             (0..2usize, prop::sample::select(vec![30u64, 60, 90])),
             prop_oneof![5 => Just(None), 1 => (0..3usize).prop_map(Some)],
