@@ -6,19 +6,31 @@
 //! text in memory, then each phase timed on its own:
 //!
 //! - `parse`: TOML text to a validated [`Scenario`] (names resolved, lines attached);
-//! - `check`: the whole-scenario checks, the deadlock pre-run included;
+//! - `check`: the whole-scenario checks, the deadlock pre-run and the plan included;
 //! - `report`, `trace`: the `--report` and `--trace` JSON of a real run, written to a sink.
 //!   They need a run's outcome, which only [`run::run`] makes, so they are measured at the
 //!   sizes the runner takes today (10^3 and 10^4 operations).
 //!
+//! Each phase has a peer measured in the same run, the least work of its kind over the same
+//! input, which grows only as fast as the machine's memory lets a linear pass grow:
+//!
+//! - `toml_table` (for `parse`): the TOML library's own document of the text, as a
+//!   `toml::Table`;
+//! - `read_ops` (for `check`): one pass reading every operation's waits and signals;
+//! - `read_outcome` (for `report` and `trace`): one pass reading every operation's record
+//!   (times, waits, frontier) and every semaphore's history.
+//!
 //! After the criterion functions the bench prints, per phase and shape, the growth per ×10 in
 //! operations: the fastest iteration at 10n over the fastest at n (the fastest, because the
 //! machine is shared and noise only ever adds time). Linear growth is 10×, n log n a little
-//! more; the target is at most [`GROWTH_TARGET`]×, and a quadratic phase shows about 100×.
+//! more, and a quadratic phase shows about 100×; the target is at most [`GROWTH_TARGET`]×.
+//! Where the data outgrows the caches (about 10^4 to 10^5 operations here) even a linear pass
+//! slows per item, so each line also gives the peer's growth and the phase's growth over it.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::hint::black_box;
+use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -35,7 +47,18 @@ const RUN_SIZES: [usize; 2] = [1_000, 10_000];
 /// The most a phase may grow per ×10 in operations.
 const GROWTH_TARGET: f64 = 12.0;
 
-const PHASES: [&str; 4] = ["parse", "check", "report", "trace"];
+/// A measured phase and its peer (see the module documentation).
+struct Phase {
+    name: &'static str,
+    peer: &'static str,
+}
+
+const PHASES: [Phase; 4] = [
+    Phase { name: "parse", peer: "toml_table" },
+    Phase { name: "check", peer: "read_ops" },
+    Phase { name: "report", peer: "read_outcome" },
+    Phase { name: "trace", peer: "read_outcome" },
+];
 
 struct Shape {
     name: &'static str,
@@ -73,30 +96,74 @@ impl Fastest {
         total
     }
 
-    fn print_growth(&self) {
+    /// The fastest times of `phase` on `shape`, by size, for the sizes it was measured at.
+    fn times(&self, phase: &str, shape: &str) -> Vec<(usize, Duration)> {
         let fastest = self.0.borrow();
-        eprintln!("growth per ×10 operations (fastest iteration at 10n / at n; target ≤ {GROWTH_TARGET}×):");
-        for phase in PHASES {
+        let at = |size: usize| fastest.get(&(phase, shape, size)).map(|&time| (size, time));
+        SIZES.iter().filter_map(|&size| at(size)).collect()
+    }
+
+    fn print_growth(&self) {
+        eprintln!(
+            "growth per ×10 operations (fastest iteration at 10n / at n; target ≤ {GROWTH_TARGET}×), \
+             beside the peer's growth and the phase's growth over the peer's:"
+        );
+        for phase in &PHASES {
             for shape in &SHAPES {
-                let times: Vec<(usize, Duration)> = SIZES
-                    .iter()
-                    .filter_map(|&size| fastest.get(&(phase, shape.name, size)).map(|&t| (size, t)))
-                    .collect();
-                let mut line = format!("  {phase:<6} {:<16}", shape.name);
+                let times = self.times(phase.name, shape.name);
+                let peer = self.times(phase.peer, shape.name);
+                let mut line = format!("  {:<6} {:<16}", phase.name, shape.name);
                 for &(size, time) in &times {
-                    line.push_str(&format!(" {size:>6}: {:>10.3} ms", time.as_secs_f64() * 1e3));
+                    line.push_str(&format!(" {size:>6}: {:>9.3} ms", time.as_secs_f64() * 1e3));
                 }
-                for pair in times.windows(2) {
+                for (pair, peer_pair) in times.windows(2).zip(peer.windows(2)) {
                     let growth = pair[1].1.as_secs_f64() / pair[0].1.as_secs_f64();
-                    let verdict = if growth <= GROWTH_TARGET { "" } else { " OVER TARGET" };
+                    let peer_growth = peer_pair[1].1.as_secs_f64() / peer_pair[0].1.as_secs_f64();
+                    let verdict = if growth <= GROWTH_TARGET { "" } else { " (over target)" };
                     line.push_str(&format!(
-                        "  ×{:.1} ({}→{}){verdict}",
-                        growth, pair[0].0, pair[1].0
+                        " | {}→{}: ×{growth:.1}{verdict}, {} ×{peer_growth:.1}, over it ×{:.2}",
+                        pair[0].0,
+                        pair[1].0,
+                        phase.peer,
+                        growth / peer_growth
                     ));
                 }
                 eprintln!("{line}");
             }
         }
+    }
+}
+
+/// Every operation's waits and signals, read once.
+fn read_ops(scenario: &Scenario) -> u64 {
+    let conditions = scenario.ops.iter().flat_map(|op| op.waits.iter().chain(&op.signals));
+    conditions.map(|&(semaphore, value)| semaphore as u64 ^ value).fold(0, u64::wrapping_add)
+}
+
+/// Every operation's record and every semaphore's history, read once.
+fn read_outcome(outcome: &run::Outcome<'_>) -> u64 {
+    let ops = outcome.ops.iter().map(|record| {
+        let waits = record.waits.iter().map(|wait| wait.value);
+        let frontier = record.frontier.iter().map(|point| point.epoch);
+        let times = [record.start_ns, record.end_ns, record.point.epoch];
+        waits.chain(frontier).chain(times).fold(0, u64::wrapping_add)
+    });
+    let history = outcome.semaphores.iter().flat_map(|semaphore| &semaphore.history);
+    let histories = history.map(|entry| entry.frontier.iter().map(|point| point.epoch).sum());
+    ops.chain(histories).fold(0, u64::wrapping_add)
+}
+
+/// A writer that only counts bytes, so nothing the documents write is optimised away.
+struct Written(u64);
+
+impl io::Write for Written {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0 += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -114,37 +181,39 @@ fn bench_phases(c: &mut Criterion) {
         group.measurement_time(Duration::from_secs(2));
         for size in SIZES {
             let text = (shape.generate)(size);
-            group.bench_function(BenchmarkId::new("parse", size), |b| {
-                b.iter_custom(|iters| {
-                    fastest.time(("parse", shape.name, size), iters, || parsed(&text))
-                })
+            let mut measure = |phase: &'static str, work: &mut dyn FnMut() -> u64| {
+                group.bench_function(BenchmarkId::new(phase, size), |b| {
+                    b.iter_custom(|iters| {
+                        fastest.time((phase, shape.name, size), iters, &mut *work)
+                    })
+                });
+            };
+            measure("parse", &mut || parsed(&text).ops.len() as u64);
+            measure("toml_table", &mut || {
+                text.parse::<toml::Table>().expect("generated scenarios are TOML").len() as u64
             });
             let scenario = parsed(&text);
-            group.bench_function(BenchmarkId::new("check", size), |b| {
-                b.iter_custom(|iters| {
-                    fastest.time(("check", shape.name, size), iters, || check::check(&scenario))
-                })
+            measure("check", &mut || {
+                check::check(&scenario).expect("generated scenarios finish").queue_slots.len()
+                    as u64
             });
+            measure("read_ops", &mut || read_ops(&scenario));
             if !RUN_SIZES.contains(&size) {
                 continue;
             }
             let options = RunOptions { timeout: Duration::from_secs(60), progress: false };
             let plan = check::check(&scenario).expect("generated scenarios check");
             let outcome = run::run(&scenario, &plan, options).expect("generated scenarios run");
-            group.bench_function(BenchmarkId::new("report", size), |b| {
-                b.iter_custom(|iters| {
-                    fastest.time(("report", shape.name, size), iters, || {
-                        report::write(&outcome, std::io::sink())
-                    })
-                })
+            let mut written = Written(0);
+            measure("report", &mut || {
+                report::write(&outcome, &mut written).expect("a counter takes every byte");
+                written.0
             });
-            group.bench_function(BenchmarkId::new("trace", size), |b| {
-                b.iter_custom(|iters| {
-                    fastest.time(("trace", shape.name, size), iters, || {
-                        trace::write(&outcome, std::io::sink())
-                    })
-                })
+            measure("trace", &mut || {
+                trace::write(&outcome, &mut written).expect("a counter takes every byte");
+                written.0
             });
+            measure("read_outcome", &mut || read_outcome(&outcome));
         }
         group.finish();
     }
