@@ -60,6 +60,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
+use causeway_core::semaphore::MIN_HISTORY_SLOTS;
+
 use super::model::{OpSpec, Scenario, ScenarioError, Target, WorkSpec};
 
 /// What bounded resources the run needs so that a submitter waiting for room never waits
@@ -74,9 +76,6 @@ pub struct Plan {
     /// newest reached entry, which is never evicted, and one for the new signal).
     pub history_slots: Vec<usize>,
 }
-
-/// History slots every semaphore needs: the newest reached entry and one new signal.
-const MIN_HISTORY_SLOTS: usize = 2;
 
 /// Checks `scenario` and plans its bounded resources; the error names the file, the line and
 /// the stuck waits.
