@@ -150,9 +150,8 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 
 /// Validates scenario `source`, reporting problems against `path`.
 pub fn parse(path: &Path, source: &str) -> Result<Scenario, ScenarioError> {
-    let lines = LineStarts::of(source);
     let raw: RawScenario = toml::from_str(source).map_err(|error| {
-        let line = error.span().map(|span| lines.line(span.start));
+        let line = error.span().map(|span| LineStarts::of(source).line(span.start));
         ScenarioError {
             path: path.to_path_buf(),
             line,
@@ -160,6 +159,8 @@ pub fn parse(path: &Path, source: &str) -> Result<Scenario, ScenarioError> {
             deadlock: false,
         }
     })?;
+    // Found only now, so the line starts do not add to the peak of the TOML library's document.
+    let lines = LineStarts::of(source);
     Resolver { path, lines, buffers: Vec::new(), buffer_index: HashMap::new() }.scenario(&raw)
 }
 
