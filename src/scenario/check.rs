@@ -5,13 +5,18 @@
 //!
 //! Whether a scenario can finish does not depend on timing: values only grow, failures only
 //! spread, and each queue runs in order, so running whatever can run reaches the same end
-//! state in any order. (Only allocations competing for the memory quota, and a dealloca racing
-//! its alloca, make the order matter; there the simulation's order decides, see below.)
-//! [`check`] plays the scenario that way, without threads, in the order the runner submits it:
-//! each queue operation joins its queue's FIFO, each host step acts at its point of the file
-//! (a host step whose waits are not met then can never go on: a deadlock), and after each the
-//! simulation *settles* — runs queue heads until none can run. Work left when the file is done
-//! and everything settled is a deadlock, reported before anything runs, naming each stuck wait.
+//! state in any order. [`check`] plays the scenario that way, without threads, in the order
+//! the runner submits it: each queue operation joins its queue's FIFO, each host step acts at
+//! its point of the file (a host step whose waits are not met then can never go on: a
+//! deadlock), and after each the simulation *settles* — runs queue heads until none can run.
+//! Work left when the file is done and everything settled is a deadlock, reported before
+//! anything runs, naming each stuck wait.
+//!
+//! Only allocations competing for the memory quota (and a dealloca racing its alloca) make the
+//! order matter; at run time timing decides them, and the run's timeout reports a stall. The
+//! pre-run decides them as a device that keeps up with the submitter would: each submission
+//! settles before the next. (Versions before the plan settled only before host steps and at
+//! the end, as if the device started late; where allocations race, their verdict can differ.)
 //!
 //! # Event-driven settling
 //!
@@ -635,9 +640,10 @@ mod tests {
     }
 
     #[test]
-    fn memory_freed_on_another_queue_lets_a_parked_alloca_run() {
+    fn competing_allocations_are_played_in_submission_order() {
         // q1's alloca, submitted first, takes the memory; q0's waits for it, and q1 frees it
-        // only after signalling what q0's later operation waits for.
+        // only after signalling what q0's later operation waits for. Had q0's alloca run first
+        // (a device that starts late, or timing), both queues would be stuck.
         let source = format!(
             "memory_quota = 100\n{HEADER}\
              [[op]]\nname = \"b_alloc\"\nqueue = \"q1\"\nwork = {{ kind = \"alloca\", buffer = \"b\", bytes = 60 }}\n\
