@@ -1,12 +1,40 @@
 //! The `causeway` binary end to end: bundled scenarios, reports, traces and bad input.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
 fn causeway(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_causeway")).args(args).output().expect("the binary runs")
+    // Under wine, CreateProcess fails with ERROR_INTERNAL_ERROR whenever the new process dies in
+    // wine's own start-up, before any of its code runs: wine reports every such early death with
+    // that code, whatever ended the process. The CLI never started, so spawning it again is safe.
+    // The retry is bounded and written to the real stderr, past the harness's capture of
+    // `eprintln!`, so the log shows every time it fires.
+    const ERROR_INTERNAL_ERROR: i32 = 1359;
+    const ATTEMPTS: u32 = 3;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
+    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut attempt = 1;
+    let child = loop {
+        match command.spawn() {
+            Err(error)
+                if cfg!(windows)
+                    && error.raw_os_error() == Some(ERROR_INTERNAL_ERROR)
+                    && attempt < ATTEMPTS =>
+            {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "cli test: spawning causeway {args:?} failed on attempt {attempt} of \
+                     {ATTEMPTS} with {error} (a process that died in wine's start-up); retrying"
+                );
+                attempt += 1;
+            }
+            spawned => break spawned.expect("the binary runs"),
+        }
+    };
+    child.wait_with_output().expect("the binary runs")
 }
 
 fn scratch(name: &str) -> PathBuf {
