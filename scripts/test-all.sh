@@ -63,6 +63,10 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-driver-cpu --release --test loom_block --test loom_stream --test loom_compute_sleep
 passed
 
+step "fuzzing: every cargo-fuzz target for 20s on its seed corpus"
+./scripts/fuzz.sh 20
+passed
+
 step "tier 5: benchmarks build and run one iteration each"
 cargo bench --workspace -- --test
 passed
