@@ -64,6 +64,15 @@ for target in "${targets[@]}"; do
   else
     note "$target has no seed corpus in $FUZZ_DIR/corpus/$target; starting from nothing"
   fi
+  # Every past finding is replayed first: a fixed one must stay fixed.
+  if [[ -d $FUZZ_DIR/regressions/$target ]]; then
+    note "replaying $target's regressions"
+    (cd "$FUZZ_DIR" && cargo +nightly fuzz run "$target" regressions/"$target"/* -- \
+      -timeout="$FUZZ_TIMEOUT" -rss_limit_mb="$FUZZ_RSS_MB") >"$LOGS/$target-regressions.log" 2>&1 || {
+      failed+=("$target (regressions)")
+      grep -E 'panicked at|ERROR: libFuzzer|SUMMARY' "$LOGS/$target-regressions.log" | sed 's/^/    /' >&2 || true
+    }
+  fi
   log=$LOGS/$target.log
   note "running $target for ${SECONDS_PER_TARGET}s (log: $log)"
   status=0
