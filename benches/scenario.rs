@@ -7,6 +7,8 @@
 //!
 //! - `parse`: TOML text to a validated [`Scenario`] (names resolved, lines attached);
 //! - `check`: the whole-scenario checks, the deadlock pre-run and the plan included;
+//! - `run`: [`run::run`] from the check's plan — a CPU device built, every operation submitted
+//!   (waiting for room where a ring or history is full), performed and recorded;
 //! - `report`, `trace`: the `--report` and `--trace` JSON of a real run (made by [`run::run`]
 //!   from the check's plan, outside the measurement), written to a byte counter.
 //!
@@ -16,6 +18,9 @@
 //! - `toml_table` (for `parse`): the TOML library's own document of the text, as a
 //!   `toml::Table`;
 //! - `read_ops` (for `check`): one pass reading every operation's waits and signals;
+//! - `device_submit` (for `run`): the same device built with the same rings and histories,
+//!   every operation submitted to it directly with its waits and signals, and the last value of
+//!   every semaphore waited for — the library's own cost, with no scenario bookkeeping;
 //! - `read_outcome` (for `report` and `trace`): one pass reading every operation's record
 //!   (times, waits, frontier) and every semaphore's history.
 //!
@@ -33,8 +38,12 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use causeway::device::{CpuDevice, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work};
+use causeway::scenario::check::Plan;
+use causeway::scenario::model::{Home, Target};
 use causeway::scenario::run::{self, RunOptions};
 use causeway::scenario::{check, generate, parse, report, trace, Scenario};
+use causeway::PoolConfig;
 use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode};
 
 /// Operation counts, each ten times the one before.
@@ -49,9 +58,10 @@ struct Phase {
     peer: &'static str,
 }
 
-const PHASES: [Phase; 4] = [
+const PHASES: [Phase; 5] = [
     Phase { name: "parse", peer: "toml_table" },
     Phase { name: "check", peer: "read_ops" },
+    Phase { name: "run", peer: "device_submit" },
     Phase { name: "report", peer: "read_outcome" },
     Phase { name: "trace", peer: "read_outcome" },
 ];
@@ -136,6 +146,49 @@ fn read_ops(scenario: &Scenario) -> u64 {
     conditions.map(|&(semaphore, value)| semaphore as u64 ^ value).fold(0, u64::wrapping_add)
 }
 
+/// `scenario`'s operations submitted straight to a device sized by `plan` (all of them queue
+/// operations with no work, as in the generated shapes), then every semaphore's last value
+/// waited for.
+fn device_submit(scenario: &Scenario, plan: &Plan) -> u64 {
+    let mut builder = CpuDevice::builder(PoolConfig::with_workers(scenario.workers));
+    for &slots in &plan.queue_slots {
+        let mut config = QueueConfig::default();
+        config.capacity = slots;
+        builder.queue(config);
+    }
+    let ids: Vec<SemaphoreId> = scenario
+        .semaphores
+        .iter()
+        .zip(&plan.history_slots)
+        .map(|(semaphore, &history)| {
+            let Home::Queue(home) = semaphore.home else {
+                unreachable!("generated homes are queues")
+            };
+            let home = builder.endpoint(QueueId(home)).expect("declared queues have endpoints");
+            let mut config = SemaphoreConfig::new(semaphore.initial, semaphore.scope, home);
+            config.history = history;
+            builder.semaphore_config(config)
+        })
+        .collect();
+    let device = builder.build().expect("the device starts");
+    let mut last = vec![0; ids.len()];
+    for (index, op) in scenario.ops.iter().enumerate() {
+        let Target::Queue(queue) = op.target else { unreachable!("generated ops are queued") };
+        let waits: Vec<_> = op.waits.iter().map(|&(s, v)| (ids[s], v)).collect();
+        let signals: Vec<_> = op.signals.iter().map(|&(s, v)| (ids[s], v)).collect();
+        for &(semaphore, value) in &op.signals {
+            last[semaphore] = last[semaphore].max(value);
+        }
+        let op = Op { waits: &waits, signals: &signals, work: Work::Barrier, tag: index as u64 };
+        device.submit(QueueId(queue), &op).expect("room frees as the device runs");
+    }
+    for (&id, &value) in ids.iter().zip(&last) {
+        let semaphore = device.semaphore(id).expect("built semaphores exist");
+        causeway::host::wait(semaphore, value, None).expect("generated scenarios finish");
+    }
+    last.iter().sum()
+}
+
 /// Every operation's record and every semaphore's history, read once.
 fn read_outcome(outcome: &run::Outcome<'_>) -> u64 {
     let ops = outcome.ops.iter().map(|record| {
@@ -196,6 +249,11 @@ fn bench_phases(c: &mut Criterion) {
             measure("read_ops", &mut || read_ops(&scenario));
             let options = RunOptions { timeout: Duration::from_secs(60), progress: false };
             let plan = check::check(&scenario).expect("generated scenarios check");
+            measure("run", &mut || {
+                let outcome = run::run(&scenario, &plan, options).expect("generated scenarios run");
+                outcome.ops.len() as u64
+            });
+            measure("device_submit", &mut || device_submit(&scenario, &plan));
             let outcome = run::run(&scenario, &plan, options).expect("generated scenarios run");
             let mut written = Written(0);
             measure("report", &mut || {

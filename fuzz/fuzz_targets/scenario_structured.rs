@@ -14,21 +14,24 @@
 //! and, for the whole text, a truncation, a duplicated line or a value of the wrong type.
 //!
 //! Like `scenario_bytes`, loading and checking must never panic, hang or take unbounded memory,
-//! and every refusal must be a displayable error naming the file.
+//! every refusal must be a displayable error naming the file, and the loader's reading a table
+//! at a time must accept the same texts as the same scenarios as reading the whole document.
 #![no_main]
 
 use std::fmt::Write;
 use std::path::Path;
 
 use arbitrary::Arbitrary;
-use causeway::scenario::{check, parse, ScenarioError};
+use causeway::scenario::{check, parse, Scenario, ScenarioError};
 use libfuzzer_sys::fuzz_target;
 
 const PATH: &str = "outline.toml";
 
 fuzz_target!(|outline: Outline| {
     let source = outline.render();
-    match parse::parse(Path::new(PATH), &source) {
+    let parsed = parse::parse(Path::new(PATH), &source);
+    assert_reads_as_one_document(&parsed, &source);
+    match parsed {
         // `check` may hand back a plan on success; only its refusals matter here.
         Ok(scenario) => {
             if let Err(error) = check::check(&scenario) {
@@ -38,6 +41,18 @@ fuzz_target!(|outline: Outline| {
         Err(error) => assert_names_the_file(&error, &source),
     }
 });
+
+/// `parse` agrees with reading `source` as one document: both accept it as the same scenario,
+/// or both refuse it (where a text has several problems, each reading may name a different one
+/// first).
+fn assert_reads_as_one_document(parsed: &Result<Scenario, ScenarioError>, source: &str) {
+    let whole = parse::parse_document(Path::new(PATH), source);
+    match (parsed, &whole) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "--- source ---\n{source}"),
+        (Err(_), Err(_)) => {}
+        _ => panic!("the readings disagree: {parsed:?} / {whole:?}\n--- source ---\n{source}"),
+    }
+}
 
 fn assert_names_the_file(error: &ScenarioError, source: &str) {
     let shown = error.to_string();

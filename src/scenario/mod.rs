@@ -29,6 +29,7 @@ pub mod model;
 pub mod parse;
 pub mod report;
 pub mod run;
+mod segment;
 pub mod stats;
 pub mod summary;
 pub mod trace;

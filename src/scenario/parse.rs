@@ -5,6 +5,7 @@
 //! are read (so a later duplicate is found where it is written), and byte offsets become line
 //! numbers by a binary search over the line starts, found in one pass over the source.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use super::model::{
     Home, OpExpect, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec, StatusExpect,
     Target, TotalsExpect, WorkSpec,
 };
+use super::segment::{self, Segment, Table};
 
 /// The queue name that means "the host, synchronously".
 pub const HOST: &str = "host";
@@ -25,22 +27,45 @@ pub const HOST: &str = "host";
 const DEFAULT_WORKERS: usize = 2;
 const DEFAULT_QUOTA: u64 = 1 << 30;
 
-#[derive(Deserialize)]
+/// The whole file's tables, or (when read a segment at a time) one segment's: a segment holds
+/// only the preamble's keys or one table, so every field is optional here and the merged
+/// result is checked by the resolver.
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawScenario {
-    name: String,
-    #[serde(default)]
-    description: String,
+    name: Option<String>,
+    description: Option<String>,
     workers: Option<Spanned<usize>>,
     memory_quota: Option<u64>,
-    #[serde(default, rename = "queue")]
-    queues: Vec<Spanned<RawQueue>>,
-    #[serde(default, rename = "semaphore")]
-    semaphores: Vec<Spanned<RawSemaphore>>,
-    #[serde(default, rename = "op")]
-    ops: Vec<Spanned<RawOp>>,
-    #[serde(default)]
-    expect: RawTotals,
+    #[serde(rename = "queue")]
+    queues: Option<Vec<Spanned<RawQueue>>>,
+    #[serde(rename = "semaphore")]
+    semaphores: Option<Vec<Spanned<RawSemaphore>>>,
+    #[serde(rename = "op")]
+    ops: Option<Vec<Spanned<RawOp>>>,
+    expect: Option<RawTotals>,
+}
+
+impl RawScenario {
+    /// Whether any table is given here (as opposed to top-level keys only).
+    fn has_tables(&self) -> bool {
+        self.queues.is_some()
+            || self.semaphores.is_some()
+            || self.ops.is_some()
+            || self.expect.is_some()
+    }
+}
+
+/// A raw table and the offset of the text it was read from, which its spans are relative to.
+struct Placed<T> {
+    base: usize,
+    table: Spanned<T>,
+}
+
+impl<T> Placed<T> {
+    fn all(base: usize, tables: Option<Vec<Spanned<T>>>) -> impl Iterator<Item = Placed<T>> {
+        tables.unwrap_or_default().into_iter().map(move |table| Placed { base, table })
+    }
 }
 
 #[derive(Deserialize)]
@@ -149,19 +174,103 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 }
 
 /// Validates scenario `source`, reporting problems against `path`.
+///
+/// The text is read a table at a time where [`segment::split`] can cut it (every scenario
+/// written in the documented format), so the TOML library's document of the whole file never
+/// exists; otherwise it is read as one document. Either way the result, errors included, is
+/// what TOML's rules give for the whole file.
 pub fn parse(path: &Path, source: &str) -> Result<Scenario, ScenarioError> {
-    let raw: RawScenario = toml::from_str(source).map_err(|error| {
-        let line = error.span().map(|span| LineStarts::of(source).line(span.start));
-        ScenarioError {
-            path: path.to_path_buf(),
-            line,
-            message: error.message().trim().to_string(),
-            deadlock: false,
-        }
-    })?;
-    // Found only now, so the line starts do not add to the peak of the TOML library's document.
     let lines = LineStarts::of(source);
-    Resolver { path, lines, buffers: Vec::new(), buffer_index: HashMap::new() }.scenario(&raw)
+    match segment::split(source) {
+        Some(segments) => parse_segments(path, source, lines, &segments),
+        None => read_document(path, source, lines),
+    }
+}
+
+/// [`parse`] reading `source` as one TOML document, whatever its shape: what `parse` does with
+/// a text it cannot cut, and the reference its segment-at-a-time reading is tested (and
+/// fuzzed) against. It needs several kilobytes per table more than `parse` while it reads.
+pub fn parse_document(path: &Path, source: &str) -> Result<Scenario, ScenarioError> {
+    read_document(path, source, LineStarts::of(source))
+}
+
+fn read_document(path: &Path, source: &str, lines: LineStarts) -> Result<Scenario, ScenarioError> {
+    let raw: RawScenario = read_toml(path, &lines, source, 0)?;
+    let queues: Vec<_> = Placed::all(0, raw.queues).collect();
+    let semaphores: Vec<_> = Placed::all(0, raw.semaphores).collect();
+    let head = Head {
+        name: raw.name,
+        description: raw.description,
+        workers: raw.workers.map(|table| Placed { base: 0, table }),
+        memory_quota: raw.memory_quota,
+        expect: raw.expect.unwrap_or_default(),
+    };
+    Resolver::new(path, &lines).scenario(
+        head,
+        &queues,
+        &semaphores,
+        Placed::all(0, raw.ops).map(Ok),
+    )
+}
+
+/// Reads `source` a segment at a time: first every table but the operations (which may name
+/// queues and semaphores declared after them), then the operations one by one, each resolved
+/// as it is read.
+fn parse_segments(
+    path: &Path,
+    source: &str,
+    lines: LineStarts,
+    segments: &[Segment],
+) -> Result<Scenario, ScenarioError> {
+    let read = |segment: &Segment| -> Result<RawScenario, ScenarioError> {
+        read_toml(path, &lines, &source[segment.start..segment.end], segment.start)
+    };
+    let mut head = Head::default();
+    let mut queues = Vec::new();
+    let mut semaphores = Vec::new();
+    for segment in segments.iter().filter(|segment| segment.table != Table::Op) {
+        let part = read(segment)?;
+        match segment.table {
+            Table::Preamble if !part.has_tables() => {
+                head.name = part.name;
+                head.description = part.description;
+                head.workers = part.workers.map(|table| Placed { base: segment.start, table });
+                head.memory_quota = part.memory_quota;
+            }
+            Table::Queue => queues.extend(Placed::all(segment.start, part.queues)),
+            Table::Semaphore => semaphores.extend(Placed::all(segment.start, part.semaphores)),
+            Table::Expect => head.expect = part.expect.unwrap_or_default(),
+            // Tables given inline in the preamble, or headers the format does not have: what
+            // they mean (or which error they are) is the whole document's to say.
+            Table::Preamble | Table::Other => return read_document(path, source, lines),
+            Table::Op => unreachable!("operations are read in the second pass"),
+        }
+    }
+    let ops = segments.iter().filter(|segment| segment.table == Table::Op).flat_map(|segment| {
+        let ops = read(segment).map(|part| Placed::all(segment.start, part.ops));
+        let (ops, error) = match ops {
+            Ok(ops) => (Some(ops), None),
+            Err(error) => (None, Some(Err(error))),
+        };
+        ops.into_iter().flatten().map(Ok).chain(error)
+    });
+    Resolver::new(path, &lines).scenario(head, &queues, &semaphores, ops)
+}
+
+/// Deserializes `text`, which starts at byte `base` of the source, reporting a TOML error at
+/// its line in the source.
+fn read_toml<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    lines: &LineStarts,
+    text: &str,
+    base: usize,
+) -> Result<T, ScenarioError> {
+    toml::from_str(text).map_err(|error| ScenarioError {
+        path: path.to_path_buf(),
+        line: Some(lines.line(base + error.span().map_or(0, |span| span.start))),
+        message: error.message().trim().to_string(),
+        deadlock: false,
+    })
 }
 
 /// Where each line of a source starts, for turning byte offsets into line numbers.
@@ -180,6 +289,16 @@ impl LineStarts {
     }
 }
 
+/// The top-level keys and the `[expect]` table.
+#[derive(Default)]
+struct Head {
+    name: Option<String>,
+    description: Option<String>,
+    workers: Option<Placed<usize>>,
+    memory_quota: Option<u64>,
+    expect: RawTotals,
+}
+
 /// Declared names and their indices, borrowed from the raw tables.
 struct Names<'r> {
     queues: HashMap<&'r str, usize>,
@@ -188,59 +307,89 @@ struct Names<'r> {
 
 struct Resolver<'a> {
     path: &'a Path,
-    lines: LineStarts,
+    lines: &'a LineStarts,
+    /// The offset of the text the table being resolved was read from.
+    base: Cell<usize>,
     buffers: Vec<String>,
     buffer_index: HashMap<String, usize>,
 }
 
 impl Resolver<'_> {
+    fn new<'a>(path: &'a Path, lines: &'a LineStarts) -> Resolver<'a> {
+        Resolver {
+            path,
+            lines,
+            base: Cell::new(0),
+            buffers: Vec::new(),
+            buffer_index: HashMap::new(),
+        }
+    }
+
     fn line<T>(&self, spanned: &Spanned<T>) -> usize {
-        self.lines.line(spanned.span().start)
+        self.lines.line(self.base.get() + spanned.span().start)
     }
 
     fn error<T>(&self, at: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
         ScenarioError::at(self.path, self.line(at), message)
     }
 
-    fn scenario(mut self, raw: &RawScenario) -> Result<Scenario, ScenarioError> {
-        let workers = match &raw.workers {
-            Some(workers) if !(1..=64).contains(workers.get_ref()) => {
-                return Err(self.error(workers, "workers must be between 1 and 64"));
+    fn scenario(
+        mut self,
+        head: Head,
+        raw_queues: &[Placed<RawQueue>],
+        raw_semaphores: &[Placed<RawSemaphore>],
+        raw_ops: impl Iterator<Item = Result<Placed<RawOp>, ScenarioError>>,
+    ) -> Result<Scenario, ScenarioError> {
+        let Some(name) = head.name else {
+            return Err(ScenarioError::at(self.path, 1, "missing field `name`"));
+        };
+        let workers = match &head.workers {
+            Some(workers) => {
+                self.base.set(workers.base);
+                let count = *workers.table.get_ref();
+                if !(1..=64).contains(&count) {
+                    return Err(self.error(&workers.table, "workers must be between 1 and 64"));
+                }
+                count
             }
-            Some(workers) => *workers.get_ref(),
             None => DEFAULT_WORKERS,
         };
-        let (queues, queue_index) = self.queues(&raw.queues)?;
+        let (queues, queue_index) = self.queues(raw_queues)?;
         let (semaphores, semaphore_index) =
-            self.semaphores(&raw.semaphores, &queues, &queue_index)?;
+            self.semaphores(raw_semaphores, &queues, &queue_index)?;
         let names = Names { queues: queue_index, semaphores: semaphore_index };
-        let mut ops = Vec::with_capacity(raw.ops.len());
-        let mut op_names: HashSet<&str> = HashSet::with_capacity(raw.ops.len());
-        for op in &raw.ops {
-            let name = op.get_ref().name.get_ref();
-            if !op_names.insert(name) {
-                return Err(self.error(&op.get_ref().name, format!("op `{name}` is defined twice")));
+        let mut ops = Vec::new();
+        let mut op_names: HashSet<String> = HashSet::new();
+        for op in raw_ops {
+            let op = op?;
+            self.base.set(op.base);
+            let name = op.table.get_ref().name.get_ref();
+            if op_names.contains(name.as_str()) {
+                return Err(
+                    self.error(&op.table.get_ref().name, format!("op `{name}` is defined twice"))
+                );
             }
-            ops.push(self.op(op, &queues, &names)?);
+            op_names.insert(name.clone());
+            ops.push(self.op(&op.table, &queues, &names)?);
         }
         if ops.is_empty() {
             return Err(ScenarioError::in_file(self.path, "the scenario has no [[op]]"));
         }
         let expect = TotalsExpect {
-            elided: raw.expect.elided,
-            satisfied: raw.expect.satisfied,
-            device: raw.expect.device,
-            held: raw.expect.held,
-            tainted: raw.expect.tainted,
-            memory_reused: raw.expect.memory_reused,
-            peak_memory: raw.expect.peak_memory,
+            elided: head.expect.elided,
+            satisfied: head.expect.satisfied,
+            device: head.expect.device,
+            held: head.expect.held,
+            tainted: head.expect.tainted,
+            memory_reused: head.expect.memory_reused,
+            peak_memory: head.expect.peak_memory,
         };
         Ok(Scenario {
-            name: raw.name.clone(),
-            description: raw.description.clone(),
+            name,
+            description: head.description.unwrap_or_default(),
             path: self.path.to_path_buf(),
             workers,
-            memory_quota: raw.memory_quota.unwrap_or(DEFAULT_QUOTA),
+            memory_quota: head.memory_quota.unwrap_or(DEFAULT_QUOTA),
             queues,
             semaphores,
             buffers: self.buffers,
@@ -251,11 +400,13 @@ impl Resolver<'_> {
 
     fn queues<'r>(
         &self,
-        raw: &'r [Spanned<RawQueue>],
+        raw: &'r [Placed<RawQueue>],
     ) -> Result<(Vec<QueueSpec>, HashMap<&'r str, usize>), ScenarioError> {
         let mut queues: Vec<QueueSpec> = Vec::with_capacity(raw.len());
         let mut index = HashMap::with_capacity(raw.len());
-        for spanned in raw {
+        for placed in raw {
+            self.base.set(placed.base);
+            let spanned = &placed.table;
             let queue = spanned.get_ref();
             let name = queue.name.get_ref();
             if name == HOST {
@@ -292,13 +443,15 @@ impl Resolver<'_> {
 
     fn semaphores<'r>(
         &self,
-        raw: &'r [Spanned<RawSemaphore>],
+        raw: &'r [Placed<RawSemaphore>],
         queues: &[QueueSpec],
         queue_index: &HashMap<&str, usize>,
     ) -> Result<(Vec<SemaphoreSpec>, HashMap<&'r str, usize>), ScenarioError> {
         let mut semaphores: Vec<SemaphoreSpec> = Vec::with_capacity(raw.len());
         let mut index = HashMap::with_capacity(raw.len());
-        for spanned in raw {
+        for placed in raw {
+            self.base.set(placed.base);
+            let spanned = &placed.table;
             let semaphore = spanned.get_ref();
             let name = semaphore.name.get_ref();
             if index.insert(name.as_str(), semaphores.len()).is_some() {
@@ -648,7 +801,151 @@ mod tests {
         assert_eq!(scenario.ops[2].work, WorkSpec::Dealloca { buffer: 0 });
     }
 
+    type Reading = Result<Scenario, ScenarioError>;
+
+    /// Both readings of `source`, a segment at a time and as one document, where it can be cut.
+    fn both_readings(source: &str) -> Option<(Reading, Reading)> {
+        let path = Path::new("t.toml");
+        let segments = segment::split(source)?;
+        Some((
+            parse_segments(path, source, LineStarts::of(source), &segments),
+            parse_document(path, source),
+        ))
+    }
+
+    #[test]
+    fn every_bundled_and_generated_scenario_reads_the_same_a_segment_at_a_time() {
+        let generated = [
+            super::super::generate::pipeline(300),
+            super::super::generate::fan_in(300),
+            super::super::generate::many_semaphores(300),
+        ];
+        let bundled = super::super::bundled::ALL.iter().map(|b| b.source);
+        for source in bundled.chain(generated.iter().map(String::as_str)) {
+            let (segmented, whole) = both_readings(source).expect("cut at its headers");
+            assert!(whole.is_ok(), "{whole:?}");
+            assert_eq!(segmented, whole);
+        }
+    }
+
+    #[test]
+    fn tables_the_format_does_not_cut_are_read_as_one_document() {
+        let inline = format!(
+            "name = \"t\"\nqueue = [{{ name = \"q0\" }}]\n{}",
+            "[[op]]\nname = \"a\"\nqueue = \"q0\"\n"
+        );
+        assert_eq!(parse(Path::new("t.toml"), &inline).unwrap().queues[0].name, "q0");
+        let unknown = refused(&format!("{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\n[extra]\n"));
+        assert_eq!(unknown.line, Some(9));
+        assert!(unknown.message.starts_with("unknown field `extra`"), "{}", unknown.message);
+    }
+
+    /// One operation of a generated scenario, written in one of several TOML styles.
+    #[derive(Clone, Debug)]
+    struct WrittenOp {
+        queue: usize,
+        wait: Option<u64>,
+        work_as_sub_table: bool,
+        waits_over_lines: bool,
+        comment: Option<&'static str>,
+        tricky_string: bool,
+    }
+
+    fn written_op() -> impl Strategy<Value = WrittenOp> {
+        (
+            0..3usize,
+            prop::option::of(0..4u64),
+            any::<bool>(),
+            any::<bool>(),
+            prop::option::of(prop::sample::select(vec!["# [[op]]", "# ] } \" '", "#"])),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(queue, wait, work_as_sub_table, waits_over_lines, comment, tricky_string)| {
+                    WrittenOp {
+                        queue,
+                        wait,
+                        work_as_sub_table,
+                        waits_over_lines,
+                        comment,
+                        tricky_string,
+                    }
+                },
+            )
+    }
+
+    /// A scenario text: queues, semaphores and operations interleaved, sub-tables, values over
+    /// several lines, comments and strings holding brackets and quotes, and (by `mistake`) one
+    /// line replaced by an error.
+    fn scenario_text(ops: &[WrittenOp], mistake: Option<(usize, &str)>) -> String {
+        let mut lines: Vec<String> = vec!["name = \"t\"".into(), "workers = 2".into()];
+        for queue in 0..3 {
+            lines.push(format!("[[queue]]\nname = \"q{queue}\""));
+        }
+        for (index, op) in ops.iter().enumerate() {
+            if index == 1 {
+                lines.push("[expect]\nelided = 0".into());
+            }
+            lines.push(format!("  [[op]] {}", op.comment.unwrap_or("")));
+            lines.push(format!("name = \"op{index}\""));
+            lines.push(format!("queue = \"q{}\"", op.queue));
+            if let Some(value) = op.wait.filter(|_| index > 0) {
+                let wait = format!("\"s{}>={value}\"", index - 1);
+                lines.push(if op.waits_over_lines {
+                    format!("wait = [\n  # [[op]]\n  {wait},\n]")
+                } else {
+                    format!("wait = [{wait}]")
+                });
+            }
+            lines.push(format!("signal = [\"s{index}=1\"]"));
+            if op.tricky_string {
+                lines.push("expect_status = \"ok\" # \"\"\" [[queue]]".into());
+            }
+            if op.work_as_sub_table {
+                lines.push(format!("[op.work]\nkind = \"spin\"\nus = {index}"));
+            }
+            lines.push(format!("[[semaphore]]\nname = \"s{index}\"\nhome = \"q{}\"", op.queue));
+        }
+        if let Some((at, text)) = mistake {
+            let at = at % lines.len();
+            lines[at] = text.to_string();
+        }
+        lines.join("\n") + "\n"
+    }
+
     proptest! {
+        #[test]
+        fn a_segment_at_a_time_reads_what_the_whole_document_reads(
+            ops in prop::collection::vec(written_op(), 1..12),
+            mistake in prop::option::of((0..200usize, prop::sample::select(vec![
+                "queue = \"q9\"", "name = \"op0\"", "wait = [\"s0>=x\"]", "kind = \"warp\"",
+                "signal = 7", "[[queue]]\nname = \"q1\"", "[[semaphore]]\nname = \"s0\"",
+                "bogus = 1", "workers = 99", "[[op]]\nname = \"z\"",
+            ]))),
+        ) {
+            let text = scenario_text(&ops, mistake);
+            let readings = both_readings(&text);
+            // Only a mistake can make a text of the format one that cannot be cut (a header
+            // between an operation and its `[op.work]`); the loader then reads the document.
+            let Some((segmented, whole)) = readings else {
+                prop_assert!(mistake.is_some(), "a text of the format could not be cut");
+                return Ok(());
+            };
+            match (&segmented, &whole) {
+                (Ok(_), Ok(_)) => prop_assert_eq!(&segmented, &whole),
+                // Where a file has several problems the two readings may meet a different one
+                // first (the whole document checks all syntax before any name); each names a
+                // line of the file.
+                (Err(a), Err(b)) => {
+                    prop_assert!(a.line.is_some() && b.line.is_some(), "{:?} / {:?}", a, b);
+                    if mistake.is_some() && a.message == b.message {
+                        prop_assert_eq!(a, b);
+                    }
+                }
+                _ => prop_assert!(false, "one reading failed: {:?} / {:?}", segmented, whole),
+            }
+        }
+
         #[test]
         fn line_starts_count_the_newlines_before_an_offset(
             source in "[a\n\u{e9}]{0,40}",
