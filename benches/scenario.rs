@@ -28,8 +28,15 @@
 //! operations: the fastest iteration at 10n over the fastest at n (the fastest, because the
 //! machine is shared and noise only ever adds time). Linear growth is 10×, n log n a little
 //! more, and a quadratic phase shows about 100×; the target is at most [`GROWTH_TARGET`]×.
-//! Where the data outgrows the caches (about 10^4 to 10^5 operations here) even a linear pass
-//! slows per item, so each line also gives the peer's growth and the phase's growth over it.
+//! Each line also gives the peer's growth and the phase's growth over it.
+//!
+//! It prints the table twice. *Warm*: criterion's iterations, back to back, so at 10^3 and 10^4
+//! operations the data stays in the caches from one iteration to the next while at 10^5 it
+//! does not fit (2 MB of L2 per core here); even the plain peer passes then grow far beyond
+//! 10× per ×10. *Cold*: [`COLD_ITERATIONS`] more iterations of each, each after reading
+//! [`EVICTION_BYTES`] of other memory, so that every size starts from caches that do not hold
+//! its data — as a phase of the CLI does, which runs once over data the one before left
+//! behind. The cold table shows how the work itself grows.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -51,6 +58,12 @@ const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 
 /// The most a phase may grow per ×10 in operations.
 const GROWTH_TARGET: f64 = 12.0;
+
+/// Cold iterations of each phase, shape and size.
+const COLD_ITERATIONS: usize = 5;
+
+/// Memory read before each cold iteration: twice the last-level cache here (32 MB).
+const EVICTION_BYTES: usize = 64 << 20;
 
 /// A measured phase and its peer (see the module documentation).
 struct Phase {
@@ -77,15 +90,39 @@ const SHAPES: [Shape; 3] = [
     Shape { name: "many_semaphores", generate: generate::many_semaphores },
 ];
 
-/// The fastest iteration seen of each (phase, shape, size).
-#[derive(Default)]
-struct Fastest(RefCell<BTreeMap<(&'static str, &'static str, usize), Duration>>);
+/// Whether an iteration found the caches as the one before left them, or emptied of its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Caches {
+    Warm,
+    Cold,
+}
+
+/// A timed (phase, shape, size) at one cache temperature.
+type Key = (Caches, &'static str, &'static str, usize);
+
+/// The fastest iteration seen of each measurement, and the memory read to make caches cold.
+struct Fastest {
+    times: RefCell<BTreeMap<Key, Duration>>,
+    eviction: Vec<u8>,
+}
 
 impl Fastest {
+    fn new() -> Fastest {
+        // Distinct bytes, so the pages are really there to be read.
+        let eviction = (0..EVICTION_BYTES).map(|at| at as u8).collect();
+        Fastest { times: RefCell::default(), eviction }
+    }
+
+    fn record(&self, key: Key, took: Duration) {
+        let mut times = self.times.borrow_mut();
+        let entry = times.entry(key).or_insert(took);
+        *entry = (*entry).min(took);
+    }
+
     /// Runs `work` `iters` times for criterion, remembering the fastest iteration.
     fn time<T>(
         &self,
-        key: (&'static str, &'static str, usize),
+        (phase, shape, size): (&'static str, &'static str, usize),
         iters: u64,
         mut work: impl FnMut() -> T,
     ) -> Duration {
@@ -95,29 +132,42 @@ impl Fastest {
             black_box(work());
             let took = started.elapsed();
             total += took;
-            let mut fastest = self.0.borrow_mut();
-            let entry = fastest.entry(key).or_insert(took);
-            *entry = (*entry).min(took);
+            self.record((Caches::Warm, phase, shape, size), took);
         }
         total
     }
 
+    /// Runs `work` [`COLD_ITERATIONS`] times, each after reading the eviction memory.
+    fn time_cold<T>(
+        &self,
+        (phase, shape, size): (&'static str, &'static str, usize),
+        mut work: impl FnMut() -> T,
+    ) {
+        for _ in 0..COLD_ITERATIONS {
+            let lines = self.eviction.iter().step_by(64);
+            black_box(lines.fold(0u8, |sum, &byte| sum.wrapping_add(byte)));
+            let started = Instant::now();
+            black_box(work());
+            self.record((Caches::Cold, phase, shape, size), started.elapsed());
+        }
+    }
+
     /// The fastest times of `phase` on `shape`, by size, for the sizes it was measured at.
-    fn times(&self, phase: &str, shape: &str) -> Vec<(usize, Duration)> {
-        let fastest = self.0.borrow();
-        let at = |size: usize| fastest.get(&(phase, shape, size)).map(|&time| (size, time));
+    fn times(&self, caches: Caches, phase: &str, shape: &str) -> Vec<(usize, Duration)> {
+        let times = self.times.borrow();
+        let at = |size: usize| times.get(&(caches, phase, shape, size)).map(|&time| (size, time));
         SIZES.iter().filter_map(|&size| at(size)).collect()
     }
 
-    fn print_growth(&self) {
+    fn print_growth(&self, caches: Caches) {
         eprintln!(
-            "growth per ×10 operations (fastest iteration at 10n / at n; target ≤ {GROWTH_TARGET}×), \
-             beside the peer's growth and the phase's growth over the peer's:"
+            "{caches:?}: growth per ×10 operations (fastest iteration at 10n / at n; target ≤ \
+             {GROWTH_TARGET}×), beside the peer's growth and the phase's growth over the peer's:"
         );
         for phase in &PHASES {
             for shape in &SHAPES {
-                let times = self.times(phase.name, shape.name);
-                let peer = self.times(phase.peer, shape.name);
+                let times = self.times(caches, phase.name, shape.name);
+                let peer = self.times(caches, phase.peer, shape.name);
                 let mut line = format!("  {:<6} {:<16}", phase.name, shape.name);
                 for &(size, time) in &times {
                     line.push_str(&format!(" {size:>6}: {:>9.3} ms", time.as_secs_f64() * 1e3));
@@ -221,7 +271,7 @@ fn parsed(text: &str) -> Scenario {
 }
 
 fn bench_phases(c: &mut Criterion) {
-    let fastest = Fastest::default();
+    let fastest = Fastest::new();
     for shape in &SHAPES {
         let mut group = c.benchmark_group(format!("scenario_{}", shape.name));
         group.sampling_mode(SamplingMode::Flat);
@@ -236,6 +286,7 @@ fn bench_phases(c: &mut Criterion) {
                         fastest.time((phase, shape.name, size), iters, &mut *work)
                     })
                 });
+                fastest.time_cold((phase, shape.name, size), &mut *work);
             };
             measure("parse", &mut || parsed(&text).ops.len() as u64);
             measure("toml_table", &mut || {
@@ -268,7 +319,8 @@ fn bench_phases(c: &mut Criterion) {
         }
         group.finish();
     }
-    fastest.print_growth();
+    fastest.print_growth(Caches::Warm);
+    fastest.print_growth(Caches::Cold);
 }
 
 // `criterion_group!` emits an undocumented `pub fn`; a private module keeps it out of the
