@@ -41,6 +41,11 @@
 //! once, parks at most once per wait and once for memory, and each step is O(log n): loading
 //! and checking cost O((operations + waits) log n) in all.
 //!
+//! The simulation reads the operations' waits and signals from one array, copied out of the
+//! scenario before it starts: where a large scenario's small per-operation lists no longer fit
+//! the caches, a plain copying loop overlaps the waits for memory that the simulation, with
+//! its much longer work per operation, would pay one at a time (see `Operations`).
+//!
 //! # The plan
 //!
 //! A run bounds each queue's ring and each semaphore's history, and a submitter that finds
@@ -85,18 +90,82 @@ pub struct Plan {
 /// Checks `scenario` and plans its bounded resources; the error names the file, the line and
 /// the stuck waits.
 pub fn check(scenario: &Scenario) -> Result<Plan, ScenarioError> {
-    Simulation::new(scenario).run()
+    let operations = Operations::read(scenario);
+    Simulation::new(scenario, &operations).run()
+}
+
+/// The scenario's operations as the simulation reads them: every operation's waits and
+/// signals copied, in one pass before the simulation starts, into a single array.
+///
+/// In the scenario, each operation's lists are small allocations of their own, spread over
+/// the heap as the parser made them. Once a large scenario no longer fits the caches, the
+/// first look at an operation's lists waits for memory. The simulation does several hundred
+/// instructions of work per operation, too many for the processor to reach the next
+/// operation's lists while still waiting, so it would pay every such wait in full, one after
+/// another. A loop that does nothing but copy the lists has many of those waits under way at
+/// once and pays them about as a plain pass over the lists does; the simulation then reads
+/// the copy in order.
+struct Operations<'s> {
+    specs: &'s [OpSpec],
+    /// Operation `i`'s waits, then its signals, in file order.
+    conditions: Vec<(usize, u64)>,
+    /// Where in `conditions` operation `i`'s waits start (`starts[2i]`), its signals start
+    /// (`starts[2i + 1]`) and they end (`starts[2i + 2]`).
+    starts: Vec<usize>,
+}
+
+impl<'s> Operations<'s> {
+    fn read(scenario: &'s Scenario) -> Operations<'s> {
+        let specs = &scenario.ops[..];
+        // A guess (a wait and a signal each): counting first would be a second pass over the
+        // operations, which costs more than the copy's occasional regrowth.
+        let mut conditions = Vec::with_capacity(2 * specs.len());
+        let mut starts = Vec::with_capacity(2 * specs.len() + 1);
+        for spec in specs {
+            starts.push(conditions.len());
+            conditions.extend(spec.waits.iter().copied());
+            starts.push(conditions.len());
+            conditions.extend(spec.signals.iter().copied());
+        }
+        starts.push(conditions.len());
+        Operations { specs, conditions, starts }
+    }
+
+    fn get(&self, index: usize) -> Op<'_> {
+        let starts = &self.starts[2 * index..=2 * index + 2];
+        Op {
+            spec: &self.specs[index],
+            waits: &self.conditions[starts[0]..starts[1]],
+            signals: &self.conditions[starts[1]..starts[2]],
+        }
+    }
+}
+
+/// An operation as the simulation reads it: its waits and signals from [`Operations`], the
+/// rest from its spec.
+#[derive(Clone, Copy)]
+struct Op<'s> {
+    spec: &'s OpSpec,
+    waits: &'s [(usize, u64)],
+    signals: &'s [(usize, u64)],
+}
+
+impl<'s> Op<'s> {
+    /// `spec` with its own lists, for reading a few operations, not all.
+    fn of(spec: &'s OpSpec) -> Op<'s> {
+        Op { spec, waits: &spec.waits, signals: &spec.signals }
+    }
 }
 
 /// Whether `op` fails whatever it signals (a waited semaphore failed, or its host call fails).
-fn fails(op: &OpSpec, failed: &[bool]) -> bool {
+fn fails(op: Op<'_>, failed: &[bool]) -> bool {
     op.waits.iter().any(|&(s, _)| failed[s])
-        || matches!(op.work, WorkSpec::Host { fail: Some(_), .. })
+        || matches!(op.spec.work, WorkSpec::Host { fail: Some(_), .. })
 }
 
 /// Bytes `op` must find free before it can run (`None`: it needs none).
-fn memory_needed(op: &OpSpec, failed: &[bool]) -> Option<u64> {
-    match op.work {
+fn memory_needed(op: Op<'_>, failed: &[bool]) -> Option<u64> {
+    match op.spec.work {
         WorkSpec::Alloca { bytes, .. } if !fails(op, failed) => Some(bytes),
         _ => None,
     }
@@ -189,6 +258,7 @@ impl Sweep {
 
 struct Simulation<'s> {
     scenario: &'s Scenario,
+    operations: &'s Operations<'s>,
     /// The value each semaphore is last signalled to in the file so far: its highest (signals
     /// must advance), over the whole file once the pass is done.
     signalled: Vec<u64>,
@@ -211,10 +281,11 @@ struct Simulation<'s> {
 }
 
 impl<'s> Simulation<'s> {
-    fn new(scenario: &'s Scenario) -> Simulation<'s> {
+    fn new(scenario: &'s Scenario, operations: &'s Operations<'s>) -> Simulation<'s> {
         let (queues, semaphores) = (scenario.queues.len(), scenario.semaphores.len());
         Simulation {
             scenario,
+            operations,
             signalled: scenario.semaphores.iter().map(|s| s.initial).collect(),
             values: scenario.semaphores.iter().map(|s| s.initial).collect(),
             failed: vec![false; semaphores],
@@ -239,13 +310,14 @@ impl<'s> Simulation<'s> {
     fn run(mut self) -> Result<Plan, ScenarioError> {
         let scenario = self.scenario;
         let mut stuck_host = None;
-        for (index, op) in scenario.ops.iter().enumerate() {
+        for index in 0..scenario.ops.len() {
+            let op = self.op(index);
             self.check_signals_advance(op)?;
             if stuck_host.is_some() {
                 continue;
             }
             self.plan_signals(op);
-            match op.target {
+            match op.spec.target {
                 Target::Queue(queue) => {
                     let fifo = &mut self.fifos[queue];
                     let slots = &mut self.plan.queue_slots[queue];
@@ -254,13 +326,13 @@ impl<'s> Simulation<'s> {
                     if fifo.len() == 1 {
                         self.sweep.wake(queue);
                     }
-                    for &(semaphore, _) in &op.signals {
+                    for &(semaphore, _) in op.signals {
                         self.pending[semaphore] += 1;
                     }
                 }
                 Target::Host => {
                     if self.first_unmet_wait(op).is_some() {
-                        stuck_host = Some(op);
+                        stuck_host = Some(op.spec);
                         continue;
                     }
                     self.host_step(op);
@@ -274,16 +346,20 @@ impl<'s> Simulation<'s> {
         Ok(self.plan)
     }
 
-    fn check_signals_advance(&mut self, op: &OpSpec) -> Result<(), ScenarioError> {
-        for &(semaphore, value) in &op.signals {
+    fn op(&self, index: usize) -> Op<'s> {
+        self.operations.get(index)
+    }
+
+    fn check_signals_advance(&mut self, op: Op<'_>) -> Result<(), ScenarioError> {
+        for &(semaphore, value) in op.signals {
             let last = &mut self.signalled[semaphore];
             if value <= *last {
                 return Err(ScenarioError::at(
                     &self.scenario.path,
-                    op.line,
+                    op.spec.line,
                     format!(
                         "op `{}` signals {}={value}, which does not advance past {}",
-                        op.name, self.scenario.semaphores[semaphore].name, *last
+                        op.spec.name, self.scenario.semaphores[semaphore].name, *last
                     ),
                 ));
             }
@@ -293,7 +369,7 @@ impl<'s> Simulation<'s> {
     }
 
     /// Raises the history plan for each signal `op` is about to record.
-    fn plan_signals(&mut self, op: &OpSpec) {
+    fn plan_signals(&mut self, op: Op<'_>) {
         for (position, &(semaphore, _)) in op.signals.iter().enumerate() {
             let earlier_in_op =
                 op.signals[..position].iter().filter(|&&(s, _)| s == semaphore).count();
@@ -333,9 +409,8 @@ impl<'s> Simulation<'s> {
 
     /// Runs `queue`'s head while it can run, then parks the queue on what its head waits for.
     fn advance(&mut self, queue: usize) {
-        let scenario = self.scenario;
         while let Some(&index) = self.fifos[queue].front() {
-            let op = &scenario.ops[index];
+            let op = self.op(index);
             if let Some((semaphore, value)) = self.first_unmet_wait(op) {
                 self.waiters[semaphore].push(Reverse((value, queue)));
                 return;
@@ -343,21 +418,21 @@ impl<'s> Simulation<'s> {
             if let Some(bytes) = memory_needed(op, &self.failed) {
                 if bytes > self.free() {
                     self.memory_waiters.set(queue, Some(bytes));
-                    for &(semaphore, _) in &op.waits {
+                    for &(semaphore, _) in op.waits {
                         self.failure_watchers[semaphore].push((queue, index));
                     }
                     return;
                 }
             }
             self.fifos[queue].pop_front();
-            for &(semaphore, _) in &op.signals {
+            for &(semaphore, _) in op.signals {
                 self.pending[semaphore] -= 1;
             }
             self.queue_step(op);
         }
     }
 
-    fn first_unmet_wait(&self, op: &OpSpec) -> Option<(usize, u64)> {
+    fn first_unmet_wait(&self, op: Op<'_>) -> Option<(usize, u64)> {
         op.waits.iter().copied().find(|&(s, v)| !self.failed[s] && self.values[s] < v)
     }
 
@@ -365,10 +440,10 @@ impl<'s> Simulation<'s> {
         self.scenario.memory_quota.saturating_sub(self.committed)
     }
 
-    fn queue_step(&mut self, op: &OpSpec) {
+    fn queue_step(&mut self, op: Op<'_>) {
         let mut failed = fails(op, &self.failed);
         if !failed {
-            match op.work {
+            match op.spec.work {
                 WorkSpec::Alloca { buffer, bytes } => {
                     self.committed += bytes;
                     self.buffers[buffer] = Some(bytes);
@@ -383,16 +458,16 @@ impl<'s> Simulation<'s> {
         self.signal(op, failed);
     }
 
-    fn host_step(&mut self, op: &OpSpec) {
+    fn host_step(&mut self, op: Op<'_>) {
         let failed = fails(op, &self.failed);
         self.signal(op, failed);
-        if let Some((semaphore, _)) = op.fail {
+        if let Some((semaphore, _)) = op.spec.fail {
             self.fail(semaphore);
         }
     }
 
-    fn signal(&mut self, op: &OpSpec, failed: bool) {
-        for &(semaphore, value) in &op.signals {
+    fn signal(&mut self, op: Op<'_>, failed: bool) {
+        for &(semaphore, value) in op.signals {
             if failed {
                 self.fail(semaphore);
             } else if !self.failed[semaphore] {
@@ -498,7 +573,7 @@ impl Stuck<'_> {
             };
             reasons.push(format!("waits for {name}>={value}: {why}"));
         }
-        if let Some(bytes) = memory_needed(op, self.failed) {
+        if let Some(bytes) = memory_needed(Op::of(op), self.failed) {
             if bytes > scenario.memory_quota.saturating_sub(self.committed) {
                 reasons.push(format!(
                     "needs {bytes} bytes with {} of {} committed, and no dealloca can run first",
