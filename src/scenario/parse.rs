@@ -231,6 +231,8 @@ fn parse_segments(
     for segment in segments.iter().filter(|segment| segment.table != Table::Op) {
         let part = read(segment)?;
         match segment.table {
+            // Filtered out above: operations are read in the second pass.
+            Table::Op => {}
             Table::Preamble if !part.has_tables() => {
                 head.name = part.name;
                 head.description = part.description;
@@ -243,16 +245,16 @@ fn parse_segments(
             // Tables given inline in the preamble, or headers the format does not have: what
             // they mean (or which error they are) is the whole document's to say.
             Table::Preamble | Table::Other => return read_document(path, source, lines),
-            Table::Op => unreachable!("operations are read in the second pass"),
         }
     }
-    let ops = segments.iter().filter(|segment| segment.table == Table::Op).flat_map(|segment| {
-        let ops = read(segment).map(|part| Placed::all(segment.start, part.ops));
-        let (ops, error) = match ops {
-            Ok(ops) => (Some(ops), None),
-            Err(error) => (None, Some(Err(error))),
-        };
-        ops.into_iter().flatten().map(Ok).chain(error)
+    // An `[[op]]` segment holds exactly one operation: its header is the segment's only one
+    // that is not a sub-table of it.
+    let ops = segments.iter().filter(|segment| segment.table == Table::Op).map(|segment| {
+        let part = read(segment)?;
+        match part.ops.and_then(|ops| ops.into_iter().next()) {
+            Some(table) => Ok(Placed { base: segment.start, table }),
+            None => Err(ScenarioError::at(path, lines.line(segment.start), "an empty [[op]]")),
+        }
     });
     Resolver::new(path, &lines).scenario(head, &queues, &semaphores, ops)
 }
