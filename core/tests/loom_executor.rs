@@ -15,14 +15,20 @@
 //!   exactly once more, whichever wake queued it;
 //! - the runnable summary: a wake racing a compute process going to sleep leaves its summary
 //!   bit set (scanners would skip the slot forever otherwise), and a compute wake reaches a
-//!   parked worker.
+//!   parked worker;
+//! - the process state word: a wake landing while an immediate process's drain is about to
+//!   sleep runs it once more, and that drain sees what the waker wrote before waking; a
+//!   configuration racing a submission from another thread is either refused or seen by the
+//!   process's completion, which reads its dependents.
 //!
 //! Each model has been shown to fail on an injected bug in the protocol it covers (for the
 //! summary: a retract without its re-check, a retract whose `fetch_and` is Relaxed, and a wake
 //! that announces before it makes the slot word runnable; for the hand-off: a dependent both
 //! handed off and queued, and likewise a deferred wake both kept by its worker and published;
 //! for runs: a dropped worker that keeps its run, and a turn that leaves the shared ready run
-//! pointing inside the run it cut).
+//! pointing inside the run it cut; for the state word: a `Sleep` whose failed compare-exchange
+//! is Relaxed, a configuration that ends with a Relaxed store, and a submission whose state
+//! load in `release` is Relaxed, each a data race on what the other thread wrote).
 #![cfg(loom)]
 
 mod loom_support;
@@ -31,7 +37,8 @@ use causeway_core::executor::{
     Class, Drain, DrainContext, Drained, Executor, Process, RoundRobin, SpinPolicy, Woken,
 };
 use causeway_core::Failure;
-use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 use loom_support::LoomFutex;
 
@@ -382,5 +389,104 @@ fn a_deferred_wake_racing_a_plain_wake_runs_the_sleeper_once_more() {
         assert_eq!(executor.live(), 0);
         assert_eq!(sleepy.drains.load(Ordering::Relaxed), 2);
         assert_eq!(sleepy.finishes.load(Ordering::Relaxed), 1);
+    });
+}
+
+/// An immediate process that sleeps on its first drain, once it has told its waker it is
+/// running, and on its second reads the message the waker wrote before waking it.
+struct WokenWithMessage {
+    running: AtomicBool,
+    message: UnsafeCell<u32>,
+    drains: AtomicUsize,
+    finishes: AtomicUsize,
+}
+
+// SAFETY: `message` is written once, by the waker before its wake, and read only by the drain
+// that wake caused; loom checks that the executor orders the two.
+unsafe impl Sync for WokenWithMessage {}
+
+impl WokenWithMessage {
+    fn leaked() -> &'static WokenWithMessage {
+        Box::leak(Box::new(WokenWithMessage {
+            running: AtomicBool::new(false),
+            message: UnsafeCell::new(0),
+            drains: AtomicUsize::new(0),
+            finishes: AtomicUsize::new(0),
+        }))
+    }
+}
+
+impl Drain for WokenWithMessage {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        if self.drains.fetch_add(1, Ordering::Relaxed) == 0 {
+            // Release pairs with the waker's Acquire: its wake comes after this drain started.
+            self.running.store(true, Ordering::Release);
+            return Drained::Sleep;
+        }
+        // SAFETY: the waker wrote the message before the wake that caused this drain, and
+        // wrote nothing since; loom reports a race if the executor does not order the two.
+        let message = self.message.with(|message| unsafe { *message });
+        assert_eq!(message, 7, "the drain a wake caused sees what the waker wrote");
+        Drained::Done(Ok(()))
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {
+        self.finishes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_wake_during_a_drain_runs_it_again_and_orders_the_waker_before_it() {
+    bounded(|| {
+        let executor = executor(1);
+        let woken = WokenWithMessage::leaked();
+        let process: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(woken, Class::Immediate)));
+        executor.submit(process).unwrap();
+        let waker = thread::spawn(move || {
+            while !woken.running.load(Ordering::Acquire) {
+                thread::yield_now();
+            }
+            // SAFETY: written before the wake; the drain that reads it runs after the wake.
+            woken.message.with_mut(|message| unsafe { *message = 7 });
+            // Lands on RUNNING (NOTIFIED: the drain's `Sleep` requeues) or on SLEEPING
+            // (queued here): either way exactly one more drain.
+            executor.wake(process);
+        });
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        step_until(&mut worker, || process.is_completed());
+        waker.join().unwrap();
+        while worker.step() {}
+        assert_eq!(woken.drains.load(Ordering::Relaxed), 2);
+        assert_eq!(woken.finishes.load(Ordering::Relaxed), 1);
+        assert_eq!(executor.live(), 0);
+    });
+}
+
+#[test]
+fn a_configuration_racing_a_submission_is_refused_or_seen_by_the_completion() {
+    bounded(|| {
+        let executor = executor(1);
+        let (first, second) = (Counted::leaked(1), Counted::leaked(1));
+        let upstream = process(first, Class::Immediate);
+        let dependent = process(second, Class::Immediate);
+        let edge: &'static [&'static Process<'static>] = Box::leak(Box::new([dependent]));
+        let configurer = thread::spawn(move || upstream.set_dependents(edge).is_ok());
+        // Refused while the configurer holds the process; accepted before or after.
+        while executor.submit(upstream).is_err() {
+            thread::yield_now();
+        }
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        // The completion reads the dependents, written on the configurer's thread.
+        step_until(&mut worker, || upstream.is_completed());
+        let configured = configurer.join().unwrap();
+        assert_eq!(first.finishes.load(Ordering::Relaxed), 1);
+        if configured {
+            // The completion released the edge: only the creation hold is left.
+            executor.submit(dependent).unwrap();
+            step_until(&mut worker, || dependent.is_completed());
+            assert_eq!(second.drains.load(Ordering::Relaxed), 1);
+        }
+        assert_eq!(executor.live(), 0);
     });
 }

@@ -105,7 +105,7 @@ pub use worker::{SpinPolicy, Worker};
 use crate::semaphore::Failure;
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use list::ProcessList;
-use process::state;
+use process::state::TransitionToNotified;
 use slots::{SlotArray, SlotWake};
 
 /// What the executor keeps for each worker, on the worker's own line.
@@ -354,7 +354,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         if self.is_stopping() {
             process.record_failure(Failure::Cancelled);
         }
-        process.state_word().store(state::QUEUED, Ordering::Relaxed);
+        process.state().transition_to_queued();
     }
 
     /// Puts an activated compute process into a slot, or onto the overflow list.
@@ -412,22 +412,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     /// The state half of waking an immediate process: SLEEPING becomes QUEUED (`true`: the
     /// caller must publish it), RUNNING gains NOTIFIED, anything else is left alone.
     fn queue_if_sleeping(&self, process: &'p Process<'p>) -> bool {
-        let word = process.state_word();
-        // Acquire pairs with the Release transitions in the worker (RUNNING → SLEEPING).
-        let mut current = word.load(Ordering::Acquire);
-        loop {
-            let next = match current & 0xff {
-                state::SLEEPING => state::QUEUED,
-                state::RUNNING if current & state::NOTIFIED == 0 => current | state::NOTIFIED,
-                _ => return false,
-            };
-            // AcqRel: pairs with the worker's compare-exchange out of RUNNING, so a wake and a
-            // `Sleep` result cannot both miss each other.
-            match word.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return next == state::QUEUED,
-                Err(actual) => current = actual,
-            }
-        }
+        process.state().transition_to_notified() == TransitionToNotified::Queued
     }
 
     /// Completes a process whose last drain call has returned on worker `worker`: runs its
@@ -444,11 +429,8 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         let outcome = process.failure().map_or(Ok(()), Err);
         process.drain_ref().finish(outcome);
         let dependents = process.dependents();
-        // Release: pairs with the Acquire in `Process::is_completed`/`rearm`; this is the
-        // executor's last access to the process's storage. A swap rather than a store: a
-        // waker's compare-exchange (RUNNING → RUNNING|NOTIFIED) may race it, and an RMW keeps
-        // the two in one total order on the word, so the completion can never be overwritten.
-        process.state_word().swap(state::COMPLETED, Ordering::Release);
+        // The executor's last access to the process's storage.
+        process.state().transition_to_completed();
         let mut handed = None;
         for &dependent in dependents {
             if let Err(failure) = outcome {

@@ -26,6 +26,7 @@ use core::ptr::{self, NonNull};
 use crate::semaphore::Failure;
 use crate::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::sync::UnsafeCell;
+use state::State;
 
 /// Where a process is queued when it becomes runnable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +46,9 @@ pub enum Drained {
     /// Work was done and more remains: drain again.
     Progress,
     /// Nothing to do until an outside event: skip this process until
-    /// [`wake`](crate::executor::Executor::wake) is called for it.
+    /// [`wake`](crate::executor::Executor::wake) is called for it. A wake that arrives before
+    /// the drain call started, while the process was still queued, counts for that call, so a
+    /// drain arranges its wake-up before it last checks for work.
     Sleep,
     /// The process is finished, successfully or not.
     Done(Result<(), Failure>),
@@ -237,19 +240,8 @@ impl fmt::Display for ProcessError {
 
 impl core::error::Error for ProcessError {}
 
-/// Lifecycle states of the `state` word (the low byte); see the module diagram.
-pub(crate) mod state {
-    pub(crate) const CREATED: u32 = 0;
-    /// Configuration in progress (`set_dependents`): excludes a second configurer.
-    pub(crate) const CONFIGURING: u32 = 1;
-    pub(crate) const SUSPENDED: u32 = 2;
-    pub(crate) const QUEUED: u32 = 3;
-    pub(crate) const RUNNING: u32 = 4;
-    pub(crate) const SLEEPING: u32 = 5;
-    pub(crate) const COMPLETED: u32 = 6;
-    /// Flag beside RUNNING: a wake arrived during the drain, so a `Sleep` result requeues.
-    pub(crate) const NOTIFIED: u32 = 1 << 8;
-}
+/// The state word's stages, the transitions between them and their orderings.
+pub(crate) mod state;
 
 /// One group of fields on its own cache line on hosts.
 #[cfg_attr(not(target_os = "none"), repr(align(64)))]
@@ -259,14 +251,14 @@ struct Line<T>(T);
 struct Core<'p> {
     // Fixed once submitted.
     drain: &'p dyn Drain,
-    /// Written only in the CONFIGURING state, before submission; read only after activation,
-    /// which the submission's release orders after the write.
+    /// Written only in the CONFIGURING stage, before submission; read only after activation,
+    /// which the submission orders after the write (see `dependents`).
     dependents: UnsafeCell<&'p [&'p Process<'p>]>,
     class: Class,
     priority: u8,
     // Activation.
     suspend: AtomicU32,
-    state: AtomicU32,
+    state: State,
     failure: AtomicU64,
     /// Link in an executor process list while queued there.
     pub(crate) next: AtomicPtr<Process<'p>>,
@@ -294,10 +286,12 @@ struct Core<'p> {
 /// The suspend count starts at one — the *creation hold*, dropped by submission — plus one per
 /// upstream process and per [`hold`](crate::executor::Executor::hold). Whoever drives it to zero
 /// activates the process, exactly once. A Queued immediate process is in the immediate list, in a
-/// run a worker took from it, or handed off to the worker whose completion activated it (see the
-/// executor docs); "pop" covers all three. Immediate processes track Queued / Running / Sleeping in
-/// their own state word; compute processes, which many workers drain at once, keep that part in
-/// their slot's word (see `slots`), so scanners never touch process memory to skip them.
+/// run a worker took from it, handed off to the worker whose completion activated it, or held by a
+/// [`Woken`] token (see the executor docs); "pop" covers them all. Immediate processes track
+/// Queued / Running / Sleeping in their own state word (its protocol, with every transition's
+/// ordering, is written up in `executor/process/state.rs`); compute processes, which many workers
+/// drain at once, keep that part in their slot's word (see `slots`), so scanners never touch
+/// process memory to skip them.
 ///
 /// # Failure
 ///
@@ -312,9 +306,9 @@ pub struct Process<'p> {
 }
 
 // SAFETY: every field is an atomic or the `dependents` cell, whose only write happens in the
-// CONFIGURING state, which `set_dependents` enters by compare-exchange, before the process is
-// submitted; all reads happen after activation, ordered after that write by the submission's
-// AcqRel release. `dyn Drain` is `Sync` by the trait bound.
+// CONFIGURING stage, which `set_dependents` enters by compare-exchange, before the process is
+// submitted; all reads happen after activation, ordered after that write by the submission
+// (see `dependents`). `dyn Drain` is `Sync` by the trait bound.
 unsafe impl Sync for Process<'_> {}
 // SAFETY: as for `Sync`; the references held are to `Sync` data.
 unsafe impl Send for Process<'_> {}
@@ -347,7 +341,7 @@ impl<'p> Process<'p> {
                 class,
                 priority,
                 suspend: AtomicU32::new(1),
-                state: AtomicU32::new(state::CREATED),
+                state: State::new(),
                 failure: AtomicU64::new(NO_FAILURE),
                 next: AtomicPtr::new(ptr::null_mut()),
                 slot: AtomicU32::new(u32::MAX),
@@ -366,7 +360,7 @@ impl<'p> Process<'p> {
                 class,
                 priority,
                 suspend: AtomicU32::new(1),
-                state: AtomicU32::new(state::CREATED),
+                state: State::new(),
                 failure: AtomicU64::new(NO_FAILURE),
                 next: AtomicPtr::new(ptr::null_mut()),
                 slot: AtomicU32::new(u32::MAX),
@@ -392,9 +386,9 @@ impl<'p> Process<'p> {
 
     /// Whether the process has completed (its `finish` has run).
     pub fn is_completed(&self) -> bool {
-        // Acquire pairs with the Release store that marks completion in `complete`: an owner
-        // that sees it may reuse the storage, everything the executor did is before it.
-        self.state() == state::COMPLETED
+        // The Acquire load pairs with the Release of `transition_to_completed`: an owner that
+        // sees it may reuse the storage, everything the executor did is before it.
+        self.core.0.state.load().is_completed()
     }
 
     /// The failure the process has (or will) complete with, if any.
@@ -408,18 +402,7 @@ impl<'p> Process<'p> {
     /// before this process and each dependent is submitted.
     pub fn set_dependents(&self, dependents: &'p [&'p Process<'p>]) -> Result<(), ProcessError> {
         let activation = &self.core.0;
-        // Acquire/Release: pairs with the Release store back to CREATED below, so a second
-        // configuration sees the first one's write to `dependents`.
-        if activation
-            .state
-            .compare_exchange(
-                state::CREATED,
-                state::CONFIGURING,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .is_err()
-        {
+        if activation.state.transition_to_configuring().is_err() {
             return Err(ProcessError::AlreadySubmitted);
         }
         let mut result = Ok(());
@@ -433,18 +416,19 @@ impl<'p> Process<'p> {
             }
         }
         if result.is_ok() {
-            // SAFETY: the CONFIGURING state, entered by the compare-exchange above, excludes
+            // SAFETY: the CONFIGURING stage, entered by the compare-exchange above, excludes
             // every other writer and every reader (reads happen after activation only).
             self.core.0.dependents.with_mut(|cell| unsafe { *cell = dependents });
         }
-        activation.state.store(state::CREATED, Ordering::Release);
+        activation.state.transition_to_created();
         result
     }
 
     /// Adds a suspension to a process that has not been submitted.
     fn add_suspension_before_submit(&self) -> Result<(), ProcessError> {
         let activation = &self.core.0;
-        if activation.state.load(Ordering::Acquire) > state::CONFIGURING {
+        // The Acquire load pairs with the Release of `transition_to_suspended`.
+        if activation.state.load().is_submitted() {
             return Err(ProcessError::DependentSubmitted);
         }
         // The creation hold keeps the count above zero until submission, so no release can
@@ -477,19 +461,7 @@ impl<'p> Process<'p> {
 
     /// Marks the process submitted: CREATED → SUSPENDED.
     pub(crate) fn mark_submitted(&self) -> Result<(), ProcessError> {
-        // Release pairs with the Acquire in `add_suspension_before_submit`, which must see a
-        // submitted dependent as such.
-        self.core
-            .0
-            .state
-            .compare_exchange(
-                state::CREATED,
-                state::SUSPENDED,
-                Ordering::Release,
-                Ordering::Relaxed,
-            )
-            .map(|_| ())
-            .map_err(|_| ProcessError::AlreadySubmitted)
+        self.core.0.state.transition_to_suspended().map_err(|_| ProcessError::AlreadySubmitted)
     }
 
     /// Drops one suspension; `Ok(true)` when this call drove the count to zero, so the caller
@@ -505,11 +477,11 @@ impl<'p> Process<'p> {
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |count| {
                 // Re-read on every attempt: a submission racing this release changes the state
                 // first and the count second, so a retry after it sees the state it needs.
-                // Acquire pairs with the Release in `mark_submitted`.
-                let floor = match activation.state.load(Ordering::Acquire) & 0xff {
-                    state::CREATED | state::CONFIGURING => 1,
-                    _ => 0,
-                };
+                // The Acquire load pairs with the Release of `transition_to_suspended`; on the
+                // submitter's own call, also with the `transition_to_created` that submission
+                // read, so a configuration written on another thread becomes the submitter's
+                // to hand on (see `transition_to_suspended`).
+                let floor = if activation.state.load().is_submitted() { 0 } else { 1 };
                 (count > floor).then(|| count - 1)
             })
             .map(|previous| previous == 1)
@@ -526,12 +498,8 @@ impl<'p> Process<'p> {
             .is_ok()
     }
 
-    pub(crate) fn state(&self) -> u32 {
-        // Acquire: pairs with the Release stores and RMWs of every transition.
-        self.core.0.state.load(Ordering::Acquire) & 0xff
-    }
-
-    pub(crate) fn state_word(&self) -> &AtomicU32 {
+    /// The state word; every change to it is one of its transitions.
+    pub(crate) fn state(&self) -> &State {
         &self.core.0.state
     }
 
@@ -549,8 +517,12 @@ impl<'p> Process<'p> {
 
     /// The dependents; only called after activation (see the field's invariant).
     pub(crate) fn dependents(&self) -> &'p [&'p Process<'p>] {
-        // SAFETY: the only write happened before submission (CONFIGURING state), and this runs
-        // after activation, which the submission's AcqRel release orders after that write.
+        // SAFETY: the only write happened before submission, in the CONFIGURING stage, which
+        // its Release `transition_to_created` left. The submission's compare-exchange read
+        // that CREATED and its Acquire `load` in `release` took the write over (see
+        // `transition_to_suspended`); its AcqRel suspend-count release hands it on to the
+        // activator, whose publication of the process (list push, slot claim or hand-off)
+        // orders it before this read.
         self.core.0.dependents.with(|cell| unsafe { *cell })
     }
 
@@ -571,16 +543,12 @@ impl<'p> Process<'p> {
     /// failure, one creation hold and a wake budget of one.
     pub fn rearm(&self) -> Result<(), ProcessError> {
         let activation = &self.core.0;
-        // Acquire pairs with the Release that marked completion: all executor accesses are
-        // over. Relaxed writes below are published by the next submission's Release.
+        // All executor accesses are over (the transition's Acquire). The Relaxed writes below
+        // are published by the Release of `transition_to_created`, which the next
+        // configuration or submission acquires.
         activation
             .state
-            .compare_exchange(
-                state::COMPLETED,
-                state::CONFIGURING,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
+            .transition_to_configuring_from_completed()
             .map_err(|_| ProcessError::NotCompleted)?;
         activation.suspend.store(1, Ordering::Relaxed);
         activation.failure.store(NO_FAILURE, Ordering::Relaxed);
@@ -588,7 +556,7 @@ impl<'p> Process<'p> {
         self.wake_budget.0.store(1, Ordering::Relaxed);
         // SAFETY: CONFIGURING, entered above from COMPLETED, excludes every other access.
         self.core.0.dependents.with_mut(|cell| unsafe { *cell = &[] });
-        activation.state.store(state::CREATED, Ordering::Release);
+        activation.state.transition_to_created();
         Ok(())
     }
 }
@@ -607,7 +575,7 @@ impl fmt::Debug for Process<'_> {
         f.debug_struct("Process")
             .field("class", &self.class())
             .field("priority", &self.priority())
-            .field("state", &self.state())
+            .field("state", self.state())
             .field("suspend", &self.core.0.suspend.load(Ordering::Relaxed))
             .field("failure", &self.failure())
             .finish_non_exhaustive()

@@ -232,7 +232,7 @@ fn a_sleeping_process_runs_again_only_when_woken() {
             while drain.drains.load(SEQ) == 0 {
                 thread::yield_now();
             }
-            while process.state() != state::SLEEPING {
+            while !process.state().load().is_sleeping() {
                 thread::yield_now();
             }
             thread::sleep(Duration::from_millis(5));
@@ -283,7 +283,7 @@ fn cancelling_a_sleeper_runs_its_bail_path_and_cascades_to_dependents() {
         || {
             executor.submit(&dependent).unwrap();
             executor.submit(&process).unwrap();
-            while process.state() != state::SLEEPING {
+            while !process.state().load().is_sleeping() {
                 thread::yield_now();
             }
             executor.cancel(&process);
@@ -563,10 +563,10 @@ fn a_wake_handed_off_by_a_drain_runs_next_on_the_same_worker() {
     let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
     executor.submit(&sleeper).unwrap();
     assert!(worker.step());
-    assert_eq!(sleeper.state(), state::SLEEPING);
+    assert!(sleeper.state().load().is_sleeping());
     executor.submit(&waker).unwrap();
     assert!(worker.step(), "runs the waker, which hands the sleeper to this worker");
-    assert_eq!(sleeper.state(), state::QUEUED, "woken, held by the worker");
+    assert!(sleeper.state().load().is_queued(), "woken, held by the worker");
     assert!(executor.immediate().looks_empty(), "the hand-off never touched the list");
     executor.submit(&later).unwrap();
     while worker.step() {}

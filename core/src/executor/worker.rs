@@ -2,7 +2,8 @@
 //! compute slots, then spin, then park.
 
 use super::list::Run;
-use super::process::{state, DrainContext, Drained, Process};
+use super::process::state::TransitionToSleeping;
+use super::process::{DrainContext, Drained, Process};
 use super::scan::{ScanPolicy, SlotHint};
 use super::slots;
 use super::{Executor, Futex, AWAKE, PARKED};
@@ -157,10 +158,8 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
 
     fn run_immediate(&mut self, process: &'p Process<'p>) {
         let executor = self.executor;
-        let word = process.state_word();
-        // This worker owns the process since the pop; Relaxed because wakers only need to see
-        // RUNNING through their own RMWs on this word.
-        word.store(state::RUNNING, Ordering::Relaxed);
+        let state = process.state();
+        state.transition_to_running();
         if executor.is_stopping() {
             process.record_failure(Failure::Cancelled);
         }
@@ -187,23 +186,13 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                 if let Some(woken) = offered {
                     executor.requeue(woken);
                 }
-                word.store(state::QUEUED, Ordering::Relaxed);
+                state.transition_to_queued_from_running();
                 executor.immediate().push(process);
                 return;
             }
             Drained::Sleep => {
-                // AcqRel pairs with the compare-exchange in `wake_immediate`: a wake that
-                // landed during the drain left NOTIFIED, so this exchange fails and requeues.
-                if word
-                    .compare_exchange(
-                        state::RUNNING,
-                        state::SLEEPING,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    )
-                    .is_err()
-                {
-                    word.store(state::QUEUED, Ordering::Relaxed);
+                // A wake that landed during the drain turns the sleep into a requeue.
+                if state.transition_to_sleeping() == TransitionToSleeping::Requeued {
                     executor.immediate().push(process);
                 }
             }

@@ -1,0 +1,600 @@
+//! A process's state word: where the process is in its lifecycle, and whether a wake arrived
+//! while it ran.
+//!
+//! [`State`] owns the atomic; every change is one of its `transition_to_*` methods, which fixes
+//! the operation (compare-exchange, swap or store) and its ordering. [`Snapshot`] is one reading
+//! of the word, with a question per stage. Nothing outside this module sees the encoding: the
+//! stage in the low byte, [`NOTIFIED`](Snapshot::NOTIFIED) beside it.
+//!
+//! # Stages
+//!
+//! ```text
+//!            ┌──────────── configured ─────────────┐
+//!            ▼                                     │
+//!         CREATED ─────────── configure ───► CONFIGURING ◄──── rearm ───── COMPLETED
+//!            │ submit                                                          ▲ ▲
+//!            ▼                                                                 │ │
+//!        SUSPENDED                                                             │ │
+//!            │ activate (the suspend count reached zero)                       │ │
+//!            ▼                                                                 │ │
+//!   ┌────► QUEUED ────────── complete (compute: after its last drain) ─────────┘ │
+//!   │       │  ▲                                                                 │
+//!   │   run │  │ requeue: Progress, or Sleep after a wake                        │
+//!   │       ▼  │                                                                 │
+//!   │     RUNNING ───────── complete (Done, or a failure seen) ──────────────────┘
+//!   │       │ ▲ │
+//!   │ Sleep │ └─┘ wake: sets NOTIFIED
+//!   │       ▼
+//!   └─wake─ SLEEPING
+//! ```
+//!
+//! Only immediate processes run and sleep here. A compute process stays QUEUED from activation
+//! to completion: several workers drain it at once, so its running and sleeping live in its
+//! slot word (see `slots`), and wakes of it never touch this word.
+//!
+//! # Invariants
+//!
+//! 1. *One writer per stage, or a race that compare-exchange settles.* CREATED is contended
+//!    (configuration, submission), and so are COMPLETED (rearm) and SLEEPING (wakes): those
+//!    transitions compare-exchange, and exactly one contender wins. CONFIGURING belongs to the
+//!    thread that entered it. SUSPENDED belongs to the activator, the one thread whose release
+//!    drove the suspend count to zero; QUEUED to whoever holds the process (the list, a run, a
+//!    hand-off, a `Woken` token, the worker that took it, the finalizer of its slot). Wakes
+//!    find nothing to do in either, so the transitions out of them are plain stores.
+//! 2. *RUNNING has one writer and many wakers.* Wakers only add NOTIFIED, by compare-exchange
+//!    against RUNNING without it. The drainer leaves RUNNING by compare-exchange when the drain
+//!    asks to sleep, and by a store or a swap otherwise: the process is requeued or completed,
+//!    and a NOTIFIED that the store or swap overwrites asked for nothing more.
+//! 3. *A wake and a `Sleep` never miss each other.* Both are read-modify-writes of this one
+//!    word, so one comes first in its modification order: either the waker finds SLEEPING and
+//!    queues the process, or the drainer finds NOTIFIED and requeues it. Exactly one of them
+//!    queues it; the process neither sleeps through the wake nor is queued twice.
+//! 4. *What a wake orders.* A wake that queues the process (SLEEPING → QUEUED), or whose
+//!    NOTIFIED turns a `Sleep` into a requeue, happens before the next drain call: the waker's
+//!    earlier writes are visible to it. A wake that changes nothing (the process is QUEUED,
+//!    already NOTIFIED, not active yet, or completed), or whose NOTIFIED a `Progress` requeue
+//!    overwrites, orders nothing: the drain still to come must find the wake's cause through
+//!    its own synchronisation, which is why a drain arranges its wake-up before its last check
+//!    for work (see [`Drained::Sleep`](super::Drained::Sleep)).
+//! 5. *Completion is the executor's last access.* COMPLETED is written by a Release swap after
+//!    `finish` has run and before the dependents are released, and only a rearm leaves it: an
+//!    owner who sees COMPLETED may reuse the storage.
+//!
+//! # Transitions and orderings
+//!
+//! | event | method | from → to | operation | pairs with |
+//! |---|---|---|---|---|
+//! | configure | [`transition_to_configuring`](State::transition_to_configuring) | CREATED → CONFIGURING | CAS, Acquire | `transition_to_created` |
+//! | rearm | [`transition_to_configuring_from_completed`](State::transition_to_configuring_from_completed) | COMPLETED → CONFIGURING | CAS, Acquire | `transition_to_completed` |
+//! | configured | [`transition_to_created`](State::transition_to_created) | CONFIGURING → CREATED | store, Release | `transition_to_configuring`; the submitter's `load` |
+//! | submit | [`transition_to_suspended`](State::transition_to_suspended) | CREATED → SUSPENDED | CAS, Release | `load` in the suspend-count paths (the submitter's own one continues the sequence of `transition_to_created`) |
+//! | activate | [`transition_to_queued`](State::transition_to_queued) | SUSPENDED → QUEUED | store, Relaxed | — (the push or hand-off publishes) |
+//! | run | [`transition_to_running`](State::transition_to_running) | QUEUED → RUNNING | store, Relaxed | — (wakers see it by RMW) |
+//! | requeue (Progress) | [`transition_to_queued_from_running`](State::transition_to_queued_from_running) | RUNNING → QUEUED | store, Relaxed | — (the push publishes) |
+//! | Sleep, or requeue after a wake | [`transition_to_sleeping`](State::transition_to_sleeping) | RUNNING → SLEEPING, or RUNNING+NOTIFIED → QUEUED | CAS, AcqRel (Acquire on failure); then a Relaxed store | `transition_to_notified` |
+//! | wake | [`transition_to_notified`](State::transition_to_notified) | SLEEPING → QUEUED, or RUNNING → RUNNING+NOTIFIED | load, Acquire; CAS, AcqRel | `transition_to_sleeping` |
+//! | complete | [`transition_to_completed`](State::transition_to_completed) | QUEUED or RUNNING → COMPLETED | swap, Release | `load` (`is_completed`), `transition_to_configuring_from_completed` |
+//! | — | [`load`](State::load) | — | load, Acquire | every Release above |
+
+use core::fmt;
+
+use crate::sync::atomic::{AtomicU32, Ordering};
+
+/// Where a process is in its lifecycle: the low byte of its state word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+enum Stage {
+    /// Fresh or rearmed; configurable, not submitted.
+    Created = 0,
+    /// Being configured (`set_dependents`) or rearmed: excludes every other access.
+    Configuring = 1,
+    /// Submitted; waiting for its suspend count to reach zero.
+    Suspended = 2,
+    /// Active and held by a list, a worker or a token; compute processes stay here until done.
+    Queued = 3,
+    /// An immediate process inside a drain call.
+    Running = 4,
+    /// An immediate process whose last drain asked to sleep, until a wake.
+    Sleeping = 5,
+    /// Finished: `finish` has run, the executor will not touch the process again.
+    Completed = 6,
+}
+
+/// One reading of a process's state word.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Snapshot(u32);
+
+impl Snapshot {
+    const STAGE: u32 = 0xff;
+    /// Beside RUNNING only: a wake arrived during the drain, so a `Sleep` result requeues.
+    const NOTIFIED: u32 = 1 << 8;
+
+    const fn at(stage: Stage) -> Snapshot {
+        Snapshot(stage as u32)
+    }
+
+    fn stage(self) -> Option<Stage> {
+        Some(match self.0 & Self::STAGE {
+            0 => Stage::Created,
+            1 => Stage::Configuring,
+            2 => Stage::Suspended,
+            3 => Stage::Queued,
+            4 => Stage::Running,
+            5 => Stage::Sleeping,
+            6 => Stage::Completed,
+            _ => return None,
+        })
+    }
+
+    fn is(self, stage: Stage) -> bool {
+        self.0 & Self::STAGE == stage as u32
+    }
+
+    /// Whether the process has been submitted in this life (it is past CONFIGURING): the
+    /// creation hold is gone or about to go, and the configuration is frozen.
+    pub(crate) fn is_submitted(self) -> bool {
+        !self.is(Stage::Created) && !self.is(Stage::Configuring)
+    }
+
+    pub(crate) fn is_configuring(self) -> bool {
+        self.is(Stage::Configuring)
+    }
+
+    pub(crate) fn is_suspended(self) -> bool {
+        self.is(Stage::Suspended)
+    }
+
+    pub(crate) fn is_queued(self) -> bool {
+        self.is(Stage::Queued)
+    }
+
+    /// Inside a drain call, woken during it or not.
+    pub(crate) fn is_running(self) -> bool {
+        self.is(Stage::Running)
+    }
+
+    pub(crate) fn is_sleeping(self) -> bool {
+        self.is(Stage::Sleeping)
+    }
+
+    pub(crate) fn is_completed(self) -> bool {
+        self.is(Stage::Completed)
+    }
+
+    /// Whether a wake arrived during the current drain call.
+    pub(crate) fn is_notified(self) -> bool {
+        self.0 & Self::NOTIFIED != 0
+    }
+
+    fn with_notified(self) -> Snapshot {
+        Snapshot(self.0 | Self::NOTIFIED)
+    }
+}
+
+impl fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut debug = f.debug_struct("Snapshot");
+        match self.stage() {
+            Some(stage) => debug.field("stage", &stage),
+            // No transition writes such a word; show it rather than hide it.
+            None => debug.field("word", &self.0),
+        };
+        debug.field("notified", &self.is_notified()).finish()
+    }
+}
+
+/// What [`State::transition_to_sleeping`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TransitionToSleeping {
+    /// SLEEPING: the process runs again only after a wake.
+    Slept,
+    /// A wake arrived during the drain: the process is QUEUED again and the caller must push
+    /// it.
+    Requeued,
+}
+
+/// What [`State::transition_to_notified`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TransitionToNotified {
+    /// SLEEPING → QUEUED: the caller now holds the process and must publish it.
+    Queued,
+    /// RUNNING → RUNNING+NOTIFIED: the drain's `Sleep` will requeue it.
+    Notified,
+    /// Nothing to do (queued, already notified, not yet active, or completed).
+    Unchanged,
+}
+
+/// A process's state word; see the [module docs](self) for the stages and their protocol.
+pub(crate) struct State(AtomicU32);
+
+impl State {
+    /// A CREATED word.
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> State {
+        State(AtomicU32::new(Snapshot::at(Stage::Created).0))
+    }
+
+    /// A CREATED word.
+    #[cfg(loom)]
+    pub(crate) fn new() -> State {
+        State(AtomicU32::new(Snapshot::at(Stage::Created).0))
+    }
+
+    /// The current state.
+    pub(crate) fn load(&self) -> Snapshot {
+        // Acquire: pairs with the Release half of every transition that has one
+        // (`transition_to_created`, `transition_to_suspended`, `transition_to_sleeping`,
+        // `transition_to_notified`, `transition_to_completed`): whoever sees a stage sees what
+        // was written before entering it.
+        Snapshot(self.0.load(Ordering::Acquire))
+    }
+
+    /// CREATED → CONFIGURING: the caller alone may now write the configuration, until
+    /// [`transition_to_created`](Self::transition_to_created). The current state when not
+    /// CREATED.
+    pub(crate) fn transition_to_configuring(&self) -> Result<(), Snapshot> {
+        // Acquire pairs with the Release in `transition_to_created`: a second configuration
+        // sees the first one's writes (and a rearm's).
+        self.compare_exchange(Stage::Created, Stage::Configuring, Ordering::Acquire)
+    }
+
+    /// COMPLETED → CONFIGURING: the owner alone may now reset the process, until
+    /// [`transition_to_created`](Self::transition_to_created). The current state when not
+    /// COMPLETED.
+    pub(crate) fn transition_to_configuring_from_completed(&self) -> Result<(), Snapshot> {
+        // Acquire pairs with the Release swap in `transition_to_completed`: every executor
+        // access to the process happened before.
+        self.compare_exchange(Stage::Completed, Stage::Configuring, Ordering::Acquire)
+    }
+
+    /// CONFIGURING → CREATED, by the thread that entered CONFIGURING.
+    pub(crate) fn transition_to_created(&self) {
+        debug_assert!(self.relaxed().is_configuring(), "configuration ended outside it");
+        // Release pairs with the Acquire of the next `transition_to_configuring`, and with the
+        // submitter's Acquire `load` after `transition_to_suspended` (see there): the
+        // configuration is published to the next configurer and to the submitter.
+        self.0.store(Snapshot::at(Stage::Created).0, Ordering::Release);
+    }
+
+    /// CREATED → SUSPENDED: the process is submitted. The current state when not CREATED.
+    ///
+    /// The submitter must then `load` the word with its Acquire (as `Process::release`, which
+    /// submission calls next, does): that is how it takes over the configuration.
+    pub(crate) fn transition_to_suspended(&self) -> Result<(), Snapshot> {
+        // Release pairs with the Acquire `load`s in `add_suspension_before_submit` and
+        // `release`, which must see a submitted process as such. No Acquire here: this
+        // read-modify-write continues the release sequence of the `transition_to_created` it
+        // read, so the submitter's own Acquire `load` in `release`, which reads this value,
+        // synchronises with that store. The configuration (and a rearm's resets) written on
+        // another thread is thus the submitter's to hand on, through its suspend-count
+        // release, to the activator and to `complete`, which reads `dependents`.
+        self.compare_exchange(Stage::Created, Stage::Suspended, Ordering::Release)
+    }
+
+    /// SUSPENDED → QUEUED: activation (the first step of it, hand-offs included), by the
+    /// thread whose release drove the suspend count to zero.
+    pub(crate) fn transition_to_queued(&self) {
+        debug_assert!(self.relaxed().is_suspended(), "activated twice");
+        // Relaxed: the activator is the only writer (invariant 1), and the queue push or
+        // hand-off that follows publishes the process with this stage.
+        self.0.store(Snapshot::at(Stage::Queued).0, Ordering::Relaxed);
+    }
+
+    /// QUEUED → RUNNING: an immediate process's drainer, which took it from the list, a run or
+    /// a hand-off, is about to drain it.
+    pub(crate) fn transition_to_running(&self) {
+        debug_assert!(self.relaxed().is_queued(), "ran a process that is not queued");
+        // Relaxed: this worker holds the process (invariant 1), and wakers only need to see
+        // RUNNING through their own read-modify-writes on this word.
+        self.0.store(Snapshot::at(Stage::Running).0, Ordering::Relaxed);
+    }
+
+    /// RUNNING → QUEUED after a `Progress` result, before the drainer pushes the process again.
+    pub(crate) fn transition_to_queued_from_running(&self) {
+        debug_assert!(self.relaxed().is_running(), "requeued a process that is not running");
+        // Relaxed: the push that follows publishes the process. A wake's NOTIFIED, if any, is
+        // overwritten: the process runs again anyway (invariant 2).
+        self.0.store(Snapshot::at(Stage::Queued).0, Ordering::Relaxed);
+    }
+
+    /// RUNNING → SLEEPING after a `Sleep` result; or, if a wake arrived during the drain
+    /// (NOTIFIED), QUEUED, and the caller must push the process.
+    pub(crate) fn transition_to_sleeping(&self) -> TransitionToSleeping {
+        let running = Snapshot::at(Stage::Running);
+        // AcqRel on success: the Release half pairs with the Acquire of the waker's load and
+        // compare-exchange in `transition_to_notified`, so a waker that queues the sleeper sees
+        // this drain's writes. Acquire on failure: the failure reads the waker's NOTIFIED,
+        // written by its AcqRel compare-exchange, so the requeued drain sees what the waker
+        // wrote before waking (invariant 4).
+        match self.0.compare_exchange(
+            running.0,
+            Snapshot::at(Stage::Sleeping).0,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => TransitionToSleeping::Slept,
+            Err(actual) => {
+                debug_assert_eq!(
+                    Snapshot(actual),
+                    running.with_notified(),
+                    "slept while not running"
+                );
+                // Relaxed: the word stays with this worker (wakes see NOTIFIED and leave it),
+                // and the push that follows publishes the process.
+                self.0.store(Snapshot::at(Stage::Queued).0, Ordering::Relaxed);
+                TransitionToSleeping::Requeued
+            }
+        }
+    }
+
+    /// A wake of an immediate process: SLEEPING → QUEUED (the caller must publish it),
+    /// RUNNING → RUNNING+NOTIFIED (its `Sleep` will requeue it), anything else unchanged.
+    pub(crate) fn transition_to_notified(&self) -> TransitionToNotified {
+        let mut current = self.load();
+        loop {
+            let (next, outcome) = if current.is_sleeping() {
+                (Snapshot::at(Stage::Queued), TransitionToNotified::Queued)
+            } else if current == Snapshot::at(Stage::Running) {
+                (current.with_notified(), TransitionToNotified::Notified)
+            } else {
+                // Queued, already notified, not active yet, or completed.
+                return TransitionToNotified::Unchanged;
+            };
+            // AcqRel. Acquire pairs with the Release of the drainer's compare-exchange into
+            // SLEEPING: a waker that queues the sleeper, and so holds it, sees its last drain's
+            // writes (the load above and a failure here are Acquire for the same reason).
+            // Release pairs with the Acquire failure of that compare-exchange, which reads
+            // NOTIFIED: the requeued drain sees what this waker wrote before waking. A queued
+            // sleeper reaches its next drain through the publish, which orders the same.
+            match self.0.compare_exchange_weak(
+                current.0,
+                next.0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return outcome,
+                Err(actual) => current = Snapshot(actual),
+            }
+        }
+    }
+
+    /// QUEUED (a compute process) or RUNNING (an immediate one) → COMPLETED, after `finish`:
+    /// the executor's last access to the process's storage.
+    pub(crate) fn transition_to_completed(&self) {
+        // Release pairs with the Acquire of `load` (`Process::is_completed`) and of
+        // `transition_to_configuring_from_completed`: an owner that sees COMPLETED sees
+        // everything the executor did. A swap, for the stage it hands back to the check below;
+        // a store would be as safe, since a waker's compare-exchange expects RUNNING or
+        // SLEEPING and so can never overwrite COMPLETED.
+        let left = Snapshot(self.0.swap(Snapshot::at(Stage::Completed).0, Ordering::Release));
+        debug_assert!(left.is_queued() || left.is_running(), "completed from {left:?}");
+    }
+
+    /// `from` → `to` with `success` ordering; the current state when it is not `from`.
+    fn compare_exchange(&self, from: Stage, to: Stage, success: Ordering) -> Result<(), Snapshot> {
+        // Relaxed on failure: a refused transition reports the state and touches nothing.
+        self.0
+            .compare_exchange(Snapshot::at(from).0, Snapshot::at(to).0, success, Ordering::Relaxed)
+            .map(|_| ())
+            .map_err(Snapshot)
+    }
+
+    /// A reading for debug assertions only: a transition's caller already holds the process
+    /// (invariant 1), so no ordering is needed to see the stage it is leaving.
+    fn relaxed(&self) -> Snapshot {
+        Snapshot(self.0.load(Ordering::Relaxed))
+    }
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.load().fmt(f)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const STAGES: [Stage; 7] = [
+        Stage::Created,
+        Stage::Configuring,
+        Stage::Suspended,
+        Stage::Queued,
+        Stage::Running,
+        Stage::Sleeping,
+        Stage::Completed,
+    ];
+
+    const RUNNING_NOTIFIED: Snapshot = Snapshot(Stage::Running as u32 | Snapshot::NOTIFIED);
+
+    /// Every word a transition can leave behind.
+    fn every_snapshot() -> impl Iterator<Item = Snapshot> {
+        STAGES.into_iter().map(Snapshot::at).chain([RUNNING_NOTIFIED])
+    }
+
+    fn state_at(snapshot: Snapshot) -> State {
+        State(AtomicU32::new(snapshot.0))
+    }
+
+    /// Checks that the compare-exchange `transition` succeeds from `from` only, to `to`, and
+    /// leaves every other word as it was, reporting it.
+    fn only_from(from: Stage, to: Stage, transition: impl Fn(&State) -> Result<(), Snapshot>) {
+        for snapshot in every_snapshot() {
+            let state = state_at(snapshot);
+            if snapshot == Snapshot::at(from) {
+                assert_eq!(transition(&state), Ok(()));
+                assert_eq!(state.load(), Snapshot::at(to));
+            } else {
+                assert_eq!(transition(&state), Err(snapshot), "from {snapshot:?}");
+                assert_eq!(state.load(), snapshot, "rejected, unchanged");
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_state_is_created() {
+        assert_eq!(State::new().load(), Snapshot::at(Stage::Created));
+    }
+
+    #[test]
+    fn snapshots_name_their_stage_and_flag() {
+        for stage in STAGES {
+            let snapshot = Snapshot::at(stage);
+            assert_eq!(snapshot.stage(), Some(stage));
+            assert!(!snapshot.is_notified());
+            assert_eq!(snapshot.is_configuring(), stage == Stage::Configuring);
+            assert_eq!(snapshot.is_suspended(), stage == Stage::Suspended);
+            assert_eq!(snapshot.is_queued(), stage == Stage::Queued);
+            assert_eq!(snapshot.is_running(), stage == Stage::Running);
+            assert_eq!(snapshot.is_sleeping(), stage == Stage::Sleeping);
+            assert_eq!(snapshot.is_completed(), stage == Stage::Completed);
+            assert_eq!(
+                snapshot.is_submitted(),
+                !matches!(stage, Stage::Created | Stage::Configuring)
+            );
+        }
+        assert!(RUNNING_NOTIFIED.is_running() && RUNNING_NOTIFIED.is_notified());
+        assert_eq!(RUNNING_NOTIFIED, Snapshot::at(Stage::Running).with_notified());
+    }
+
+    #[test]
+    fn configuring_is_entered_from_created_only() {
+        only_from(Stage::Created, Stage::Configuring, State::transition_to_configuring);
+    }
+
+    #[test]
+    fn a_rearm_enters_configuring_from_completed_only() {
+        only_from(
+            Stage::Completed,
+            Stage::Configuring,
+            State::transition_to_configuring_from_completed,
+        );
+    }
+
+    #[test]
+    fn submission_leaves_created_only() {
+        only_from(Stage::Created, Stage::Suspended, State::transition_to_suspended);
+    }
+
+    #[test]
+    fn configuring_ends_in_created() {
+        let state = state_at(Snapshot::at(Stage::Configuring));
+        state.transition_to_created();
+        assert_eq!(state.load(), Snapshot::at(Stage::Created));
+    }
+
+    #[test]
+    fn an_immediate_process_goes_through_every_stage() {
+        let state = State::new();
+        state.transition_to_configuring().unwrap();
+        state.transition_to_created();
+        state.transition_to_suspended().unwrap();
+        state.transition_to_queued();
+        assert!(state.load().is_queued());
+        state.transition_to_running();
+        assert!(state.load().is_running());
+        state.transition_to_queued_from_running();
+        assert!(state.load().is_queued());
+        state.transition_to_running();
+        assert_eq!(state.transition_to_sleeping(), TransitionToSleeping::Slept);
+        assert!(state.load().is_sleeping());
+        assert_eq!(state.transition_to_notified(), TransitionToNotified::Queued);
+        state.transition_to_running();
+        state.transition_to_completed();
+        assert!(state.load().is_completed());
+        state.transition_to_configuring_from_completed().unwrap();
+        state.transition_to_created();
+        assert_eq!(state.load(), Snapshot::at(Stage::Created));
+    }
+
+    #[test]
+    fn a_compute_process_completes_from_queued() {
+        let state = state_at(Snapshot::at(Stage::Queued));
+        state.transition_to_completed();
+        assert!(state.load().is_completed());
+    }
+
+    #[test]
+    fn a_notified_drainer_completes_or_requeues_without_the_flag() {
+        let completing = state_at(RUNNING_NOTIFIED);
+        completing.transition_to_completed();
+        assert_eq!(completing.load(), Snapshot::at(Stage::Completed));
+        let progressing = state_at(RUNNING_NOTIFIED);
+        progressing.transition_to_queued_from_running();
+        assert_eq!(progressing.load(), Snapshot::at(Stage::Queued));
+    }
+
+    #[test]
+    fn a_sleep_after_a_wake_requeues() {
+        let state = state_at(RUNNING_NOTIFIED);
+        assert_eq!(state.transition_to_sleeping(), TransitionToSleeping::Requeued);
+        assert_eq!(state.load(), Snapshot::at(Stage::Queued));
+    }
+
+    #[test]
+    fn a_wake_queues_a_sleeper_notifies_a_drainer_and_leaves_the_rest() {
+        for snapshot in every_snapshot() {
+            let state = state_at(snapshot);
+            let (outcome, after) = if snapshot.is_sleeping() {
+                (TransitionToNotified::Queued, Snapshot::at(Stage::Queued))
+            } else if snapshot == Snapshot::at(Stage::Running) {
+                (TransitionToNotified::Notified, RUNNING_NOTIFIED)
+            } else {
+                (TransitionToNotified::Unchanged, snapshot)
+            };
+            assert_eq!(state.transition_to_notified(), outcome, "from {snapshot:?}");
+            assert_eq!(state.load(), after, "from {snapshot:?}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_shows_its_stage_and_flag() {
+        use std::format;
+        assert_eq!(format!("{RUNNING_NOTIFIED:?}"), "Snapshot { stage: Running, notified: true }");
+        assert_eq!(format!("{:?}", Snapshot(0xff)), "Snapshot { word: 255, notified: false }");
+    }
+
+    /// The plain-store transitions, and a swap or failed compare-exchange out of a stage no
+    /// caller can be in, are caught in debug builds.
+    #[cfg(debug_assertions)]
+    mod illegal {
+        use super::*;
+
+        #[test]
+        #[should_panic(expected = "configuration ended outside it")]
+        fn ending_a_configuration_that_was_not_entered() {
+            state_at(Snapshot::at(Stage::Created)).transition_to_created();
+        }
+
+        #[test]
+        #[should_panic(expected = "activated twice")]
+        fn activating_an_active_process() {
+            state_at(Snapshot::at(Stage::Queued)).transition_to_queued();
+        }
+
+        #[test]
+        #[should_panic(expected = "not queued")]
+        fn running_a_sleeper() {
+            state_at(Snapshot::at(Stage::Sleeping)).transition_to_running();
+        }
+
+        #[test]
+        #[should_panic(expected = "not running")]
+        fn requeueing_a_queued_process() {
+            state_at(Snapshot::at(Stage::Queued)).transition_to_queued_from_running();
+        }
+
+        #[test]
+        #[should_panic(expected = "slept while not running")]
+        fn sleeping_from_queued() {
+            let _ = state_at(Snapshot::at(Stage::Queued)).transition_to_sleeping();
+        }
+
+        #[test]
+        #[should_panic(expected = "completed from")]
+        fn completing_a_suspended_process() {
+            state_at(Snapshot::at(Stage::Suspended)).transition_to_completed();
+        }
+    }
+}
