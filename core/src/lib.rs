@@ -14,6 +14,8 @@
 //! - [`collective`] — one shared axis for an N-participant collective.
 //! - [`reuse`] — death frontiers and the buffer reuse decision.
 //! - [`executor`] — the cooperative process executor and its platform wait seam.
+//! - [`CachePadded`] — a value on a cache line of its own, one width per target architecture,
+//!   for every concurrent structure here and in the hosted crates.
 //!
 //! Every fallible operation returns a small typed error; nothing here panics on data that came
 //! from outside the program, and nothing allocates.
@@ -23,6 +25,7 @@
 extern crate std;
 
 pub mod axis;
+mod cache_padded;
 pub mod collective;
 pub mod executor;
 pub mod fence;
@@ -36,6 +39,7 @@ mod sync;
 mod testing;
 
 pub use axis::{Axis, AxisAllocator, AxisError, Domain};
+pub use cache_padded::CachePadded;
 pub use collective::{CollectiveChannel, CollectiveRound};
 pub use fence::Fence;
 pub use frontier::{Frontier, Point, WireError};

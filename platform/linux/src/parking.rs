@@ -7,6 +7,7 @@ use core::time::Duration;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use causeway_core::executor::{Futex, FutexWord};
+use causeway_core::CachePadded;
 
 const BUCKET_INDEX_BITS: u32 = 6;
 const BUCKET_COUNT: usize = 1 << BUCKET_INDEX_BITS;
@@ -16,10 +17,6 @@ const BUCKET_COUNT: usize = 1 << BUCKET_INDEX_BITS;
 const FIBONACCI_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// A wait queue shared by every word whose address hashes to it.
-///
-/// Aligned to 128 bytes so that neighbouring buckets never share a cache line or an
-/// adjacent-line prefetch pair: threads parking on unrelated words should not contend.
-#[repr(align(128))]
 struct Bucket {
     /// How many wakes this bucket has seen. A waiter sleeps until the count moves, which absorbs
     /// the condition variable's own spurious wake-ups while any real wake still ends the wait.
@@ -50,13 +47,15 @@ impl Bucket {
 ///
 /// [`HostFutex`]: crate::HostFutex
 pub struct ParkingFutex {
-    buckets: [Bucket; BUCKET_COUNT],
+    /// Each bucket on a cache line of its own: threads parking on unrelated words should not
+    /// contend.
+    buckets: [CachePadded<Bucket>; BUCKET_COUNT],
 }
 
 impl ParkingFutex {
     /// Returns a futex with every bucket empty; usable in a `static`.
     pub const fn new() -> ParkingFutex {
-        ParkingFutex { buckets: [const { Bucket::new() }; BUCKET_COUNT] }
+        ParkingFutex { buckets: [const { CachePadded::new(Bucket::new()) }; BUCKET_COUNT] }
     }
 
     fn bucket_for(&self, word: &FutexWord) -> &Bucket {
