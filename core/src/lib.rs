@@ -16,12 +16,15 @@
 //! - [`executor`] — the cooperative process executor and its platform wait seam.
 //! - [`CachePadded`] — a value on a cache line of its own, one width per target architecture,
 //!   for every concurrent structure here and in the hosted crates.
+//! - `unpoisoned` (with the `std` feature, for the hosted crates only) — std's mutex and
+//!   condition variable with lock poisoning ignored, and the rule that makes that sound.
 //!
 //! Every fallible operation returns a small typed error; nothing here panics on data that came
-//! from outside the program, and nothing allocates.
+//! from outside the program, and nothing allocates. Without the `std` feature (the default) the
+//! crate links neither `std` nor `alloc`.
 #![no_std]
 
-#[cfg(test)]
+#[cfg(any(test, feature = "std"))]
 extern crate std;
 
 pub mod axis;
@@ -37,6 +40,8 @@ pub mod semaphore;
 mod sync;
 #[cfg(all(test, not(loom)))]
 mod testing;
+#[cfg(feature = "std")]
+pub mod unpoisoned;
 
 pub use axis::{Axis, AxisAllocator, AxisError, Domain};
 pub use cache_padded::CachePadded;

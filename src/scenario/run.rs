@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway_core::axis::{Axis, Domain};
@@ -24,6 +24,7 @@ use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{Capabilities, QueueClock, Resolution};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Failure, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
+use causeway_core::unpoisoned::{Condvar, Mutex};
 use causeway_driver_cpu::device::{
     allocate_axis, spin_for, BufferId, CommandBufferId, CpuDevice, DeviceKernel, DeviceSemaphore,
     HostCallId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig,
@@ -212,6 +213,7 @@ struct Recorder {
     end_ns: Vec<AtomicU64>,
     worker: Vec<AtomicUsize>,
     status: Vec<AtomicUsize>,
+    /// A plain count, consistent whatever panicked while holding it.
     finished: Mutex<usize>,
     changed: Condvar,
 }
@@ -236,7 +238,7 @@ impl Observer for Recorder {
                 };
                 self.status[index].store(code, Ordering::Relaxed);
                 // The mutex orders the stores above before the reader's loads.
-                let mut finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+                let mut finished = self.finished.lock();
                 *finished += 1;
                 self.changed.notify_all();
             }
@@ -690,7 +692,7 @@ impl<'s> Runner<'s> {
         deadline: Option<Instant>,
     ) -> Result<(), Halt> {
         let show = self.options.progress && std::io::stderr().is_terminal();
-        let mut finished = self.recorder.finished.lock().unwrap_or_else(|e| e.into_inner());
+        let mut finished = self.recorder.finished.lock();
         let mut drawn = false;
         while *finished < total {
             let now = Instant::now();
@@ -708,12 +710,7 @@ impl<'s> Runner<'s> {
                 Some(deadline) => (deadline - now).min(PROGRESS_TICK),
                 None => PROGRESS_TICK,
             };
-            let (guard, _) = self
-                .recorder
-                .changed
-                .wait_timeout(finished, wait)
-                .unwrap_or_else(|e| e.into_inner());
-            finished = guard;
+            finished = self.recorder.changed.wait_timeout(finished, wait).0;
             if show && started.elapsed() > Duration::from_millis(500) {
                 draw_progress(*finished, total);
                 drawn = true;

@@ -62,7 +62,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use causeway_core::axis::Axis;
@@ -72,6 +72,7 @@ use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{Capabilities, QueueClock, Resolution, ResolutionCounts, WaitError};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Failure, HistorySlots, Semaphore, SignalError};
+use causeway_core::unpoisoned::Mutex;
 
 use crate::coroutine::{JoinError, JoinHandle, Spawner};
 use crate::wait::{block_on, wait, FenceWait};
@@ -143,17 +144,13 @@ impl From<JoinError> for InvokeError {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The clock is updated only through `Submission`, which leaves it consistent at every
-    // step; a panic elsewhere does not invalidate it.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// One invocation context: a causal axis, its clock, and the coroutines that run its
 /// invocations in issue order. See the [module docs](self).
 pub struct Invoker<'s, 'e> {
     spawner: &'s Spawner<'e>,
     endpoint: Endpoint,
+    /// Updated only through `Submission`, which leaves it consistent at every step, so a panic
+    /// while it is held does not invalidate it.
     clock: Mutex<QueueClock>,
     retired: Arc<Retired>,
 }
@@ -175,17 +172,17 @@ impl<'s, 'e> Invoker<'s, 'e> {
 
     /// The context's axis.
     pub fn axis(&self) -> Axis {
-        lock(&self.clock).axis()
+        self.clock.lock().axis()
     }
 
     /// What the context knows: every invocation issued on it and what their waits imported.
     pub fn frontier(&self) -> Frontier {
-        *lock(&self.clock).frontier()
+        *self.clock.lock().frontier()
     }
 
     /// How the context's waits were resolved so far.
     pub fn counts(&self) -> ResolutionCounts {
-        lock(&self.clock).counts()
+        self.clock.lock().counts()
     }
 
     /// The epoch of the last invocation that finished (signalled or failed its fence).
@@ -213,7 +210,7 @@ impl<'s, 'e> Invoker<'s, 'e> {
         F: FnOnce() -> Result<T, Failure> + Send + 'static,
         T: Send + 'static,
     {
-        let mut clock = lock(&self.clock);
+        let mut clock = self.clock.lock();
         let mut submission = clock.begin();
         let mut waits: Points<K, H, N, S> = [None; K];
         let mut checks: Points<K, H, N, S> = [None; K];
@@ -299,7 +296,7 @@ impl<'s, 'e> Invoker<'s, 'e> {
 
 impl fmt::Debug for Invoker<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let clock = lock(&self.clock);
+        let clock = self.clock.lock();
         f.debug_struct("Invoker")
             .field("axis", &clock.axis())
             .field("issued", &clock.epoch())

@@ -30,7 +30,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
@@ -38,6 +38,7 @@ use causeway_core::fence::Fence;
 use causeway_core::semaphore::{
     Arm, Failure, HistoryEntry, HistorySlots, Notify, Outcome, Semaphore, Timepoint,
 };
+use causeway_core::unpoisoned::{Mutex, MutexGuard};
 
 /// What a wait's timepoints report to, and what its polls read.
 struct Waiter {
@@ -86,9 +87,10 @@ impl Waiter {
     }
 
     fn lock(&self) -> MutexGuard<'_, WaiterState> {
-        // Every update under this lock leaves the state consistent, so a panic elsewhere (a
-        // waker's clone, say) does not invalidate it.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        // Every update under this lock leaves the state consistent (a waker is cloned before
+        // it is stored, and woken after the guard is dropped), so a panicking waker does not
+        // invalidate it; and `Drop` disarms through here while such a panic unwinds.
+        self.state.lock()
     }
 
     /// Stores `waker` for the callbacks unless the wait is already decided.

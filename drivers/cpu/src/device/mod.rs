@@ -37,8 +37,7 @@ mod semaphores;
 mod waiters;
 
 use std::fmt;
-use std::sync::PoisonError;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway_core::axis::{Axis, AxisAllocator, AxisError, Domain};
@@ -50,6 +49,7 @@ use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{
     Arm, Failure, HistoryEntry, Semaphore, SignalError, SlotCountError,
 };
+use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use heapless::Vec as FixedVec;
 
 pub use execute::DeviceKernel;
@@ -402,9 +402,9 @@ impl DeviceShared {
     }
 
     fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
-        // A poisoned lock means an observer or host call panicked mid-update of unrelated
-        // state; the pool's own updates are not interrupted by user code, so it stays whole.
-        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+        // No caller's code (observer, host function, kernel) runs under this lock, and the
+        // pool's own updates cannot stop half-way, so it stays whole.
+        self.memory.lock()
     }
 
     /// What the device knows has completed: every queue's last retired epoch.
@@ -460,14 +460,13 @@ impl DeviceShared {
                 break true;
             }
             memory = match deadline {
-                None => self.records_freed.wait(memory).unwrap_or_else(PoisonError::into_inner),
+                None => self.records_freed.wait(memory),
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
                         break false;
                     }
-                    let waited = self.records_freed.wait_timeout(memory, deadline - now);
-                    waited.unwrap_or_else(PoisonError::into_inner).0
+                    self.records_freed.wait_timeout(memory, deadline - now).0
                 }
             };
         };
