@@ -30,7 +30,7 @@ use causeway_driver_cpu::device::{
     HostCallId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig,
     SemaphoreId, SubmitError, WaitOutcome, Work, DEFAULT_SEMAPHORE_HISTORY,
 };
-use causeway_driver_cpu::PoolConfig;
+use causeway_driver_cpu::{PoolConfig, FRONTIER_CAPACITY};
 
 use super::check::Plan;
 use super::model::{Home, OpSpec, Scenario, ScenarioError, Target, WorkSpec};
@@ -77,7 +77,7 @@ pub struct OpRecord {
     /// Its `(axis, epoch)`.
     pub point: Point,
     /// What it knew, itself included.
-    pub frontier: Frontier<8>,
+    pub frontier: Frontier<FRONTIER_CAPACITY>,
     /// Its waits, in order.
     pub waits: Vec<WaitRecord>,
     /// When it was submitted (ns since the device started).
@@ -100,7 +100,7 @@ pub struct HistoryRecord {
     /// The signalling operation, if tracked.
     pub origin: Option<Point>,
     /// What it knew.
-    pub frontier: Frontier<8>,
+    pub frontier: Frontier<FRONTIER_CAPACITY>,
     /// External (untracked) signal.
     pub tainted: bool,
 }
@@ -308,7 +308,7 @@ struct Runner<'s> {
     options: RunOptions,
     device: CpuDevice,
     recorder: Arc<Recorder>,
-    host_clock: QueueClock<8>,
+    host_clock: QueueClock<FRONTIER_CAPACITY>,
     /// The device's ID of each declared semaphore, in declaration order.
     semaphore_ids: Vec<SemaphoreId>,
     host_calls: Vec<HostCallId>,

@@ -479,7 +479,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// ```
 /// use causeway_core::scope::{Endpoint, Scope};
 /// use causeway_core::{Axis, Domain, Frontier, Point, Semaphore};
-/// use causeway_driver_cpu::{CpuPool, PoolConfig, SemaphoreExt, Spawner};
+/// use causeway_driver_cpu::{CpuPool, PoolConfig, SemaphoreExt, Spawner, FRONTIER_CAPACITY};
 ///
 /// static READY: Semaphore = Semaphore::new(0, Scope::ProcessLocal, Endpoint {
 ///     machine: 0, process: 0, device_group: 0, device: 0, queue: 0,
@@ -494,7 +494,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 ///     })
 ///     .map_err(|refused| refused.error())?;
 /// let host = Point::new(Axis::new(0, Domain::Host, 1), 1);
-/// READY.signal(21, host, &Frontier::<8>::new())?;
+/// READY.signal(21, host, &Frontier::<FRONTIER_CAPACITY>::new())?;
 /// assert_eq!(doubled.join(), Ok(42));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -76,6 +76,7 @@ use causeway_core::unpoisoned::Mutex;
 
 use crate::coroutine::{JoinError, JoinHandle, Spawner};
 use crate::wait::{block_on, wait, FenceWait};
+use crate::FRONTIER_CAPACITY;
 
 /// The context's internal timeline: its value is the epoch of the last retired invocation.
 type Retired = Semaphore;
@@ -151,7 +152,7 @@ pub struct Invoker<'s, 'e> {
     endpoint: Endpoint,
     /// Updated only through `Submission`, which leaves it consistent at every step, so a panic
     /// while it is held does not invalidate it.
-    clock: Mutex<QueueClock>,
+    clock: Mutex<QueueClock<FRONTIER_CAPACITY>>,
     retired: Arc<Retired>,
 }
 
@@ -176,7 +177,7 @@ impl<'s, 'e> Invoker<'s, 'e> {
     }
 
     /// What the context knows: every invocation issued on it and what their waits imported.
-    pub fn frontier(&self) -> Frontier {
+    pub fn frontier(&self) -> Frontier<FRONTIER_CAPACITY> {
         *self.clock.lock().frontier()
     }
 
@@ -310,7 +311,7 @@ impl fmt::Debug for Invoker<'_, '_> {
 pub struct Invocation<T> {
     handle: JoinHandle<T>,
     point: Point,
-    frontier: Frontier,
+    frontier: Frontier<FRONTIER_CAPACITY>,
 }
 
 impl<T> Invocation<T> {
@@ -320,7 +321,7 @@ impl<T> Invocation<T> {
     }
 
     /// What the invocation knows, itself included: the frontier its signals carry.
-    pub fn frontier(&self) -> &Frontier {
+    pub fn frontier(&self) -> &Frontier<FRONTIER_CAPACITY> {
         &self.frontier
     }
 
@@ -406,7 +407,7 @@ struct Retire<const K: usize, const H: usize, const N: usize, S: HistorySlots<N>
     signals: Points<K, H, N, S>,
     retired: Arc<Retired>,
     point: Point,
-    frontier: Frontier,
+    frontier: Frontier<FRONTIER_CAPACITY>,
     /// The previous invocation has retired: retiring this one keeps the order.
     turn: bool,
     /// `f` is running: a drop now is its panic unwinding.

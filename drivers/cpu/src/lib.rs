@@ -58,6 +58,13 @@ use host::pin_current_thread;
 /// The executor a pool drives: 64 compute slots, up to 64 workers, parking on [`HostFutex`].
 pub type HostExecutor<'p> = Executor<'p, HostFutex, 64, 64>;
 
+/// Axes every frontier of the hosted layers holds: a device's operations, queue clocks and
+/// semaphore histories, invocation contexts, the scenario runner's host steps and whatever their
+/// callers signal with. One number for all of them, because their frontiers meet: what an
+/// operation signals becomes what a waiter on another queue, an invocation or a host step
+/// knows. Core takes the capacity as a parameter everywhere and fixes nothing.
+pub const FRONTIER_CAPACITY: usize = 8;
+
 /// How to build a pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -411,6 +411,7 @@ mod tests {
     use causeway_core::scope::{Endpoint, Scope};
 
     use super::*;
+    use crate::FRONTIER_CAPACITY;
 
     const HERE: Endpoint =
         Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
@@ -421,7 +422,7 @@ mod tests {
 
     fn signal(semaphore: &Semaphore, value: u64) {
         let origin = Point::new(Axis::new(0, Domain::Host, 1), value);
-        semaphore.signal(value, origin, &Frontier::<8>::new()).unwrap();
+        semaphore.signal(value, origin, &Frontier::<FRONTIER_CAPACITY>::new()).unwrap();
     }
 
     /// Polls once with a waker that counts its wakes.

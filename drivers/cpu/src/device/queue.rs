@@ -62,6 +62,7 @@ use super::op::{spin_for, OpBody, OpEvent, OpSlot, OpStatus, Work};
 use super::phase::{QueuePhase, Running, TakeOver};
 use super::DeviceShared;
 use crate::contain::{contain, Panicked};
+use crate::FRONTIER_CAPACITY;
 
 /// Operations one drain call runs before yielding the worker to other processes.
 const OPS_PER_DRAIN: usize = 32;
@@ -69,7 +70,7 @@ const OPS_PER_DRAIN: usize = 32;
 /// What the submit path keeps under the queue's lock.
 #[derive(Debug)]
 pub(crate) struct SubmitSide {
-    pub(crate) clock: QueueClock<8>,
+    pub(crate) clock: QueueClock<FRONTIER_CAPACITY>,
 }
 
 /// One queue: its clock, its ring of operations and its process.
@@ -110,7 +111,11 @@ enum Ran {
 }
 
 impl QueueShared {
-    pub(crate) fn new(index: usize, clock: QueueClock<8>, capacity: usize) -> QueueShared {
+    pub(crate) fn new(
+        index: usize,
+        clock: QueueClock<FRONTIER_CAPACITY>,
+        capacity: usize,
+    ) -> QueueShared {
         let point = causeway_core::frontier::Point::new(clock.axis(), 0);
         QueueShared {
             index,
