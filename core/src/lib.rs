@@ -50,5 +50,5 @@ pub use fence::Fence;
 pub use frontier::{Frontier, Point, WireError};
 pub use queue::{Capabilities, QueueClock, Resolution, Submission, Submitted, WaitResolution};
 pub use reuse::{Acquire, DeathRecord, ReuseDecision, ReusePool};
-pub use scope::{Endpoint, Scope};
+pub use scope::{Endpoint, Scope, UnknownScope};
 pub use semaphore::{Failure, Semaphore, SignalError};

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use causeway_core::axis::{Axis, Domain};
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{Capabilities, QueueClock, Resolution};
-use causeway_core::scope::{Endpoint, Scope};
+use causeway_core::scope::Endpoint;
 use causeway_core::semaphore::{Failure, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
 use causeway_core::unpoisoned::{Condvar, Mutex};
 use causeway_driver_cpu::device::{
@@ -559,7 +559,7 @@ impl<'s> Runner<'s> {
                 format!(
                     "semaphore `{}` ({}) is not visible to this queue",
                     name(s),
-                    scope_name(self.scenario.semaphores[s].scope)
+                    self.scenario.semaphores[s].scope.name()
                 )
             }
             SubmitError::Signal { signal, error, .. } => {
@@ -609,7 +609,7 @@ impl<'s> Runner<'s> {
                             "op `{}`: semaphore `{}` ({}) is not visible to the host",
                             op.name,
                             spec.name,
-                            scope_name(spec.scope)
+                            spec.scope.name()
                         ),
                     )));
                 }
@@ -863,15 +863,4 @@ fn draw_progress(done: usize, total: usize) {
         " ".repeat(WIDTH - filled)
     );
     let _ = stderr.flush();
-}
-
-/// The scenario-file spelling of a scope.
-pub fn scope_name(scope: Scope) -> &'static str {
-    match scope {
-        Scope::QueueLocal => "queue-local",
-        Scope::DeviceLocal => "device-local",
-        Scope::DeviceGroup => "device-group",
-        Scope::ProcessLocal => "process-local",
-        _ => "system-wide",
-    }
 }
