@@ -55,7 +55,7 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use causeway::executor::{Class, Drain, DrainContext, Drained, Process, SpinPolicy};
-use causeway::{Failure, HostExecutor};
+use causeway::{CachePadded, Failure, HostExecutor};
 use causeway_driver_cpu::block::{BlockProcessor, CommandBuffer, Kernel};
 use causeway_driver_cpu::{CpuPool, PoolConfig};
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
@@ -88,11 +88,6 @@ const CHECK_RUNS: usize = 3;
 const PAIRED_BLOCKS: usize = 12;
 const PAIRED_RUNS: usize = 100;
 const PAIRED_REGION_RUNS: usize = 20;
-
-/// One value on its own pair of cache lines (adjacent-line prefetch pairs them on x86).
-#[repr(align(128))]
-#[derive(Default)]
-struct Padded<T>(T);
 
 /// Parks the bench thread until the end of a run is signalled.
 struct Waiter {
@@ -267,13 +262,13 @@ impl<'k, 'p> Alternating<'k, 'p> {
 /// of a [`FloorHost`] process, so no executor code runs while they do.
 struct Floor {
     /// Bumped by the bench thread to start a round.
-    round: Padded<AtomicU64>,
+    round: CachePadded<AtomicU64>,
     /// Per phase, the next unclaimed tile.
-    next: Vec<Padded<AtomicU32>>,
+    next: Vec<CachePadded<AtomicU32>>,
     /// Threads arrived at the current phase's barrier.
-    arrived: Padded<AtomicU32>,
+    arrived: CachePadded<AtomicU32>,
     /// The phase the threads may work on, within a round: the barrier's release word.
-    phase: Padded<AtomicU32>,
+    phase: CachePadded<AtomicU32>,
     /// Tells the serving threads to return between rounds.
     stop: AtomicBool,
     /// Threads serving rounds now.
@@ -285,10 +280,10 @@ struct Floor {
 impl Floor {
     fn new(phases: u32, tiles: u32) -> Floor {
         Floor {
-            round: Padded::default(),
-            next: (0..phases).map(|_| Padded::default()).collect(),
-            arrived: Padded::default(),
-            phase: Padded::default(),
+            round: CachePadded::default(),
+            next: (0..phases).map(|_| CachePadded::default()).collect(),
+            arrived: CachePadded::default(),
+            phase: CachePadded::default(),
             stop: AtomicBool::new(false),
             serving: AtomicU32::new(0),
             waiter: Waiter::for_current_thread(),
@@ -566,7 +561,8 @@ fn bench_region_transition(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
 
     // Trivial tiles: one relaxed increment of a per-tile counter, checked after every run.
-    let counts: Vec<Padded<AtomicU32>> = (0..REGION_TILES).map(|_| Padded::default()).collect();
+    let counts: Vec<CachePadded<AtomicU32>> =
+        (0..REGION_TILES).map(|_| CachePadded::default()).collect();
     let tile = |tile: u32| {
         participate();
         counts[tile as usize].0.fetch_add(1, Ordering::Relaxed);

@@ -65,7 +65,7 @@ use std::time::{Duration, Instant};
 use causeway::executor::{
     Class, Drain, DrainContext, Drained, Futex, FutexWord, Process, RoundRobin, SpinPolicy,
 };
-use causeway::{Failure, HostExecutor, HostFutex, Runtime};
+use causeway::{CachePadded, Failure, HostExecutor, HostFutex, Runtime};
 use causeway_platform_linux::LinuxFutex;
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput};
@@ -104,12 +104,6 @@ const DRAIN_POLL: Duration = Duration::from_micros(20);
 
 /// Runs of every chain and round trip made untimed before measuring, each fully checked.
 const CHECK_RUNS: usize = 3;
-
-/// One value on its own pair of cache lines (adjacent-line prefetch pairs them on x86), so
-/// threads writing neighbouring values never contend.
-#[repr(align(128))]
-#[derive(Default)]
-struct Padded<T>(T);
 
 /// Busy-waits (no sleep, so the core stays out of idle states) until `condition` holds.
 fn spin_until(condition: impl Fn() -> bool) {
@@ -469,7 +463,7 @@ fn bench_chain_hop(c: &mut Criterion) {
     chain.report_crossings("tokio_spawn");
     drop(runtime);
 
-    let turn = Padded(AtomicU64::new(0));
+    let turn = CachePadded(AtomicU64::new(0));
     thread::scope(|scope| {
         let partner = thread::Builder::new()
             .name("ping-pong".into())
@@ -624,9 +618,8 @@ fn bench_parked_wake(c: &mut Criterion) {
     group.finish();
 }
 
-/// The activation peer's node: a suspend count and a stack link, on its own cache line like a
-/// process's activation fields.
-#[repr(align(64))]
+/// The activation peer's node: a suspend count and a stack link; kept on a cache line of its own
+/// (in a [`CachePadded`]) like a process's activation fields.
 struct TreiberNode {
     pending: AtomicU32,
     next: AtomicPtr<TreiberNode>,
@@ -740,11 +733,13 @@ fn bench_activation(c: &mut Criterion) {
         })
     });
 
-    let nodes: Vec<TreiberNode> = (0..ACTIVATION_BATCH)
-        .map(|_| TreiberNode { pending: AtomicU32::new(0), next: AtomicPtr::default() })
+    let nodes: Vec<CachePadded<TreiberNode>> = (0..ACTIVATION_BATCH)
+        .map(|_| {
+            CachePadded::new(TreiberNode { pending: AtomicU32::new(0), next: AtomicPtr::default() })
+        })
         .collect();
     let stack = TreiberStack { head: AtomicPtr::default() };
-    let idle = Padded(AtomicU64::new(0));
+    let idle = CachePadded(AtomicU64::new(0));
     let prepare_nodes = |batch: usize| {
         for node in &nodes[..batch] {
             node.pending.store(1, Ordering::Relaxed);
@@ -834,7 +829,8 @@ fn bench_scan_64(c: &mut Criterion) {
         "every sleeper cancelled"
     );
 
-    let words: Padded<[AtomicU32; SCAN_SLOTS]> = Padded([const { AtomicU32::new(0) }; SCAN_SLOTS]);
+    let words: CachePadded<[AtomicU32; SCAN_SLOTS]> =
+        CachePadded([const { AtomicU32::new(0) }; SCAN_SLOTS]);
     let scan = |words: &[AtomicU32; SCAN_SLOTS]| {
         words.iter().any(|word| word.load(Ordering::Relaxed) & FLOOR_SKIP == FLOOR_RUNNABLE)
     };
@@ -848,7 +844,7 @@ fn bench_scan_64(c: &mut Criterion) {
 /// read-modify-write), so the sum checks that every task ran exactly once.
 #[derive(Default)]
 struct Tally {
-    per_worker: [Padded<AtomicU64>; WORKERS],
+    per_worker: [CachePadded<AtomicU64>; WORKERS],
 }
 
 impl Tally {

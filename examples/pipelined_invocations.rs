@@ -12,7 +12,9 @@ use causeway::axis::{Axis, Domain};
 use causeway::fence::Fence;
 use causeway::semaphore::{Lookup, Semaphore};
 use causeway::{Endpoint, Failure, Frontier, Point, Scope};
-use causeway_driver_cpu::{block_on, CpuPool, FenceExt, Invoker, PoolConfig, Spawner};
+use causeway_driver_cpu::{
+    block_on, CpuPool, FenceExt, Invoker, PoolConfig, Spawner, FRONTIER_CAPACITY,
+};
 
 const HOST: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 
@@ -72,7 +74,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     println!("provide the input, then block once on fence_c");
-    INPUT.signal(1, Point::new(Axis::new(0, Domain::Host, 2), 1), &Frontier::<8>::new())?;
+    INPUT.signal(
+        1,
+        Point::new(Axis::new(0, Domain::Host, 2), 1),
+        &Frontier::<FRONTIER_CAPACITY>::new(),
+    )?;
     block_on(fence_c.wait())?;
 
     for invocation in invocations {

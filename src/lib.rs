@@ -5,7 +5,9 @@
 //! [`Runtime`], the executor with its worker threads, the CPU device ([`device`]) and the
 //! scenario runner behind the `causeway` CLI ([`scenario`]).
 pub use causeway_core::*;
-pub use causeway_driver_cpu::{device, HostExecutor, HostFutex, PoolConfig, PoolError};
+pub use causeway_driver_cpu::{
+    device, HostExecutor, HostFutex, PoolConfig, PoolError, FRONTIER_CAPACITY,
+};
 pub use runtime::{Runtime, RuntimeBuilder};
 
 pub mod host;

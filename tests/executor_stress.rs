@@ -13,7 +13,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -21,6 +20,7 @@ use causeway::executor::{
     Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
     SpinPolicy,
 };
+use causeway::unpoisoned::Mutex;
 use causeway::{Failure, HostFutex, Runtime};
 
 /// Waits that take longer than this fail the test.
@@ -108,13 +108,13 @@ impl Recorder {
     }
 
     fn outcome(&self) -> Option<Result<(), Failure>> {
-        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner)
+        *self.outcome.lock()
     }
 
     fn reset(&self) {
         self.drains.store(0, Ordering::Relaxed);
         self.finishes.store(0, Ordering::Relaxed);
-        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.outcome.lock() = None;
     }
 }
 
@@ -126,7 +126,7 @@ impl Drain for Recorder {
 
     fn finish(&self, outcome: Result<(), Failure>) {
         self.finishes.fetch_add(1, Ordering::Relaxed);
-        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+        *self.outcome.lock() = Some(outcome);
     }
 }
 
@@ -415,7 +415,7 @@ impl Drain for FailTogether {
 
     fn finish(&self, outcome: Result<(), Failure>) {
         self.finishes.fetch_add(1, Ordering::Relaxed);
-        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+        *self.outcome.lock() = Some(outcome);
     }
 }
 
@@ -447,7 +447,7 @@ fn a_compute_process_failing_on_two_workers_at_once_finishes_once() {
                 assert!(drain.met.load(Ordering::Relaxed), "round {round}: both workers drained");
                 assert_eq!(drain.inside.load(Ordering::Relaxed), 2, "round {round}: two drains");
                 assert_eq!(drain.finishes.load(Ordering::Relaxed), 1, "round {round}: one finish");
-                let outcome = *drain.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+                let outcome = *drain.outcome.lock();
                 let Some(Err(failure)) = outcome else {
                     panic!("round {round}: finished with {outcome:?}");
                 };

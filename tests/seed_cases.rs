@@ -8,7 +8,7 @@ use causeway::reuse::{Acquire, BlockId, DeathRecord, FreeBlock, ReuseDecision, R
 use causeway::semaphore::{Arm, Failure, Notify, Outcome, Timepoint};
 use causeway::{
     host, Capabilities, CollectiveChannel, Endpoint, Fence, Frontier, Point, QueueClock,
-    Resolution, Scope, Semaphore,
+    Resolution, Scope, Semaphore, FRONTIER_CAPACITY,
 };
 
 const TIMELINE: Capabilities = Capabilities { wait_before_signal: true };
@@ -213,9 +213,12 @@ fn death_frontier_reuse_across_queues() {
     let record = DeathRecord::new(done.point, death);
 
     submit(&mut informed, &[(&freed, 1)], &[]);
-    assert_eq!(record.decide(informed.frontier(), &Frontier::<8>::new()), ReuseDecision::ReuseNow);
+    assert_eq!(
+        record.decide(informed.frontier(), &Frontier::<FRONTIER_CAPACITY>::new()),
+        ReuseDecision::ReuseNow
+    );
 
-    match record.decide(stranger.frontier(), &Frontier::<8>::new()) {
+    match record.decide(stranger.frontier(), &Frontier::<FRONTIER_CAPACITY>::new()) {
         ReuseDecision::NeedsWait { missing, dealloc } => {
             assert_eq!(dealloc, done.point);
             let axes: Vec<_> = missing.iter().map(|p| p.axis).collect();
@@ -226,7 +229,10 @@ fn death_frontier_reuse_across_queues() {
     }
     // Waiting on the reader's signal (not the dealloc) closes the gap: try before you fence.
     submit(&mut stranger, &[(&read_done, 1)], &[]);
-    assert_eq!(record.decide(stranger.frontier(), &Frontier::<8>::new()), ReuseDecision::ReuseNow);
+    assert_eq!(
+        record.decide(stranger.frontier(), &Frontier::<FRONTIER_CAPACITY>::new()),
+        ReuseDecision::ReuseNow
+    );
 }
 
 #[test]
@@ -256,14 +262,14 @@ fn disjoint_workloads_never_wait_on_each_others_axes() {
     // A block freed by workload A: workload B may need to wait, but only on A's entries.
     let freed_by_a = DeathRecord::new(Point::new(a[1].axis(), 6), *a[1].frontier());
     pool.release(FreeBlock { block: BlockId(1), size: 64, record: freed_by_a }).unwrap();
-    match pool.acquire(64, b[1].frontier(), &Frontier::<8>::new()) {
+    match pool.acquire(64, b[1].frontier(), &Frontier::<FRONTIER_CAPACITY>::new()) {
         Acquire::NeedsWait { missing, .. } => {
             assert!(missing.iter().all(|p| p.axis == a[0].axis() || p.axis == a[1].axis()));
         }
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        pool.acquire(64, a[1].frontier(), &Frontier::<8>::new()),
+        pool.acquire(64, a[1].frontier(), &Frontier::<FRONTIER_CAPACITY>::new()),
         Acquire::Reuse { .. }
     ));
 }
@@ -288,7 +294,7 @@ fn eight_participant_collective_adds_one_entry() {
         assert!(!q.frontier().is_tainted());
     }
     // The collective's completion carries the one channel entry downstream.
-    let signal = Frontier::<8>::from_points([round.point()]);
+    let signal = Frontier::<FRONTIER_CAPACITY>::from_points([round.point()]);
     done.signal(1, round.point(), &signal).unwrap();
     let mut consumer = w.queue();
     let (_, f) = submit(&mut consumer, &[(&done, 1)], &[]);

@@ -14,15 +14,21 @@
 //! - [`collective`] — one shared axis for an N-participant collective.
 //! - [`reuse`] — death frontiers and the buffer reuse decision.
 //! - [`executor`] — the cooperative process executor and its platform wait seam.
+//! - [`CachePadded`] — a value on a cache line of its own, one width per target architecture,
+//!   for every concurrent structure here and in the hosted crates.
+//! - `unpoisoned` (with the `std` feature, for the hosted crates only) — std's mutex and
+//!   condition variable with lock poisoning ignored, and the rule that makes that sound.
 //!
 //! Every fallible operation returns a small typed error; nothing here panics on data that came
-//! from outside the program, and nothing allocates.
+//! from outside the program, and nothing allocates. Without the `std` feature (the default) the
+//! crate links neither `std` nor `alloc`.
 #![no_std]
 
-#[cfg(test)]
+#[cfg(any(test, feature = "std"))]
 extern crate std;
 
 pub mod axis;
+mod cache_padded;
 pub mod collective;
 pub mod executor;
 pub mod fence;
@@ -34,12 +40,15 @@ pub mod semaphore;
 mod sync;
 #[cfg(all(test, not(loom)))]
 mod testing;
+#[cfg(feature = "std")]
+pub mod unpoisoned;
 
 pub use axis::{Axis, AxisAllocator, AxisError, Domain};
+pub use cache_padded::CachePadded;
 pub use collective::{CollectiveChannel, CollectiveRound};
 pub use fence::Fence;
 pub use frontier::{Frontier, Point, WireError};
 pub use queue::{Capabilities, QueueClock, Resolution, Submission, Submitted, WaitResolution};
 pub use reuse::{Acquire, DeathRecord, ReuseDecision, ReusePool};
-pub use scope::{Endpoint, Scope};
+pub use scope::{Endpoint, Scope, UnknownScope};
 pub use semaphore::{Failure, Semaphore, SignalError};

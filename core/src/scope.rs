@@ -5,6 +5,12 @@
 //! system-wide), so the scheduler picks the narrowest scope that covers every participant:
 //! [`Scope::narrowest`]. A wait from outside a semaphore's scope is refused, not silently
 //! widened.
+//!
+//! Each scope has one spelling, [`Scope::name`] (`queue-local` … `system-wide`), which scenario
+//! files, reports and error messages share; [`str::parse`] reads it back.
+
+use core::fmt;
+use core::str::FromStr;
 
 /// Visibility of a semaphore, narrowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -38,6 +44,26 @@ pub struct Endpoint {
 }
 
 impl Scope {
+    /// Every scope, narrowest first.
+    pub const ALL: &'static [Scope] = &[
+        Scope::QueueLocal,
+        Scope::DeviceLocal,
+        Scope::DeviceGroup,
+        Scope::ProcessLocal,
+        Scope::SystemWide,
+    ];
+
+    /// Lower-case name, as scenario files and reports spell it; [`str::parse`] reads it back.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Scope::QueueLocal => "queue-local",
+            Scope::DeviceLocal => "device-local",
+            Scope::DeviceGroup => "device-group",
+            Scope::ProcessLocal => "process-local",
+            Scope::SystemWide => "system-wide",
+        }
+    }
+
     /// The narrowest scope in which `a` and `b` can see each other's signals.
     pub fn narrowest(a: &Endpoint, b: &Endpoint) -> Scope {
         let same_process = a.machine == b.machine && a.process == b.process;
@@ -62,6 +88,35 @@ impl Scope {
     }
 }
 
+impl FromStr for Scope {
+    type Err = UnknownScope;
+
+    /// The scope whose [`name`](Scope::name) is `name`, exactly (names are lower case).
+    fn from_str(name: &str) -> Result<Scope, UnknownScope> {
+        Scope::ALL.iter().copied().find(|scope| scope.name() == name).ok_or(UnknownScope)
+    }
+}
+
+/// A name that is not any scope's [`name`](Scope::name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnknownScope;
+
+impl fmt::Display for UnknownScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("unknown scope (")?;
+        for (index, scope) in Scope::ALL.iter().enumerate() {
+            if index > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(scope.name())?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl core::error::Error for UnknownScope {}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -83,5 +138,26 @@ mod tests {
         assert!(Scope::DeviceLocal.admits(&HOME, &same_device));
         assert!(!Scope::QueueLocal.admits(&HOME, &same_device));
         assert!(Scope::SystemWide.admits(&HOME, &other_process));
+    }
+
+    #[test]
+    fn every_scope_is_listed_once_narrowest_first_and_its_name_parses_back() {
+        // The variants are declared narrowest first, so a scope's discriminant is its place in
+        // `ALL`: a scope declared but not listed shifts the ones after it and fails here.
+        for (index, &scope) in Scope::ALL.iter().enumerate() {
+            assert_eq!(scope as usize, index);
+            assert_eq!(scope.name().parse(), Ok(scope));
+        }
+        assert_eq!(Scope::ALL.len(), Scope::SystemWide as usize + 1);
+    }
+
+    #[test]
+    fn an_unknown_name_is_refused_and_the_refusal_lists_the_names() {
+        assert_eq!("device".parse::<Scope>(), Err(UnknownScope));
+        assert_eq!("Device-Local".parse::<Scope>(), Err(UnknownScope));
+        assert_eq!(
+            std::format!("{UnknownScope}"),
+            "unknown scope (queue-local, device-local, device-group, process-local, system-wide)"
+        );
     }
 }

@@ -23,6 +23,7 @@ use std::path::Path;
 
 use arbitrary::Arbitrary;
 use causeway::scenario::{check, parse, Scenario, ScenarioError};
+use causeway::Scope;
 use libfuzzer_sys::fuzz_target;
 
 const PATH: &str = "outline.toml";
@@ -250,9 +251,6 @@ struct Corruption {
 const WRONG_TYPES: &[&str] =
     &["\"text\"", "7", "-1", "true", "[1, 2]", "{ a = 1 }", "1.5", "1979-05-27", "[]"];
 
-const SCOPES: [&str; 5] =
-    ["queue-local", "device-local", "device-group", "process-local", "system-wide"];
-
 /// How a field draws its small values: `least + k * unit` for k in 0..16.
 #[derive(Clone, Copy)]
 struct Scale {
@@ -395,7 +393,7 @@ impl Renderer {
         self.number("initial", &semaphore.initial, PLAIN);
         if let Some(scope) = semaphore.scope {
             let scope = match scope {
-                0..=249 => SCOPES[usize::from(scope) % SCOPES.len()],
+                0..=249 => Scope::ALL[usize::from(scope) % Scope::ALL.len()].name(),
                 _ => "galaxy-wide",
             };
             self.key("scope", quoted(scope));

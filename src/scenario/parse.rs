@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use causeway_core::queue::Resolution;
-use causeway_core::scope::Scope;
+use causeway_core::scope::{Scope, UnknownScope};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -463,11 +463,11 @@ impl Resolver<'_> {
             }
             let scope = match &semaphore.scope {
                 None => Scope::ProcessLocal,
-                Some(scope) => parse_scope(scope.get_ref()).ok_or_else(|| {
-                    self.error(scope, format!(
-                        "unknown scope `{}` (queue-local, device-local, device-group, process-local, system-wide)",
-                        scope.get_ref()
-                    ))
+                Some(scope) => scope.get_ref().parse().map_err(|_: UnknownScope| {
+                    let names: Vec<&str> = Scope::ALL.iter().map(|known| known.name()).collect();
+                    let message =
+                        format!("unknown scope `{}` ({})", scope.get_ref(), names.join(", "));
+                    self.error(scope, message)
                 })?,
             };
             let home = match &semaphore.home {
@@ -718,17 +718,6 @@ impl Resolver<'_> {
     }
 }
 
-fn parse_scope(text: &str) -> Option<Scope> {
-    Some(match text {
-        "queue-local" => Scope::QueueLocal,
-        "device-local" => Scope::DeviceLocal,
-        "device-group" => Scope::DeviceGroup,
-        "process-local" => Scope::ProcessLocal,
-        "system-wide" => Scope::SystemWide,
-        _ => return None,
-    })
-}
-
 fn parse_resolution(text: &str) -> Option<Resolution> {
     Some(match text {
         "elided" => Resolution::Elided,
@@ -786,6 +775,15 @@ mod tests {
         let fail =
             refused(&format!("{HEADER}[[op]]\nname = \"h\"\nqueue = \"host\"\nfail = \"x\"\n"));
         assert_eq!((fail.line, fail.message.as_str()), (Some(9), "unknown semaphore `x`"));
+        let scope = refused(&format!("{HEADER}[[semaphore]]\nname = \"t\"\nscope = \"device\"\n"));
+        assert_eq!(
+            (scope.line, scope.message.as_str()),
+            (
+                Some(8),
+                "unknown scope `device` \
+                 (queue-local, device-local, device-group, process-local, system-wide)"
+            )
+        );
     }
 
     #[test]

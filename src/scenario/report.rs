@@ -8,6 +8,7 @@
 use std::io;
 
 use causeway_core::frontier::Frontier;
+use causeway_driver_cpu::FRONTIER_CAPACITY;
 use serde::{Serialize, Serializer};
 
 use super::model::Target;
@@ -153,7 +154,10 @@ fn history_entry<'a>(
     }
 }
 
-fn frontier<'a>(outcome: &'a Outcome<'_>, frontier: &'a Frontier<8>) -> impl Serialize + 'a {
+fn frontier<'a>(
+    outcome: &'a Outcome<'_>,
+    frontier: &'a Frontier<FRONTIER_CAPACITY>,
+) -> impl Serialize + 'a {
     LazyArray(move || {
         frontier
             .iter()

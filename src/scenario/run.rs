@@ -16,20 +16,21 @@
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway_core::axis::{Axis, Domain};
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{Capabilities, QueueClock, Resolution};
-use causeway_core::scope::{Endpoint, Scope};
+use causeway_core::scope::Endpoint;
 use causeway_core::semaphore::{Failure, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
+use causeway_core::unpoisoned::{Condvar, Mutex};
 use causeway_driver_cpu::device::{
     allocate_axis, spin_for, BufferId, CommandBufferId, CpuDevice, DeviceKernel, DeviceSemaphore,
     HostCallId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig,
     SemaphoreId, SubmitError, WaitOutcome, Work, DEFAULT_SEMAPHORE_HISTORY,
 };
-use causeway_driver_cpu::PoolConfig;
+use causeway_driver_cpu::{PoolConfig, FRONTIER_CAPACITY};
 
 use super::check::Plan;
 use super::model::{Home, OpSpec, Scenario, ScenarioError, Target, WorkSpec};
@@ -76,7 +77,7 @@ pub struct OpRecord {
     /// Its `(axis, epoch)`.
     pub point: Point,
     /// What it knew, itself included.
-    pub frontier: Frontier<8>,
+    pub frontier: Frontier<FRONTIER_CAPACITY>,
     /// Its waits, in order.
     pub waits: Vec<WaitRecord>,
     /// When it was submitted (ns since the device started).
@@ -99,7 +100,7 @@ pub struct HistoryRecord {
     /// The signalling operation, if tracked.
     pub origin: Option<Point>,
     /// What it knew.
-    pub frontier: Frontier<8>,
+    pub frontier: Frontier<FRONTIER_CAPACITY>,
     /// External (untracked) signal.
     pub tainted: bool,
 }
@@ -212,6 +213,7 @@ struct Recorder {
     end_ns: Vec<AtomicU64>,
     worker: Vec<AtomicUsize>,
     status: Vec<AtomicUsize>,
+    /// A plain count, consistent whatever panicked while holding it.
     finished: Mutex<usize>,
     changed: Condvar,
 }
@@ -236,7 +238,7 @@ impl Observer for Recorder {
                 };
                 self.status[index].store(code, Ordering::Relaxed);
                 // The mutex orders the stores above before the reader's loads.
-                let mut finished = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+                let mut finished = self.finished.lock();
                 *finished += 1;
                 self.changed.notify_all();
             }
@@ -306,7 +308,7 @@ struct Runner<'s> {
     options: RunOptions,
     device: CpuDevice,
     recorder: Arc<Recorder>,
-    host_clock: QueueClock<8>,
+    host_clock: QueueClock<FRONTIER_CAPACITY>,
     /// The device's ID of each declared semaphore, in declaration order.
     semaphore_ids: Vec<SemaphoreId>,
     host_calls: Vec<HostCallId>,
@@ -557,7 +559,7 @@ impl<'s> Runner<'s> {
                 format!(
                     "semaphore `{}` ({}) is not visible to this queue",
                     name(s),
-                    scope_name(self.scenario.semaphores[s].scope)
+                    self.scenario.semaphores[s].scope.name()
                 )
             }
             SubmitError::Signal { signal, error, .. } => {
@@ -607,7 +609,7 @@ impl<'s> Runner<'s> {
                             "op `{}`: semaphore `{}` ({}) is not visible to the host",
                             op.name,
                             spec.name,
-                            scope_name(spec.scope)
+                            spec.scope.name()
                         ),
                     )));
                 }
@@ -690,7 +692,7 @@ impl<'s> Runner<'s> {
         deadline: Option<Instant>,
     ) -> Result<(), Halt> {
         let show = self.options.progress && std::io::stderr().is_terminal();
-        let mut finished = self.recorder.finished.lock().unwrap_or_else(|e| e.into_inner());
+        let mut finished = self.recorder.finished.lock();
         let mut drawn = false;
         while *finished < total {
             let now = Instant::now();
@@ -708,12 +710,7 @@ impl<'s> Runner<'s> {
                 Some(deadline) => (deadline - now).min(PROGRESS_TICK),
                 None => PROGRESS_TICK,
             };
-            let (guard, _) = self
-                .recorder
-                .changed
-                .wait_timeout(finished, wait)
-                .unwrap_or_else(|e| e.into_inner());
-            finished = guard;
+            finished = self.recorder.changed.wait_timeout(finished, wait).0;
             if show && started.elapsed() > Duration::from_millis(500) {
                 draw_progress(*finished, total);
                 drawn = true;
@@ -866,15 +863,4 @@ fn draw_progress(done: usize, total: usize) {
         " ".repeat(WIDTH - filled)
     );
     let _ = stderr.flush();
-}
-
-/// The scenario-file spelling of a scope.
-pub fn scope_name(scope: Scope) -> &'static str {
-    match scope {
-        Scope::QueueLocal => "queue-local",
-        Scope::DeviceLocal => "device-local",
-        Scope::DeviceGroup => "device-group",
-        Scope::ProcessLocal => "process-local",
-        _ => "system-wide",
-    }
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use causeway_core::frontier::Frontier;
+use causeway_driver_cpu::FRONTIER_CAPACITY;
 
 use super::report::queue_name;
 use super::run::Outcome;
@@ -125,7 +126,7 @@ fn latency(p: Percentiles) -> String {
     )
 }
 
-fn frontier(outcome: &Outcome<'_>, frontier: &Frontier<8>) -> String {
+fn frontier(outcome: &Outcome<'_>, frontier: &Frontier<FRONTIER_CAPACITY>) -> String {
     let entries: Vec<String> =
         frontier.iter().map(|p| format!("{}:{}", outcome.axis_name(p.axis), p.epoch)).collect();
     let taint = if frontier.is_tainted() { "!" } else { "" };

@@ -104,6 +104,7 @@ pub use worker::{SpinPolicy, Worker};
 
 use crate::semaphore::Failure;
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::CachePadded;
 use list::ProcessList;
 use process::state::TransitionToNotified;
 use slots::{SlotArray, SlotWake};
@@ -116,10 +117,6 @@ struct PerWorker {
     /// another thread (a dropped and re-taken [`Worker`]) without synchronising with the last.
     completed: AtomicUsize,
 }
-
-/// One group of fields on its own cache line on hosts (no padding on bare metal).
-#[cfg_attr(not(target_os = "none"), repr(align(64)))]
-pub(crate) struct Line<T>(pub(crate) T);
 
 /// Parking word values.
 const AWAKE: u32 = 0;
@@ -165,23 +162,23 @@ pub struct Executor<'p, F: Futex, const SLOTS: usize = 64, const WORKERS: usize 
     /// Each list on a line of its own: every idle worker reads the immediate list on every
     /// step, and sharing a line with the overflow list or the slots made their writers (a
     /// draining worker pushing a dependent) miss on it every time.
-    immediate: Line<ProcessList<'p>>,
-    overflow: Line<ProcessList<'p>>,
+    immediate: CachePadded<ProcessList<'p>>,
+    overflow: CachePadded<ProcessList<'p>>,
     slots: SlotArray<'p, SLOTS>,
     /// Bit `w` set: worker `w` is parked or about to park.
-    idle: Line<AtomicU64>,
+    idle: CachePadded<AtomicU64>,
     /// Sum of the wake budgets of active compute processes.
-    budget: Line<AtomicU32>,
+    budget: CachePadded<AtomicU32>,
     /// Wakes still owed by the wake tree.
     pending_wakes: AtomicU32,
-    per_worker: [Line<PerWorker>; WORKERS],
+    per_worker: [CachePadded<PerWorker>; WORKERS],
     /// Bit `w` set: a [`Worker`] handle exists for index `w`.
     taken: AtomicU64,
     /// Processes ever submitted; [`live`](Self::live) subtracts the completions counted per
     /// worker. Split so that submitters and completing workers never write the same line (one
     /// shared count cost a cache miss on every submission and every completion), and on a line
     /// of its own so that `stopping`, read on every idle scan, is not on it.
-    submitted: Line<AtomicUsize>,
+    submitted: CachePadded<AtomicUsize>,
     stopping: AtomicBool,
     workers: usize,
     fanout: u32,
@@ -215,17 +212,20 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             return Err(ExecutorError::Fanout);
         }
         Ok(Executor {
-            immediate: Line(ProcessList::new()),
-            overflow: Line(ProcessList::new()),
+            immediate: CachePadded(ProcessList::new()),
+            overflow: CachePadded(ProcessList::new()),
             slots: SlotArray::new(),
-            idle: Line(AtomicU64::new(0)),
-            budget: Line(AtomicU32::new(0)),
+            idle: CachePadded(AtomicU64::new(0)),
+            budget: CachePadded(AtomicU32::new(0)),
             pending_wakes: AtomicU32::new(0),
             per_worker: core::array::from_fn(|_| {
-                Line(PerWorker { parking: FutexWord::new(AWAKE), completed: AtomicUsize::new(0) })
+                CachePadded(PerWorker {
+                    parking: FutexWord::new(AWAKE),
+                    completed: AtomicUsize::new(0),
+                })
             }),
             taken: AtomicU64::new(0),
-            submitted: Line(AtomicUsize::new(0)),
+            submitted: CachePadded(AtomicUsize::new(0)),
             stopping: AtomicBool::new(false),
             workers,
             fanout,

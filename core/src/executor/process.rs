@@ -8,8 +8,8 @@
 //!
 //! # Cache lines
 //!
-//! Two 64-byte lines on hosts (no padding on bare metal, where RAM is the scarce resource and
-//! there is one core), grouped by when they are written:
+//! Two [`CachePadded`] lines on hosts (no padding on bare metal, where RAM is the scarce
+//! resource and there is one core), grouped by when they are written:
 //! - the *core* line: what is fixed once submitted (the drain reference, class, priority,
 //!   dependents) and the *activation* fields (suspend count, state, failure, list link, slot),
 //!   written by the threads that release, queue, wake and cancel the process — all before it
@@ -26,6 +26,7 @@ use core::ptr::{self, NonNull};
 use crate::semaphore::Failure;
 use crate::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::sync::UnsafeCell;
+use crate::CachePadded;
 use state::State;
 
 /// Where a process is queued when it becomes runnable.
@@ -243,10 +244,6 @@ impl core::error::Error for ProcessError {}
 /// The state word's stages, the transitions between them and their orderings.
 pub(crate) mod state;
 
-/// One group of fields on its own cache line on hosts.
-#[cfg_attr(not(target_os = "none"), repr(align(64)))]
-struct Line<T>(T);
-
 /// The core line (see "Cache lines"): one flat struct, so the two groups pack into 64 bytes.
 struct Core<'p> {
     // Fixed once submitted.
@@ -301,8 +298,8 @@ struct Core<'p> {
 /// dependents inherit the failure and complete the same way — the cascade is iterative (each
 /// dependent is activated, not called), so its depth costs no stack.
 pub struct Process<'p> {
-    core: Line<Core<'p>>,
-    wake_budget: Line<AtomicU32>,
+    core: CachePadded<Core<'p>>,
+    wake_budget: CachePadded<AtomicU32>,
 }
 
 // SAFETY: every field is an atomic or the `dependents` cell, whose only write happens in the
@@ -335,7 +332,7 @@ impl<'p> Process<'p> {
     #[cfg(not(loom))]
     pub const fn with_priority(drain: &'p dyn Drain, class: Class, priority: u8) -> Process<'p> {
         Process {
-            core: Line(Core {
+            core: CachePadded(Core {
                 drain,
                 dependents: UnsafeCell::new(&[]),
                 class,
@@ -346,7 +343,7 @@ impl<'p> Process<'p> {
                 next: AtomicPtr::new(ptr::null_mut()),
                 slot: AtomicU32::new(u32::MAX),
             }),
-            wake_budget: Line(AtomicU32::new(1)),
+            wake_budget: CachePadded(AtomicU32::new(1)),
         }
     }
 
@@ -354,7 +351,7 @@ impl<'p> Process<'p> {
     #[cfg(loom)]
     pub fn with_priority(drain: &'p dyn Drain, class: Class, priority: u8) -> Process<'p> {
         Process {
-            core: Line(Core {
+            core: CachePadded(Core {
                 drain,
                 dependents: UnsafeCell::new(&[]),
                 class,
@@ -365,7 +362,7 @@ impl<'p> Process<'p> {
                 next: AtomicPtr::new(ptr::null_mut()),
                 slot: AtomicU32::new(u32::MAX),
             }),
-            wake_budget: Line(AtomicU32::new(1)),
+            wake_budget: CachePadded(AtomicU32::new(1)),
         }
     }
 

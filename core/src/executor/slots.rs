@@ -56,8 +56,8 @@
 use core::ptr;
 
 use super::process::Process;
-use super::Line;
 use crate::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::CachePadded;
 
 const COUNT: u32 = (1 << 24) - 1;
 const OCCUPIED: u32 = 1 << 24;
@@ -100,9 +100,9 @@ pub(crate) fn marked(hint: u64, index: usize) -> bool {
 }
 
 pub(crate) struct SlotArray<'p, const SLOTS: usize> {
-    summary: Line<Summary>,
+    summary: CachePadded<Summary>,
     /// On lines of their own: drainers' entries and leaves write them.
-    words: Line<[AtomicU32; SLOTS]>,
+    words: CachePadded<[AtomicU32; SLOTS]>,
     processes: [AtomicPtr<Process<'p>>; SLOTS],
     /// Bumped on every claim: lets workers reset per-slot private state for a new occupant.
     claims: [AtomicU32; SLOTS],
@@ -112,8 +112,11 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
     #[cfg(not(loom))]
     pub(crate) const fn new() -> SlotArray<'p, SLOTS> {
         SlotArray {
-            summary: Line(Summary { runnable: AtomicU64::new(0), generation: AtomicU32::new(0) }),
-            words: Line([const { AtomicU32::new(0) }; SLOTS]),
+            summary: CachePadded(Summary {
+                runnable: AtomicU64::new(0),
+                generation: AtomicU32::new(0),
+            }),
+            words: CachePadded([const { AtomicU32::new(0) }; SLOTS]),
             processes: [const { AtomicPtr::new(ptr::null_mut()) }; SLOTS],
             claims: [const { AtomicU32::new(0) }; SLOTS],
         }
@@ -122,8 +125,11 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
     #[cfg(loom)]
     pub(crate) fn new() -> SlotArray<'p, SLOTS> {
         SlotArray {
-            summary: Line(Summary { runnable: AtomicU64::new(0), generation: AtomicU32::new(0) }),
-            words: Line(core::array::from_fn(|_| AtomicU32::new(0))),
+            summary: CachePadded(Summary {
+                runnable: AtomicU64::new(0),
+                generation: AtomicU32::new(0),
+            }),
+            words: CachePadded(core::array::from_fn(|_| AtomicU32::new(0))),
             processes: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             claims: core::array::from_fn(|_| AtomicU32::new(0)),
         }

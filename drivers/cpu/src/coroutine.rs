@@ -52,12 +52,13 @@ use std::mem::{self, ManuallyDrop};
 use std::pin::Pin;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 
 use causeway_core::executor::{Class, Drain, DrainContext, Drained, Process, ProcessError};
 use causeway_core::semaphore::Failure;
+use causeway_core::unpoisoned::Mutex;
 
 use crate::contain::{contain, Panicked};
 use crate::wait::block_on;
@@ -66,19 +67,14 @@ use crate::HostExecutor;
 /// The gate's closed bit; the rest of the word counts executor uses in flight.
 const CLOSED: usize = 1 << (usize::BITS - 1);
 
-/// Locks `mutex`, ignoring poisoning: every critical section in this module leaves its data
-/// consistent before anything that could panic (a user waker's clone or wake) runs.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// What a spawner shares with its coroutines and their wakers.
 struct Shared {
     /// The spawner's executor; dereferenced only inside the gate (see `with_executor`).
     executor: *const HostExecutor<'static>,
     /// `CLOSED` | executor uses in flight.
     gate: AtomicUsize,
-    /// The executor's reference to every coroutine not yet seen completed (rule 1).
+    /// The executor's reference to every coroutine not yet seen completed (rule 1). Changed
+    /// only by `Vec` methods that leave it whole if a dropped coroutine's destructor panics.
     live: Mutex<Vec<Arc<dyn Live>>>,
     /// Coroutines finished since the last sweep of `live`: when sweeping pays off.
     finished: AtomicUsize,
@@ -142,6 +138,8 @@ struct Task<F, T> {
     future: UnsafeCell<ManuallyDrop<F>>,
     live: AtomicBool,
     panicked: AtomicBool,
+    /// A handle's waker is cloned before anything here changes and woken after the guard is
+    /// dropped, so a panicking waker leaves the outcome whole.
     join: Mutex<Join<T>>,
 }
 
@@ -205,7 +203,7 @@ where
     /// Hands `result` to the handle (unless it was already given one) and wakes it.
     fn deliver(&self, result: Result<T, JoinError>) {
         let waker = {
-            let mut join = lock(&self.join);
+            let mut join = self.join.lock();
             if join.result.is_some() || join.taken {
                 return;
             }
@@ -348,7 +346,7 @@ where
     T: Send + 'static,
 {
     fn poll_join(&self, waker: &Waker) -> Poll<Result<T, JoinError>> {
-        let mut join = lock(&self.task.join);
+        let mut join = self.task.join.lock();
         if let Some(result) = join.result.take() {
             join.taken = true;
             return Poll::Ready(result);
@@ -368,7 +366,7 @@ where
     }
 
     fn is_finished(&self) -> bool {
-        let join = lock(&self.task.join);
+        let join = self.task.join.lock();
         join.result.is_some() || join.taken || self.process.is_completed()
     }
 }
@@ -481,7 +479,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// ```
 /// use causeway_core::scope::{Endpoint, Scope};
 /// use causeway_core::{Axis, Domain, Frontier, Point, Semaphore};
-/// use causeway_driver_cpu::{CpuPool, PoolConfig, SemaphoreExt, Spawner};
+/// use causeway_driver_cpu::{CpuPool, PoolConfig, SemaphoreExt, Spawner, FRONTIER_CAPACITY};
 ///
 /// static READY: Semaphore = Semaphore::new(0, Scope::ProcessLocal, Endpoint {
 ///     machine: 0, process: 0, device_group: 0, device: 0, queue: 0,
@@ -496,7 +494,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 ///     })
 ///     .map_err(|refused| refused.error())?;
 /// let host = Point::new(Axis::new(0, Domain::Host, 1), 1);
-/// READY.signal(21, host, &Frontier::<8>::new())?;
+/// READY.signal(21, host, &Frontier::<FRONTIER_CAPACITY>::new())?;
 /// assert_eq!(doubled.join(), Ok(42));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -546,13 +544,13 @@ impl<'e> Spawner<'e> {
     /// Coroutines spawned whose completion has not been observed yet (they hold the
     /// executor's reference to their storage).
     pub fn unreclaimed(&self) -> usize {
-        lock(&self.shared.live).len()
+        self.shared.live.lock().len()
     }
 
     /// Records the executor's reference to a new coroutine, first dropping the references of
     /// completed ones when at least half of those held may have finished (amortised O(1)).
     fn register(&self, cell: Arc<dyn Live>) {
-        let mut live = lock(&self.shared.live);
+        let mut live = self.shared.live.lock();
         let finished = self.shared.finished.load(Ordering::Relaxed);
         if finished > 0 && finished.saturating_mul(2) >= live.len() {
             self.shared.finished.store(0, Ordering::Relaxed);
@@ -564,7 +562,7 @@ impl<'e> Spawner<'e> {
 
 impl Drop for Spawner<'_> {
     fn drop(&mut self) {
-        let mut waiting = mem::take(&mut *lock(&self.shared.live));
+        let mut waiting = mem::take(&mut *self.shared.live.lock());
         for cell in &waiting {
             self.executor.cancel(cell.process());
         }

@@ -62,7 +62,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use causeway_core::axis::Axis;
@@ -72,9 +72,11 @@ use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{Capabilities, QueueClock, Resolution, ResolutionCounts, WaitError};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Failure, HistorySlots, Semaphore, SignalError};
+use causeway_core::unpoisoned::Mutex;
 
 use crate::coroutine::{JoinError, JoinHandle, Spawner};
 use crate::wait::{block_on, wait, FenceWait};
+use crate::FRONTIER_CAPACITY;
 
 /// The context's internal timeline: its value is the epoch of the last retired invocation.
 type Retired = Semaphore;
@@ -143,18 +145,14 @@ impl From<JoinError> for InvokeError {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The clock is updated only through `Submission`, which leaves it consistent at every
-    // step; a panic elsewhere does not invalidate it.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// One invocation context: a causal axis, its clock, and the coroutines that run its
 /// invocations in issue order. See the [module docs](self).
 pub struct Invoker<'s, 'e> {
     spawner: &'s Spawner<'e>,
     endpoint: Endpoint,
-    clock: Mutex<QueueClock>,
+    /// Updated only through `Submission`, which leaves it consistent at every step, so a panic
+    /// while it is held does not invalidate it.
+    clock: Mutex<QueueClock<FRONTIER_CAPACITY>>,
     retired: Arc<Retired>,
 }
 
@@ -175,17 +173,17 @@ impl<'s, 'e> Invoker<'s, 'e> {
 
     /// The context's axis.
     pub fn axis(&self) -> Axis {
-        lock(&self.clock).axis()
+        self.clock.lock().axis()
     }
 
     /// What the context knows: every invocation issued on it and what their waits imported.
-    pub fn frontier(&self) -> Frontier {
-        *lock(&self.clock).frontier()
+    pub fn frontier(&self) -> Frontier<FRONTIER_CAPACITY> {
+        *self.clock.lock().frontier()
     }
 
     /// How the context's waits were resolved so far.
     pub fn counts(&self) -> ResolutionCounts {
-        lock(&self.clock).counts()
+        self.clock.lock().counts()
     }
 
     /// The epoch of the last invocation that finished (signalled or failed its fence).
@@ -213,7 +211,7 @@ impl<'s, 'e> Invoker<'s, 'e> {
         F: FnOnce() -> Result<T, Failure> + Send + 'static,
         T: Send + 'static,
     {
-        let mut clock = lock(&self.clock);
+        let mut clock = self.clock.lock();
         let mut submission = clock.begin();
         let mut waits: Points<K, H, N, S> = [None; K];
         let mut checks: Points<K, H, N, S> = [None; K];
@@ -299,7 +297,7 @@ impl<'s, 'e> Invoker<'s, 'e> {
 
 impl fmt::Debug for Invoker<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let clock = lock(&self.clock);
+        let clock = self.clock.lock();
         f.debug_struct("Invoker")
             .field("axis", &clock.axis())
             .field("issued", &clock.epoch())
@@ -313,7 +311,7 @@ impl fmt::Debug for Invoker<'_, '_> {
 pub struct Invocation<T> {
     handle: JoinHandle<T>,
     point: Point,
-    frontier: Frontier,
+    frontier: Frontier<FRONTIER_CAPACITY>,
 }
 
 impl<T> Invocation<T> {
@@ -323,7 +321,7 @@ impl<T> Invocation<T> {
     }
 
     /// What the invocation knows, itself included: the frontier its signals carry.
-    pub fn frontier(&self) -> &Frontier {
+    pub fn frontier(&self) -> &Frontier<FRONTIER_CAPACITY> {
         &self.frontier
     }
 
@@ -409,7 +407,7 @@ struct Retire<const K: usize, const H: usize, const N: usize, S: HistorySlots<N>
     signals: Points<K, H, N, S>,
     retired: Arc<Retired>,
     point: Point,
-    frontier: Frontier,
+    frontier: Frontier<FRONTIER_CAPACITY>,
     /// The previous invocation has retired: retiring this one keeps the order.
     turn: bool,
     /// `f` is running: a drop now is its panic unwinding.

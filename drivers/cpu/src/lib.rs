@@ -23,13 +23,14 @@
 //! direct operations.
 
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use causeway_core::executor::{
     Executor, ExecutorError, Process, ProcessError, RoundRobin, SpinPolicy,
 };
+use causeway_core::unpoisoned::{Condvar, Mutex};
 
 pub mod block;
 pub mod blocking;
@@ -56,6 +57,13 @@ use host::pin_current_thread;
 
 /// The executor a pool drives: 64 compute slots, up to 64 workers, parking on [`HostFutex`].
 pub type HostExecutor<'p> = Executor<'p, HostFutex, 64, 64>;
+
+/// Axes every frontier of the hosted layers holds: a device's operations, queue clocks and
+/// semaphore histories, invocation contexts, the scenario runner's host steps and whatever their
+/// callers signal with. One number for all of them, because their frontiers meet: what an
+/// operation signals becomes what a waiter on another queue, an invocation or a host step
+/// knows. Core takes the capacity as a parameter everywhere and fixes nothing.
+pub const FRONTIER_CAPACITY: usize = 8;
 
 /// How to build a pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -274,6 +282,7 @@ impl fmt::Debug for CpuPool {
 /// middle of the caller's first work; the pool waits for every worker instead.
 #[derive(Default)]
 struct Started {
+    /// A plain count, consistent whatever panicked while holding it.
     count: Mutex<usize>,
     all: Condvar,
 }
@@ -281,25 +290,21 @@ struct Started {
 impl Started {
     /// Called first thing on each worker thread.
     fn arrive(&self) {
-        *lock(&self.count) += 1;
+        *self.count.lock() += 1;
         self.all.notify_all();
     }
 
     fn wait_for(&self, workers: usize) {
-        let mut count = lock(&self.count);
+        let mut count = self.count.lock();
         while *count < workers {
-            count = self.all.wait(count).unwrap_or_else(PoisonError::into_inner);
+            count = self.all.wait(count);
         }
     }
 }
 
-/// The count is a plain integer, consistent whatever panicked while holding it.
-fn lock(count: &Mutex<usize>) -> MutexGuard<'_, usize> {
-    count.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Which worker threads have ended, so a bounded shutdown can tell the stuck ones.
 struct Exits {
+    /// Plain flags, consistent whatever panicked while holding them.
     exited: Mutex<Vec<bool>>,
     changed: Condvar,
 }
@@ -311,18 +316,16 @@ impl Exits {
 
     /// Waits until every worker has exited or `deadline` passes; returns who exited.
     fn wait_until(&self, deadline: Option<Instant>) -> Vec<bool> {
-        // The flags are plain booleans, consistent whatever panicked while holding the lock.
-        let mut exited = self.exited.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut exited = self.exited.lock();
         while !exited.iter().all(|&done| done) {
             exited = match deadline {
-                None => self.changed.wait(exited).unwrap_or_else(PoisonError::into_inner),
+                None => self.changed.wait(exited),
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
                         break;
                     }
-                    let waited = self.changed.wait_timeout(exited, deadline - now);
-                    waited.unwrap_or_else(PoisonError::into_inner).0
+                    self.changed.wait_timeout(exited, deadline - now).0
                 }
             };
         }
@@ -338,7 +341,7 @@ struct ExitOnDrop<'e> {
 
 impl Drop for ExitOnDrop<'_> {
     fn drop(&mut self) {
-        let mut exited = self.exits.exited.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut exited = self.exits.exited.lock();
         exited[self.index] = true;
         self.exits.changed.notify_all();
     }

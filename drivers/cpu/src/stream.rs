@@ -93,10 +93,11 @@ use causeway_core::executor::{
     Drain, DrainContext, Drained, Executor, Futex, Process, ProcessError,
 };
 use causeway_core::semaphore::Failure;
+use causeway_core::CachePadded;
 
 use crate::contain::contain;
 use crate::sync::{spin_hint, AtomicU32, AtomicUsize, Ordering};
-use ring::{Padded, Ring};
+use ring::Ring;
 
 /// How many operations one drain call runs at most before returning to the worker loop, so
 /// other processes get scanned between batches.
@@ -216,7 +217,7 @@ impl<T> std::error::Error for PushError<T> {}
 pub struct Stream<T, const C: usize> {
     ring: Ring<T, C>,
     /// `count * ONE | CLOSED`; see the protocol.
-    state: Padded<AtomicUsize>,
+    state: CachePadded<AtomicUsize>,
     /// The executor's worker count, recorded at start: the largest useful budget.
     workers: AtomicU32,
     /// The budget last handed to the executor, so unchanged budgets cost no RMW there.
@@ -229,7 +230,7 @@ impl<T: Operation, const C: usize> Stream<T, C> {
     pub const fn new() -> Stream<T, C> {
         Stream {
             ring: Ring::new(),
-            state: Padded(AtomicUsize::new(0)),
+            state: CachePadded(AtomicUsize::new(0)),
             workers: AtomicU32::new(1),
             budget: AtomicU32::new(1),
         }
@@ -240,7 +241,7 @@ impl<T: Operation, const C: usize> Stream<T, C> {
     pub fn new() -> Stream<T, C> {
         Stream {
             ring: Ring::new(),
-            state: Padded(AtomicUsize::new(0)),
+            state: CachePadded(AtomicUsize::new(0)),
             workers: AtomicU32::new(1),
             budget: AtomicU32::new(1),
         }

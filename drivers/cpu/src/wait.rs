@@ -30,7 +30,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 
@@ -38,6 +38,7 @@ use causeway_core::fence::Fence;
 use causeway_core::semaphore::{
     Arm, Failure, HistoryEntry, HistorySlots, Notify, Outcome, Semaphore, Timepoint,
 };
+use causeway_core::unpoisoned::{Mutex, MutexGuard};
 
 /// What a wait's timepoints report to, and what its polls read.
 struct Waiter {
@@ -86,9 +87,10 @@ impl Waiter {
     }
 
     fn lock(&self) -> MutexGuard<'_, WaiterState> {
-        // Every update under this lock leaves the state consistent, so a panic elsewhere (a
-        // waker's clone, say) does not invalidate it.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        // Every update under this lock leaves the state consistent (a waker is cloned before
+        // it is stored, and woken after the guard is dropped), so a panicking waker does not
+        // invalidate it; and `Drop` disarms through here while such a panic unwinds.
+        self.state.lock()
     }
 
     /// Stores `waker` for the callbacks unless the wait is already decided.
@@ -409,6 +411,7 @@ mod tests {
     use causeway_core::scope::{Endpoint, Scope};
 
     use super::*;
+    use crate::FRONTIER_CAPACITY;
 
     const HERE: Endpoint =
         Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
@@ -419,7 +422,7 @@ mod tests {
 
     fn signal(semaphore: &Semaphore, value: u64) {
         let origin = Point::new(Axis::new(0, Domain::Host, 1), value);
-        semaphore.signal(value, origin, &Frontier::<8>::new()).unwrap();
+        semaphore.signal(value, origin, &Frontier::<FRONTIER_CAPACITY>::new()).unwrap();
     }
 
     /// Polls once with a waker that counts its wakes.

@@ -16,7 +16,9 @@ use causeway_core::executor::ProcessError;
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Failure, Semaphore};
-use causeway_driver_cpu::{block_on, CpuPool, JoinError, PoolConfig, SemaphoreExt, Spawner};
+use causeway_driver_cpu::{
+    block_on, CpuPool, JoinError, PoolConfig, SemaphoreExt, Spawner, FRONTIER_CAPACITY,
+};
 
 const HERE: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 
@@ -31,7 +33,9 @@ fn timeline() -> &'static Semaphore {
 
 fn signal(semaphore: &Semaphore, value: u64) {
     let origin = Point::new(Axis::new(0, Domain::Host, 1), value);
-    semaphore.signal(value, origin, &Frontier::<8>::new()).expect("an advancing signal");
+    semaphore
+        .signal(value, origin, &Frontier::<FRONTIER_CAPACITY>::new())
+        .expect("an advancing signal");
 }
 
 fn wait_until(what: &str, condition: impl Fn() -> bool) {
@@ -259,7 +263,7 @@ fn ten_thousand_coroutines_chained_through_one_semaphore() {
                     ran.fetch_add(1, Ordering::Relaxed);
                     let origin = Point::new(Axis::new(0, Domain::Host, 2), link + 2);
                     timeline
-                        .signal(link + 2, origin, &Frontier::<8>::new())
+                        .signal(link + 2, origin, &Frontier::<FRONTIER_CAPACITY>::new())
                         .map_err(|_| Failure::OutOfOrderSignal)?;
                     Ok(seen)
                 })

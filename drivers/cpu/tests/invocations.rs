@@ -11,7 +11,9 @@ use causeway_core::fence::Fence;
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Failure, Lookup, Semaphore, SignalError};
-use causeway_driver_cpu::{block_on, CpuPool, FenceExt, InvokeError, Invoker, PoolConfig, Spawner};
+use causeway_driver_cpu::{
+    block_on, CpuPool, FenceExt, InvokeError, Invoker, PoolConfig, Spawner, FRONTIER_CAPACITY,
+};
 
 const HERE: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 
@@ -34,7 +36,9 @@ fn context<'s, 'e>(spawner: &'s Spawner<'e>, ordinal: u64) -> Invoker<'s, 'e> {
 
 fn user_signal(semaphore: &Semaphore, value: u64) {
     let user = Point::new(Axis::new(0, Domain::Host, 999), value);
-    semaphore.signal(value, user, &Frontier::<8>::new()).expect("an advancing signal");
+    semaphore
+        .signal(value, user, &Frontier::<FRONTIER_CAPACITY>::new())
+        .expect("an advancing signal");
 }
 
 type Log = Arc<Mutex<Vec<&'static str>>>;

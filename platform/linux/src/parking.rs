@@ -4,9 +4,10 @@
 use core::fmt;
 use core::sync::atomic::Ordering;
 use core::time::Duration;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use causeway_core::executor::{Futex, FutexWord};
+use causeway_core::unpoisoned::{Condvar, Mutex};
+use causeway_core::CachePadded;
 
 const BUCKET_INDEX_BITS: u32 = 6;
 const BUCKET_COUNT: usize = 1 << BUCKET_INDEX_BITS;
@@ -16,14 +17,11 @@ const BUCKET_COUNT: usize = 1 << BUCKET_INDEX_BITS;
 const FIBONACCI_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// A wait queue shared by every word whose address hashes to it.
-///
-/// Aligned to 128 bytes so that neighbouring buckets never share a cache line or an
-/// adjacent-line prefetch pair: threads parking on unrelated words should not contend.
-#[repr(align(128))]
 struct Bucket {
     /// How many wakes this bucket has seen. A waiter sleeps until the count moves, which absorbs
     /// the condition variable's own spurious wake-ups while any real wake still ends the wait.
-    /// At 64 bits it cannot wrap within the life of a process.
+    /// At 64 bits it cannot wrap within the life of a process. Any value of it is consistent,
+    /// so a panic elsewhere while it is held leaves nothing to repair.
     wakes: Mutex<u64>,
     sleepers: Condvar,
 }
@@ -31,12 +29,6 @@ struct Bucket {
 impl Bucket {
     const fn new() -> Bucket {
         Bucket { wakes: Mutex::new(0), sleepers: Condvar::new() }
-    }
-
-    fn lock_wakes(&self) -> MutexGuard<'_, u64> {
-        // A poisoned lock still guards a valid count (any value of it is consistent), so a panic
-        // elsewhere must not stop the executor from parking and waking.
-        self.wakes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -50,13 +42,15 @@ impl Bucket {
 ///
 /// [`HostFutex`]: crate::HostFutex
 pub struct ParkingFutex {
-    buckets: [Bucket; BUCKET_COUNT],
+    /// Each bucket on a cache line of its own: threads parking on unrelated words should not
+    /// contend.
+    buckets: [CachePadded<Bucket>; BUCKET_COUNT],
 }
 
 impl ParkingFutex {
     /// Returns a futex with every bucket empty; usable in a `static`.
     pub const fn new() -> ParkingFutex {
-        ParkingFutex { buckets: [const { Bucket::new() }; BUCKET_COUNT] }
+        ParkingFutex { buckets: [const { CachePadded::new(Bucket::new()) }; BUCKET_COUNT] }
     }
 
     fn bucket_for(&self, word: &FutexWord) -> &Bucket {
@@ -73,7 +67,7 @@ impl ParkingFutex {
             // Counting under the lock is what reaches a waiter that has compared the word but
             // not yet gone to sleep: it holds this lock from its comparison until the condition
             // variable releases it, so it either sees the new count or is already asleep.
-            let mut wakes = bucket.lock_wakes();
+            let mut wakes = bucket.wakes.lock();
             *wakes = wakes.wrapping_add(1);
         }
         // Notified after unlocking, so the woken threads do not immediately block on the lock.
@@ -96,7 +90,7 @@ impl fmt::Debug for ParkingFutex {
 impl Futex for ParkingFutex {
     fn wait(&self, word: &FutexWord, expected: u32, timeout: Option<Duration>) {
         let bucket = self.bucket_for(word);
-        let wakes = bucket.lock_wakes();
+        let wakes = bucket.wakes.lock();
         // Relaxed is enough to rule out a lost wake: a waker stores to the word before taking
         // this lock in `wake_bucket`, so if it took the lock first its store happens-before this
         // load, and otherwise its wake comes after this thread is asleep. Ordering the caller's
@@ -106,7 +100,7 @@ impl Futex for ParkingFutex {
         }
         let wakes_before_sleep = *wakes;
         let not_yet_woken = |wakes: &mut u64| *wakes == wakes_before_sleep;
-        // Poisoned or not, the returned guard is only dropped: the caller re-checks either way.
+        // The returned guard is only dropped: the caller re-checks its condition either way.
         match timeout {
             None => drop(bucket.sleepers.wait_while(wakes, not_yet_woken)),
             Some(timeout) => {

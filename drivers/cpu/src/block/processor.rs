@@ -4,7 +4,7 @@
 use std::fmt;
 
 use causeway_core::executor::{Drain, DrainContext, Drained};
-use causeway_core::Failure;
+use causeway_core::{CachePadded, Failure};
 
 use super::schedule::{Completion, Next, TileSchedule};
 use super::{BlockError, CommandBuffer, OnFinish};
@@ -35,8 +35,7 @@ const DRAIN_TILE_BUDGET: u32 = 64;
 #[cfg(loom)]
 const DRAIN_TILE_BUDGET: u32 = 1;
 
-/// Fields written once per region or execution, away from the read-only ones.
-#[repr(align(128))]
+/// Fields written once per region or execution, kept on a line away from the read-only ones.
 struct Owner {
     /// The wake budget this processor last gave the process (rearm leaves one). Written only by
     /// region openers and completers, which the protocol orders one after the other.
@@ -59,7 +58,7 @@ pub struct BlockProcessor<'k> {
     hook: Option<&'k dyn OnFinish>,
     workers: u32,
     schedule: TileSchedule,
-    owner: Owner,
+    owner: CachePadded<Owner>,
 }
 
 impl<'k> BlockProcessor<'k> {
@@ -75,7 +74,10 @@ impl<'k> BlockProcessor<'k> {
             hook: None,
             workers,
             schedule: TileSchedule::new(workers),
-            owner: Owner { budget: AtomicU32::new(1), finished: AtomicBool::new(false) },
+            owner: CachePadded::new(Owner {
+                budget: AtomicU32::new(1),
+                finished: AtomicBool::new(false),
+            }),
         })
     }
 

@@ -5,6 +5,8 @@
 use std::fmt;
 use std::ops::Range;
 
+use causeway_core::CachePadded;
+
 use super::buffer::{CommandBuffer, Region};
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -17,22 +19,18 @@ fn unpack(word: u64) -> (u32, u32) {
     ((word >> 32) as u32, word as u32)
 }
 
-/// One value on its own pair of cache lines (adjacent-line prefetch pairs them on x86): the
-/// claim word is hammered by claimers, the completion count once per batch, and neither should
-/// slow down the other or the read-mostly fields.
-#[repr(align(128))]
-struct Line<T>(T);
-
 /// The lock-free claim/election state behind a [`BlockProcessor`](super::BlockProcessor):
 /// epoch-tagged tile claiming, a completion count and completer election. It holds no kernel
 /// and calls none; whoever drives it runs the claimed tiles between [`claim`](Self::claim) and
 /// [`complete`](Self::complete). Usable on its own to execute a [`CommandBuffer`] from threads
 /// of one's own (the loom model does).
 pub struct TileSchedule {
-    /// `(epoch, next)`; see the module docs.
-    claim: Line<AtomicU64>,
+    /// `(epoch, next)`; see the module docs. Hammered by claimers, so on a line of its own, as
+    /// is `done` (bumped once per batch): neither should slow down the other or the
+    /// read-mostly fields.
+    claim: CachePadded<AtomicU64>,
     /// Tiles completed in the current execution, over all of its regions.
-    done: Line<AtomicU64>,
+    done: CachePadded<AtomicU64>,
     /// The epoch of region 0 of the current execution; written only by [`reset`](Self::reset).
     base: AtomicU32,
     /// Threads expected to claim (the guided batch divides what is left among them).
@@ -101,8 +99,8 @@ impl TileSchedule {
     /// sizes the guided batches).
     pub fn new(claimers: u32) -> TileSchedule {
         TileSchedule {
-            claim: Line(AtomicU64::new(pack(0, 0))),
-            done: Line(AtomicU64::new(0)),
+            claim: CachePadded(AtomicU64::new(pack(0, 0))),
+            done: CachePadded(AtomicU64::new(0)),
             base: AtomicU32::new(0),
             claimers: claimers.max(1),
         }

@@ -17,10 +17,11 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use causeway_core::executor::{Class, Process};
 use causeway_core::semaphore::Failure;
+use causeway_core::unpoisoned::{Mutex, MutexGuard};
 
 use super::op::OpStatus;
 use super::waiters::Waiters;
@@ -99,8 +100,10 @@ impl Execution {
         self.process.get_or_init(|| Process::new(processor, Class::Compute));
     }
 
-    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, Waiters> {
-        self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock_waiting(&self) -> MutexGuard<'_, Waiters> {
+        // Flags set or cleared one at a time, and a wake only queues a process: nothing under
+        // this lock can leave it half-updated.
+        self.waiting.lock()
     }
 
     /// Starts an execution for `queue`, unless another queue holds the buffer.

@@ -277,18 +277,19 @@ mod tests {
     use causeway_core::axis::{Axis, Domain};
 
     use super::*;
+    use crate::FRONTIER_CAPACITY;
 
     fn point(queue: u64, epoch: u64) -> Point {
         Point::new(Axis::new(0, Domain::Queue, queue), epoch)
     }
 
-    fn knows(points: &[Point]) -> Frontier<8> {
+    fn knows(points: &[Point]) -> Frontier<FRONTIER_CAPACITY> {
         Frontier::from_points(points.iter().copied())
     }
 
     #[test]
     fn over_quota_commits_wait_for_a_decommit_instead_of_failing() {
-        let mut pool = MemoryPool::<8>::new(512, 4, 8);
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(512, 4, 8);
         let a = pool.reserve(0, 400).unwrap().unwrap();
         let b = pool.reserve(1, 400).unwrap().unwrap();
         assert_eq!(pool.commit(a), Commit::Committed);
@@ -302,14 +303,14 @@ mod tests {
 
     #[test]
     fn a_request_larger_than_the_pool_is_refused_at_submission() {
-        let mut pool = MemoryPool::<8>::new(100, 1, 2);
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 1, 2);
         assert_eq!(pool.reserve(0, 101), Err(MemoryError::TooLarge { bytes: 101, quota: 100 }));
         assert_eq!(pool.reserve(3, 1), Err(MemoryError::UnknownBuffer(3)));
     }
 
     #[test]
     fn buffer_names_follow_reserve_and_release() {
-        let mut pool = MemoryPool::<8>::new(100, 1, 2);
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 1, 2);
         let first = pool.reserve(0, 10).unwrap().unwrap();
         assert_eq!(pool.reserve(0, 10), Err(MemoryError::BufferLive(0)));
         assert_eq!(pool.release(0), Ok(first));
@@ -322,7 +323,7 @@ mod tests {
 
     /// Allocates `bytes` for `buffer`, assigning memory as `knowledge` allows.
     fn allocate(
-        pool: &mut MemoryPool<8>,
+        pool: &mut MemoryPool<FRONTIER_CAPACITY>,
         buffer: u32,
         knowledge: &[Point],
     ) -> (AllocationId, BlockId, bool) {
@@ -333,7 +334,7 @@ mod tests {
 
     #[test]
     fn reuse_needs_the_dealloc_in_the_requesters_past() {
-        let mut pool = MemoryPool::<8>::new(100, 2, 4);
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 2, 4);
         let (a, block, _) = allocate(&mut pool, 0, &[]);
         pool.release(0).unwrap();
         pool.retire(a, point(1, 3), &knows(&[point(1, 3), point(2, 5)]));
@@ -353,7 +354,7 @@ mod tests {
 
     #[test]
     fn completed_work_counts_as_knowledge() {
-        let mut pool = MemoryPool::<8>::new(100, 2, 4);
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 2, 4);
         let (a, block, _) = allocate(&mut pool, 0, &[]);
         pool.release(0).unwrap();
         pool.retire(a, point(1, 3), &knows(&[point(1, 3)]));
@@ -363,7 +364,7 @@ mod tests {
 
     #[test]
     fn records_run_out_before_anything_allocates() {
-        let mut pool = MemoryPool::<8>::new(100, 1, 2);
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 1, 2);
         let first = pool.reserve(0, 1).unwrap().unwrap();
         pool.release(0).unwrap();
         let _second = pool.reserve(0, 1).unwrap().unwrap();

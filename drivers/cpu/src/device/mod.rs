@@ -37,8 +37,7 @@ mod semaphores;
 mod waiters;
 
 use std::fmt;
-use std::sync::PoisonError;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway_core::axis::{Axis, AxisAllocator, AxisError, Domain};
@@ -50,6 +49,7 @@ use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{
     Arm, Failure, HistoryEntry, Semaphore, SignalError, SlotCountError,
 };
+use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use heapless::Vec as FixedVec;
 
 pub use execute::DeviceKernel;
@@ -58,7 +58,7 @@ pub use op::{spin_for, Observer, Op, OpEvent, OpStatus, Work};
 pub use semaphores::{SemaphoreError, SemaphoreId};
 
 use crate::block::BlockError;
-use crate::{CpuPool, HostExecutor, PoolConfig, PoolError};
+use crate::{CpuPool, HostExecutor, PoolConfig, PoolError, FRONTIER_CAPACITY};
 use execute::Execution;
 use memory::{AllocationId, MemoryPool};
 use op::OpBody;
@@ -70,17 +70,15 @@ use waiters::Waiters;
 pub const MAX_WAITS: usize = 8;
 /// Most signals one operation may carry.
 pub const MAX_SIGNALS: usize = 8;
-/// Frontier capacity of every frontier a device keeps (operations, queues, histories).
-pub const FRONTIER: usize = 8;
 /// History slots a semaphore gets unless configured otherwise ([`SemaphoreConfig::history`]):
 /// how many signals may be pending at once, plus recent reached ones for late waiters.
 pub const DEFAULT_SEMAPHORE_HISTORY: usize = 64;
 
 /// A device semaphore's history slots, sized when the device is built.
-pub type HistorySlots = Box<[HistoryEntry<FRONTIER>]>;
+pub type HistorySlots = Box<[HistoryEntry<FRONTIER_CAPACITY>]>;
 /// The semaphores a device owns (their history lives in run-time sized slots, so the inline
 /// count is 0).
-pub type DeviceSemaphore = Semaphore<0, FRONTIER, HistorySlots>;
+pub type DeviceSemaphore = Semaphore<0, FRONTIER_CAPACITY, HistorySlots>;
 
 /// Axes are never reused within a process, across devices included.
 static AXES: AxisAllocator = AxisAllocator::new(0);
@@ -343,7 +341,7 @@ pub struct Receipt {
     /// The operation's `(queue axis, epoch)`.
     pub point: Point,
     /// Everything the operation knows, itself included; its signals carry this.
-    pub frontier: Frontier<8>,
+    pub frontier: Frontier<FRONTIER_CAPACITY>,
     /// One outcome per wait, in order.
     pub waits: FixedVec<WaitOutcome, MAX_WAITS>,
 }
@@ -366,7 +364,7 @@ impl fmt::Display for Rejected<'_> {
 impl std::error::Error for Rejected<'_> {}
 
 struct MemoryState {
-    pool: MemoryPool<FRONTIER>,
+    pool: MemoryPool<FRONTIER_CAPACITY>,
     /// Queues whose head alloca waits for quota.
     waiting: Waiters,
     /// Submitters blocked until an allocation record is freed (see `records_freed`).
@@ -402,13 +400,13 @@ impl DeviceShared {
     }
 
     fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
-        // A poisoned lock means an observer or host call panicked mid-update of unrelated
-        // state; the pool's own updates are not interrupted by user code, so it stays whole.
-        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+        // No caller's code (observer, host function, kernel) runs under this lock, and the
+        // pool's own updates cannot stop half-way, so it stays whole.
+        self.memory.lock()
     }
 
     /// What the device knows has completed: every queue's last retired epoch.
-    fn completed_frontier(&self) -> Frontier<8> {
+    fn completed_frontier(&self) -> Frontier<FRONTIER_CAPACITY> {
         let mut completed = Frontier::new();
         for queue in self.queues.iter() {
             let epoch = queue.completed_epoch();
@@ -460,14 +458,13 @@ impl DeviceShared {
                 break true;
             }
             memory = match deadline {
-                None => self.records_freed.wait(memory).unwrap_or_else(PoisonError::into_inner),
+                None => self.records_freed.wait(memory),
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
                         break false;
                     }
-                    let waited = self.records_freed.wait_timeout(memory, deadline - now);
-                    waited.unwrap_or_else(PoisonError::into_inner).0
+                    self.records_freed.wait_timeout(memory, deadline - now).0
                 }
             };
         };
@@ -1044,7 +1041,12 @@ impl CpuDevice {
     /// Decides which memory a submitted alloca gets, or hands a submitted dealloca's block to
     /// the reuse table. The freeing operation's frontier is the death frontier: every use of
     /// the buffer is in its causal past by program structure.
-    fn place_memory(&self, work: Work, allocation: Option<AllocationId>, submitted: &Submitted<8>) {
+    fn place_memory(
+        &self,
+        work: Work,
+        allocation: Option<AllocationId>,
+        submitted: &Submitted<FRONTIER_CAPACITY>,
+    ) {
         let Some(allocation) = allocation else { return };
         let completed = self.shared.completed_frontier();
         let mut memory = self.shared.lock_memory();

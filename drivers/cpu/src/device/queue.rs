@@ -45,13 +45,14 @@
 use std::fmt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use causeway_core::axis::Axis;
 use causeway_core::executor::{Drain, DrainContext, Drained, Process};
 use causeway_core::queue::QueueClock;
 use causeway_core::semaphore::{Failure, Timepoint};
+use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
 use super::execute::Issue;
 use super::hand_off::{self, Collecting};
@@ -61,6 +62,7 @@ use super::op::{spin_for, OpBody, OpEvent, OpSlot, OpStatus, Work};
 use super::phase::{QueuePhase, Running, TakeOver};
 use super::DeviceShared;
 use crate::contain::{contain, Panicked};
+use crate::FRONTIER_CAPACITY;
 
 /// Operations one drain call runs before yielding the worker to other processes.
 const OPS_PER_DRAIN: usize = 32;
@@ -68,7 +70,7 @@ const OPS_PER_DRAIN: usize = 32;
 /// What the submit path keeps under the queue's lock.
 #[derive(Debug)]
 pub(crate) struct SubmitSide {
-    pub(crate) clock: QueueClock<8>,
+    pub(crate) clock: QueueClock<FRONTIER_CAPACITY>,
 }
 
 /// One queue: its clock, its ring of operations and its process.
@@ -109,7 +111,11 @@ enum Ran {
 }
 
 impl QueueShared {
-    pub(crate) fn new(index: usize, clock: QueueClock<8>, capacity: usize) -> QueueShared {
+    pub(crate) fn new(
+        index: usize,
+        clock: QueueClock<FRONTIER_CAPACITY>,
+        capacity: usize,
+    ) -> QueueShared {
         let point = causeway_core::frontier::Point::new(clock.axis(), 0);
         QueueShared {
             index,
@@ -150,9 +156,9 @@ impl QueueShared {
     }
 
     pub(crate) fn lock_submit(&self) -> MutexGuard<'_, SubmitSide> {
-        // The submit side is updated by core code that cannot panic half-way; a poisoned lock
-        // only means some unrelated code panicked while holding it.
-        self.submit.lock().unwrap_or_else(PoisonError::into_inner)
+        // Only this crate's and core's code runs under this lock (no observer, host function
+        // or kernel), so no caller's panic can interrupt a submission half-way.
+        self.submit.lock()
     }
 
     fn device(&self) -> &'static DeviceShared {
@@ -196,7 +202,7 @@ impl QueueShared {
     fn wait_for_retire(&self, done: impl Fn(u64, u64) -> bool, deadline: Option<Instant>) -> bool {
         // SeqCst: the Dekker pair with `retire` (module docs, "Waiting for a free slot").
         self.slot_waiters.fetch_add(1, Ordering::SeqCst);
-        let mut guard = self.slot_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self.slot_lock.lock();
         let reached = loop {
             // SeqCst: the other half of the pair; see above.
             let head = self.head.load(Ordering::SeqCst);
@@ -204,14 +210,13 @@ impl QueueShared {
                 break true;
             }
             guard = match deadline {
-                None => self.slot_freed.wait(guard).unwrap_or_else(PoisonError::into_inner),
+                None => self.slot_freed.wait(guard),
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
                         break false;
                     }
-                    let waited = self.slot_freed.wait_timeout(guard, deadline - now);
-                    waited.unwrap_or_else(PoisonError::into_inner).0
+                    self.slot_freed.wait_timeout(guard, deadline - now).0
                 }
             };
         };
@@ -412,7 +417,7 @@ impl QueueShared {
         if self.slot_waiters.load(Ordering::SeqCst) != 0 {
             // Under the mutex the waiter checks under, so the wake cannot slip between its
             // check and its sleep.
-            let _guard = self.slot_lock.lock().unwrap_or_else(PoisonError::into_inner);
+            let _guard = self.slot_lock.lock();
             self.slot_freed.notify_all();
         }
     }

@@ -22,9 +22,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::ops::Index;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use causeway_core::semaphore::{HistoryEntry, Semaphore, SlotCountError};
+use causeway_core::unpoisoned::{Mutex, MutexGuard};
 
 use super::queue::QueueShared;
 use super::{DeviceSemaphore, Resource, SemaphoreConfig};
@@ -185,7 +185,7 @@ impl SemaphoreTable {
 
     fn lock_pool(&self) -> MutexGuard<'_, PoolState> {
         // Every update of the pool state is complete before anything that could panic.
-        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+        self.pool.lock()
     }
 
     /// Takes a free or reclaimable pooled slot and starts it at `initial`.

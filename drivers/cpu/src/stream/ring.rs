@@ -41,12 +41,9 @@
 
 use std::mem::MaybeUninit;
 
-use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
+use causeway_core::CachePadded;
 
-/// Keeps the hot producer and consumer words on separate cache lines (128 bytes: adjacent-line
-/// prefetchers pair lines).
-#[repr(align(128))]
-pub(crate) struct Padded<T>(pub(crate) T);
+use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 
 struct Slot<T> {
     sequence: AtomicUsize,
@@ -67,8 +64,9 @@ impl<T> Slot<T> {
 
 /// See the [module docs](self).
 pub(crate) struct Ring<T, const C: usize> {
-    enqueue: Padded<AtomicUsize>,
-    dequeue: Padded<AtomicUsize>,
+    /// The producers' and the consumers' positions, the hot words, each on a line of its own.
+    enqueue: CachePadded<AtomicUsize>,
+    dequeue: CachePadded<AtomicUsize>,
     slots: [Slot<T>; C],
 }
 
@@ -96,7 +94,11 @@ impl<T, const C: usize> Ring<T, C> {
             slots[index] = Slot::new(index);
             index += 1;
         }
-        Ring { enqueue: Padded(AtomicUsize::new(0)), dequeue: Padded(AtomicUsize::new(0)), slots }
+        Ring {
+            enqueue: CachePadded(AtomicUsize::new(0)),
+            dequeue: CachePadded(AtomicUsize::new(0)),
+            slots,
+        }
     }
 
     /// An empty ring.
@@ -105,8 +107,8 @@ impl<T, const C: usize> Ring<T, C> {
         #[allow(clippy::let_unit_value)]
         let () = Self::CAPACITY_IS_VALID;
         Ring {
-            enqueue: Padded(AtomicUsize::new(0)),
-            dequeue: Padded(AtomicUsize::new(0)),
+            enqueue: CachePadded(AtomicUsize::new(0)),
+            dequeue: CachePadded(AtomicUsize::new(0)),
             slots: std::array::from_fn(Slot::new),
         }
     }
