@@ -62,7 +62,6 @@ impl Walkthrough {
     ) -> Result<Frontier, Box<dyn std::error::Error>> {
         let index = self.queues.iter().position(|(n, _)| *n == queue).expect("declared queue");
         let mut clock = self.queues[index].1.clone();
-        let at = clock.endpoint();
         let mut submission = clock.begin();
         let mut resolved = Vec::new();
         for (semaphore, value) in waits {
@@ -70,12 +69,10 @@ impl Walkthrough {
             let taint = if r.tainted { ", tainted" } else { "" };
             resolved.push(format!("{semaphore}>={value}: {}{taint}", r.resolution.name()));
         }
-        let done = submission.commit();
-        for (semaphore, value) in signals {
-            done.submit_signal(self.semaphore_named(semaphore), *value, &at)?;
-            if complete {
-                self.semaphore_named(semaphore).complete_signal(*value)?;
-            }
+        let targets = signals.iter().map(|(name, value)| (self.semaphore_named(name), *value));
+        let done = submission.commit_signalling(targets.clone())?;
+        if complete {
+            causeway::queue::retire(targets, Ok(()));
         }
         let signalled: Vec<String> = signals.iter().map(|(s, v)| format!("{s}={v}")).collect();
         println!(

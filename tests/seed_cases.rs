@@ -44,13 +44,9 @@ fn submit(
     waits: &[(&Semaphore, u64)],
     signals: &[(&Semaphore, u64)],
 ) -> (Vec<Resolution>, Frontier) {
-    let at = queue.endpoint();
     let mut op = queue.begin();
     let resolutions = waits.iter().map(|(s, v)| op.wait(*s, *v).unwrap().resolution).collect();
-    let done = op.commit();
-    for (s, v) in signals {
-        done.submit_signal(*s, *v, &at).unwrap();
-    }
+    let done = op.commit_signalling(signals.iter().copied()).unwrap();
     (resolutions, done.frontier)
 }
 
@@ -149,7 +145,6 @@ fn fork_join_carries_every_branch_in_one_signal() {
     for s in &branch_done {
         fence.insert(s, 1).unwrap();
     }
-    let at = join.endpoint();
     let mut op = join.begin();
     let mut waits = 0;
     op.wait_fence(&fence, |_, _, r| {
@@ -157,7 +152,7 @@ fn fork_join_carries_every_branch_in_one_signal() {
         waits += 1;
     })
     .unwrap();
-    op.commit().submit_signal(&joined, 1, &at).unwrap();
+    op.commit_signalling([(&joined, 1)]).unwrap();
     assert_eq!(waits, 3);
 
     let (r, f) = submit(&mut downstream, &[(&joined, 1)], &[]);
@@ -204,12 +199,10 @@ fn death_frontier_reuse_across_queues() {
     submit(&mut owner, &[], &[(&filled, 1)]);
     submit(&mut reader, &[(&filled, 1)], &[(&read_done, 1)]);
     // The dealloc waits for the reader; its causal past becomes the death frontier.
-    let at = owner.endpoint();
     let mut dealloc = owner.begin();
     dealloc.wait(&read_done, 1).unwrap();
     let death = *dealloc.frontier();
-    let done = dealloc.commit();
-    done.submit_signal(&freed, 1, &at).unwrap();
+    let done = dealloc.commit_signalling([(&freed, 1)]).unwrap();
     let record = DeathRecord::new(done.point, death);
 
     submit(&mut informed, &[(&freed, 1)], &[]);

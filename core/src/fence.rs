@@ -74,7 +74,9 @@ impl<'s, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>> Fen
     }
 
     /// The points, in insertion order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'s Semaphore<H, N, S>, u64)> + '_ {
+    pub fn iter(
+        &self,
+    ) -> impl ExactSizeIterator<Item = (&'s Semaphore<H, N, S>, u64)> + Clone + '_ {
         self.points.iter().copied()
     }
 

@@ -7,8 +7,36 @@
 //! 1. starts from the queue frontier ([`QueueClock::begin`]);
 //! 2. resolves each wait ([`Submission::wait`]) into exactly one [`Resolution`], importing the
 //!    frontier of the signal that first reached the waited value;
-//! 3. adds the queue's own `(axis, epoch + 1)` ([`Submission::commit`]); the result is the
-//!    operation's frontier, the queue's new frontier and what its signals attach.
+//! 3. adds the queue's own `(axis, epoch + 1)` and records its signals
+//!    ([`Submission::commit_signalling`], or [`Submission::commit`] for an operation that
+//!    signals nothing); the result is the operation's frontier, the queue's new frontier and
+//!    what its signals attach;
+//! 4. when the operation has run, [`retire`] completes its signals, or fails them with its
+//!    failure.
+//!
+//! Steps 3 and 4 are the only way device drivers, invocations, host steps and firmware turn an
+//! operation's outcome into signals, so the rules below hold for all of them.
+//!
+//! ## Signals are reserved before the queue commits
+//!
+//! An operation's signals are all accepted or none is, and nothing is committed when one is
+//! refused (out of scope, not advancing, history full): the queue's epoch and frontier stay as
+//! they were, and every history holds the signals it held, so the caller may wait for room and
+//! submit the same operation again. (A full history may have let its oldest reached entry age
+//! out to make room for a reservation, as recording would have: waits on values that old then
+//! import the oldest retained entry, counted as aged out, which is looser but still true.)
+//!
+//! To get there without recording a signal that might have to be taken back, every signal but
+//! the last is first *reserved* (its value takes its place and a history slot, but carries
+//! nothing yet, so no waiter can import it), then the last is recorded in full with the
+//! operation's final frontier — after which nothing can fail — the clock commits, and the
+//! reservations are filled. A refusal withdraws the reservations made so far. A
+//! recorded signal is never taken back: a waiter may already have imported the operation's
+//! position, and a later operation of this queue would reuse it.
+//!
+//! A signal on a timeline that has already failed is not a refusal: the operation is
+//! committed and *doomed*, like one with a failed wait, and fails when it retires (see
+//! [`Submitted::failure`]).
 //!
 //! A wait on `S ≥ v` is discharged exactly by knowing the one operation that first signalled
 //! `S` to ≥ `v` (its origin point), never by the possibly-evicted imported frontier. So the
@@ -214,7 +242,7 @@ impl<const N: usize> QueueClock<N> {
 
     /// Starts submitting an operation.
     pub fn begin(&mut self) -> Submission<'_, N> {
-        Submission { frontier: self.frontier, held: 0, failed: false, clock: self }
+        Submission { frontier: self.frontier, held: 0, failure: None, clock: self }
     }
 }
 
@@ -232,8 +260,8 @@ pub struct Submission<'q, const N: usize> {
     clock: &'q mut QueueClock<N>,
     frontier: Frontier<N>,
     held: u32,
-    /// A wait failed: imports are discarded (see above).
-    failed: bool,
+    /// The first failed wait's failure: imports are discarded (see above).
+    failure: Option<Failure>,
 }
 
 impl<const N: usize> Submission<'_, N> {
@@ -252,14 +280,14 @@ impl<const N: usize> Submission<'_, N> {
         let (resolution, import) = match resolve(&self.frontier, &lookup, self.clock.capabilities) {
             Ok(resolved) => resolved,
             Err(error) => {
-                if let WaitError::Failed(_) = error {
-                    self.failed = true;
+                if let WaitError::Failed(failure) = error {
+                    self.failure = self.failure.or(Some(failure));
                     self.frontier = self.clock.frontier;
                 }
                 return Err(error);
             }
         };
-        if let (Some((origin, frontier)), false) = (import, self.failed) {
+        if let (Some((origin, frontier)), None) = (import, self.failure) {
             self.frontier.merge(frontier);
             // The origin is normally inside its own frontier already; it is re-added only
             // when that frontier evicted it.
@@ -297,19 +325,111 @@ impl<const N: usize> Submission<'_, N> {
         &self.frontier
     }
 
-    /// Assigns the operation the next epoch and makes its frontier the queue's.
+    /// Assigns the operation the next epoch and makes its frontier the queue's, for an
+    /// operation that signals nothing.
     pub fn commit(mut self) -> Submitted<N> {
-        self.clock.epoch += 1;
-        let point = Point::new(self.clock.axis, self.clock.epoch);
-        // Raised in place and copied out twice from the same source, rather than through a
-        // local: each copy of a copy waits for the stores of the one before.
+        let point = self.own_point();
+        self.seal(point, None)
+    }
+
+    /// Records the operation's `signals` (each semaphore and the value it will signal), then
+    /// assigns the operation the next epoch and makes its frontier the queue's. Either every
+    /// signal is recorded and the operation committed, or — on the first refusal — nothing is:
+    /// see the [module documentation](self).
+    pub fn commit_signalling<'s, const H: usize, const M: usize, S>(
+        mut self,
+        signals: impl IntoIterator<Item = (&'s Semaphore<H, M, S>, u64), IntoIter: Clone>,
+    ) -> Result<Submitted<N>, SignalRefused>
+    where
+        S: HistorySlots<M> + 's,
+    {
+        let signals = signals.into_iter();
+        let endpoint = self.clock.endpoint;
+        if let Some(index) = signals.clone().position(|(semaphore, _)| !semaphore.admits(&endpoint))
+        {
+            return Err(SignalRefused { index, error: SignalError::OutOfScope });
+        }
+        let last = signals.clone().count().checked_sub(1);
+        let reserved = signals.clone().take(last.unwrap_or(0));
+        let refuse = |index, error| {
+            for (semaphore, value) in reserved.clone().take(index) {
+                // Nothing to withdraw where reserving found the timeline failed.
+                semaphore.withdraw_signal(value);
+            }
+            SignalRefused { index, error }
+        };
+        let mut failed_signal = None;
+        for (index, (semaphore, value)) in reserved.clone().enumerate() {
+            match semaphore.reserve_signal(value) {
+                Ok(()) => {}
+                Err(SignalError::Failed(failure)) => {
+                    failed_signal = failed_signal.or(Some((index, failure)));
+                }
+                Err(error) => return Err(refuse(index, error)),
+            }
+        }
+        let point = self.own_point();
+        let last = last.and_then(|index| Some((index, signals.clone().nth(index)?)));
+        if let Some((index, (semaphore, value))) = last {
+            match semaphore.submit_signal(value, point, &self.frontier) {
+                Ok(()) => {}
+                Err(SignalError::Failed(failure)) => {
+                    failed_signal = failed_signal.or(Some((index, failure)));
+                }
+                Err(error) => return Err(refuse(index, error)),
+            }
+        }
+        // Nothing can be refused from here on.
+        let submitted = self.seal(point, failed_signal);
+        for (semaphore, value) in reserved {
+            // No reservation exists where reserving found the timeline failed.
+            semaphore.fill_signal(value, point, &submitted.frontier);
+        }
+        Ok(submitted)
+    }
+
+    /// The operation's own point, the queue's next epoch, added to its frontier (raised in
+    /// place and later copied out from the same source, rather than through a local: each copy
+    /// of a copy waits for the stores of the one before).
+    fn own_point(&mut self) -> Point {
+        let point = Point::new(self.clock.axis, self.clock.epoch + 1);
         self.frontier.insert_or_raise(point.axis, point.epoch);
+        point
+    }
+
+    /// Commits the operation at `point` (from [`own_point`](Self::own_point)).
+    fn seal(self, point: Point, failed_signal: Option<(usize, Failure)>) -> Submitted<N> {
+        self.clock.epoch = point.epoch;
         self.clock.frontier = self.frontier;
-        Submitted { point, frontier: self.frontier, held: self.held }
+        Submitted {
+            point,
+            frontier: self.frontier,
+            held: self.held,
+            failure: self.failure.or(failed_signal.map(|_| Failure::Aborted)),
+            failed_signal,
+        }
     }
 }
 
-/// A committed operation: its position, its frontier and how many waits are held.
+/// A submission refused one of its signals; nothing was committed or recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignalRefused {
+    /// The refused signal's position in the operation's signals.
+    pub index: usize,
+    /// Why it was refused.
+    pub error: SignalError,
+}
+
+impl fmt::Display for SignalRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "signal {} refused: {}", self.index, self.error)
+    }
+}
+
+impl core::error::Error for SignalRefused {}
+
+/// A committed operation: its position, its frontier, how many waits are held and whether it
+/// is doomed to fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Submitted<const N: usize> {
     /// The operation's own `(queue axis, epoch)`.
@@ -318,33 +438,38 @@ pub struct Submitted<const N: usize> {
     pub frontier: Frontier<N>,
     /// Waits held on the host until their signals are submitted.
     pub held: u32,
+    /// The failure the operation must retire with, decided at submission: the first failed
+    /// wait's, or [`Failure::Aborted`] when only a signal's timeline had failed (its result
+    /// would have nowhere to go). `None` when it may run.
+    pub failure: Option<Failure>,
+    /// The first signal whose timeline had already failed (its position among the
+    /// operation's signals) and that timeline's failure.
+    pub failed_signal: Option<(usize, Failure)>,
 }
 
-impl<const N: usize> Submitted<N> {
-    /// Records this operation's pending signal of `semaphore` to `value`, checking scope.
-    pub fn submit_signal<const H: usize, const M: usize, S: HistorySlots<M>>(
-        &self,
-        semaphore: &Semaphore<H, M, S>,
-        value: u64,
-        at: &Endpoint,
-    ) -> Result<(), SignalError> {
-        if !semaphore.admits(at) {
-            return Err(SignalError::OutOfScope);
+/// The retire half of an operation's life: when it succeeded (`Ok`), completes each of its
+/// `signals`; otherwise fails each timeline with its failure, so every waiter — on any queue or
+/// driver — learns of it.
+///
+/// A completion refused here (out of order: another signaller broke the timeline's contract)
+/// fails the timeline itself, which is how its waiters learn of it; a refusal because the
+/// timeline failed meanwhile is that failure already reaching them. Neither is the retiring
+/// operation's to report.
+pub fn retire<'s, const H: usize, const M: usize, S>(
+    signals: impl IntoIterator<Item = (&'s Semaphore<H, M, S>, u64)>,
+    result: Result<(), Failure>,
+) where
+    S: HistorySlots<M> + 's,
+{
+    for (semaphore, value) in signals {
+        match result {
+            Ok(()) => {
+                let _ = semaphore.complete_signal(value);
+            }
+            Err(failure) => {
+                semaphore.fail(failure);
+            }
         }
-        semaphore.submit_signal(value, self.point, &self.frontier)
-    }
-
-    /// Records pending signals for every point of `fence`. On the first refusal returns the
-    /// index of the refused point with the error; earlier points stay recorded.
-    pub fn submit_signals<const K: usize, const H: usize, const M: usize, S: HistorySlots<M>>(
-        &self,
-        fence: &Fence<'_, K, H, M, S>,
-        at: &Endpoint,
-    ) -> Result<(), (usize, SignalError)> {
-        for (index, (semaphore, value)) in fence.iter().enumerate() {
-            self.submit_signal(semaphore, value, at).map_err(|e| (index, e))?;
-        }
-        Ok(())
     }
 }
 
@@ -353,6 +478,9 @@ mod tests {
     use super::*;
     use crate::axis::Domain;
     use crate::scope::Scope;
+    use crate::semaphore::{History, HistoryEntry};
+    use proptest::prelude::*;
+    use std::vec::Vec;
 
     const TIMELINE: Capabilities = Capabilities { wait_before_signal: true };
     const BINARY_EVENTS: Capabilities = Capabilities { wait_before_signal: false };
@@ -383,10 +511,104 @@ mod tests {
         let local: Semaphore = Semaphore::new(0, Scope::QueueLocal, endpoint(1));
         let mut other = clock(2, TIMELINE);
         assert_eq!(other.begin().wait(&local, 1), Err(WaitError::OutOfScope));
-        let done = other.begin().commit();
-        assert_eq!(done.submit_signal(&local, 1, &endpoint(2)), Err(SignalError::OutOfScope));
+        let refused = other.begin().commit_signalling([(&local, 1)]);
+        assert_eq!(refused, Err(SignalRefused { index: 0, error: SignalError::OutOfScope }));
+        assert_eq!(other.epoch(), 0, "nothing committed");
         let mut own = clock(1, TIMELINE);
         assert!(own.begin().wait(&local, 1).is_ok());
+    }
+
+    fn history_of(semaphore: &Semaphore) -> Vec<HistoryEntry<8>> {
+        semaphore.with_history(|history| history.iter().copied().collect())
+    }
+
+    #[test]
+    fn a_refused_signal_leaves_the_queue_and_every_history_as_they_were() {
+        let a: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let b: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let c: Semaphore = Semaphore::new(5, Scope::DeviceLocal, endpoint(1));
+        let mut q = clock(1, TIMELINE);
+        q.begin().commit_signalling([(&a, 1)]).unwrap();
+        let before = (q.epoch(), *q.frontier(), history_of(&a), history_of(&b));
+        // The last signal is refused (c starts at 5): the reservations of a and b go.
+        let refused = q.begin().commit_signalling([(&a, 2), (&b, 1), (&c, 3)]);
+        assert_eq!(
+            refused,
+            Err(SignalRefused {
+                index: 2,
+                error: SignalError::NotAdvancing { value: 3, current: 5 }
+            })
+        );
+        assert_eq!((q.epoch(), *q.frontier(), history_of(&a), history_of(&b)), before);
+        // A middle one is refused: the first reservation goes, the last is never tried.
+        let refused = q.begin().commit_signalling([(&b, 1), (&a, 1), (&c, 6)]);
+        assert_eq!(refused.map(|_| ()).unwrap_err().index, 1);
+        assert_eq!((q.epoch(), *q.frontier(), history_of(&a), history_of(&b)), before);
+        assert_eq!(history_of(&c), []);
+        // The same operation, corrected, is accepted whole.
+        let done = q.begin().commit_signalling([(&a, 2), (&b, 1), (&c, 6)]).unwrap();
+        assert_eq!(done.point.epoch, 2);
+        for semaphore in [&a, &b, &c] {
+            let entry = *history_of(semaphore).last().unwrap();
+            assert_eq!(
+                (entry.origin, entry.frontier, entry.reserved),
+                (Some(done.point), done.frontier, false)
+            );
+        }
+    }
+
+    #[test]
+    fn a_full_history_refuses_the_whole_operation() {
+        let small: Semaphore<2> = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let mut q = clock(1, TIMELINE);
+        // Fill `small` with pending signals.
+        for value in 1..=2 {
+            q.begin().commit_signalling([(&small, value)]).unwrap();
+        }
+        let refused = q.begin().commit_signalling([(&small, 3)]);
+        assert_eq!(refused.unwrap_err().error, SignalError::HistoryFull { capacity: 2 });
+        // Reserved first, refused second: the reservation on `other` is withdrawn.
+        let other: Semaphore<2> = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let refused = q.begin().commit_signalling([(&other, 1), (&small, 3)]);
+        assert_eq!(refused.unwrap_err().index, 1);
+        assert_eq!(other.with_history(|h| (h.submitted(), h.pending())), (0, 0));
+        assert_eq!(q.epoch(), 2);
+    }
+
+    #[test]
+    fn a_signal_on_a_failed_timeline_dooms_the_operation_instead_of_refusing_it() {
+        let failed: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        failed.fail(Failure::DeviceLost);
+        let fine: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let mut q = clock(1, TIMELINE);
+        let done = q.begin().commit_signalling([(&failed, 1), (&fine, 1)]).unwrap();
+        assert_eq!(done.failure, Some(Failure::Aborted));
+        assert_eq!(done.failed_signal, Some((0, Failure::DeviceLost)));
+        // Its other signals are recorded, so retiring the doomed operation fails them.
+        assert_eq!(history_of(&fine)[0].origin, Some(done.point));
+        retire([(&failed, 1), (&fine, 1)], Err(done.failure.unwrap()));
+        assert_eq!(fine.failure(), Some(Failure::Aborted));
+        // A failed wait decides the failure.
+        let mut doomed = q.begin();
+        assert!(doomed.wait(&failed, 1).is_err());
+        let done = doomed.commit_signalling([(&fine, 2)]).unwrap();
+        assert_eq!(
+            (done.failure, done.failed_signal),
+            (Some(Failure::DeviceLost), Some((0, Failure::Aborted)))
+        );
+    }
+
+    #[test]
+    fn retire_completes_on_success_and_fails_on_failure() {
+        let s: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let t: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let mut q = clock(1, TIMELINE);
+        q.begin().commit_signalling([(&s, 1), (&t, 1)]).unwrap();
+        retire([(&s, 1), (&t, 1)], Ok(()));
+        assert_eq!((s.value(), t.value()), (1, 1));
+        q.begin().commit_signalling([(&s, 2)]).unwrap();
+        retire([(&s, 2)], Err(Failure::Cancelled));
+        assert_eq!((s.failure(), t.failure()), (Some(Failure::Cancelled), None));
     }
 
     #[test]
@@ -435,5 +657,81 @@ mod tests {
             WaitResolution { resolution: Resolution::Satisfied, tainted: true, aged_out: false }
         );
         assert!(import.is_none());
+    }
+
+    proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
+        /// Against a reference that records an operation's signals one by one with
+        /// `History::record` on copies of the histories: `commit_signalling` accepts exactly
+        /// when the reference accepts every signal, then leaves the same histories; otherwise
+        /// it reports the reference's first refusal and leaves the queue and every history
+        /// untouched. Small histories, repeated and non-advancing values, completions between
+        /// operations.
+        #[test]
+        fn signals_are_recorded_all_or_none(
+            operations in proptest::collection::vec(
+                (proptest::collection::vec((0usize..3, 0u64..3), 0..4), 0usize..4),
+                1..50,
+            ),
+        ) {
+            let semaphores: [Semaphore<3>; 3] =
+                core::array::from_fn(|_| Semaphore::new(0, Scope::DeviceLocal, endpoint(1)));
+            let histories = || -> Vec<History<3, 8>> {
+                semaphores.iter().map(|s| s.with_history(History::clone)).collect()
+            };
+            let mut q = clock(1, TIMELINE);
+            for (signals, completions) in operations {
+                let signals: Vec<(&Semaphore<3>, u64)> = signals
+                    .iter()
+                    .map(|&(s, step)| {
+                        let next = semaphores[s].with_history(|h| h.submitted()) + step;
+                        (&semaphores[s], next)
+                    })
+                    .collect();
+                let point = Point::new(q.axis(), q.epoch() + 1);
+                let mut frontier = *q.frontier();
+                frontier.insert_or_raise(point.axis, point.epoch);
+                let mut reference = histories();
+                let expected = signals.iter().enumerate().find_map(|(index, &(semaphore, value))| {
+                    let s = semaphores.iter().position(|t| core::ptr::eq(t, semaphore)).unwrap();
+                    let refusal = reference[s].record(value, Some(point), &frontier).err();
+                    refusal.map(|error| SignalRefused { index, error })
+                });
+                let before = (q.epoch(), *q.frontier(), histories());
+                match (q.begin().commit_signalling(signals.iter().copied()), expected) {
+                    (Ok(done), None) => {
+                        prop_assert_eq!((done.point, done.frontier), (point, frontier));
+                        for (got, want) in histories().iter().zip(&reference) {
+                            prop_assert!(got.iter().eq(want.iter()));
+                            prop_assert_eq!(got.submitted(), want.submitted());
+                        }
+                    }
+                    (Err(refused), Some(want)) => {
+                        prop_assert_eq!(refused, want);
+                        let after = (q.epoch(), *q.frontier(), histories());
+                        prop_assert_eq!((after.0, after.1), (before.0, before.1));
+                        for (got, want) in after.2.iter().zip(&before.2) {
+                            // At most reached entries aged out, oldest first; the newest
+                            // reached one and every pending one are still there.
+                            let kept: Vec<_> = got.iter().copied().collect();
+                            let had: Vec<_> = want.iter().copied().collect();
+                            prop_assert!(had.ends_with(&kept), "{:?} not a suffix of {:?}", kept, had);
+                            prop_assert!(had[..had.len() - kept.len()].iter().all(|e| e.reached));
+                            prop_assert_eq!(got.pending(), want.pending());
+                            prop_assert_eq!(got.reached(), want.reached());
+                            prop_assert_eq!(got.submitted(), want.submitted());
+                        }
+                    }
+                    (got, want) => prop_assert!(false, "got {:?}, reference {:?}", got, want),
+                }
+                for semaphore in semaphores.iter().cycle().take(completions) {
+                    let oldest_pending = semaphore
+                        .with_history(|h| h.iter().find(|e| !e.reached).map(|e| e.value));
+                    if let Some(value) = oldest_pending {
+                        semaphore.complete_signal(value).unwrap();
+                    }
+                }
+            }
+        }
     }
 }

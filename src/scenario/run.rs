@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use causeway_core::axis::{Axis, Domain};
 use causeway_core::frontier::{Frontier, Point};
-use causeway_core::queue::{Capabilities, QueueClock, Resolution};
+use causeway_core::queue::{self, Capabilities, QueueClock, Resolution};
 use causeway_core::scope::Endpoint;
-use causeway_core::semaphore::{Failure, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
+use causeway_core::semaphore::{Failure, SignalError, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
 use causeway_core::unpoisoned::{Condvar, Mutex};
 use causeway_driver_cpu::device::{
     allocate_axis, spin_for, BufferId, CommandBufferId, CpuDevice, DeviceKernel, DeviceSemaphore,
@@ -582,7 +582,6 @@ impl<'s> Runner<'s> {
         deadline: Option<Instant>,
     ) -> Result<(), Halt> {
         let submit_ns = self.device.now_ns();
-        let endpoint = self.host_clock.endpoint();
         let mut submission = self.host_clock.begin();
         let mut waits = Vec::with_capacity(op.waits.len());
         let mut failed = false;
@@ -643,31 +642,43 @@ impl<'s> Runner<'s> {
                 op.name, op.line, self.options.timeout
             )));
         }
-        let submitted = submission.commit();
-        for &(semaphore, value) in &op.signals {
-            let target = self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
-            if failed {
-                target.fail(Failure::Aborted);
-                continue;
-            }
-            let result = if op.external {
-                target.signal_external(value)
-            } else {
-                submitted
-                    .submit_signal(target, value, &endpoint)
-                    .and_then(|()| target.complete_signal(value))
-            };
-            // A refusal because the timeline already failed is the failure spreading; any
-            // other refusal is the scenario's fault.
-            match result {
-                Ok(()) | Err(causeway_core::semaphore::SignalError::Failed(_)) => {}
-                Err(error) => {
-                    let name = &self.scenario.semaphores[semaphore].name;
-                    let message = format!("signal {name}={value}: {error}");
-                    return Err(Halt::Invalid(self.op_error(op, message)));
+        let (device, ids) = (&self.device, &self.semaphore_ids);
+        let signals = op.signals.iter().map(|&(semaphore, value)| {
+            (device.semaphore(ids[semaphore]).expect("declared semaphores exist"), value)
+        });
+        let (submitted, result) = if op.external {
+            // From outside the scheduler's knowledge: the values arrive with nothing to
+            // import (a taint window), so no operation of the host's clock signals them.
+            let submitted = submission.commit();
+            for (index, (target, value)) in signals.enumerate() {
+                let result = if failed {
+                    target.fail(Failure::Aborted);
+                    Ok(())
+                } else {
+                    target.signal_external(value)
+                };
+                // A refusal because the timeline already failed is the failure spreading; any
+                // other refusal is the scenario's fault.
+                if let Err(error) = result.or_else(|error| match error {
+                    SignalError::Failed(_) => Ok(()),
+                    error => Err(error),
+                }) {
+                    return Err(Halt::Invalid(self.signal_error(op, index, error)));
                 }
             }
-        }
+            (submitted, if failed { Err(Failure::Aborted) } else { Ok(()) })
+        } else {
+            let submitted = submission.commit_signalling(signals.clone()).map_err(|refused| {
+                Halt::Invalid(self.signal_error(op, refused.index, refused.error))
+            })?;
+            // A failed wait (the host ran nothing) or a signal on a failed timeline dooms it.
+            let result = match (failed, submitted.failure) {
+                (false, None) => Ok(()),
+                (_, failure) => Err(failure.unwrap_or(Failure::Aborted)),
+            };
+            queue::retire(signals, result);
+            (submitted, result)
+        };
         if let Some((semaphore, code)) = op.fail {
             self.semaphore(semaphore).fail(Failure::Application(code));
         }
@@ -680,9 +691,16 @@ impl<'s> Runner<'s> {
             start_ns,
             end_ns,
             worker: None,
-            status: if failed { Status::Failed } else { Status::Ok },
+            status: if result.is_ok() { Status::Ok } else { Status::Failed },
         });
         Ok(())
+    }
+
+    /// The scenario's fault: signal number `index` of `op` was refused.
+    fn signal_error(&self, op: &OpSpec, index: usize, error: SignalError) -> ScenarioError {
+        let (semaphore, value) = op.signals[index];
+        let name = &self.scenario.semaphores[semaphore].name;
+        self.op_error(op, format!("signal {name}={value}: {error}"))
     }
 
     fn wait_for_queues(

@@ -3,6 +3,15 @@
 //! Each signal is recorded when it is *submitted* (pending) and marked reached when it
 //! completes. Entries are kept in strictly increasing value order in a ring of slots.
 //!
+//! A signal may also be *reserved* first: its value takes its place in the order and a slot,
+//! but carries nothing yet, because the operation that will signal it is still being
+//! submitted and has no position or frontier. A reservation is later *filled* (it becomes an
+//! ordinary pending signal) or *withdrawn* (it never happened). Until it is filled, a wait
+//! that needs it learns nothing from it — as if nothing had been submitted — so withdrawing it
+//! can never take back knowledge some waiter already imported. This is what lets a queue
+//! refuse an operation whose later signal does not fit after reserving its earlier ones,
+//! without committing anything (see `crate::queue`).
+//!
 //! The slots are storage the owner provides ([`HistorySlots`]): an inline array sized at
 //! compile time (the default, `const`-constructible, what firmware uses), or a buffer sized at
 //! run time from what the workload needs (a boxed slice in hosted builds). The history never
@@ -16,6 +25,8 @@
 //! 3. Only reached entries are evicted, oldest first, and the newest reached entry is always
 //!    kept. So every entry older than a retained one is reached, and a value that aged out
 //!    was reached long ago: the oldest retained entry is reached and covers it.
+//! 4. A reserved entry is pending and carries nothing: a lookup that lands on it reports
+//!    [`Lookup::Unsignalled`], and it cannot be reached until it is filled.
 //!
 //! A full history (every slot pending, or pending plus the newest reached entry) refuses new
 //! signals with [`SignalError::HistoryFull`]; [`History::room_at`] names the value whose
@@ -38,12 +49,20 @@ pub struct HistoryEntry<const N: usize> {
     pub frontier: Frontier<N>,
     /// Whether the signal has completed.
     pub reached: bool,
+    /// Whether the value is only reserved: the signalling operation is still being submitted,
+    /// `origin` and `frontier` are not set yet.
+    pub reserved: bool,
 }
 
 impl<const N: usize> HistoryEntry<N> {
     /// An unused slot.
-    pub const BLANK: HistoryEntry<N> =
-        HistoryEntry { value: 0, origin: None, frontier: Frontier::new(), reached: false };
+    pub const BLANK: HistoryEntry<N> = HistoryEntry {
+        value: 0,
+        origin: None,
+        frontier: Frontier::new(),
+        reached: false,
+        reserved: false,
+    };
 
     /// Whether the value came from outside the scheduler's knowledge (the taint window).
     pub const fn is_external(&self) -> bool {
@@ -257,6 +276,84 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         origin: Option<Point>,
         frontier: &Frontier<M>,
     ) -> Result<(), SignalError> {
+        let entry = self.take_slot(value)?;
+        // Field by field, the frontier merged straight from the caller's: building a whole entry
+        // (or a converted frontier) first costs a second copy, which reads stores still in
+        // flight and waits for them (about 40 ns per signal on the development machine).
+        entry.origin = origin;
+        entry.reserved = false;
+        entry.frontier.clear();
+        if origin.is_some() {
+            entry.frontier.merge(frontier);
+        }
+        Ok(())
+    }
+
+    /// Reserves `value` for a signal whose operation is still being submitted: refused exactly
+    /// when [`record`](Self::record) would be, and once it succeeds, [`fill`](Self::fill)
+    /// cannot fail. Waits learn nothing from the reservation until it is filled.
+    pub fn reserve(&mut self, value: u64) -> Result<(), SignalError> {
+        let entry = self.take_slot(value)?;
+        entry.origin = None;
+        entry.reserved = true;
+        entry.frontier.clear();
+        Ok(())
+    }
+
+    /// Turns the reservation of `value` into a pending signal of the operation at `origin`,
+    /// which knew `frontier`. Returns whether there was such a reservation (there is none when
+    /// reserving it found the timeline failed).
+    pub fn fill<const M: usize>(
+        &mut self,
+        value: u64,
+        origin: Point,
+        frontier: &Frontier<M>,
+    ) -> bool {
+        let Some(k) = self.reservation(value) else { return false };
+        let slot = self.slot(k);
+        let entry = &mut self.entries.as_mut()[slot];
+        entry.origin = Some(origin);
+        entry.reserved = false;
+        entry.frontier.merge(frontier);
+        true
+    }
+
+    /// Withdraws the reservation of `value`, as if it had never been made; later entries keep
+    /// their order. Returns whether there was such a reservation.
+    pub fn withdraw(&mut self, value: u64) -> bool {
+        let Some(k) = self.reservation(value) else { return false };
+        // Shift the entries after it down one place (rare: only when an operation is refused
+        // after reserving, and another signal was recorded in between).
+        for later in k + 1..usize::from(self.len) {
+            let (from, to) = (self.slot(later), self.slot(later - 1));
+            let moved = self.entries.as_ref()[from];
+            self.entries.as_mut()[to] = moved;
+        }
+        self.len -= 1;
+        if k == usize::from(self.len) {
+            // It was the newest: the highest recorded value is now the one before it, or the
+            // reached value when nothing else is retained (nothing was ever reached then).
+            self.submitted = match self.len {
+                0 => self.reached,
+                len => self.entry(usize::from(len) - 1).value,
+            };
+        }
+        true
+    }
+
+    /// Index of the reserved entry for `value`, if any. The newest entry first: a reservation
+    /// is nearly always filled or withdrawn before anything else is recorded.
+    fn reservation(&self, value: u64) -> Option<usize> {
+        let newest = usize::from(self.len).checked_sub(1)?;
+        let k =
+            if self.entry(newest).value == value { newest } else { self.first_at_or_above(value) };
+        (k < usize::from(self.len) && self.entry(k).value == value && self.entry(k).reserved)
+            .then_some(k)
+    }
+
+    /// Checks that `value` may be recorded next and takes a slot for it (evicting the oldest
+    /// reached entry when full): the entry comes back with its value set, pending.
+    fn take_slot(&mut self, value: u64) -> Result<&mut HistoryEntry<N>, SignalError> {
         if let Some(failure) = self.failure {
             return Err(SignalError::Failed(failure));
         }
@@ -267,20 +364,12 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
             self.evict_oldest()?;
         }
         let slot = self.slot(usize::from(self.len));
-        // Field by field, the frontier merged straight from the caller's: building a whole entry
-        // (or a converted frontier) first costs a second copy, which reads stores still in
-        // flight and waits for them (about 40 ns per signal on the development machine).
-        let entry = &mut self.entries.as_mut()[slot];
-        entry.value = value;
-        entry.origin = origin;
-        entry.reached = false;
-        entry.frontier.clear();
-        if origin.is_some() {
-            entry.frontier.merge(frontier);
-        }
         self.len += 1;
         self.submitted = value;
-        Ok(())
+        let entry = &mut self.entries.as_mut()[slot];
+        entry.value = value;
+        entry.reached = false;
+        Ok(entry)
     }
 
     /// Whether [`record`](Self::record) has room for one more signal (it may evict the oldest
@@ -335,10 +424,14 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
             return Err(SignalError::NotSubmitted { value });
         }
         let first_pending = self.slot(usize::from(self.reached_len));
-        let pending = self.entries.as_ref()[first_pending].value;
-        if pending != value {
+        let pending = self.entries.as_ref()[first_pending];
+        if pending.value != value {
             self.failure = Some(Failure::OutOfOrderSignal);
-            return Err(SignalError::OutOfOrder { value, pending });
+            return Err(SignalError::OutOfOrder { value, pending: pending.value });
+        }
+        if pending.reserved {
+            // Its operation is still being submitted: it cannot have completed.
+            return Err(SignalError::NotSubmitted { value });
         }
         self.entries.as_mut()[first_pending].reached = true;
         self.reached_len += 1;
@@ -366,20 +459,11 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         if value <= self.initial {
             return Lookup::Initial;
         }
-        // Values ascend along the ring: binary search for the first entry at or above `value`.
-        let (mut low, mut high) = (0, usize::from(self.len));
-        while low < high {
-            let middle = low + (high - low) / 2;
-            if self.entry(middle).value < value {
-                low = middle + 1;
-            } else {
-                high = middle;
-            }
-        }
-        if low == usize::from(self.len) {
+        let k = self.first_at_or_above(value);
+        // A reservation carries nothing yet (invariant 4).
+        if k == usize::from(self.len) || self.entry(k).reserved {
             return Lookup::Unsignalled;
         }
-        let k = low;
         let aged_out = value <= self.evicted_through;
         if aged_out {
             self.aged_out_imports += 1;
@@ -394,6 +478,21 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
             },
             None => Lookup::External { reached: entry.reached },
         }
+    }
+
+    /// Index of the first retained entry at or above `value` (`len` when there is none). Values
+    /// ascend along the ring, so this is a binary search.
+    fn first_at_or_above(&self, value: u64) -> usize {
+        let (mut low, mut high) = (0, usize::from(self.len));
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if self.entry(middle).value < value {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
     }
 }
 
@@ -471,6 +570,58 @@ mod tests {
         h.reach(2).unwrap();
         h.record(3, Some(point(1, 3)), &Frontier::<4>::new()).unwrap();
         assert_eq!(h.iter().map(|e| e.value).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn a_reservation_carries_nothing_until_filled() {
+        let mut h = History::<4, 4>::new(0);
+        h.reserve(2).unwrap();
+        assert_eq!(h.lookup(1), Lookup::Unsignalled, "nothing to import from a reservation");
+        assert_eq!(h.lookup(2), Lookup::Unsignalled);
+        assert_eq!(h.reach(2), Err(SignalError::NotSubmitted { value: 2 }));
+        assert_eq!(h.failure(), None, "completing a reservation is refused, not a broken contract");
+        assert_eq!(
+            h.record(2, None, &Frontier::<4>::new()),
+            Err(SignalError::NotAdvancing { value: 2, current: 2 })
+        );
+        // Another signal may be recorded behind it; a wait past the reservation imports that.
+        h.record(3, Some(point(2, 1)), &Frontier::<4>::from_points([point(2, 1)])).unwrap();
+        assert!(matches!(h.lookup(3), Lookup::Tracked { reached: false, .. }));
+        assert_eq!(h.lookup(2), Lookup::Unsignalled);
+        assert!(h.fill(2, point(1, 1), &Frontier::<4>::from_points([point(1, 1)])));
+        assert!(!h.fill(2, point(1, 1), &Frontier::<4>::new()), "filled once");
+        match h.lookup(1) {
+            Lookup::Tracked { origin, frontier, reached: false, aged_out: false } => {
+                assert_eq!((origin, frontier.get(origin.axis)), (point(1, 1), Some(1)));
+            }
+            other => panic!("{other:?}"),
+        }
+        h.reach(2).unwrap();
+        h.reach(3).unwrap();
+    }
+
+    #[test]
+    fn a_withdrawn_reservation_leaves_no_trace_in_the_order() {
+        let mut h = History::<4, 4>::new(0);
+        tracked(&mut h, 1, 1);
+        h.reserve(2).unwrap();
+        h.record(3, Some(point(2, 1)), &Frontier::<4>::new()).unwrap();
+        assert!(h.withdraw(2));
+        assert!(!h.withdraw(2));
+        assert!(!h.withdraw(3), "only reservations can be withdrawn");
+        assert_eq!(h.iter().map(|e| e.value).collect::<Vec<_>>(), [1, 3]);
+        assert_eq!((h.submitted(), h.pending()), (3, 1));
+        h.reach(3).unwrap();
+        // Withdrawing the newest lowers the highest submitted value again.
+        h.reserve(7).unwrap();
+        assert!(h.withdraw(7));
+        assert_eq!((h.submitted(), h.pending()), (3, 0));
+        h.record(4, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        // With nothing retained, the timeline is back where it started.
+        let mut empty = History::<4, 4>::new(5);
+        empty.reserve(6).unwrap();
+        assert!(empty.withdraw(6));
+        assert_eq!((empty.submitted(), empty.iter().count()), (5, 0));
     }
 
     #[test]

@@ -307,6 +307,27 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         self.state.with(|state| state.history.record(value, Some(origin), frontier))
     }
 
+    /// Reserves `value` for a signal of an operation still being submitted (see
+    /// [`History::reserve`]); the queue fills or withdraws it before the submission ends.
+    pub(crate) fn reserve_signal(&self, value: u64) -> Result<(), SignalError> {
+        self.state.with(|state| state.history.reserve(value))
+    }
+
+    /// Fills the reservation of `value` with its operation's position and frontier.
+    pub(crate) fn fill_signal<const M: usize>(
+        &self,
+        value: u64,
+        origin: Point,
+        frontier: &Frontier<M>,
+    ) -> bool {
+        self.state.with(|state| state.history.fill(value, origin, frontier))
+    }
+
+    /// Withdraws the reservation of `value`: its operation was refused.
+    pub(crate) fn withdraw_signal(&self, value: u64) -> bool {
+        self.state.with(|state| state.history.withdraw(value))
+    }
+
     /// Completes the submitted signal to `value`: advances the timeline and fires every
     /// timepoint at or below it (after the lock is released).
     pub fn complete_signal(&self, value: u64) -> Result<(), SignalError> {

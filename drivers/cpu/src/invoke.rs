@@ -69,7 +69,9 @@ use causeway_core::axis::Axis;
 use causeway_core::executor::ProcessError;
 use causeway_core::fence::Fence;
 use causeway_core::frontier::{Frontier, Point};
-use causeway_core::queue::{Capabilities, QueueClock, Resolution, ResolutionCounts, WaitError};
+use causeway_core::queue::{
+    self, Capabilities, QueueClock, Resolution, ResolutionCounts, SignalRefused, WaitError,
+};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Failure, HistorySlots, Semaphore, SignalError};
 use causeway_core::unpoisoned::Mutex;
@@ -149,7 +151,6 @@ impl From<JoinError> for InvokeError {
 /// invocations in issue order. See the [module docs](self).
 pub struct Invoker<'s, 'e> {
     spawner: &'s Spawner<'e>,
-    endpoint: Endpoint,
     /// Updated only through `Submission`, which leaves it consistent at every step, so a panic
     /// while it is held does not invalidate it.
     clock: Mutex<QueueClock<FRONTIER_CAPACITY>>,
@@ -165,7 +166,6 @@ impl<'s, 'e> Invoker<'s, 'e> {
         let capabilities = Capabilities { wait_before_signal: true };
         Invoker {
             spawner,
-            endpoint,
             clock: Mutex::new(QueueClock::new(axis, endpoint, capabilities)),
             retired: Arc::new(Semaphore::new(0, Scope::QueueLocal, endpoint)),
         }
@@ -227,16 +227,20 @@ impl<'s, 'e> Invoker<'s, 'e> {
             let slot = if runtime_wait { &mut waits[index] } else { &mut checks[index] };
             *slot = Some((semaphore, value));
         }
-        let submitted = submission.commit();
+        // A refused signal commits nothing: there is no epoch to retire.
+        let submitted = submission
+            .commit_signalling(signal.iter())
+            .map_err(|SignalRefused { index, error }| InvokeError::Signal { index, error })?;
         let mut signals: Points<K, H, N, S> = [None; K];
-        let mut refused = None;
-        for (index, (semaphore, value)) in signal.iter().enumerate() {
-            if let Err(error) = submitted.submit_signal(semaphore, value, &self.endpoint) {
-                refused = Some(InvokeError::Signal { index, error });
-                break;
-            }
-            signals[index] = Some((semaphore, value));
+        for (point, (semaphore, value)) in signals.iter_mut().zip(signal.iter()) {
+            *point = Some((semaphore, value));
         }
+        // A signal on a failed timeline dooms the invocation: it takes its turn without
+        // running `f` and fails its other signals.
+        let refused = submitted.failed_signal.map(|(index, failure)| InvokeError::Signal {
+            index,
+            error: SignalError::Failed(failure),
+        });
         // Spawned under the clock's lock, so coroutines exist in epoch order (a later
         // invocation cannot be refused while an earlier one was accepted, which would leave
         // the context waiting on an epoch nobody retires).
@@ -420,18 +424,7 @@ impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N> + Send +
 {
     /// Completes (or fails) the signal points, then hands the context's turn on.
     fn finish(&mut self, result: Result<(), Failure>) {
-        for (semaphore, value) in self.signals.iter().flatten() {
-            match result {
-                // A refusal means the timeline failed meanwhile (or its contract was broken,
-                // which fails it): either way waiters already see the failure.
-                Ok(()) => {
-                    let _ = semaphore.complete_signal(*value);
-                }
-                Err(failure) => {
-                    semaphore.fail(failure);
-                }
-            }
-        }
+        queue::retire(self.signals.iter().flatten().copied(), result);
         // Refused only if the context is already poisoned, which later invocations see.
         let _ = self.retired.signal(self.point.epoch, self.point, &self.frontier);
         self.done = true;
@@ -439,9 +432,7 @@ impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N> + Send +
 
     /// Fails the signal points without taking a turn (the context is poisoned already).
     fn abandon(&mut self, failure: Failure) {
-        for (semaphore, _) in self.signals.iter().flatten() {
-            semaphore.fail(failure);
-        }
+        queue::retire(self.signals.iter().flatten().copied(), Err(failure));
         self.done = true;
     }
 }

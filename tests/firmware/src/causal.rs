@@ -85,16 +85,12 @@ fn submit<const W: usize>(
     waits: [(&Sem, u64); W],
     signals: &[(&Sem, u64)],
 ) -> ([Resolution; W], Frontier<8>) {
-    let at = queue.endpoint();
     let mut op = queue.begin();
     let mut resolutions = [Resolution::Elided; W];
     for (resolution, (semaphore, value)) in resolutions.iter_mut().zip(waits) {
         *resolution = op.wait(semaphore, value).unwrap().resolution;
     }
-    let done = op.commit();
-    for &(semaphore, value) in signals {
-        done.submit_signal(semaphore, value, &at).unwrap();
-    }
+    let done = op.commit_signalling(signals.iter().copied()).unwrap();
     (resolutions, done.frontier)
 }
 
@@ -200,7 +196,6 @@ fn fork_join_carries_every_branch_in_one_signal() {
     for s in &branch_done {
         fence.insert(s, 1).unwrap();
     }
-    let at = join.endpoint();
     let mut op = join.begin();
     let mut waits = 0;
     op.wait_fence(&fence, |_, _, r| {
@@ -208,7 +203,7 @@ fn fork_join_carries_every_branch_in_one_signal() {
         waits += 1;
     })
     .unwrap();
-    op.commit().submit_signal(&joined, 1, &at).unwrap();
+    op.commit_signalling([(&joined, 1)]).unwrap();
     assert_eq!(waits, 3);
 
     let (r, f) = submit(&mut downstream, [(&joined, 1)], &[]);
@@ -275,12 +270,10 @@ fn death_frontier_reuse_across_queues() {
     submit(&mut owner, [], &[(&filled, 1)]);
     submit(&mut reader, [(&filled, 1)], &[(&read_done, 1)]);
     // The dealloc waits for the reader; its causal past becomes the death frontier.
-    let at = owner.endpoint();
     let mut dealloc = owner.begin();
     dealloc.wait(&read_done, 1).unwrap();
     let death = *dealloc.frontier();
-    let done = dealloc.commit();
-    done.submit_signal(&freed, 1, &at).unwrap();
+    let done = dealloc.commit_signalling([(&freed, 1)]).unwrap();
     let record = DeathRecord::new(done.point, death);
 
     submit(&mut informed, [(&freed, 1)], &[]);

@@ -22,6 +22,7 @@ use core::pin::Pin;
 use causeway_core::executor::{
     Class, Drain, DrainContext, Drained, Executor, Process, RoundRobin, SpinPolicy,
 };
+use causeway_core::queue;
 use causeway_core::semaphore::{Arm, Notify, Outcome, Timepoint};
 use causeway_core::{Axis, Capabilities, Domain, Endpoint, Failure, QueueClock, Scope, Semaphore};
 use causeway_platform_baremetal::BareMetalFutex;
@@ -134,9 +135,13 @@ impl Drain for QueueDrain {
         if op.wait(upstream, k).is_err() {
             return Drained::Done(Err(Failure::Aborted));
         }
-        let done = op.commit();
-        if own.signal(k, done.point, &done.frontier).is_err() {
+        // The operation runs inline: committed with its signal, then retired at once.
+        if op.commit_signalling([(own, k)]).is_err() {
             return Drained::Done(Err(Failure::Aborted));
+        }
+        queue::retire([(own, k)], Ok(()));
+        if let Some(failure) = own.failure() {
+            return Drained::Done(Err(failure));
         }
         state.next += 1;
         if state.next <= OPS {

@@ -43,7 +43,8 @@ use std::time::{Duration, Instant};
 use causeway_core::axis::{Axis, AxisAllocator, AxisError, Domain};
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{
-    Capabilities, QueueClock, Resolution, ResolutionCounts, Submitted, WaitError, WaitResolution,
+    Capabilities, QueueClock, Resolution, ResolutionCounts, SignalRefused, Submitted, WaitError,
+    WaitResolution,
 };
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{
@@ -474,22 +475,8 @@ impl DeviceShared {
 
     /// Completes (or, on failure, fails) every signal of a finished operation.
     fn finish_signals(&self, body: &OpBody, status: OpStatus) {
-        for &(semaphore, value) in &body.signals {
-            let semaphore = &self.semaphores[semaphore];
-            match status {
-                // A completion refused here (out of order) fails the timeline itself, which
-                // is how its waiters learn of it.
-                OpStatus::Ok => {
-                    let _ = semaphore.complete_signal(value);
-                }
-                OpStatus::Failed(failure) => {
-                    semaphore.fail(failure);
-                }
-                OpStatus::Cancelled => {
-                    semaphore.fail(Failure::Cancelled);
-                }
-            }
-        }
+        let signals = body.signals.iter().map(|&(id, value)| (&self.semaphores[id], value));
+        causeway_core::queue::retire(signals, status.result());
     }
 }
 
@@ -906,40 +893,16 @@ impl CpuDevice {
         {
             return Err(SubmitError::UnknownSemaphore(id));
         }
-        let endpoint = side.clock.endpoint();
-        for (signal, &(id, value)) in op.signals.iter().enumerate() {
-            let semaphore = &shared.semaphores[id];
-            let refuse = |error| SubmitError::Signal { signal, error, enqueued: false };
-            if !semaphore.admits(&endpoint) {
-                return Err(refuse(SignalError::OutOfScope));
-            }
-            let (current, room, failed) = semaphore.with_history(|history| {
-                (history.submitted(), history.has_room(), history.failure().is_some())
-            });
-            if value <= current {
-                return Err(refuse(SignalError::NotAdvancing { value, current }));
-            }
-            // A failed timeline never makes room; its refusal comes from recording the signal
-            // below, which enqueues the operation to fail.
-            if !room && !failed {
-                let capacity = semaphore.with_history(|history| history.capacity());
-                return Err(SubmitError::Full(Resource::History { signal, capacity }));
-            }
-        }
         let index = queue
             .free_slot()
             .ok_or(SubmitError::Full(Resource::QueueSlots { capacity: queue.capacity() }))?;
         let allocation = self.reserve_memory(op.work)?;
         let mut submission = side.clock.begin();
         let mut waits = FixedVec::new();
-        let mut failure = None;
         for (wait, &(id, value)) in op.waits.iter().enumerate() {
             let outcome = match submission.wait(&shared.semaphores[id], value) {
                 Ok(resolution) => WaitOutcome::Resolved(resolution),
-                Err(WaitError::Failed(f)) => {
-                    failure = failure.or(Some(f));
-                    WaitOutcome::Failed(f)
-                }
+                Err(WaitError::Failed(failure)) => WaitOutcome::Failed(failure),
                 Err(_) => {
                     self.unreserve_memory(op.work, allocation);
                     return Err(SubmitError::WaitOutOfScope { wait });
@@ -948,21 +911,21 @@ impl CpuDevice {
             // Capacity was checked against MAX_WAITS above.
             let _ = waits.push(outcome);
         }
-        let submitted = submission.commit();
-        self.place_memory(op.work, allocation, &submitted);
-        let mut refused = None;
-        for (signal, &(id, value)) in op.signals.iter().enumerate() {
-            let semaphore = &shared.semaphores[id];
-            if let Err(error) = submitted.submit_signal(semaphore, value, &endpoint) {
-                refused = Some(SubmitError::Signal { signal, error, enqueued: true });
-                failure = failure.or(Some(Failure::Aborted));
-                break;
+        let signals = op.signals.iter().map(|&(id, value)| (&shared.semaphores[id], value));
+        let submitted = match submission.commit_signalling(signals) {
+            Ok(submitted) => submitted,
+            Err(SignalRefused { index: signal, error }) => {
+                self.unreserve_memory(op.work, allocation);
+                return Err(match error {
+                    SignalError::HistoryFull { capacity } => {
+                        SubmitError::Full(Resource::History { signal, capacity })
+                    }
+                    error => SubmitError::Signal { signal, error, enqueued: false },
+                });
             }
-        }
-        let recorded = match refused {
-            Some(SubmitError::Signal { signal, .. }) => signal,
-            _ => op.signals.len(),
         };
+        self.place_memory(op.work, allocation, &submitted);
+        let failure = submitted.failure;
         let slot = queue.slot(index);
         // SAFETY: `free_slot` returned `index` with the submit lock held, so the slot is
         // outside [head, tail) and, by the ring protocol (queue.rs, invariant 1), only this
@@ -975,7 +938,7 @@ impl CpuDevice {
             allocation,
             waits: op.waits.iter().copied().collect(),
             armed: [false; MAX_WAITS],
-            signals: op.signals[..recorded].iter().copied().collect(),
+            signals: op.signals.iter().copied().collect(),
             issued: false,
             issued_ns: 0,
         };
@@ -996,8 +959,12 @@ impl CpuDevice {
         drop(side);
         slot.gate.release();
         queue.wake();
-        match refused {
-            Some(error) => Err(error),
+        match submitted.failed_signal {
+            Some((signal, failure)) => Err(SubmitError::Signal {
+                signal,
+                error: SignalError::Failed(failure),
+                enqueued: true,
+            }),
             None => Ok(Receipt { point: submitted.point, frontier: submitted.frontier, waits }),
         }
     }

@@ -64,6 +64,17 @@ pub enum OpStatus {
     Cancelled,
 }
 
+impl OpStatus {
+    /// The outcome its signals retire with: `Ok` completes them, a failure fails them.
+    pub fn result(self) -> Result<(), Failure> {
+        match self {
+            OpStatus::Ok => Ok(()),
+            OpStatus::Failed(failure) => Err(failure),
+            OpStatus::Cancelled => Err(Failure::Cancelled),
+        }
+    }
+}
+
 /// A queue operation as the host describes it.
 #[derive(Clone, Copy, Debug)]
 pub struct Op<'a> {
