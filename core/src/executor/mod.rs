@@ -1,4 +1,4 @@
-//! The cooperative process executor (seed 004): one process abstraction, workers that drain,
+//! The cooperative process executor: one process abstraction, workers that drain,
 //! spin and park, direct wake with no coordinator, nothing allocated.
 //!
 //! - [`Process`] — caller-owned work: a [`Drain`] behaviour, a suspend count, dependents, a

@@ -1,4 +1,4 @@
-//! Invocations ordered by fences (seed 003): the sequential and pipelined examples, failure
+//! Invocations ordered by fences: the sequential and pipelined examples, failure
 //! propagation through signal fences, resolution counts and the frontiers signals carry.
 #![cfg(not(loom))]
 

@@ -9,12 +9,12 @@
 //! Submitting an [`Op`] to a queue ([`CpuDevice::submit`]) happens on the calling thread and
 //! never blocks on other work:
 //!
-//! 1. each wait is resolved against the queue's clock (DESIGN §2): **elided** (the queue
-//!    already knows the signalling operation), **satisfied** (already reached), or — when the
-//!    value is still to come — **device** (a semaphore timepoint, the CPU device's native
-//!    wait, armed now; submit-before-signal is fine) or **held** (for queues configured
-//!    without wait-before-signal: the operation is held on the host until the value is
-//!    reached, modelling binary-event backends);
+//! 1. each wait is resolved against the queue's clock (`docs/ARCHITECTURE.md`, "Causal
+//!    model"): **elided** (the queue already knows the signalling operation), **satisfied**
+//!    (already reached), or — when the value is still to come — **device** (a semaphore
+//!    timepoint, the CPU device's native wait, armed now; submit-before-signal is fine) or
+//!    **held** (for queues configured without wait-before-signal: the operation is held on
+//!    the host until the value is reached, modelling binary-event backends);
 //! 2. the operation gets the next epoch, its frontier becomes the queue's, and its signals
 //!    are recorded as pending with that frontier;
 //! 3. it enters the queue's ring and the queue process is woken.
@@ -330,7 +330,7 @@ impl std::error::Error for SubmitError {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WaitOutcome {
-    /// Resolved (DESIGN §2): elided, satisfied, device wait or held.
+    /// Resolved as `causeway_core::queue` describes: elided, satisfied, device wait or held.
     Resolved(WaitResolution),
     /// The semaphore had already failed: the operation will fail.
     Failed(Failure),
