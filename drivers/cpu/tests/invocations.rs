@@ -174,26 +174,34 @@ fn a_panicking_host_function_fails_its_signals_and_the_context_moves_on() {
 }
 
 #[test]
-fn a_refused_signal_point_is_reported_at_issue_and_fails_what_was_recorded() {
+fn a_refused_signal_point_is_reported_at_issue_and_records_nothing() {
     let pool = CpuPool::start(PoolConfig::with_workers(2)).unwrap();
     let spawner = Spawner::new(pool.executor());
     let invoker = context(&spawner, 5);
-    let (recorded, stale) = (timeline(), timeline());
+    let (unrecorded, stale) = (timeline(), timeline());
     user_signal(stale, 4);
     let refused = invoker.invoke_async(
         || -> Result<(), Failure> { unreachable!("issue refused; the function never runs") },
         &Fence::new(),
-        &fence(&[(recorded, 1), (stale, 2)]),
+        &fence(&[(unrecorded, 1), (stale, 2)]),
     );
     assert_eq!(
         refused.unwrap_err(),
         InvokeError::Signal { index: 1, error: SignalError::NotAdvancing { value: 2, current: 4 } }
     );
-    // Waiters on the point that was recorded are not left hanging.
-    assert_eq!(block_on(fence(&[(recorded, 1)]).wait()), Err(Failure::Aborted));
-    // The context took the refused invocation's turn and carries on.
-    let next = timeline();
-    assert_eq!(invoker.invoke(|| Ok(7), &Fence::new(), &fence(&[(next, 1)])), Ok(7));
+    // All or none: the first point was reserved, then withdrawn — nothing pending, nothing
+    // failed, and the context took no turn.
+    assert_eq!(unrecorded.with_history(|h| (h.submitted(), h.pending())), (0, 0));
+    assert_eq!((unrecorded.failure(), stale.failure()), (None, None));
+    assert_eq!(invoker.frontier().get(invoker.axis()), None);
+    // So the same invocation, corrected, runs as the context's first and signals the point
+    // the refusal left free.
+    let corrected = invoker
+        .invoke_async(|| Ok(7), &Fence::new(), &fence(&[(unrecorded, 1), (stale, 5)]))
+        .unwrap();
+    assert_eq!(corrected.point().epoch, 1);
+    assert_eq!(corrected.wait(), Ok(7));
+    assert_eq!((unrecorded.value(), stale.value()), (1, 5));
 }
 
 #[test]
