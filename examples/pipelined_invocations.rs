@@ -1,4 +1,4 @@
-//! Seed 003's pipelined invocations on one user timeline: five host functions are issued up
+//! Pipelined invocations on one user timeline: five host functions are issued up
 //! front, ordered only by fences; the user then provides the input and blocks once, on the
 //! final fence. Prints the order the functions ran in, how each wait was resolved at issue and
 //! the frontier the final signal carries.

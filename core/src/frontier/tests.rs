@@ -54,7 +54,7 @@ fn entries(max_len: usize) -> impl Strategy<Value = Vec<(u64, u64)>> {
 }
 
 #[test]
-fn seed_examples() {
+fn merge_and_dominance_examples() {
     let mut m: Frontier = frontier(&[(1, 5), (2, 3)]);
     m.merge(&frontier::<8>(&[(1, 2), (2, 7), (3, 4)]));
     assert_eq!(m, frontier::<8>(&[(1, 5), (2, 7), (3, 4)]));

@@ -35,8 +35,8 @@
 //! after `k − 1` has signalled. That order is what makes elision sound (an elided wait's
 //! signaller has run by the time the waiter starts) and what lets one causal axis stand for the
 //! whole context (knowing epoch `k` implies knowing every earlier one). The order is kept by an
-//! internal timeline of the context (value = last retired epoch), as in the seed's
-//! internal-state timelines. Parallelism comes from using several contexts; fences order work
+//! internal timeline of the context (value = last retired epoch): the context's own state is
+//! itself a timeline, ordered like any other. Parallelism comes from using several contexts; fences order work
 //! across them.
 //!
 //! 1. Wait for the context's turn, then for the device-wait points (a [`FenceWait`]).

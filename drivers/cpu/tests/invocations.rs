@@ -73,7 +73,7 @@ fn sequential_invocation_advances_the_timeline_by_one() {
     assert_eq!(my_timeline.value(), t + 2);
 }
 
-/// Seed 003's pipelined example on one user timeline: everything is issued up front, the user
+/// The pipelined example on one user timeline: everything is issued up front, the user
 /// releases the input, then blocks once on the final fence.
 #[test]
 fn pipelined_invocations_issue_without_blocking_and_retire_in_fence_order() {
