@@ -135,14 +135,16 @@ impl Drain for QueueDrain {
         if op.wait(upstream, k).is_err() {
             return Drained::Done(Err(Failure::Aborted));
         }
-        // The operation runs inline: committed with its signal, then retired at once.
-        if op.commit_signalling([(own, k)]).is_err() {
+        // The operation runs inline: committed with its signal, then retired at once. Its wait
+        // has not failed, so it is doomed only when its own timeline failed already: there is
+        // nothing left to fail then.
+        let Ok(done) = op.commit_signalling([(own, k)]) else {
             return Drained::Done(Err(Failure::Aborted));
-        }
-        queue::retire([(own, k)], Ok(()));
-        if let Some(failure) = own.failure() {
+        };
+        if let Some(failure) = done.failure {
             return Drained::Done(Err(failure));
         }
+        queue::retire([(own, k)], Ok(()));
         state.next += 1;
         if state.next <= OPS {
             return Drained::Progress;
