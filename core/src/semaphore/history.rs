@@ -748,6 +748,100 @@ mod tests {
             }
         }
 
+        /// Reservations against a model that keeps every signal forever: recording, reserving,
+        /// filling, withdrawing and reaching in any order. A lookup that lands on a reservation
+        /// learns nothing; a filled one reads as the signal it became; a withdrawn one leaves
+        /// no trace (the retained values are the model's, in order); a reservation cannot be
+        /// reached; lookups elsewhere follow the late-waiter rule as without reservations.
+        #[test]
+        fn reservations_hide_until_filled_and_withdraw_without_trace(
+            steps in proptest::collection::vec((0u8..5, 1u64..4, any::<bool>(), 0usize..4), 1..60),
+            probes in proptest::collection::vec(1u64..200, 1..10),
+        ) {
+            #[derive(Clone, Copy, Debug, PartialEq)]
+            enum Kind { Reserved, Pending, Reached }
+            // (value, external, kind); withdrawn entries are removed.
+            let mut model: Vec<(u64, bool, Kind)> = Vec::new();
+            let mut h = History::<4, 4>::new(0);
+            let mut next = 0;
+            for (action, gap, external, pick) in steps {
+                let reserved: Vec<usize> =
+                    (0..model.len()).filter(|&i| model[i].2 == Kind::Reserved).collect();
+                match action {
+                    0 | 1 => {
+                        next += gap;
+                        let result = if action == 0 {
+                            let origin = (!external).then(|| point(1, next));
+                            h.record(next, origin, &Frontier::<4>::new())
+                        } else {
+                            h.reserve(next)
+                        };
+                        match result {
+                            Ok(()) => {
+                                let kind = if action == 0 { Kind::Pending } else { Kind::Reserved };
+                                model.push((next, action == 0 && external, kind));
+                            }
+                            Err(error) => prop_assert!(
+                                matches!(error, SignalError::HistoryFull { .. }),
+                                "{:?}", error
+                            ),
+                        }
+                    }
+                    2 if !reserved.is_empty() => {
+                        let i = reserved[pick % reserved.len()];
+                        let value = model[i].0;
+                        let origin = point(1, value);
+                        prop_assert!(h.fill(value, origin, &Frontier::<4>::from_points([origin])));
+                        model[i] = (value, false, Kind::Pending);
+                    }
+                    3 if !reserved.is_empty() => {
+                        let i = reserved[pick % reserved.len()];
+                        prop_assert!(h.withdraw(model[i].0));
+                        prop_assert!(!h.withdraw(model[i].0), "withdrawn twice");
+                        model.remove(i);
+                    }
+                    _ => {
+                        let Some(i) = model.iter().position(|e| e.2 != Kind::Reached) else {
+                            continue;
+                        };
+                        let value = model[i].0;
+                        if model[i].2 == Kind::Reserved {
+                            prop_assert_eq!(h.reach(value), Err(SignalError::NotSubmitted { value }));
+                        } else {
+                            prop_assert_eq!(h.reach(value), Ok(()));
+                            model[i].2 = Kind::Reached;
+                        }
+                    }
+                }
+                // The retained entries are the newest of the model's, in order.
+                let kept: Vec<(u64, bool)> = h.iter().map(|e| (e.value, e.reserved)).collect();
+                let tail: Vec<(u64, bool)> = model[model.len() - kept.len()..]
+                    .iter()
+                    .map(|e| (e.0, e.2 == Kind::Reserved))
+                    .collect();
+                prop_assert_eq!(&kept, &tail);
+                prop_assert!(model[..model.len() - kept.len()].iter().all(|e| e.2 == Kind::Reached));
+            }
+            for v in probes {
+                let truth = model.iter().find(|e| e.0 >= v);
+                match (h.lookup(v), truth) {
+                    (Lookup::Unsignalled, None | Some(&(_, _, Kind::Reserved))) => {}
+                    (Lookup::Tracked { origin, reached, aged_out: false, .. }, Some(&(tv, false, kind))) => {
+                        prop_assert_eq!(origin.epoch, tv);
+                        prop_assert_eq!(reached, kind == Kind::Reached);
+                    }
+                    (Lookup::External { reached }, Some(&(_, true, kind))) => {
+                        prop_assert_eq!(reached, kind == Kind::Reached);
+                    }
+                    (Lookup::Tracked { origin, reached: true, aged_out: true, .. }, Some(&(tv, _, Kind::Reached))) => {
+                        prop_assert!(origin.epoch >= tv);
+                    }
+                    (Lookup::External { reached: true }, Some(&(_, _, Kind::Reached))) => {}
+                    (got, want) => prop_assert!(false, "lookup({}) = {:?}, truth {:?}", v, got, want),
+                }
+            }
+        }
+
         /// Run-time slots behave exactly as inline ones of the same count, ring wrap included.
         #[test]
         fn run_time_slots_match_inline_slots(
