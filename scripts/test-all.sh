@@ -77,7 +77,7 @@ step "tier 4: firmware images on qemu (mps2-an386, microbit, riscv32 virt); Wind
 passed
 
 step "main job: every bundled scenario through the causeway CLI, expectations checked"
-cargo build --release --bin causeway
+cargo build --release -p causeway-cli --bin causeway
 for scenario in scenarios/*.toml; do
   ./target/release/causeway run "$scenario" --quiet --report target/scenario-report.json \
     --trace target/scenario-trace.json || die "scenario $scenario failed"

@@ -2,9 +2,9 @@
 # Tier 4, Windows: cross-compiles for x86_64-pc-windows-gnu and runs under wine64, each test
 # binary under a timeout: the Windows platform crate's tests (WaitOnAddress futex, pinning),
 # core's unit tests (the executor, semaphores, frontiers), the std-parking futex's contract, and
-# the hosted runtime on Windows: the CPU driver's and the root package's tests (pool, device,
-# block processor, streams, coroutines, executor stress, the CLI and every bundled scenario),
-# with workers parking on WaitOnAddress.
+# the hosted runtime on Windows: the CPU driver's, the root package's and the CLI crate's tests
+# (pool, device, block processor, streams, coroutines, executor stress, the CLI and every
+# bundled scenario), with workers parking on WaitOnAddress.
 #
 # Debian's wine 8 lacks the ProcessPrng export (bcryptprimitives.dll) that Rust's std imports,
 # so the wine prefix (target/wine/prefix) gets a tiny stand-in DLL built from
@@ -32,9 +32,10 @@ TEST_SETS=(
   "causeway-platform-linux|--test futex_contract"
   "causeway-driver-cpu|--lib --tests"
   "causeway|--lib --tests"
+  "causeway-cli|--lib --tests"
 )
 # Linted for the Windows target besides the host's clippy run (benches are Linux-only floors).
-CLIPPY_PACKAGES=(-p causeway-platform-windows -p causeway-driver-cpu -p causeway)
+CLIPPY_PACKAGES=(-p causeway-platform-windows -p causeway-driver-cpu -p causeway -p causeway-cli)
 
 # --- set-up ------------------------------------------------------------------------------------
 command -v rustup >/dev/null || die "rustup is required to install the $TARGET target"

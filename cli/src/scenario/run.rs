@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use causeway::host::{self, HostWaitError};
 use causeway_core::axis::{Axis, Domain};
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{self, Capabilities, QueueClock, Resolution};
@@ -34,7 +35,6 @@ use causeway_driver_cpu::{PoolConfig, FRONTIER_CAPACITY};
 
 use super::check::Plan;
 use super::model::{Home, OpSpec, Scenario, ScenarioError, Target, WorkSpec};
-use crate::host::{self, HostWaitError};
 
 /// How an operation ended, as the report spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

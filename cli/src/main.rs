@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use causeway::scenario::run::RunOptions;
-use causeway::scenario::{
+use causeway_cli::scenario::run::RunOptions;
+use causeway_cli::scenario::{
     bundled, check, expect, parse, report, run, summary, trace, Scenario, ScenarioError,
 };
 use clap::{Parser, Subcommand};

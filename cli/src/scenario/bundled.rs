@@ -27,7 +27,7 @@ macro_rules! bundled {
         &[$(Bundled {
             name: $name,
             file: concat!("scenarios/", $name, ".toml"),
-            source: include_str!(concat!("../../scenarios/", $name, ".toml")),
+            source: include_str!(concat!("../../../scenarios/", $name, ".toml")),
         }),*]
     };
 }

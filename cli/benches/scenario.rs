@@ -1,6 +1,6 @@
 //! Scenario phases at 10^3, 10^4 and 10^5 operations: how each grows with the workload.
 //!
-//! Three shapes from [`causeway::scenario::generate`] — a long single-queue pipeline, a wide
+//! Three shapes from [`causeway_cli::scenario::generate`] — a long single-queue pipeline, a wide
 //! fan-in (joins waiting on eight lanes each, submitted before their producers) and many
 //! semaphores (one per operation, each operation waiting on a recent one) — generated as TOML
 //! text in memory, then each phase timed on its own:
@@ -46,11 +46,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use causeway::device::{CpuDevice, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work};
-use causeway::scenario::check::Plan;
-use causeway::scenario::model::{Home, Target};
-use causeway::scenario::run::{self, RunOptions};
-use causeway::scenario::{check, generate, parse, report, trace, Scenario};
 use causeway::PoolConfig;
+use causeway_cli::scenario::check::Plan;
+use causeway_cli::scenario::model::{Home, Target};
+use causeway_cli::scenario::run::{self, RunOptions};
+use causeway_cli::scenario::{check, generate, parse, report, trace, Scenario};
 use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode};
 
 /// Operation counts, each ten times the one before.

@@ -63,7 +63,7 @@ fn every_bundled_scenario_meets_its_expectations() {
     assert_eq!(names.len(), 18, "{listing}");
     for name in names {
         let file =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(format!("{name}.toml"));
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(format!("{name}.toml"));
         let output = causeway(&["run", file.to_str().unwrap()]);
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{name}: {stdout}\n{}", stderr(&output));
@@ -264,7 +264,7 @@ fn long_pipelines_wait_for_room_instead_of_failing() {
             op / 4 + 1
         );
     }
-    let single = causeway::scenario::generate::pipeline(100_000);
+    let single = causeway_cli::scenario::generate::pipeline(100_000);
     for (file, text) in [("round-robin.toml", round_robin), ("single-queue.toml", single)] {
         let path = write_scenario(file, &text);
         let output = causeway(&["run", path.to_str().unwrap(), "--quiet"]);
@@ -274,7 +274,7 @@ fn long_pipelines_wait_for_room_instead_of_failing() {
 
 #[test]
 fn a_generated_scenario_runs_with_its_report_and_trace() {
-    use causeway::scenario::generate;
+    use causeway_cli::scenario::generate;
 
     let ops = 2_000;
     let path = write_scenario("many-semaphores.toml", &generate::many_semaphores(ops));

@@ -175,7 +175,7 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 
 /// Validates scenario `source`, reporting problems against `path`.
 ///
-/// The text is read a table at a time where [`segment::split`] can cut it (every scenario
+/// The text is read a table at a time where `segment::split` can cut it (every scenario
 /// written in the documented format), so the TOML library's document of the whole file never
 /// exists; otherwise it is read as one document. Either way the result, errors included, is
 /// what TOML's rules give for the whole file.
