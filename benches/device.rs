@@ -21,9 +21,11 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use causeway::device::{spin_for, CpuDevice, Op, QueueConfig, QueueId, SemaphoreId, Work};
+use causeway::cpu::CpuBackend;
+use causeway::device::{Device, Op, QueueConfig, QueueId, SemaphoreId, Work};
 use causeway::executor::SpinPolicy;
 use causeway::host;
+use causeway::runtime::spin_for;
 use causeway::scope::{Endpoint, Scope};
 use causeway::PoolConfig;
 use criterion::{criterion_main, Criterion, SamplingMode};
@@ -39,7 +41,7 @@ fn stamp(origin: Instant) -> u64 {
 }
 
 struct SignalBench {
-    device: CpuDevice,
+    device: Device,
     signalled: Arc<AtomicU64>,
     started: Arc<AtomicU64>,
     calls: [causeway::device::HostCallId; 2],
@@ -52,7 +54,8 @@ impl SignalBench {
     fn new() -> SignalBench {
         let mut pool = PoolConfig::with_workers(2);
         pool.spin = SpinPolicy::Fixed(u32::MAX);
-        let mut builder = CpuDevice::builder(pool);
+        let mut builder = Device::builder(pool);
+        builder.driver(CpuBackend::new());
         builder.queue(QueueConfig::default());
         builder.queue(QueueConfig::default());
         let s = builder.semaphore(0, Scope::DeviceLocal, HOME);

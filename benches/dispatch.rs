@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 use causeway::executor::{Class, Drain, DrainContext, Drained, Process, SpinPolicy};
 use causeway::{CachePadded, Failure, HostExecutor};
 use causeway_driver_cpu::block::{BlockProcessor, CommandBuffer, Kernel};
-use causeway_driver_cpu::{CpuPool, PoolConfig};
+use causeway_runtime::{CpuPool, PoolConfig};
 use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
 
 /// Elements of each vector in `add_1m`.

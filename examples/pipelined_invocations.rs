@@ -12,7 +12,7 @@ use causeway::axis::{Axis, Domain};
 use causeway::fence::Fence;
 use causeway::semaphore::{Lookup, Semaphore};
 use causeway::{Endpoint, Failure, Frontier, Point, Scope};
-use causeway_driver_cpu::{
+use causeway_runtime::{
     block_on, CpuPool, FenceExt, Invoker, PoolConfig, Spawner, FRONTIER_CAPACITY,
 };
 

@@ -37,8 +37,8 @@ passed
 
 step "tier 2: executor stress, zero-allocation tests and the 10^5-operation soak, optimised"
 cargo test --release --test executor_stress --test no_alloc --test device_no_alloc
-cargo test --release -p causeway-driver-cpu --test no_alloc_stream --test block_no_alloc \
-  --test soak
+cargo test --release -p causeway-runtime --test no_alloc_stream
+cargo test --release -p causeway-driver-cpu --test block_no_alloc --test soak
 passed
 
 step "no heap in core: no alloc crate, builds for Cortex-M0 (no CAS) and Cortex-M4"
@@ -60,7 +60,9 @@ step "tier 2: loom models"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-core --release --test loom_semaphore --test loom_arena --test loom_executor
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p causeway-driver-cpu --release --test loom_block --test loom_stream --test loom_compute_sleep
+  cargo test -p causeway-runtime --release --test loom_stream --test loom_compute_sleep
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p causeway-driver-cpu --release --test loom_block
 passed
 
 step "fuzzing: every cargo-fuzz target for 20s on its seed corpus"

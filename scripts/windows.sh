@@ -30,12 +30,15 @@ TEST_SETS=(
   "causeway-platform-windows|--lib --tests"
   "causeway-core|--lib"
   "causeway-platform-linux|--test futex_contract"
+  "causeway-runtime|--lib --tests"
+  "causeway-device|--lib --tests"
   "causeway-driver-cpu|--lib --tests"
   "causeway|--lib --tests"
   "causeway-cli|--lib --tests"
 )
 # Linted for the Windows target besides the host's clippy run (benches are Linux-only floors).
-CLIPPY_PACKAGES=(-p causeway-platform-windows -p causeway-driver-cpu -p causeway -p causeway-cli)
+CLIPPY_PACKAGES=(-p causeway-platform-windows -p causeway-runtime -p causeway-device
+  -p causeway-driver-cpu -p causeway -p causeway-cli)
 
 # --- set-up ------------------------------------------------------------------------------------
 command -v rustup >/dev/null || die "rustup is required to install the $TARGET target"

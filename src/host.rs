@@ -1,5 +1,5 @@
 //! Blocking waits for host threads: a thread that must wait for a timeline value arms a
 //! timepoint on its own stack whose callback unparks it, then parks (see
-//! [`causeway_driver_cpu::blocking`]).
+//! [`causeway_runtime::blocking`]).
 
-pub use causeway_driver_cpu::blocking::{wait, wait_until, HostWaitError};
+pub use causeway_runtime::blocking::{wait, wait_until, HostWaitError};

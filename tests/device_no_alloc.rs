@@ -10,7 +10,8 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use causeway::device::{CpuDevice, Op, QueueConfig, SemaphoreId, Work};
+use causeway::cpu::CpuBackend;
+use causeway::device::{Device, Op, QueueConfig, SemaphoreId, Work};
 use causeway::host;
 use causeway::scope::{Endpoint, Scope};
 use causeway::PoolConfig;
@@ -24,7 +25,7 @@ const BATCH: u64 = 16;
 
 /// One round: queue 0 waits for queue 1's previous pong and pings; queue 1 waits for the ping
 /// and pongs. Every `BATCH` rounds the host blocks until the device caught up.
-fn rounds(device: &CpuDevice, ping: SemaphoreId, pong: SemaphoreId, range: std::ops::Range<u64>) {
+fn rounds(device: &Device, ping: SemaphoreId, pong: SemaphoreId, range: std::ops::Range<u64>) {
     let queues = [causeway::device::QueueId(0), causeway::device::QueueId(1)];
     for round in range {
         let after_pong = [(pong, round - 1)];
@@ -46,7 +47,8 @@ fn rounds(device: &CpuDevice, ping: SemaphoreId, pong: SemaphoreId, range: std::
 
 #[test]
 fn submit_run_and_signal_allocate_nothing_after_warm_up() {
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    builder.driver(CpuBackend::new());
     builder.queue(QueueConfig::default());
     builder.queue(QueueConfig::default());
     let ping = builder.semaphore(0, Scope::DeviceLocal, HOME);

@@ -45,7 +45,8 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use causeway::device::{CpuDevice, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work};
+use causeway::cpu::CpuBackend;
+use causeway::device::{Device, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work};
 use causeway::PoolConfig;
 use causeway_cli::scenario::check::Plan;
 use causeway_cli::scenario::model::{Home, Target};
@@ -200,7 +201,8 @@ fn read_ops(scenario: &Scenario) -> u64 {
 /// operations with no work, as in the generated shapes), then every semaphore's last value
 /// waited for.
 fn device_submit(scenario: &Scenario, plan: &Plan) -> u64 {
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(scenario.workers));
+    let mut builder = Device::builder(PoolConfig::with_workers(scenario.workers));
+    builder.driver(CpuBackend::new());
     for &slots in &plan.queue_slots {
         let mut config = QueueConfig::default();
         config.capacity = slots;

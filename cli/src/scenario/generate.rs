@@ -16,7 +16,7 @@
 use std::fmt::Write;
 
 /// Waits of each join in [`fan_in`]: one per lane.
-pub const FAN_IN: usize = causeway_driver_cpu::device::MAX_WAITS;
+pub const FAN_IN: usize = causeway::device::MAX_WAITS;
 
 /// Queues of [`many_semaphores`], taken round-robin.
 pub const MANY_SEMAPHORES_QUEUES: usize = 4;

@@ -23,6 +23,7 @@
 
 pub mod bundled;
 pub mod check;
+pub mod drivers;
 pub mod expect;
 pub mod generate;
 pub mod model;

@@ -15,6 +15,7 @@ use causeway_core::scope::{Scope, UnknownScope};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::drivers;
 use super::model::{
     Home, OpExpect, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec, StatusExpect,
     Target, TotalsExpect, WorkSpec,
@@ -418,12 +419,13 @@ impl Resolver<'_> {
                 return Err(self.error(&queue.name, format!("queue `{name}` is defined twice")));
             }
             if let Some(driver) = &queue.driver {
-                if driver.get_ref() != "cpu" {
+                if !drivers::AVAILABLE.contains(&driver.get_ref().as_str()) {
                     return Err(self.error(
                         driver,
                         format!(
-                            "driver `{}` is not available (this build has: cpu)",
-                            driver.get_ref()
+                            "driver `{}` is not available (this build has: {})",
+                            driver.get_ref(),
+                            drivers::AVAILABLE.join(", ")
                         ),
                     ));
                 }
@@ -568,17 +570,14 @@ impl Resolver<'_> {
             .iter()
             .map(|s| self.condition(s, "=", names))
             .collect::<Result<Vec<_>, _>>()?;
-        if waits.len() > causeway_driver_cpu::device::MAX_WAITS {
-            return Err(self.error(
-                &op.name,
-                format!("more than {} waits", causeway_driver_cpu::device::MAX_WAITS),
-            ));
+        if waits.len() > causeway::device::MAX_WAITS {
+            return Err(
+                self.error(&op.name, format!("more than {} waits", causeway::device::MAX_WAITS))
+            );
         }
-        if signals.len() > causeway_driver_cpu::device::MAX_SIGNALS {
-            return Err(self.error(
-                &op.name,
-                format!("more than {} signals", causeway_driver_cpu::device::MAX_SIGNALS),
-            ));
+        if signals.len() > causeway::device::MAX_SIGNALS {
+            return Err(self
+                .error(&op.name, format!("more than {} signals", causeway::device::MAX_SIGNALS)));
         }
         let work = match &op.work {
             None => WorkSpec::Noop,
@@ -626,7 +625,7 @@ impl Resolver<'_> {
                     return Err(self
                         .error(spanned, "a tiled dispatch needs at least one region of one tile"));
                 }
-                let most = causeway_driver_cpu::block::MAX_REGIONS;
+                let most = drivers::MAX_REGIONS;
                 if *regions as usize > most {
                     return Err(self
                         .error(spanned, format!("a command buffer holds at most {most} regions")));

@@ -7,8 +7,8 @@
 
 use std::io;
 
+use causeway::FRONTIER_CAPACITY;
 use causeway_core::frontier::Frontier;
-use causeway_driver_cpu::FRONTIER_CAPACITY;
 use serde::{Serialize, Serializer};
 
 use super::model::Target;

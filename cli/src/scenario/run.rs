@@ -19,21 +19,23 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use causeway::device::{
+    allocate_axis, BufferId, CommandBufferId, Device, DeviceSemaphore, HostCallId, Observer, Op,
+    OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, SubmitError,
+    WaitOutcome, Work, DEFAULT_SEMAPHORE_HISTORY,
+};
 use causeway::host::{self, HostWaitError};
+use causeway::runtime::spin_for;
+use causeway::{PoolConfig, FRONTIER_CAPACITY};
 use causeway_core::axis::{Axis, Domain};
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{self, Capabilities, QueueClock, Resolution};
 use causeway_core::scope::Endpoint;
 use causeway_core::semaphore::{Failure, SignalError, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
 use causeway_core::unpoisoned::{Condvar, Mutex};
-use causeway_driver_cpu::device::{
-    allocate_axis, spin_for, BufferId, CommandBufferId, CpuDevice, DeviceKernel, DeviceSemaphore,
-    HostCallId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig,
-    SemaphoreId, SubmitError, WaitOutcome, Work, DEFAULT_SEMAPHORE_HISTORY,
-};
-use causeway_driver_cpu::{PoolConfig, FRONTIER_CAPACITY};
 
 use super::check::Plan;
+use super::drivers::Drivers;
 use super::model::{Home, OpSpec, Scenario, ScenarioError, Target, WorkSpec};
 
 /// How an operation ended, as the report spells it.
@@ -130,7 +132,7 @@ pub struct Outcome<'s> {
     /// Where each axis is in `axes`.
     axis_index: HashMap<Axis, usize>,
     /// Stream-ordered memory totals.
-    pub memory: causeway_driver_cpu::device::MemoryStats,
+    pub memory: causeway::device::MemoryStats,
     /// Wall time of the run.
     pub wall: Duration,
 }
@@ -155,7 +157,7 @@ pub struct RunOptions {
 }
 
 /// How long a stuck run's device gets to finish what it is running before its workers are
-/// abandoned (see [`CpuDevice::shutdown`]).
+/// abandoned (see [`Device::shutdown`]).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Running and waiting operations a deadlock report lists by name, each.
 const STUCK_LISTED: usize = 20;
@@ -306,7 +308,7 @@ impl Sizes {
 struct Runner<'s> {
     scenario: &'s Scenario,
     options: RunOptions,
-    device: CpuDevice,
+    device: Device,
     recorder: Arc<Recorder>,
     host_clock: QueueClock<FRONTIER_CAPACITY>,
     /// The device's ID of each declared semaphore, in declaration order.
@@ -354,7 +356,27 @@ impl<'s> Runner<'s> {
             allocate_axis(0, Domain::Host).map_err(|e| fail(format!("host axis: {e}")))?;
         let mut pool = PoolConfig::with_workers(scenario.workers);
         pool.name = "causeway".to_string();
-        let mut builder = CpuDevice::builder(pool);
+        let mut builder = Device::builder(pool);
+        let mut drivers = Drivers::new();
+        let mut host_calls = Vec::new();
+        let mut command_buffers = Vec::new();
+        for op in &scenario.ops {
+            match op.work {
+                WorkSpec::Host { duration, fail } => {
+                    host_calls.push(builder.host_call(move || {
+                        spin_for(duration);
+                        fail.map_or(Ok(()), |code| Err(Failure::Application(code)))
+                    }))
+                }
+                WorkSpec::Tiles { regions, tiles, duration } => command_buffers.push(
+                    drivers.record_tiles(regions, tiles, duration).map_err(|error| {
+                        ScenarioError::at(&scenario.path, op.line, format!("tiles: {error}"))
+                    })?,
+                ),
+                _ => {}
+            }
+        }
+        let registered = drivers.register(&mut builder);
         for (queue, &slots) in scenario.queues.iter().zip(&sizes.queue_slots) {
             let mut config = QueueConfig::default();
             config.machine = queue.machine;
@@ -362,6 +384,7 @@ impl<'s> Runner<'s> {
             config.device_group = queue.group;
             config.wait_before_signal = queue.wait_before_signal;
             config.capacity = slots;
+            config.driver = registered.cpu;
             builder.queue(config);
         }
         let mut semaphore_ids = Vec::with_capacity(scenario.semaphores.len());
@@ -386,25 +409,6 @@ impl<'s> Runner<'s> {
             let mut config = SemaphoreConfig::new(semaphore.initial, semaphore.scope, home);
             config.history = history;
             semaphore_ids.push(builder.semaphore_config(config));
-        }
-        let mut host_calls = Vec::new();
-        let mut command_buffers = Vec::new();
-        for op in &scenario.ops {
-            match op.work {
-                WorkSpec::Host { duration, fail } => {
-                    host_calls.push(builder.host_call(move || {
-                        spin_for(duration);
-                        fail.map_or(Ok(()), |code| Err(Failure::Application(code)))
-                    }))
-                }
-                WorkSpec::Tiles { regions, tiles, duration } => {
-                    let kernel =
-                        || -> DeviceKernel { Box::new(move |_tile: u32| spin_for(duration)) };
-                    let recorded = (0..regions).map(|_| (tiles, kernel())).collect();
-                    command_buffers.push(builder.command_buffer(recorded));
-                }
-                _ => {}
-            }
         }
         builder.memory(scenario.buffers.len(), scenario.memory_quota);
         // One record per alloca: reservations never wait for one.

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
+use causeway::FRONTIER_CAPACITY;
 use causeway_core::frontier::Frontier;
-use causeway_driver_cpu::FRONTIER_CAPACITY;
 
 use super::report::queue_name;
 use super::run::Outcome;

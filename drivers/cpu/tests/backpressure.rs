@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::Failure;
-use causeway_driver_cpu::blocking::{wait, HostWaitError};
-use causeway_driver_cpu::device::{
-    BufferId, CpuDevice, DeviceBuilder, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
+use causeway_device::{
+    BufferId, Device, DeviceBuilder, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
     Resource, SemaphoreConfig, SemaphoreId, SubmitError, Work,
 };
-use causeway_driver_cpu::PoolConfig;
+use causeway_driver_cpu::CpuBackend;
+use causeway_runtime::blocking::{wait, HostWaitError};
+use causeway_runtime::PoolConfig;
 
 const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(60));
@@ -36,7 +37,8 @@ impl Observer for Tally {
 }
 
 fn builder() -> (DeviceBuilder, Arc<Tally>) {
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    builder.driver(CpuBackend::new());
     let tally = Arc::new(Tally::default());
     builder.observer(tally.clone());
     (builder, tally)
@@ -60,11 +62,7 @@ fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], ta
 
 /// Runs `submit` while another thread opens `gate` (an external signal to 1) after a delay,
 /// so the submission has to wait for room that the opened gate frees.
-fn with_gate_opened_later<R>(
-    device: &CpuDevice,
-    gate: SemaphoreId,
-    submit: impl FnOnce() -> R,
-) -> R {
+fn with_gate_opened_later<R>(device: &Device, gate: SemaphoreId, submit: impl FnOnce() -> R) -> R {
     thread::scope(|scope| {
         scope.spawn(|| {
             thread::sleep(Duration::from_millis(20));

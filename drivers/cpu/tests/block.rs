@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use causeway_core::executor::{Class, Process, SpinPolicy};
 use causeway_core::Failure;
 use causeway_driver_cpu::block::{BlockError, BlockProcessor, CommandBuffer, Kernel};
-use causeway_driver_cpu::{CpuPool, HostExecutor, PoolConfig};
+use causeway_runtime::{CpuPool, HostExecutor, PoolConfig};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 

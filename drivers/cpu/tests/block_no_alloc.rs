@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use causeway_core::executor::{Class, Process, SpinPolicy};
 use causeway_core::Failure;
 use causeway_driver_cpu::block::{BlockProcessor, CommandBuffer};
-use causeway_driver_cpu::{CpuPool, PoolConfig};
+use causeway_runtime::{CpuPool, PoolConfig};
 
 #[path = "../../../tests/support/mod.rs"]
 mod support;

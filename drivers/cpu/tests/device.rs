@@ -9,11 +9,12 @@ use causeway_core::executor::SpinPolicy;
 use causeway_core::queue::Resolution;
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Arm, Failure, Notify, Outcome};
-use causeway_driver_cpu::device::{
-    BufferId, CpuDevice, DeviceBuilder, MemoryError, Observer, Op, OpEvent, OpStatus, QueueConfig,
+use causeway_device::{
+    BufferId, Device, DeviceBuilder, MemoryError, Observer, Op, OpEvent, OpStatus, QueueConfig,
     QueueId, SemaphoreId, SubmitError, WaitOutcome, Work,
 };
-use causeway_driver_cpu::PoolConfig;
+use causeway_driver_cpu::CpuBackend;
+use causeway_runtime::PoolConfig;
 
 const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 
@@ -32,15 +33,23 @@ impl Observer for Finishes {
 }
 
 fn builder(queues: usize) -> (DeviceBuilder, Vec<QueueId>, Arc<Finishes>) {
-    observed(PoolConfig::with_workers(2), queues)
+    builder_with(CpuBackend::new(), queues)
 }
 
-/// A device builder on `pool` with `queues` queues, watched by a fresh `O`.
+/// [`builder`] with `cpu` (its command buffers recorded) as the queues' driver.
+fn builder_with(cpu: CpuBackend, queues: usize) -> (DeviceBuilder, Vec<QueueId>, Arc<Finishes>) {
+    observed(PoolConfig::with_workers(2), cpu, queues)
+}
+
+/// A device builder on `pool` with `queues` queues of the CPU driver `cpu`, watched by a fresh
+/// `O`.
 fn observed<O: Observer + Default + 'static>(
     pool: PoolConfig,
+    cpu: CpuBackend,
     queues: usize,
 ) -> (DeviceBuilder, Vec<QueueId>, Arc<O>) {
-    let mut builder = CpuDevice::builder(pool);
+    let mut builder = Device::builder(pool);
+    builder.driver(cpu);
     let ids = (0..queues).map(|_| builder.queue(QueueConfig::default())).collect();
     let observer = Arc::new(O::default());
     builder.observer(observer.clone());
@@ -51,7 +60,7 @@ fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], ta
     Op { waits, signals, work: Work::Barrier, tag }
 }
 
-fn wait_for(device: &CpuDevice, semaphore: SemaphoreId, value: u64) -> Result<u64, Failure> {
+fn wait_for(device: &Device, semaphore: SemaphoreId, value: u64) -> Result<u64, Failure> {
     struct Flag(AtomicUsize);
     impl Notify for Flag {
         fn notify(&self, _: Outcome) {
@@ -158,7 +167,8 @@ fn bad_submissions_are_refused_without_side_effects() {
     let out_of_scope = device.submit(q[0], &op(&[(far, 1)], &[], 1));
     assert_eq!(out_of_scope.unwrap_err(), SubmitError::WaitOutOfScope { wait: 0 });
     // The tenth semaphore of another device's description: no such slot here.
-    let mut other = CpuDevice::builder(PoolConfig::with_workers(1));
+    let mut other = Device::builder(PoolConfig::with_workers(1));
+    other.driver(CpuBackend::new());
     let elsewhere = (0..10).map(|_| other.semaphore(0, Scope::DeviceLocal, HOME)).last().unwrap();
     let unknown = device.submit(q[0], &op(&[(elsewhere, 1)], &[], 1));
     assert_eq!(unknown.unwrap_err(), SubmitError::UnknownSemaphore(elsewhere));
@@ -301,12 +311,9 @@ fn a_panicking_host_function_fails_its_operation_not_the_device() {
 
 #[test]
 fn a_panicking_kernel_fails_its_execution_and_the_buffer_runs_again() {
-    let (mut builder, q, _) = builder(1);
-    let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
-    let t = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let armed = Arc::new(AtomicBool::new(true));
     let tiles_run = Arc::new(AtomicUsize::new(0));
-    let kernel: causeway_driver_cpu::device::DeviceKernel = {
+    let kernel: causeway_driver_cpu::DeviceKernel = {
         let (armed, tiles_run) = (Arc::clone(&armed), Arc::clone(&tiles_run));
         Box::new(move |tile: u32| {
             // Disarms itself: only the first execution panics.
@@ -316,7 +323,11 @@ fn a_panicking_kernel_fails_its_execution_and_the_buffer_runs_again() {
             tiles_run.fetch_add(1, Ordering::Relaxed);
         })
     };
-    let buffer = builder.command_buffer(vec![(64, kernel)]);
+    let mut cpu = CpuBackend::new();
+    let buffer = cpu.command_buffer(vec![(64, kernel)]).unwrap();
+    let (mut builder, q, _) = builder_with(cpu, 1);
+    let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let t = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let device = builder.build().unwrap();
     let execute = |signals, tag| Op { work: Work::Execute(buffer), ..op(&[], signals, tag) };
     let (signal_s, signal_t) = ([(s, 1)], [(t, 1)]);
@@ -334,13 +345,10 @@ fn a_panicking_kernel_fails_its_execution_and_the_buffer_runs_again() {
 #[test]
 fn command_buffers_run_on_every_worker_between_the_queue_s_waits_and_signals() {
     use std::sync::atomic::AtomicU64;
-    let (mut builder, q, finishes) = builder(2);
-    let ready = builder.semaphore(0, Scope::DeviceLocal, HOME);
-    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let first = Arc::new(AtomicU64::new(0));
     let second = Arc::new(AtomicU64::new(0));
     let barrier_broken = Arc::new(AtomicU64::new(0));
-    let regions: Vec<(u32, causeway_driver_cpu::device::DeviceKernel)> = vec![
+    let regions: Vec<(u32, causeway_driver_cpu::DeviceKernel)> = vec![
         (64, {
             let first = Arc::clone(&first);
             Box::new(move |_tile: u32| {
@@ -359,7 +367,11 @@ fn command_buffers_run_on_every_worker_between_the_queue_s_waits_and_signals() {
             })
         }),
     ];
-    let buffer = builder.command_buffer(regions);
+    let mut cpu = CpuBackend::new();
+    let buffer = cpu.command_buffer(regions).unwrap();
+    let (mut builder, q, finishes) = builder_with(cpu, 2);
+    let ready = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let device = builder.build().unwrap();
 
     // Both queues execute the same buffer: the executions take turns.
@@ -383,13 +395,11 @@ fn command_buffers_run_on_every_worker_between_the_queue_s_waits_and_signals() {
 fn an_unknown_command_buffer_is_refused() {
     let (builder, q, _) = builder(1);
     let device = builder.build().unwrap();
-    let execute = Op {
-        work: Work::Execute(causeway_driver_cpu::device::CommandBufferId(3)),
-        ..op(&[], &[], 1)
-    };
+    let execute =
+        Op { work: Work::Execute(causeway_device::CommandBufferId(3)), ..op(&[], &[], 1) };
     assert_eq!(
         device.submit(q[0], &execute).unwrap_err(),
-        SubmitError::UnknownCommandBuffer(causeway_driver_cpu::device::CommandBufferId(3))
+        SubmitError::UnknownCommandBuffer(causeway_device::CommandBufferId(3))
     );
 }
 
@@ -444,7 +454,7 @@ fn an_operation_woken_by_a_signal_starts_on_the_worker_that_signalled() {
     // woken queue on the signalling worker, round after round.
     let mut pool = PoolConfig::with_workers(2);
     pool.spin = SpinPolicy::Fixed(u32::MAX);
-    let (mut builder, q, timeline) = observed::<Timeline>(pool, 2);
+    let (mut builder, q, timeline) = observed::<Timeline>(pool, CpuBackend::new(), 2);
     let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let device = builder.build().unwrap();
@@ -473,7 +483,8 @@ fn an_operation_woken_by_a_signal_starts_on_the_worker_that_signalled() {
 
 #[test]
 fn a_woken_operation_does_not_wait_behind_the_signalling_queue_s_ready_work() {
-    let (mut builder, q, timeline) = observed::<Timeline>(PoolConfig::with_workers(2), 2);
+    let (mut builder, q, timeline) =
+        observed::<Timeline>(PoolConfig::with_workers(2), CpuBackend::new(), 2);
     let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let busy_done = builder.semaphore(0, Scope::DeviceLocal, HOME);

@@ -8,18 +8,20 @@ use std::time::Duration;
 
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::Failure;
-use causeway_driver_cpu::blocking::{wait, HostWaitError};
-use causeway_driver_cpu::device::{
-    CpuDevice, Op, QueueConfig, QueueId, Resource, SemaphoreConfig, SemaphoreError, SemaphoreId,
+use causeway_device::{
+    Device, Op, QueueConfig, QueueId, Resource, SemaphoreConfig, SemaphoreError, SemaphoreId,
     SubmitError, Work,
 };
-use causeway_driver_cpu::PoolConfig;
+use causeway_driver_cpu::CpuBackend;
+use causeway_runtime::blocking::{wait, HostWaitError};
+use causeway_runtime::PoolConfig;
 
 const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(60));
 
-fn device(pooled: usize) -> (CpuDevice, QueueId, SemaphoreId) {
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
+fn device(pooled: usize) -> (Device, QueueId, SemaphoreId) {
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    builder.driver(CpuBackend::new());
     let queue = builder.queue(QueueConfig::default());
     let gate = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let mut config = SemaphoreConfig::new(0, Scope::DeviceLocal, HOME);

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::Failure;
-use causeway_driver_cpu::device::{
-    CpuDevice, DeviceKernel, Observer, Op, OpEvent, OpStatus, QueueConfig, StuckOp, Work,
-};
-use causeway_driver_cpu::PoolConfig;
+use causeway_device::{Device, Observer, Op, OpEvent, OpStatus, QueueConfig, StuckOp, Work};
+use causeway_driver_cpu::{CpuBackend, DeviceKernel};
+use causeway_runtime::PoolConfig;
 
 const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 const GRACE: Duration = Duration::from_millis(200);
@@ -50,7 +49,8 @@ fn a_host_function_that_never_returns_is_abandoned_and_everything_else_cancelled
     let release = Arc::new(AtomicBool::new(false));
     let entered = Arc::new(AtomicBool::new(false));
     let finishes = Arc::new(Finishes::default());
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    builder.driver(CpuBackend::new());
     let q0 = builder.queue(QueueConfig::default());
     let q1 = builder.queue(QueueConfig::default());
     let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
@@ -104,9 +104,6 @@ fn a_host_function_that_never_returns_is_abandoned_and_everything_else_cancelled
 #[test]
 fn a_kernel_that_never_returns_is_reported_with_its_command_buffer_op() {
     let release = Arc::new(AtomicBool::new(false));
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
-    let q = builder.queue(QueueConfig::default());
-    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let kernel: DeviceKernel = {
         let release = Arc::clone(&release);
         Box::new(move |tile: u32| {
@@ -115,7 +112,12 @@ fn a_kernel_that_never_returns_is_reported_with_its_command_buffer_op() {
             }
         })
     };
-    let buffer = builder.command_buffer(vec![(4, kernel)]);
+    let mut cpu = CpuBackend::new();
+    let buffer = cpu.command_buffer(vec![(4, kernel)]).unwrap();
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    builder.driver(cpu);
+    let q = builder.queue(QueueConfig::default());
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let device = builder.build().unwrap();
     let signal_done = [(done, 1)];
     device
@@ -133,7 +135,8 @@ fn a_kernel_that_never_returns_is_reported_with_its_command_buffer_op() {
 
 #[test]
 fn a_device_with_nothing_running_shuts_down_whole() {
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(2));
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    builder.driver(CpuBackend::new());
     let q = builder.queue(QueueConfig::default());
     let never = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let device = builder.build().unwrap();

@@ -21,12 +21,13 @@ use std::time::{Duration, Instant};
 
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::Failure;
-use causeway_driver_cpu::blocking::{wait, HostWaitError};
-use causeway_driver_cpu::device::{
-    CpuDevice, DeviceKernel, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
-    SemaphoreConfig, SemaphoreId, Work,
+use causeway_device::{
+    Device, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId,
+    Work,
 };
-use causeway_driver_cpu::PoolConfig;
+use causeway_driver_cpu::{CpuBackend, DeviceKernel};
+use causeway_runtime::blocking::{wait, HostWaitError};
+use causeway_runtime::PoolConfig;
 
 const QUEUES: usize = 8;
 const WORKERS: usize = 4;
@@ -192,7 +193,17 @@ fn a_long_random_workload_ends_as_the_model_says_in_flat_memory() {
     println!("soak: {ops} operations, seed {seed}");
     let home = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
     let checker = Arc::new(Checker::new());
-    let mut builder = CpuDevice::builder(PoolConfig::with_workers(WORKERS));
+    let mut cpu = CpuBackend::new();
+    let kernel_ok: DeviceKernel = Box::new(|_tile: u32| std::hint::black_box(()));
+    let kernel_panicking: DeviceKernel = Box::new(|tile: u32| {
+        if tile == 0 {
+            std::panic::panic_any(PLANNED_PANIC);
+        }
+    });
+    let buffer_ok = cpu.command_buffer(vec![(4, kernel_ok)]).unwrap();
+    let buffer_panicking = cpu.command_buffer(vec![(4, kernel_panicking)]).unwrap();
+    let mut builder = Device::builder(PoolConfig::with_workers(WORKERS));
+    builder.driver(cpu);
     let queues: Vec<QueueId> = (0..QUEUES)
         .map(|_| {
             let mut config = QueueConfig::default();
@@ -206,14 +217,6 @@ fn a_long_random_workload_ends_as_the_model_says_in_flat_memory() {
     let gate = builder.semaphore(0, Scope::DeviceLocal, home);
     let host_ok = builder.host_call(|| Ok(()));
     let host_failing = builder.host_call(|| Err(Failure::Application(1)));
-    let kernel_ok: DeviceKernel = Box::new(|_tile: u32| std::hint::black_box(()));
-    let kernel_panicking: DeviceKernel = Box::new(|tile: u32| {
-        if tile == 0 {
-            std::panic::panic_any(PLANNED_PANIC);
-        }
-    });
-    let buffer_ok = builder.command_buffer(vec![(4, kernel_ok)]);
-    let buffer_panicking = builder.command_buffer(vec![(4, kernel_panicking)]);
     builder.observer(checker.clone());
     let device = builder.build().unwrap();
 

@@ -14,7 +14,7 @@
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use causeway_core::executor::{Class, Process};
 //! use causeway_driver_cpu::block::{BlockProcessor, CommandBuffer};
-//! use causeway_driver_cpu::{CpuPool, PoolConfig};
+//! use causeway_runtime::{CpuPool, PoolConfig};
 //!
 //! let sum = AtomicU32::new(0);
 //! let add = |tile: u32| {

@@ -8,9 +8,9 @@ use causeway_core::{CachePadded, Failure};
 
 use super::schedule::{Completion, Next, TileSchedule};
 use super::{BlockError, CommandBuffer, OnFinish};
-use crate::contain::{contain, Panicked};
-use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use crate::sync::spin_hint;
+use causeway_runtime::contain::{contain, Panicked};
+use causeway_runtime::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use causeway_runtime::sync::spin_hint;
 
 /// How many times a drain call that finds every tile claimed pauses and looks again before it
 /// returns [`Drained::Progress`]: a region of short tiles opens within this, so the worker claims its

@@ -8,7 +8,7 @@ use std::ops::Range;
 use causeway_core::CachePadded;
 
 use super::buffer::{CommandBuffer, Region};
-use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use causeway_runtime::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The claim word: the region epoch in the high half, the next unclaimed tile in the low half.
 fn pack(epoch: u32, next: u32) -> u64 {

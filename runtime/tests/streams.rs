@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use causeway_core::executor::{Class, Process, SpinPolicy};
 use causeway_core::Failure;
-use causeway_driver_cpu::{
+use causeway_runtime::{
     CpuPool, DirectOp, Operation as _, PoolConfig, Producer, PushError, Stream,
 };
 

@@ -192,7 +192,7 @@ impl<T> std::error::Error for PushError<T> {}
 /// ```
 /// use std::sync::atomic::{AtomicU32, Ordering};
 /// use causeway_core::executor::{Class, Process};
-/// use causeway_driver_cpu::{CpuPool, DirectOp, PoolConfig, Stream};
+/// use causeway_runtime::{CpuPool, DirectOp, PoolConfig, Stream};
 ///
 /// let done = AtomicU32::new(0);
 /// let stream: Stream<DirectOp<'_>, 64> = Stream::new();

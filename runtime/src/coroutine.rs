@@ -479,7 +479,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// ```
 /// use causeway_core::scope::{Endpoint, Scope};
 /// use causeway_core::{Axis, Domain, Frontier, Point, Semaphore};
-/// use causeway_driver_cpu::{CpuPool, PoolConfig, SemaphoreExt, Spawner, FRONTIER_CAPACITY};
+/// use causeway_runtime::{CpuPool, PoolConfig, SemaphoreExt, Spawner, FRONTIER_CAPACITY};
 ///
 /// static READY: Semaphore = Semaphore::new(0, Scope::ProcessLocal, Endpoint {
 ///     machine: 0, process: 0, device_group: 0, device: 0, queue: 0,

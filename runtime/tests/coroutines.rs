@@ -16,7 +16,7 @@ use causeway_core::executor::ProcessError;
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Failure, Semaphore};
-use causeway_driver_cpu::{
+use causeway_runtime::{
     block_on, CpuPool, JoinError, PoolConfig, SemaphoreExt, Spawner, FRONTIER_CAPACITY,
 };
 

@@ -59,9 +59,9 @@ pub enum SemaphoreError {
     /// Declared with the device, not taken from its pool: it lives as long as the device.
     NotPooled(SemaphoreId),
     /// Every pooled slot is live or still used by operations in flight (backpressure: retry
-    /// once work retires, or use [`CpuDevice::create_semaphore_timeout`]).
+    /// once work retires, or use [`Device::create_semaphore_timeout`]).
     ///
-    /// [`CpuDevice::create_semaphore_timeout`]: super::CpuDevice::create_semaphore_timeout
+    /// [`Device::create_semaphore_timeout`]: crate::Device::create_semaphore_timeout
     Full(Resource),
     /// A waiting creation gave up at its deadline.
     TimedOut(Resource),

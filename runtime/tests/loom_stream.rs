@@ -12,11 +12,11 @@
 //!   refused or run exactly once, and the stream still completes.
 #![cfg(loom)]
 
-#[path = "../../../core/tests/loom_support/mod.rs"]
+#[path = "../../core/tests/loom_support/mod.rs"]
 mod loom_support;
 
 use causeway_core::executor::{Class, Executor, Process, RoundRobin, SpinPolicy, Worker};
-use causeway_driver_cpu::{Operation, PushError, Stream};
+use causeway_runtime::{Operation, PushError, Stream};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use loom_support::LoomFutex;

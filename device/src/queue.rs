@@ -54,15 +54,15 @@ use causeway_core::queue::QueueClock;
 use causeway_core::semaphore::{Failure, Timepoint};
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
-use super::execute::Issue;
-use super::hand_off::{self, Collecting};
-use super::memory::AllocationId;
-use super::memory::Commit;
-use super::op::{spin_for, OpBody, OpEvent, OpSlot, OpStatus, Work};
-use super::phase::{QueuePhase, Running, TakeOver};
-use super::DeviceShared;
-use crate::contain::{contain, Panicked};
-use crate::FRONTIER_CAPACITY;
+use causeway_runtime::contain::{contain, Panicked};
+use causeway_runtime::FRONTIER_CAPACITY;
+
+use crate::backend::{Issue, Issued};
+use crate::hand_off::{self, Collecting};
+use crate::memory::{AllocationId, Commit};
+use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
+use crate::phase::{QueuePhase, Running, TakeOver};
+use crate::{DeviceShared, QueueId};
 
 /// Operations one drain call runs before yielding the worker to other processes.
 const OPS_PER_DRAIN: usize = 32;
@@ -76,6 +76,8 @@ pub(crate) struct SubmitSide {
 /// One queue: its clock, its ring of operations and its process.
 pub(crate) struct QueueShared {
     pub(crate) index: usize,
+    /// Its driver's index in the device's backends.
+    pub(crate) driver: usize,
     axis: Axis,
     pub(crate) submit: Mutex<SubmitSide>,
     head: AtomicU64,
@@ -101,11 +103,12 @@ enum Step {
     Abandoned,
 }
 
-/// What running an operation's work came to.
+/// What starting an operation's work came to.
 enum Ran {
     Finished(OpStatus),
-    /// A command buffer was handed to the block processor; the queue is woken when it ends.
-    Issued,
+    /// It cannot start yet (no quota for an alloca, the driver's resource is taken), or the
+    /// driver runs it; the queue is woken when that changes.
+    Waiting,
     /// Taken over while the work ran.
     Abandoned,
 }
@@ -113,12 +116,14 @@ enum Ran {
 impl QueueShared {
     pub(crate) fn new(
         index: usize,
+        driver: usize,
         clock: QueueClock<FRONTIER_CAPACITY>,
         capacity: usize,
     ) -> QueueShared {
         let point = causeway_core::frontier::Point::new(clock.axis(), 0);
         QueueShared {
             index,
+            driver,
             axis: clock.axis(),
             submit: Mutex::new(SubmitSide { clock }),
             head: AtomicU64::new(0),
@@ -287,9 +292,8 @@ impl QueueShared {
             (body.issued, body.work, body.tag, body.allocation)
         };
         let status = if issued {
-            // A command buffer is running for this operation: done only when it finished.
-            let Work::Execute(id) = work else { unreachable!("only executions are issued") };
-            match device.executions[id.0 as usize].poll(self.index) {
+            // The driver runs it: done only when it says so.
+            match device.backend(self).poll(QueueId(self.index), work) {
                 Some(status) => status,
                 None => return Step::Blocked,
             }
@@ -304,17 +308,11 @@ impl QueueShared {
             }
             match slot.gate.failure() {
                 Some(failure) => OpStatus::Failed(failure),
-                None => {
-                    if !self.prepare(slot, work, allocation) {
-                        return Step::Blocked;
-                    }
-                    device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
-                    match self.execute(work, tag, allocation, worker) {
-                        Ran::Finished(status) => status,
-                        Ran::Issued => return Step::Blocked,
-                        Ran::Abandoned => return Step::Abandoned,
-                    }
-                }
+                None => match self.start(slot, work, tag, allocation, worker) {
+                    Ran::Finished(status) => status,
+                    Ran::Waiting => return Step::Blocked,
+                    Ran::Abandoned => return Step::Abandoned,
+                },
             }
         };
         // SAFETY: as above; the queue process owns the slot again (the work is over and the
@@ -326,83 +324,101 @@ impl QueueShared {
         Step::Retired
     }
 
-    /// What must be had before the operation may start: committed memory for an alloca, the
-    /// command buffer for an execution. `false` when it is not available yet (the pool is over
-    /// quota, another queue executes the buffer); the queue is registered to be woken.
-    fn prepare(&self, slot: &OpSlot, work: Work, allocation: Option<AllocationId>) -> bool {
-        if let Work::Execute(id) = work {
-            let device = self.device();
-            return match device.executions[id.0 as usize].issue(self.index) {
-                Issue::Issued => {
-                    // SAFETY: the queue process owns the slot (see `step`) and holds no other
-                    // reference to it here.
-                    let body = unsafe { &mut *slot.body.get() };
-                    body.issued = true;
-                    body.issued_ns = device.now_ns();
-                    true
-                }
-                Issue::Busy => false,
-            };
-        }
-        let (Work::Alloca { .. }, Some(allocation)) = (work, allocation) else {
-            return true;
-        };
-        let mut memory = self.device().lock_memory();
-        match memory.pool.commit(allocation) {
-            Commit::Committed => true,
-            Commit::OverQuota => {
-                // Registered under the same lock a decommit takes before waking, so the wake
-                // cannot slip between this check and the registration.
-                memory.waiting.register(self.index);
-                false
-            }
-        }
-    }
-
-    /// Runs the operation's work. User work (spin, sleep, a host function) runs in the Working
-    /// phase, so a shutdown can abandon it if it never returns.
-    fn execute(
+    /// Starts the operation's work: the layer's own kinds here, kernels through the driver.
+    fn start(
         &self,
+        slot: &OpSlot,
         work: Work,
         tag: u64,
         allocation: Option<AllocationId>,
         worker: usize,
     ) -> Ran {
         let device = self.device();
-        let user_work = |run: &dyn Fn() -> OpStatus| {
-            self.phase.start_work(Running { tag, worker, since_ns: device.now_ns() });
-            let status = run();
-            if self.phase.finish_work() {
-                Ran::Finished(status)
-            } else {
-                Ran::Abandoned
-            }
-        };
+        let started =
+            || device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
         match work {
-            Work::Execute(_) => Ran::Issued,
-            Work::Barrier | Work::Alloca { .. } => Ran::Finished(OpStatus::Ok),
-            Work::Spin(duration) => user_work(&|| {
-                spin_for(duration);
-                OpStatus::Ok
-            }),
-            Work::Sleep(duration) => user_work(&|| {
-                std::thread::sleep(duration);
-                OpStatus::Ok
-            }),
-            Work::Host(call) => user_work(&|| {
+            Work::Barrier => {
+                started();
+                Ran::Finished(OpStatus::Ok)
+            }
+            Work::Alloca { .. } => {
+                if !self.commit(allocation) {
+                    return Ran::Waiting;
+                }
+                started();
+                Ran::Finished(OpStatus::Ok)
+            }
+            Work::Dealloca(_) => {
+                started();
+                Ran::Finished(match allocation {
+                    Some(allocation) => device.decommit(allocation),
+                    None => OpStatus::Failed(Failure::Aborted),
+                })
+            }
+            Work::Host(call) => {
+                started();
                 // A panicking host function fails its operation (and what it signals) instead
                 // of taking the worker and the queue process down with it.
-                match contain(&device.host_calls[call.0 as usize]) {
-                    Ok(Ok(())) => OpStatus::Ok,
-                    Ok(Err(failure)) => OpStatus::Failed(failure),
-                    Err(Panicked) => OpStatus::Failed(Failure::Aborted),
+                let status = self.run_user_work(tag, worker, || {
+                    match contain(&device.host_calls[call.0 as usize]) {
+                        Ok(Ok(())) => OpStatus::Ok,
+                        Ok(Err(failure)) => OpStatus::Failed(failure),
+                        Err(Panicked) => OpStatus::Failed(Failure::Aborted),
+                    }
+                });
+                status.map_or(Ran::Abandoned, Ran::Finished)
+            }
+            kernel => {
+                let mut issue =
+                    Issue { queue: self, device, tag, work: kernel, worker, started: false };
+                match device.backend(self).issue(&mut issue) {
+                    Issued::Finished(status) => {
+                        issue.start();
+                        Ran::Finished(status)
+                    }
+                    Issued::Pending => {
+                        // SAFETY: the queue process owns the slot (see `step`) and holds no
+                        // other reference to it here.
+                        let body = unsafe { &mut *slot.body.get() };
+                        body.issued = true;
+                        body.issued_ns = device.now_ns();
+                        issue.start();
+                        Ran::Waiting
+                    }
+                    Issued::Busy => Ran::Waiting,
+                    Issued::Abandoned(_) => Ran::Abandoned,
                 }
-            }),
-            Work::Dealloca(_) => Ran::Finished(match allocation {
-                Some(allocation) => device.decommit(allocation),
-                None => OpStatus::Failed(Failure::Aborted),
-            }),
+            }
         }
+    }
+
+    /// Commits an alloca's memory; `false` when the pool is over quota (the queue is registered
+    /// to be woken by the next decommit).
+    fn commit(&self, allocation: Option<AllocationId>) -> bool {
+        let Some(allocation) = allocation else { return true };
+        let mut memory = self.device().lock_memory();
+        match memory.pool.commit(allocation) {
+            Commit::Committed => true,
+            Commit::OverQuota => {
+                // Registered under the same lock a decommit takes before waking, so the wake
+                // cannot slip between this check and the registration.
+                memory.waiting.register(QueueId(self.index));
+                false
+            }
+        }
+    }
+
+    /// Runs user work (a kernel on this worker, a host function) in the Working phase, so a
+    /// shutdown can abandon it if it never returns; `None` when it was.
+    pub(crate) fn run_user_work(
+        &self,
+        tag: u64,
+        worker: usize,
+        work: impl FnOnce() -> OpStatus,
+    ) -> Option<OpStatus> {
+        self.phase.start_work(Running { tag, worker, since_ns: self.device().now_ns() });
+        let status = work();
+        self.phase.finish_work().then_some(status)
     }
 
     fn retire(&self, head: u64, body: &mut OpBody) {
@@ -443,8 +459,9 @@ impl QueueShared {
     /// Shutdown, after the pool stopped: takes the ring over from the queue process (see
     /// `phase`), cancels every operation that has not run (its armed timepoints unlinked, its
     /// signals failed as cancelled, its memory released) and fails the one whose work is still
-    /// running as aborted. `workers_abandoned` says whether a command buffer still marked
-    /// running may be stuck in a kernel (else the pool's shutdown ended it).
+    /// running as aborted. `workers_abandoned` says whether some pool worker was left inside
+    /// work (else work that runs on the workers has stopped); the driver decides from it
+    /// whether its pending operation may still run.
     pub(crate) fn tear_down(
         &self,
         device: &DeviceShared,
@@ -465,18 +482,18 @@ impl QueueShared {
             }
         };
         let tail = self.tail.load(Ordering::Acquire);
-        if stuck.is_none() && index < tail && workers_abandoned {
+        if stuck.is_none() && index < tail {
             // SAFETY: the queue is taken over while idle: the device owns the whole ring
             // (phase invariant 2), and nothing else reads this slot.
             let body = unsafe { &*self.slot(index).body.get() };
-            if let (true, Work::Execute(id)) = (body.issued, body.work) {
-                if device.executions[id.0 as usize].is_running() {
-                    let running =
-                        Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
-                    self.abandon_running(device, index, running);
-                    stuck = Some(running);
-                    index += 1;
-                }
+            let backend = &device.backends[self.driver];
+            if body.issued && backend.is_running(QueueId(self.index), body.work, workers_abandoned)
+            {
+                let running =
+                    Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
+                self.abandon_running(device, index, running);
+                stuck = Some(running);
+                index += 1;
             }
         }
         let cancelled = (tail - index) as usize;

@@ -12,9 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use causeway_core::executor::{Class, Drain, DrainContext, Drained, Process, SpinPolicy};
-use causeway_driver_cpu::{CpuPool, DirectOp, PoolConfig, Producer, Stream};
+use causeway_runtime::{CpuPool, DirectOp, PoolConfig, Producer, Stream};
 
-#[path = "../../../tests/support/mod.rs"]
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use support::ALLOCATIONS;

@@ -16,7 +16,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 /// The contained code panicked; its payload has been disposed of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Panicked;
+pub struct Panicked;
 
 /// Runs `f`, turning a panic into `Err(Panicked)`.
 ///
@@ -24,7 +24,7 @@ pub(crate) struct Panicked;
 /// stay consistent at every step (a claimed tile is simply never completed; a popped operation
 /// has already been counted out), and the user's own state is the user's, as with
 /// `std::thread::spawn`.
-pub(crate) fn contain<R>(f: impl FnOnce() -> R) -> Result<R, Panicked> {
+pub fn contain<R>(f: impl FnOnce() -> R) -> Result<R, Panicked> {
     panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         discard(payload);
         Panicked

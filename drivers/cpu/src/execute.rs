@@ -1,7 +1,8 @@
-//! Executing recorded command buffers from a queue: the queue process hands a buffer's block
-//! processor to every worker and sleeps until the processor's finish hook wakes it.
+//! Executing recorded command buffers from a queue: issuing one hands the buffer's block
+//! processor to every worker and reports the operation pending; the processor's finish hook
+//! wakes the queue, whose poll then collects the outcome.
 //!
-//! A device owns each registered buffer with one processor and one compute process, reused for
+//! The backend owns each recorded buffer with one processor and one compute process, reused for
 //! every execution (nothing is allocated per execution). One execution runs at a time: a queue
 //! that finds the buffer busy (another queue is executing it) registers and sleeps, and the
 //! owner wakes it when it collects its outcome.
@@ -22,10 +23,8 @@ use std::sync::OnceLock;
 use causeway_core::executor::{Class, Process};
 use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::{Mutex, MutexGuard};
+use causeway_device::{DeviceContext, OpStatus, QueueId, QueueWaiters};
 
-use super::op::OpStatus;
-use super::waiters::Waiters;
-use super::DeviceShared;
 use crate::block::{BlockError, BlockProcessor, CommandBuffer, Kernel, OnFinish};
 
 const IDLE: usize = usize::MAX;
@@ -35,7 +34,7 @@ const PENDING: u64 = 0;
 /// half, see [`Failure::to_word`]).
 const SUCCEEDED: u64 = 1;
 
-/// A kernel a device owns.
+/// A kernel a recorded command buffer owns.
 pub type DeviceKernel = Box<dyn Kernel + Send>;
 
 /// Whether an issue went through.
@@ -54,26 +53,28 @@ pub(crate) struct Execution {
     process: OnceLock<Process<'static>>,
     owner: AtomicUsize,
     outcome: AtomicU64,
-    waiting: Mutex<Waiters>,
-    device: OnceLock<&'static DeviceShared>,
+    /// Queues waiting for the buffer; sized for the device's queues when it starts.
+    waiting: OnceLock<Mutex<QueueWaiters>>,
+    device: OnceLock<DeviceContext>,
 }
 
 impl Execution {
-    pub(crate) fn new(regions: Vec<(u32, DeviceKernel)>, queues: usize) -> Execution {
-        Execution {
+    /// A recording of `regions`, checked now.
+    pub(crate) fn new(regions: Vec<(u32, DeviceKernel)>) -> Result<Execution, BlockError> {
+        Self::validate(&regions)?;
+        Ok(Execution {
             regions: regions.into_boxed_slice(),
             buffer: OnceLock::new(),
             processor: OnceLock::new(),
             process: OnceLock::new(),
             owner: AtomicUsize::new(IDLE),
             outcome: AtomicU64::new(PENDING),
-            waiting: Mutex::new(Waiters::new(queues)),
+            waiting: OnceLock::new(),
             device: OnceLock::new(),
-        }
+        })
     }
 
-    /// Checks the recording before the device starts.
-    pub(crate) fn validate(regions: &[(u32, DeviceKernel)]) -> Result<(), BlockError> {
+    fn validate(regions: &[(u32, DeviceKernel)]) -> Result<(), BlockError> {
         let mut builder = CommandBuffer::builder();
         for (tiles, kernel) in regions {
             builder = builder.dispatch(*tiles, &**kernel);
@@ -83,8 +84,10 @@ impl Execution {
 
     /// Second construction phase, at the final address: records the buffer and builds the
     /// processor and its process.
-    pub(crate) fn link(&'static self, device: &'static DeviceShared, workers: usize) {
+    pub(crate) fn link(&'static self, device: DeviceContext) {
         let _ = self.device.set(device);
+        let _ = self.waiting.set(Mutex::new(QueueWaiters::new(device.queues())));
+        let workers = device.workers();
         let buffer = self.buffer.get_or_init(|| {
             let mut builder = CommandBuffer::builder();
             for (tiles, kernel) in self.regions.iter() {
@@ -100,20 +103,20 @@ impl Execution {
         self.process.get_or_init(|| Process::new(processor, Class::Compute));
     }
 
-    fn lock_waiting(&self) -> MutexGuard<'_, Waiters> {
+    fn lock_waiting(&self) -> MutexGuard<'_, QueueWaiters> {
         // Flags set or cleared one at a time, and a wake only queues a process: nothing under
         // this lock can leave it half-updated.
-        self.waiting.lock()
+        self.waiting.get().expect("linked when the device started").lock()
     }
 
     /// Starts an execution for `queue`, unless another queue holds the buffer.
-    pub(crate) fn issue(&'static self, queue: usize) -> Issue {
+    pub(crate) fn issue(&'static self, queue: QueueId) -> Issue {
         let mut waiting = self.lock_waiting();
         if self.owner.load(Ordering::Relaxed) != IDLE {
             waiting.register(queue);
             return Issue::Busy;
         }
-        self.owner.store(queue, Ordering::Relaxed);
+        self.owner.store(queue.0, Ordering::Relaxed);
         drop(waiting);
         self.outcome.store(PENDING, Ordering::Relaxed);
         let (Some(processor), Some(process), Some(device)) =
@@ -132,7 +135,7 @@ impl Execution {
                 return Issue::Issued;
             }
         }
-        if device.executor.submit(process).is_err() {
+        if !device.submit(process) {
             self.finished(Err(Failure::Cancelled));
         }
         Issue::Issued
@@ -146,18 +149,18 @@ impl Execution {
 
     /// The outcome of `queue`'s execution once it finished (releasing the buffer to the next
     /// queue), or `None` while it runs.
-    pub(crate) fn poll(&self, queue: usize) -> Option<OpStatus> {
+    pub(crate) fn poll(&self, queue: QueueId) -> Option<OpStatus> {
         // Acquire pairs with the Release store in `finished`: the kernels' writes are visible.
         let status = match self.outcome.load(Ordering::Acquire) {
             PENDING => return None,
             SUCCEEDED => OpStatus::Ok,
             word => OpStatus::Failed(Failure::from_word(word).unwrap_or(Failure::Aborted)),
         };
-        debug_assert_eq!(self.owner.load(Ordering::Relaxed), queue);
+        debug_assert_eq!(self.owner.load(Ordering::Relaxed), queue.0);
         let mut waiting = self.lock_waiting();
         self.owner.store(IDLE, Ordering::Relaxed);
-        if let Some(device) = self.device.get() {
-            waiting.wake_all(&device.queues);
+        if let Some(&device) = self.device.get() {
+            waiting.wake_all(device);
         }
         Some(status)
     }
@@ -170,7 +173,7 @@ impl OnFinish for Execution {
         self.outcome.store(word, Ordering::Release);
         let owner = self.owner.load(Ordering::Relaxed);
         if let (Some(device), true) = (self.device.get(), owner != IDLE) {
-            device.queues[owner].wake();
+            device.wake(QueueId(owner));
         }
     }
 }

@@ -1,40 +1,49 @@
-//! The hosted CPU device: queues whose operations wait on and signal timeline semaphores,
-//! run by the worker pool.
+//! # causeway-device
 //!
-//! A [`CpuDevice`] owns a [`CpuPool`], a fixed set of queues, a fixed table of semaphores,
-//! registered host functions, recorded command buffers (each run by a block processor on every
-//! worker, see `execute`) and a stream-ordered memory pool, all sized when it is built
-//! ([`DeviceBuilder`]). After that, submitting, running and signalling allocate nothing.
+//! The device layer every driver shares: queues whose operations wait on and signal timeline
+//! semaphores, whatever hardware runs them. A driver implements a small [`Backend`] (see
+//! [`backend`]); everything else about an operation lives here, once.
 //!
-//! Submitting an [`Op`] to a queue ([`CpuDevice::submit`]) happens on the calling thread and
+//! A [`Device`] owns a [`CpuPool`] (its queue processes run there, whatever the driver), its
+//! drivers' backends, a fixed set of queues, a fixed table of semaphores, registered host
+//! functions and a stream-ordered memory pool, all sized when it is built ([`DeviceBuilder`]).
+//! After that, submitting, running and signalling allocate nothing.
+//!
+//! Submitting an [`Op`] to a queue ([`Device::submit`]) happens on the calling thread and
 //! never blocks on other work:
 //!
 //! 1. each wait is resolved against the queue's clock (`docs/ARCHITECTURE.md`, "Causal
 //!    model"): **elided** (the queue already knows the signalling operation), **satisfied**
 //!    (already reached), or — when the value is still to come — **device** (a semaphore
-//!    timepoint, the CPU device's native wait, armed now; submit-before-signal is fine) or
-//!    **held** (for queues configured without wait-before-signal: the operation is held on
-//!    the host until the value is reached, modelling binary-event backends);
+//!    timepoint armed now on the operation's wait gate; submit-before-signal is fine) or
+//!    **held** (for queues without wait-before-signal, by their driver's capabilities or
+//!    their configuration: the operation is held on the host until the value is reached, as
+//!    binary-event APIs need);
 //! 2. the operation gets the next epoch, its frontier becomes the queue's, and its signals
 //!    are recorded as pending with that frontier;
 //! 3. it enters the queue's ring and the queue process is woken.
 //!
-//! Each queue's process (see `queue`) runs its operations in order as their waits resolve,
-//! woken directly by the timepoint callbacks — no polling. Finishing an operation completes
-//! its signals, which wakes the next waiters the same way. A failed wait, or failing work — a
-//! host function's error, a host function or kernel that panics (contained on its worker, as
-//! [`Failure::Aborted`]) — fails the operation and every semaphore it signals; shutting the
-//! device down cancels what has not run and fails its signals as cancelled, so no host waiter
-//! is left hanging.
+//! Each queue's process (see `queue`) takes its operations in order as their waits resolve,
+//! woken directly by the timepoint callbacks — no polling — and issues each to its driver's
+//! backend (or runs the layer's own work: barriers, host functions, stream-ordered memory).
+//! Finishing an operation completes its signals, which wakes the next waiters the same way. A
+//! failed wait, or failing work — a host function's error, a host function or kernel that
+//! panics (contained on its worker, as [`Failure::Aborted`]) — fails the operation and every
+//! semaphore it signals; shutting the device down cancels what has not run and fails its
+//! signals as cancelled, so no host waiter is left hanging.
 
-mod execute;
+// Not a loom model: its lock-free parts are core's (modelled there), and core's axis allocator
+// is not `const` under loom. Under `--cfg loom` the crate is empty.
+#![cfg(not(loom))]
+
+pub mod backend;
+
 mod hand_off;
 mod memory;
 mod op;
 mod phase;
 mod queue;
 mod semaphores;
-mod waiters;
 
 use std::fmt;
 use std::sync::Arc;
@@ -53,19 +62,19 @@ use causeway_core::semaphore::{
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use heapless::Vec as FixedVec;
 
-pub use execute::DeviceKernel;
+pub use backend::{
+    Backend, BackendCapabilities, DeviceContext, DriverError, DriverId, Issue, Issued, QueueWaiters,
+};
+pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use memory::{MemoryError, MemoryStats};
-pub use op::{spin_for, Observer, Op, OpEvent, OpStatus, Work};
+pub use op::{Observer, Op, OpEvent, OpStatus, Work};
 pub use semaphores::{SemaphoreError, SemaphoreId};
 
-use crate::block::BlockError;
-use crate::{CpuPool, HostExecutor, PoolConfig, PoolError, FRONTIER_CAPACITY};
-use execute::Execution;
+use causeway_runtime::{CpuPool, PoolError};
 use memory::{AllocationId, MemoryPool};
 use op::OpBody;
 use queue::{QueueShared, Teardown};
 use semaphores::{Blocker, SemaphoreTable};
-use waiters::Waiters;
 
 /// Most waits one operation may carry.
 pub const MAX_WAITS: usize = 8;
@@ -99,7 +108,7 @@ pub struct QueueId(pub usize);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HostCallId(pub u32);
 
-/// A registered command buffer.
+/// A command buffer recorded with a driver (its numbering is the driver's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CommandBufferId(pub u32);
 
@@ -123,8 +132,11 @@ pub struct QueueConfig {
     /// Operations in flight at most (submitted, not retired).
     pub capacity: usize,
     /// Whether waits may be queued before their signal is submitted; without it such waits
-    /// are held on the host (binary-event backends).
+    /// are held on the host (as binary-event APIs need). Applies only where the driver can
+    /// ([`BackendCapabilities::wait_before_signal`]).
     pub wait_before_signal: bool,
+    /// The driver that runs its kernels ([`DeviceBuilder::driver`]).
+    pub driver: DriverId,
 }
 
 impl Default for QueueConfig {
@@ -135,6 +147,7 @@ impl Default for QueueConfig {
             device_group: 0,
             capacity: 256,
             wait_before_signal: true,
+            driver: DriverId(0),
         }
     }
 }
@@ -150,8 +163,8 @@ pub struct SemaphoreConfig {
     /// Where it was created (the reference point of `scope`).
     pub home: Endpoint,
     /// History slots (2..=65535): signals that may be pending at once, plus one for the newest
-    /// reached signal. A submission that finds them all taken waits ([`CpuDevice::submit`]) or
-    /// is refused as [`Resource::History`] ([`CpuDevice::try_submit`]). More slots also keep
+    /// reached signal. A submission that finds them all taken waits ([`Device::submit`]) or
+    /// is refused as [`Resource::History`] ([`Device::try_submit`]). More slots also keep
     /// late waiters exact for longer (an aged-out value imports a looser, still true, entry).
     pub history: usize,
 }
@@ -176,8 +189,10 @@ pub enum DeviceError {
     ZeroCapacity(QueueId),
     /// A semaphore was configured with an unusable history size.
     History(SemaphoreId, SlotCountError),
-    /// A command buffer could not be recorded.
-    CommandBuffer(CommandBufferId, BlockError),
+    /// A queue names a driver that was not registered.
+    UnknownDriver(QueueId, DriverId),
+    /// A driver could not open a queue.
+    Driver(QueueId, DriverError),
 }
 
 impl fmt::Display for DeviceError {
@@ -187,7 +202,10 @@ impl fmt::Display for DeviceError {
             DeviceError::Axis(error) => write!(f, "queue axis: {error}"),
             DeviceError::ZeroCapacity(queue) => write!(f, "queue {} has capacity 0", queue.0),
             DeviceError::History(id, error) => write!(f, "{id}: {error}"),
-            DeviceError::CommandBuffer(id, error) => write!(f, "command buffer {}: {error}", id.0),
+            DeviceError::UnknownDriver(queue, driver) => {
+                write!(f, "queue {} names driver {}, which is not registered", queue.0, driver.0)
+            }
+            DeviceError::Driver(queue, error) => write!(f, "queue {}: {error}", queue.0),
         }
     }
 }
@@ -198,8 +216,8 @@ impl std::error::Error for DeviceError {
             DeviceError::Pool(error) => Some(error),
             DeviceError::Axis(error) => Some(error),
             DeviceError::History(_, error) => Some(error),
-            DeviceError::CommandBuffer(_, error) => Some(error),
-            DeviceError::ZeroCapacity(_) => None,
+            DeviceError::Driver(_, error) => Some(error),
+            DeviceError::ZeroCapacity(_) | DeviceError::UnknownDriver(..) => None,
         }
     }
 }
@@ -224,7 +242,7 @@ pub enum Resource {
         capacity: usize,
     },
     /// Every pooled semaphore slot is live or still used by operations in flight
-    /// ([`CpuDevice::create_semaphore`]).
+    /// ([`Device::create_semaphore`]).
     Semaphores {
         /// Pooled slots ([`DeviceBuilder::semaphore_pool`]).
         capacity: usize,
@@ -269,6 +287,11 @@ pub enum SubmitError {
     UnknownHostCall(HostCallId),
     /// No such command buffer.
     UnknownCommandBuffer(CommandBufferId),
+    /// The queue's driver has no kernel for this kind of work.
+    Unsupported {
+        /// The driver ([`Backend::name`]).
+        driver: &'static str,
+    },
     /// More than [`MAX_WAITS`] waits.
     TooManyWaits(usize),
     /// More than [`MAX_SIGNALS`] signals.
@@ -305,6 +328,9 @@ impl fmt::Display for SubmitError {
             SubmitError::UnknownSemaphore(semaphore) => write!(f, "no live {semaphore}"),
             SubmitError::UnknownHostCall(call) => write!(f, "no host function {}", call.0),
             SubmitError::UnknownCommandBuffer(id) => write!(f, "no command buffer {}", id.0),
+            SubmitError::Unsupported { driver } => {
+                write!(f, "the {driver} driver cannot run this kind of work")
+            }
             SubmitError::TooManyWaits(n) => write!(f, "{n} waits (at most {MAX_WAITS})"),
             SubmitError::TooManySignals(n) => write!(f, "{n} signals (at most {MAX_SIGNALS})"),
             SubmitError::Full(resource) => write!(f, "{resource}"),
@@ -347,7 +373,7 @@ pub struct Receipt {
     pub waits: FixedVec<WaitOutcome, MAX_WAITS>,
 }
 
-/// An operation [`CpuDevice::try_submit`] refused, handed back with the reason.
+/// An operation [`Device::try_submit`] refused, handed back with the reason.
 #[derive(Clone, Copy, Debug)]
 pub struct Rejected<'a> {
     /// The operation, unchanged.
@@ -367,24 +393,25 @@ impl std::error::Error for Rejected<'_> {}
 struct MemoryState {
     pool: MemoryPool<FRONTIER_CAPACITY>,
     /// Queues whose head alloca waits for quota.
-    waiting: Waiters,
+    waiting: QueueWaiters,
     /// Submitters blocked until an allocation record is freed (see `records_freed`).
     record_waiters: usize,
 }
 
-/// Everything the queue processes reach; leaked while the device lives (see [`CpuDevice`]).
+/// Everything the queue processes reach; leaked while the device lives (see [`Device`]).
 pub(crate) struct DeviceShared {
     queues: Box<[QueueShared]>,
     endpoints: Box<[Endpoint]>,
     semaphores: SemaphoreTable,
     host_calls: Box<[HostCall]>,
-    executions: Box<[Execution]>,
+    backends: Box<[Box<dyn Backend>]>,
     memory: Mutex<MemoryState>,
     /// Signalled (under `memory`) when a decommit or an abandon frees an allocation record
     /// while a submitter waits for one.
     records_freed: Condvar,
     observer: Option<Arc<dyn Observer>>,
     executor: Arc<HostExecutor<'static>>,
+    workers: usize,
     start: Instant,
 }
 
@@ -419,9 +446,14 @@ impl DeviceShared {
         completed
     }
 
+    /// The backend of queue `queue`'s driver (checked when the device was built).
+    fn backend(&'static self, queue: &QueueShared) -> &'static dyn Backend {
+        &*self.backends[queue.driver]
+    }
+
     /// Runs a dealloca: decommit, then wake queues waiting for quota and submitters waiting
     /// for a record.
-    fn decommit(&self, allocation: AllocationId) -> OpStatus {
+    fn decommit(&'static self, allocation: AllocationId) -> OpStatus {
         let mut memory = self.lock_memory();
         let status = match memory.pool.decommit(allocation) {
             Ok(()) => OpStatus::Ok,
@@ -430,7 +462,7 @@ impl DeviceShared {
                 OpStatus::Failed(Failure::Aborted)
             }
         };
-        memory.waiting.wake_all(&self.queues);
+        memory.waiting.wake_all(DeviceContext { shared: self });
         self.record_freed(&memory);
         status
     }
@@ -480,7 +512,7 @@ impl DeviceShared {
     }
 }
 
-/// Collects a device's queues, semaphores, host functions and memory pool; [`build`]
+/// Collects a device's drivers, queues, semaphores, host functions and memory pool; [`build`]
 /// starts it.
 ///
 /// [`build`]: DeviceBuilder::build
@@ -490,7 +522,7 @@ pub struct DeviceBuilder {
     semaphores: Vec<SemaphoreConfig>,
     semaphore_pool: Option<(usize, SemaphoreConfig)>,
     host_calls: Vec<HostCall>,
-    command_buffers: Vec<Vec<(u32, DeviceKernel)>>,
+    backends: Vec<Box<dyn Backend>>,
     buffers: usize,
     quota: u64,
     allocation_records: Option<usize>,
@@ -506,7 +538,7 @@ impl DeviceBuilder {
             semaphores: Vec::new(),
             semaphore_pool: None,
             host_calls: Vec::new(),
-            command_buffers: Vec::new(),
+            backends: Vec::new(),
             buffers: 0,
             quota: 0,
             allocation_records: None,
@@ -547,7 +579,7 @@ impl DeviceBuilder {
 
     /// Gives the device `count` more semaphore slots, configured as `config` (scope, home,
     /// history; the initial value is given at creation), for
-    /// [`CpuDevice::create_semaphore`] and [`CpuDevice::destroy_semaphore`] while it runs.
+    /// [`Device::create_semaphore`] and [`Device::destroy_semaphore`] while it runs.
     pub fn semaphore_pool(&mut self, count: usize, config: SemaphoreConfig) {
         self.semaphore_pool = Some((count, config));
     }
@@ -561,11 +593,11 @@ impl DeviceBuilder {
         HostCallId(self.host_calls.len() as u32 - 1)
     }
 
-    /// Records a command buffer for [`Work::Execute`]: regions of `(tiles, kernel)` tiled
-    /// dispatches, run in order with a barrier between regions by every worker at once.
-    pub fn command_buffer(&mut self, regions: Vec<(u32, DeviceKernel)>) -> CommandBufferId {
-        self.command_buffers.push(regions);
-        CommandBufferId(self.command_buffers.len() as u32 - 1)
+    /// Registers a driver; queues name it in [`QueueConfig::driver`]. The first one
+    /// registered is [`DriverId(0)`](DriverId), the default.
+    pub fn driver(&mut self, backend: impl Backend) -> DriverId {
+        self.backends.push(Box::new(backend));
+        DriverId(self.backends.len() as u32 - 1)
     }
 
     /// Gives the device `buffers` stream-ordered buffer names sharing a pool of `quota`
@@ -589,7 +621,7 @@ impl DeviceBuilder {
     }
 
     /// Starts the pool and the queue processes.
-    pub fn build(self) -> Result<CpuDevice, DeviceError> {
+    pub fn build(mut self) -> Result<Device, DeviceError> {
         let mut queues = Vec::with_capacity(self.queues.len());
         let mut endpoints = Vec::with_capacity(self.queues.len());
         for (index, (config, endpoint)) in self.queues.iter().enumerate() {
@@ -599,21 +631,27 @@ impl DeviceBuilder {
             let endpoint = (*endpoint).map_err(DeviceError::Axis)?;
             let axis = Axis::from_bits(endpoint.queue)
                 .ok_or(DeviceError::Axis(AxisError::Exhausted { domain: Domain::Queue }))?;
-            let capabilities = Capabilities { wait_before_signal: config.wait_before_signal };
+            let driver = config.driver.0 as usize;
+            let backend = self
+                .backends
+                .get_mut(driver)
+                .ok_or(DeviceError::UnknownDriver(QueueId(index), config.driver))?;
+            backend
+                .open_queue(QueueId(index), config)
+                .map_err(|error| DeviceError::Driver(QueueId(index), error))?;
+            let capabilities = Capabilities {
+                wait_before_signal: config.wait_before_signal
+                    && backend.capabilities().wait_before_signal,
+            };
             queues.push(QueueShared::new(
                 index,
+                driver,
                 QueueClock::new(axis, endpoint, capabilities),
                 config.capacity,
             ));
             endpoints.push(endpoint);
         }
-        for (index, regions) in self.command_buffers.iter().enumerate() {
-            Execution::validate(regions).map_err(|error| {
-                DeviceError::CommandBuffer(CommandBufferId(index as u32), error)
-            })?;
-        }
         let workers = self.pool.workers;
-        let queue_count = self.queues.len();
         let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
         let semaphores =
             SemaphoreTable::new(&self.semaphores, self.semaphore_pool, self.queues.len()).map_err(
@@ -624,33 +662,30 @@ impl DeviceBuilder {
             endpoints: endpoints.into_boxed_slice(),
             semaphores,
             host_calls: self.host_calls.into_boxed_slice(),
-            executions: self
-                .command_buffers
-                .into_iter()
-                .map(|regions| Execution::new(regions, queue_count))
-                .collect(),
+            backends: self.backends.into_boxed_slice(),
             memory: Mutex::new(MemoryState {
                 pool: MemoryPool::new(
                     self.quota,
                     self.buffers,
                     self.allocation_records.unwrap_or(self.buffers.saturating_mul(2)),
                 ),
-                waiting: Waiters::new(self.queues.len()),
+                waiting: QueueWaiters::new(self.queues.len()),
                 record_waiters: 0,
             }),
             records_freed: Condvar::new(),
             observer: self.observer,
             executor: pool.shared_executor(),
+            workers,
             start: Instant::now(),
         });
         let owned = Box::into_raw(shared);
         // SAFETY: `owned` came from `Box::into_raw` just above and is freed only in
-        // `CpuDevice::drop`, after the pool's workers (the only other holders of references
+        // `Device::drop`, after the pool's workers (the only other holders of references
         // derived from it) have been joined; nothing moves it in between.
         let shared: &'static DeviceShared = unsafe { &*owned };
-        let device = CpuDevice { pool: Some(pool), shared, owned };
-        for execution in shared.executions.iter() {
-            execution.link(shared, workers);
+        let device = Device { pool: Some(pool), shared, owned };
+        for backend in shared.backends.iter() {
+            backend.start(DeviceContext { shared });
         }
         for queue in shared.queues.iter() {
             let process = queue.link(shared);
@@ -668,18 +703,18 @@ impl fmt::Debug for DeviceBuilder {
             .field("queues", &self.queues)
             .field("semaphores", &self.semaphores.len())
             .field("host_calls", &self.host_calls.len())
-            .field("command_buffers", &self.command_buffers.len())
+            .field("drivers", &self.backends.iter().map(|b| b.name()).collect::<Vec<_>>())
             .field("buffers", &self.buffers)
             .field("quota", &self.quota)
             .finish_non_exhaustive()
     }
 }
 
-/// A running CPU device. See the [module documentation](self).
+/// A running device. See the [crate documentation](self).
 ///
 /// Its state is allocated once, leaked while the device lives so the queue processes can be
 /// `'static`, and reclaimed in `Drop` after the workers are joined.
-pub struct CpuDevice {
+pub struct Device {
     pool: Option<CpuPool>,
     shared: &'static DeviceShared,
     owned: *mut DeviceShared,
@@ -687,11 +722,11 @@ pub struct CpuDevice {
 
 // SAFETY: `owned` is only the deallocation handle of `shared`, used once in `drop` (which has
 // exclusive access); everything reachable through `shared` is `Sync`.
-unsafe impl Send for CpuDevice {}
+unsafe impl Send for Device {}
 // SAFETY: as above; shared access goes through `&DeviceShared`, which is `Sync`.
-unsafe impl Sync for CpuDevice {}
+unsafe impl Sync for Device {}
 
-impl CpuDevice {
+impl Device {
     /// Starts describing a device run by a pool built from `pool`.
     pub fn builder(pool: PoolConfig) -> DeviceBuilder {
         DeviceBuilder::new(pool)
@@ -819,8 +854,8 @@ impl CpuDevice {
                 // the wait too (the retry then reports it).
                 match semaphore.room_at() {
                     Some(value) => !matches!(
-                        crate::blocking::wait_until(semaphore, value, deadline),
-                        Err(crate::blocking::HostWaitError::TimedOut { .. })
+                        causeway_runtime::blocking::wait_until(semaphore, value, deadline),
+                        Err(causeway_runtime::blocking::HostWaitError::TimedOut { .. })
                     ),
                     None => true,
                 }
@@ -883,7 +918,7 @@ impl CpuDevice {
     fn submit_now(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
         let shared = self.shared;
         let queue = shared.queues.get(queue.0).ok_or(SubmitError::UnknownQueue(queue))?;
-        self.check(op)?;
+        self.check(queue, op)?;
         let mut side = queue.lock_submit();
         // Under the submit lock: a semaphore destroyed concurrently is either seen dead here, or
         // its destruction counts this submission before the slot may be reclaimed (see
@@ -969,7 +1004,7 @@ impl CpuDevice {
         }
     }
 
-    fn check(&self, op: &Op<'_>) -> Result<(), SubmitError> {
+    fn check(&self, queue: &QueueShared, op: &Op<'_>) -> Result<(), SubmitError> {
         if op.waits.len() > MAX_WAITS {
             return Err(SubmitError::TooManyWaits(op.waits.len()));
         }
@@ -980,12 +1015,9 @@ impl CpuDevice {
             Work::Host(call) if call.0 as usize >= self.shared.host_calls.len() => {
                 Err(SubmitError::UnknownHostCall(call))
             }
-            Work::Execute(id) if id.0 as usize >= self.shared.executions.len() => {
-                Err(SubmitError::UnknownCommandBuffer(id))
-            }
-            _ => Ok(()),
-        }?;
-        Ok(())
+            Work::Barrier | Work::Host(_) | Work::Alloca { .. } | Work::Dealloca(_) => Ok(()),
+            kernel => self.shared.backend(queue).check(kernel),
+        }
     }
 
     fn reserve_memory(&self, work: Work) -> Result<Option<AllocationId>, SubmitError> {
@@ -1072,7 +1104,7 @@ impl CpuDevice {
     }
 }
 
-impl CpuDevice {
+impl Device {
     /// Shuts the device down within a bound: stops the pool, waits up to `grace` for workers to
     /// finish what they are running, then cancels every operation that has not run (failing
     /// its signals as cancelled, so host waiters on other threads wake) and fails every
@@ -1128,13 +1160,13 @@ impl CpuDevice {
 /// semaphore looks again.
 const HOST_WAITER_POLL: Duration = Duration::from_millis(1);
 
-/// How long [`CpuDevice::shutdown`] waits, after the grace period, for a queue's bookkeeping
+/// How long [`Device::shutdown`] waits, after the grace period, for a queue's bookkeeping
 /// between two operations (not user work) to finish before leaving that queue as it is.
 pub const BOOKKEEPING_GRACE: Duration = Duration::from_secs(1);
-/// The grace period of dropping a device ([`CpuDevice::shutdown`] with this bound).
+/// The grace period of dropping a device ([`Device::shutdown`] with this bound).
 pub const DROP_GRACE: Duration = Duration::from_secs(10);
 
-/// What [`CpuDevice::shutdown`] found and did.
+/// What [`Device::shutdown`] found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShutdownReport {
@@ -1168,17 +1200,17 @@ pub struct StuckOp {
     pub running: Duration,
 }
 
-impl Drop for CpuDevice {
-    /// Shuts down within [`DROP_GRACE`] (see [`CpuDevice::shutdown`]); call `shutdown` for the
+impl Drop for Device {
+    /// Shuts down within [`DROP_GRACE`] (see [`Device::shutdown`]); call `shutdown` for the
     /// report or another bound.
     fn drop(&mut self) {
         self.stop(DROP_GRACE);
     }
 }
 
-impl fmt::Debug for CpuDevice {
+impl fmt::Debug for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CpuDevice")
+        f.debug_struct("Device")
             .field("queues", &self.shared.queues)
             .field("semaphores", &self.shared.semaphores.len())
             .finish_non_exhaustive()

@@ -1,7 +1,7 @@
 //! [`Runtime`]: the hosted executor with its worker threads, configured by a builder.
 
 use causeway_core::executor::{Process, ProcessError, SpinPolicy};
-use causeway_driver_cpu::{CpuPool, HostExecutor, PoolConfig, PoolError};
+use causeway_runtime::{CpuPool, HostExecutor, PoolConfig, PoolError};
 
 /// Configures a [`Runtime`].
 #[derive(Clone, Debug)]

@@ -15,21 +15,24 @@ use super::memory::AllocationId;
 use super::queue::QueueShared;
 use super::{BufferId, CommandBufferId, HostCallId, SemaphoreId, MAX_SIGNALS, MAX_WAITS};
 
-/// The work an operation does once its waits are satisfied.
+/// The work an operation does once its waits are satisfied. Barriers, host functions and
+/// stream-ordered memory are the device layer's own; the kernel kinds (`Spin`, `Sleep`,
+/// `Execute`) are issued to the queue's driver ([`Backend`](crate::Backend)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Work {
     /// Nothing: the operation only orders (waits, then signals). On an in-order queue this is
     /// a full barrier.
     Barrier,
-    /// Busy-runs the worker for this long (a stand-in for a short kernel).
+    /// A kernel that busy-runs for this long (a stand-in for a short kernel; on the CPU driver
+    /// it holds the worker).
     Spin(Duration),
-    /// Blocks the worker thread for this long (a stand-in for a blocking host call; it holds
-    /// a worker, as a real one would).
+    /// A kernel that blocks for this long (a stand-in for a blocking call; on the CPU driver
+    /// it holds a worker, as a real one would).
     Sleep(Duration),
-    /// Calls a host function registered with the device.
+    /// Calls a host function registered with the device, on a pool worker, in queue order.
     Host(HostCallId),
-    /// Executes a recorded command buffer on every worker (the queue waits for it).
+    /// Executes a command buffer recorded with the queue's driver (the queue waits for it).
     Execute(CommandBufferId),
     /// Commits a stream-ordered allocation of `bytes` for `buffer`.
     Alloca {
@@ -40,16 +43,6 @@ pub enum Work {
     },
     /// Decommits the buffer's allocation.
     Dealloca(BufferId),
-}
-
-/// Busy-runs the calling thread for `duration`: what [`Work::Spin`] does, for stand-in
-/// kernels and host functions that should behave the same.
-pub fn spin_for(duration: Duration) {
-    // A duration too long to add to now spins on as long as the thread lives (as asked).
-    let until = std::time::Instant::now().checked_add(duration);
-    while until.is_none_or(|until| std::time::Instant::now() < until) {
-        std::hint::spin_loop();
-    }
 }
 
 /// How an operation ended.
@@ -127,7 +120,7 @@ pub(crate) struct OpBody {
     pub(crate) waits: FixedVec<(SemaphoreId, u64), MAX_WAITS>,
     pub(crate) armed: [bool; MAX_WAITS],
     pub(crate) signals: FixedVec<(SemaphoreId, u64), MAX_SIGNALS>,
-    /// An `Execute` operation whose command buffer is running.
+    /// Issued to the driver, which reported it pending.
     pub(crate) issued: bool,
     /// When it was issued (device clock, ns), for shutdown reports.
     pub(crate) issued_ns: u64,

@@ -4,11 +4,11 @@
 //! decided to sleep but before the executor applied either `Sleep`, the first applied `Sleep`
 //! consumed the slot's single NOTIFIED bit and the second cleared RUNNABLE: the process stayed
 //! asleep with its work published. Core now lets only a drainer alone in the slot apply a
-//! `Sleep`. Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-driver-cpu --release
+//! `Sleep`. Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-runtime --release
 //! --test loom_compute_sleep --target-dir target/loom`.
 #![cfg(loom)]
 
-#[path = "../../../core/tests/loom_support/mod.rs"]
+#[path = "../../core/tests/loom_support/mod.rs"]
 mod loom_support;
 
 use causeway_core::executor::{

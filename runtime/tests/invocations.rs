@@ -11,7 +11,7 @@ use causeway_core::fence::Fence;
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Failure, Lookup, Semaphore, SignalError};
-use causeway_driver_cpu::{
+use causeway_runtime::{
     block_on, CpuPool, FenceExt, InvokeError, Invoker, PoolConfig, Spawner, FRONTIER_CAPACITY,
 };
 

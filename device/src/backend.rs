@@ -1,0 +1,300 @@
+//! The driver seam: what a driver implements, and what the device layer does for it.
+//!
+//! Everything about an operation that is not native to a device API lives in this crate:
+//! resolving its waits against the queue clock, committing its epoch and frontier, recording its
+//! signals as pending, holding it in the queue's in-order ring until its wait gate opens,
+//! stream-ordered memory, host functions, failure and cancellation, observer events and
+//! teardown. A driver supplies a [`Backend`], which only
+//!
+//! - says what its queues can do ([`Backend::capabilities`]) and opens them
+//!   ([`Backend::open_queue`]);
+//! - refuses work it cannot run, at submission ([`Backend::check`]);
+//! - **issues** an operation whose waits the layer has resolved ([`Backend::issue`]): runs it on
+//!   the calling worker ([`Issue::run_here`]), or hands it to the device and reports it
+//!   [`Issued::Pending`];
+//! - reports when pending work is **complete** ([`Backend::poll`], after waking the queue with
+//!   [`DeviceContext::wake`]); the layer then retires it through the one retire path
+//!   (`causeway_core::queue::retire`), completing or failing its signals;
+//! - says whether issued work may still be running when the device shuts down
+//!   ([`Backend::is_running`]), so the layer fails it as aborted instead of waiting for it.
+//!
+//! ```text
+//!          gate open                 issue                       poll: Some(status)
+//!  queued ───────────► head of ring ───────► Finished(status) ──────────────────────► retired
+//!                           │  ▲             Pending ──(device runs; wake)──► poll ──┘
+//!                           │  └──── Busy (device resource taken; wake when free)
+//!                           └──────► Abandoned (the device took the queue over at shutdown)
+//! ```
+//!
+//! The layer's own work kinds never reach a backend: [`Work::Barrier`], [`Work::Host`] (host
+//! functions run on the worker, in queue order, on any driver's queue) and the stream-ordered
+//! [`Work::Alloca`] / [`Work::Dealloca`]. Kernels — [`Work::Spin`], [`Work::Sleep`],
+//! [`Work::Execute`] — are the backend's.
+
+use std::error::Error;
+use std::fmt;
+
+use causeway_core::executor::Process;
+
+use crate::op::{OpEvent, OpStatus, Work};
+use crate::queue::QueueShared;
+use crate::{DeviceShared, HostExecutor, QueueConfig, QueueId, SubmitError};
+
+/// A driver registered with a device ([`DeviceBuilder::driver`](crate::DeviceBuilder::driver));
+/// queues name theirs in [`QueueConfig::driver`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DriverId(pub u32);
+
+/// What a backend's queues can do natively.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackendCapabilities {
+    /// Whether a queue may wait for a value whose signal has not been submitted yet
+    /// (timeline semaphores). Without it, such waits are **held** by the layer until the
+    /// value is reached, as for binary-event APIs. A queue waits before signal only when both
+    /// its driver and its [`QueueConfig::wait_before_signal`] allow it.
+    pub wait_before_signal: bool,
+}
+
+impl BackendCapabilities {
+    /// Capabilities with wait-before-signal as given.
+    pub const fn new(wait_before_signal: bool) -> BackendCapabilities {
+        BackendCapabilities { wait_before_signal }
+    }
+}
+
+/// Why a driver could not open a queue (its own error inside).
+#[derive(Debug)]
+pub struct DriverError {
+    driver: &'static str,
+    source: Box<dyn Error + Send + Sync>,
+}
+
+impl DriverError {
+    /// `driver`'s error `source`.
+    pub fn new(driver: &'static str, source: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        DriverError { driver, source: source.into() }
+    }
+
+    /// The driver's name ([`Backend::name`]).
+    pub fn driver(&self) -> &'static str {
+        self.driver
+    }
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} driver: {}", self.driver, self.source)
+    }
+}
+
+impl Error for DriverError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.source)
+    }
+}
+
+/// What issuing an operation came to.
+#[derive(Debug)]
+#[must_use]
+pub enum Issued {
+    /// The work ran to its end (on the calling worker, or synchronously on the device).
+    Finished(OpStatus),
+    /// The device runs it; the backend wakes the queue ([`DeviceContext::wake`]) when it ends
+    /// and answers [`Backend::poll`] with its status then.
+    Pending,
+    /// A device resource it needs is taken (another queue runs the same command buffer); the
+    /// backend wakes the queue when it frees, and the layer issues the operation again.
+    Busy,
+    /// The device took the queue over at shutdown while the work ran ([`Issue::run_here`]
+    /// returns it): the layer touches nothing more.
+    Abandoned(TakenOver),
+}
+
+/// Proof that a queue was taken over while [`Issue::run_here`] ran its work; only the layer
+/// makes one.
+#[derive(Debug)]
+pub struct TakenOver(());
+
+/// The operation a backend is asked to issue, and what it may do with the calling worker.
+pub struct Issue<'a> {
+    pub(crate) queue: &'a QueueShared,
+    pub(crate) device: &'static DeviceShared,
+    pub(crate) tag: u64,
+    pub(crate) work: Work,
+    pub(crate) worker: usize,
+    pub(crate) started: bool,
+}
+
+impl Issue<'_> {
+    /// The queue it was submitted to.
+    pub fn queue(&self) -> QueueId {
+        QueueId(self.queue.index)
+    }
+
+    /// Its work (a kernel kind: [`Work::Spin`], [`Work::Sleep`] or [`Work::Execute`]).
+    pub fn work(&self) -> Work {
+        self.work
+    }
+
+    /// Its tag ([`Op::tag`](crate::Op::tag)).
+    pub fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// The worker issuing it.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// Runs `work` on this worker as the operation's body: reports it started, and lets a
+    /// shutdown abandon it if it never returns (the worker is then detached, the operation
+    /// failed as aborted). `work` must not panic out: contain user code
+    /// ([`causeway_runtime::contain`]).
+    pub fn run_here(&mut self, work: impl FnOnce() -> OpStatus) -> Issued {
+        self.start();
+        match self.queue.run_user_work(self.tag, self.worker, work) {
+            Some(status) => Issued::Finished(status),
+            None => Issued::Abandoned(TakenOver(())),
+        }
+    }
+
+    /// Reports the operation started (once; [`run_here`](Self::run_here) does it itself).
+    pub(crate) fn start(&mut self) {
+        if !std::mem::replace(&mut self.started, true) {
+            let worker = self.worker;
+            self.device
+                .observe(self.queue.index, self.tag, |at_ns| OpEvent::Started { worker, at_ns });
+        }
+    }
+}
+
+impl fmt::Debug for Issue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Issue")
+            .field("queue", &self.queue.index)
+            .field("tag", &self.tag)
+            .field("work", &self.work)
+            .field("worker", &self.worker)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a started backend may reach of its device: its queues' wake-ups, the executor and the
+/// device clock. Handed to [`Backend::start`] once the device has its final address.
+#[derive(Clone, Copy)]
+pub struct DeviceContext {
+    pub(crate) shared: &'static DeviceShared,
+}
+
+impl DeviceContext {
+    /// Wakes queue `queue`'s process: its head operation is looked at again (pending work
+    /// polled, busy work issued again). Cheap, never blocks, never calls back into the backend;
+    /// an unknown queue is ignored.
+    pub fn wake(&self, queue: QueueId) {
+        if let Some(queue) = self.shared.queues.get(queue.0) {
+            queue.wake();
+        }
+    }
+
+    /// Queues of the device, every driver's.
+    pub fn queues(&self) -> usize {
+        self.shared.queues.len()
+    }
+
+    /// Worker threads of the device's pool.
+    pub fn workers(&self) -> usize {
+        self.shared.workers
+    }
+
+    /// The pool's executor, for the backend's own processes.
+    pub fn executor(&self) -> &'static HostExecutor<'static> {
+        &self.shared.executor
+    }
+
+    /// Submits `process` to the executor; `false` when it refuses (the pool is shutting down).
+    pub fn submit(&self, process: &'static Process<'static>) -> bool {
+        self.shared.executor.submit(process).is_ok()
+    }
+
+    /// Nanoseconds since the device started (the clock of observer events).
+    pub fn now_ns(&self) -> u64 {
+        self.shared.now_ns()
+    }
+}
+
+impl fmt::Debug for DeviceContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceContext").field("queues", &self.queues()).finish_non_exhaustive()
+    }
+}
+
+/// Queues waiting for a backend resource (a command buffer another queue runs), one flag per
+/// queue of the device. Keep it under the resource's own lock: a queue that finds the resource
+/// taken registers before anyone can release it, and the release wakes it — no lost wake-up.
+#[derive(Debug)]
+pub struct QueueWaiters {
+    waiting: Box<[bool]>,
+}
+
+impl QueueWaiters {
+    /// Room for `queues` queues (every queue of the device: [`DeviceContext::queues`]);
+    /// allocates nothing afterwards.
+    pub fn new(queues: usize) -> QueueWaiters {
+        QueueWaiters { waiting: vec![false; queues].into_boxed_slice() }
+    }
+
+    /// Queue `queue` waits for the resource.
+    pub fn register(&mut self, queue: QueueId) {
+        if let Some(waiting) = self.waiting.get_mut(queue.0) {
+            *waiting = true;
+        }
+    }
+
+    /// Wakes every registered queue and forgets them. Safe under the resource's lock: a wake
+    /// only queues the queue's process, it never calls back into the backend.
+    pub fn wake_all(&mut self, device: DeviceContext) {
+        for (queue, waiting) in self.waiting.iter_mut().enumerate() {
+            if std::mem::take(waiting) {
+                device.wake(QueueId(queue));
+            }
+        }
+    }
+}
+
+/// A driver: the native half of a device's queues. See the [module documentation](self).
+///
+/// The layer calls a backend from the submitting thread ([`check`](Self::check)) and from the
+/// queue's process on a pool worker (the rest); one queue's calls never overlap, different
+/// queues' may. Nothing a backend does may block on other queues' progress.
+pub trait Backend: Send + Sync + 'static {
+    /// The driver's name, for reports and errors (`"cpu"`, `"vulkan"`).
+    fn name(&self) -> &'static str;
+
+    /// What its queues can do.
+    fn capabilities(&self) -> BackendCapabilities;
+
+    /// Creates whatever queue `queue` needs natively, while the device is built (before
+    /// [`start`](Self::start)).
+    fn open_queue(&mut self, queue: QueueId, config: &QueueConfig) -> Result<(), DriverError>;
+
+    /// Refuses, at submission, work this driver cannot run (an unknown command buffer, a kind
+    /// it has no kernel for). Called only with kernel kinds.
+    fn check(&self, work: Work) -> Result<(), SubmitError>;
+
+    /// The device is built and has its final address; its processes may be created now.
+    fn start(&'static self, device: DeviceContext);
+
+    /// Issues the operation at the head of a queue, whose waits have all resolved.
+    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued;
+
+    /// The status of the queue's pending operation (`work`, answered [`Issued::Pending`]) once
+    /// it ended, releasing whatever it held; `None` while it runs.
+    fn poll(&'static self, queue: QueueId, work: Work) -> Option<OpStatus>;
+
+    /// Whether the queue's pending operation may still be running, at shutdown (the device
+    /// then fails it as aborted instead of waiting for it). `workers_abandoned` says whether
+    /// the pool left some worker inside work; when it is false every worker was joined, so
+    /// work that runs on the workers has stopped (work on a device may not have).
+    fn is_running(&self, queue: QueueId, work: Work, workers_abandoned: bool) -> bool;
+}
