@@ -16,7 +16,8 @@
 //!   [`DeviceContext::wake`]); the layer then retires it through the one retire path
 //!   (`causeway_core::queue::retire`), completing or failing its signals;
 //! - says whether issued work may still be running when the device shuts down
-//!   ([`Backend::is_running`]), so the layer fails it as aborted instead of waiting for it.
+//!   ([`Backend::is_running`]), so the layer fails it as aborted instead of waiting for it,
+//!   and ends its own work within the shutdown's bound ([`Backend::stop`]).
 //!
 //! ```text
 //!          gate open                 issue                       poll: Some(status)
@@ -33,6 +34,7 @@
 
 use std::error::Error;
 use std::fmt;
+use std::time::Instant;
 
 use causeway_core::executor::Process;
 
@@ -297,4 +299,10 @@ pub trait Backend: Send + Sync + 'static {
     /// the pool left some worker inside work; when it is false every worker was joined, so
     /// work that runs on the workers has stopped (work on a device may not have).
     fn is_running(&self, queue: QueueId, work: Work, workers_abandoned: bool) -> bool;
+
+    /// The device is shutting down: its pool has stopped and every queue was torn down. End
+    /// whatever the backend runs of its own (threads, processes, native work) by `deadline`
+    /// and say whether nothing of it can reach the device any more (`true`); with `false` the
+    /// device keeps its state alive for it instead of freeing it, and reports the driver busy.
+    fn stop(&self, deadline: Instant) -> bool;
 }

@@ -1111,6 +1111,7 @@ impl Device {
     /// operation still running — a kernel or host function that never returns — as aborted.
     /// Workers stuck in such work are abandoned, not joined: their threads are detached, and
     /// the device's state, which they can still reach, is kept alive (leaked) for them.
+    /// Each driver then stops its own work ([`Backend::stop`]) within the same bound.
     /// Returns at most about `grace` plus [`BOOKKEEPING_GRACE`] after it is called.
     pub fn shutdown(mut self, grace: Duration) -> ShutdownReport {
         self.stop(grace)
@@ -1143,13 +1144,22 @@ impl Device {
                 Teardown::Busy => report.busy_queues.push(QueueId(index)),
             }
         }
-        report.leaked = abandoned || !report.busy_queues.is_empty();
+        // Every backend, even when the state will be kept anyway: each ends what it runs.
+        let backends_idle = shared.backends.iter().fold(true, |idle, backend| {
+            let stopped = backend.stop(deadline);
+            if !stopped {
+                report.busy_drivers.push(backend.name());
+            }
+            idle && stopped
+        });
+        report.leaked = abandoned || !report.busy_queues.is_empty() || !backends_idle;
         if !report.leaked {
             // SAFETY: `owned` came from `Box::into_raw` in `build` and is freed only here, once
             // (the pool was taken above, so a later `stop` returns early): every worker that
-            // held references into it is joined, every timepoint armed on its semaphores has
-            // been cancelled by `tear_down`, and `&mut self` rules out host threads still
-            // borrowing it. With an abandoned worker it is never freed.
+            // held references into it is joined, every backend has stopped everything of its
+            // own that could reach it, every timepoint armed on its semaphores has been
+            // cancelled by `tear_down`, and `&mut self` rules out host threads still borrowing
+            // it. With an abandoned worker or a backend still busy it is never freed.
             drop(unsafe { Box::from_raw(self.owned) });
         }
         report
@@ -1182,6 +1192,9 @@ pub struct ShutdownReport {
     /// Queues whose bookkeeping did not finish within [`BOOKKEEPING_GRACE`] (an observer or a
     /// waker that blocks): left as they were, their operations neither run nor cancelled.
     pub busy_queues: Vec<QueueId>,
+    /// Drivers ([`Backend::name`]) whose own work had not stopped within
+    /// [`BOOKKEEPING_GRACE`] ([`Backend::stop`]).
+    pub busy_drivers: Vec<&'static str>,
     /// Whether the device's state was kept alive for abandoned workers instead of freed.
     pub leaked: bool,
 }

@@ -1,6 +1,8 @@
 //! The CPU driver's [`Backend`]: spin and sleep kernels on the issuing worker, command
 //! buffers on the block processor (see the crate documentation).
 
+use std::time::Instant;
+
 use causeway_core::semaphore::Failure;
 use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
@@ -107,5 +109,11 @@ impl Backend for CpuBackend {
     /// Kernels run on the pool's workers: with every worker joined, none runs.
     fn is_running(&self, _queue: QueueId, work: Work, workers_abandoned: bool) -> bool {
         workers_abandoned && self.execution(work).is_some_and(Execution::is_running)
+    }
+
+    /// Everything the CPU driver runs is on the pool's workers, which the device has already
+    /// joined or abandoned (keeping its state alive for them): nothing of its own is left.
+    fn stop(&self, _deadline: Instant) -> bool {
+        true
     }
 }

@@ -1,0 +1,310 @@
+//! The driver seam with a driver that is not the CPU's: a backend whose "hardware" is a thread
+//! of its own, which runs each issued kernel asynchronously and reports completion through
+//! `DeviceContext::wake` and `Backend::poll` — the shape of a GPU or NPU driver. Two such
+//! drivers share one device, one without wait-before-signal: a semaphore crosses them, the
+//! layer holds the early wait, frontiers carry both queues, a kernel the driver lacks is refused
+//! at submission, and shutdown fails work still running on the driver's thread, cancels what is
+//! queued behind it and stops the driver within its bound.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use causeway_core::queue::Resolution;
+use causeway_core::scope::Scope;
+use causeway_core::semaphore::Failure;
+use causeway_device::{
+    Backend, BackendCapabilities, Device, DeviceContext, DeviceError, DriverError, DriverId, Issue,
+    Issued, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SubmitError, WaitOutcome, Work,
+};
+use causeway_runtime::blocking::{wait, HostWaitError};
+use causeway_runtime::PoolConfig;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// What the driver's thread shares with the queue processes that issue to it.
+#[derive(Default)]
+struct Hardware {
+    /// Issued kernels not started yet.
+    queued: VecDeque<(QueueId, Duration)>,
+    /// The queue whose kernel is running.
+    running: Option<QueueId>,
+    /// Finished kernels, not yet polled.
+    finished: HashMap<usize, OpStatus>,
+    stopping: bool,
+}
+
+/// A driver that runs `Spin` and `Sleep` kernels on a thread of its own, one at a time.
+struct ThreadDriver {
+    name: &'static str,
+    wait_before_signal: bool,
+    opened: Mutex<Vec<QueueId>>,
+    hardware: Mutex<Hardware>,
+    work_ready: Condvar,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ThreadDriver {
+    fn new(name: &'static str, wait_before_signal: bool) -> ThreadDriver {
+        ThreadDriver {
+            name,
+            wait_before_signal,
+            opened: Mutex::new(Vec::new()),
+            hardware: Mutex::new(Hardware::default()),
+            work_ready: Condvar::new(),
+            thread: Mutex::new(None),
+        }
+    }
+
+    fn run(&self, device: DeviceContext) {
+        let mut hardware = self.hardware.lock().unwrap();
+        loop {
+            if let Some((queue, duration)) = hardware.queued.pop_front() {
+                hardware.running = Some(queue);
+                drop(hardware);
+                thread::sleep(duration);
+                hardware = self.hardware.lock().unwrap();
+                hardware.running = None;
+                hardware.finished.insert(queue.0, OpStatus::Ok);
+                drop(hardware);
+                device.wake(queue);
+                hardware = self.hardware.lock().unwrap();
+            } else if hardware.stopping {
+                return;
+            } else {
+                hardware = self.work_ready.wait(hardware).unwrap();
+            }
+        }
+    }
+}
+
+impl Backend for ThreadDriver {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities::new(self.wait_before_signal)
+    }
+
+    fn open_queue(&mut self, queue: QueueId, config: &QueueConfig) -> Result<(), DriverError> {
+        if config.capacity > 1024 {
+            return Err(DriverError::new(self.name, "at most 1024 operations in flight"));
+        }
+        self.opened.get_mut().unwrap().push(queue);
+        Ok(())
+    }
+
+    fn check(&self, work: Work) -> Result<(), SubmitError> {
+        match work {
+            Work::Spin(_) | Work::Sleep(_) => Ok(()),
+            _ => Err(SubmitError::Unsupported { driver: self.name }),
+        }
+    }
+
+    fn start(&'static self, device: DeviceContext) {
+        *self.thread.lock().unwrap() = Some(thread::spawn(move || self.run(device)));
+    }
+
+    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
+        let (Work::Spin(duration) | Work::Sleep(duration)) = issue.work() else {
+            return Issued::Finished(OpStatus::Failed(Failure::Aborted));
+        };
+        self.hardware.lock().unwrap().queued.push_back((issue.queue(), duration));
+        self.work_ready.notify_one();
+        Issued::Pending
+    }
+
+    fn poll(&'static self, queue: QueueId, _work: Work) -> Option<OpStatus> {
+        self.hardware.lock().unwrap().finished.remove(&queue.0)
+    }
+
+    fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {
+        let hardware = self.hardware.lock().unwrap();
+        hardware.running == Some(queue) || hardware.queued.iter().any(|&(q, _)| q == queue)
+    }
+
+    fn stop(&self, deadline: Instant) -> bool {
+        self.hardware.lock().unwrap().stopping = true;
+        self.work_ready.notify_all();
+        let Some(thread) = self.thread.lock().unwrap().take() else { return true };
+        while !thread.is_finished() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        thread.join().is_ok()
+    }
+}
+
+/// Every event, in the order observed.
+#[derive(Default)]
+struct Events(Mutex<Vec<(usize, u64, OpEvent)>>);
+
+impl Observer for Events {
+    fn op_event(&self, queue: usize, tag: u64, event: OpEvent) {
+        self.0.lock().unwrap().push((queue, tag, event));
+    }
+}
+
+impl Events {
+    fn of(&self, tag: u64) -> Vec<OpEvent> {
+        let events = self.0.lock().unwrap();
+        events.iter().filter(|&&(_, t, _)| t == tag).map(|&(_, _, event)| event).collect()
+    }
+}
+
+fn queue_of(driver: DriverId) -> QueueConfig {
+    let mut config = QueueConfig::default();
+    config.driver = driver;
+    config
+}
+
+#[test]
+fn a_semaphore_crosses_two_drivers_and_the_early_wait_is_held_where_the_driver_needs_it() {
+    let events = Arc::new(Events::default());
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let timeline = builder.driver(ThreadDriver::new("timeline", true));
+    let binary = builder.driver(ThreadDriver::new("binary", false));
+    let producer = builder.queue(queue_of(timeline));
+    let consumer = builder.queue(queue_of(binary));
+    let home = builder.endpoint(producer).unwrap();
+    let produced = builder.semaphore(0, Scope::DeviceLocal, home);
+    let consumed = builder.semaphore(0, Scope::DeviceLocal, home);
+    builder.observer(events.clone());
+    let device = builder.build().unwrap();
+
+    // The consumer first: its driver cannot wait before the signal exists, so the layer holds
+    // it; nothing of it reaches the driver until the producer's value is reached.
+    let kernel = Work::Sleep(Duration::from_millis(5));
+    let consume = Op { waits: &[(produced, 1)], signals: &[(consumed, 1)], work: kernel, tag: 2 };
+    let receipt = device.submit(consumer, &consume).unwrap();
+    let [WaitOutcome::Resolved(resolution)] = receipt.waits[..] else { panic!("one wait") };
+    assert_eq!(resolution.resolution, Resolution::Held);
+    thread::sleep(Duration::from_millis(20));
+    assert!(events.of(2).is_empty(), "a held operation is not issued before its value");
+
+    let produce = Op { waits: &[], signals: &[(produced, 1)], work: kernel, tag: 1 };
+    device.submit(producer, &produce).unwrap();
+    assert_eq!(wait(device.semaphore(consumed).unwrap(), 1, Some(LONG)), Ok(1));
+
+    // Held before its signal existed, the consumer's wait imported nothing: a requirement,
+    // not knowledge. The next wait on the reached value imports the producer's frontier across
+    // the drivers, and from then on the consumer's queue knows it: a third wait is elided.
+    let (producer_axis, consumer_axis) = (device.axis(producer), device.axis(consumer));
+    assert_eq!(receipt.frontier.get(producer_axis.unwrap()), None);
+    let again = Op { waits: &[(produced, 1)], signals: &[], work: kernel, tag: 3 };
+    let receipt = device.submit(consumer, &again).unwrap();
+    let [WaitOutcome::Resolved(resolution)] = receipt.waits[..] else { panic!("one wait") };
+    assert_eq!(resolution.resolution, Resolution::Satisfied);
+    assert!([producer_axis, consumer_axis]
+        .iter()
+        .all(|axis| receipt.frontier.get(axis.unwrap()).is_some()));
+    let receipt = device.submit(consumer, &Op { tag: 4, ..again }).unwrap();
+    let [WaitOutcome::Resolved(resolution)] = receipt.waits[..] else { panic!("one wait") };
+    assert_eq!(resolution.resolution, Resolution::Elided);
+
+    let report = device.shutdown(LONG);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    for tag in [1, 2] {
+        let kinds: Vec<bool> =
+            events.of(tag).iter().map(|event| matches!(event, OpEvent::Started { .. })).collect();
+        assert_eq!(kinds, [true, false], "op {tag}: started, then finished once");
+        assert!(matches!(events.of(tag)[1], OpEvent::Finished { status: OpStatus::Ok, .. }));
+    }
+}
+
+#[test]
+fn work_a_driver_has_no_kernel_for_is_refused_at_submission() {
+    let mut builder = Device::builder(PoolConfig::with_workers(1));
+    let driver = builder.driver(ThreadDriver::new("thread", true));
+    let queue = builder.queue(queue_of(driver));
+    let device = builder.build().unwrap();
+    let execute = Op {
+        waits: &[],
+        signals: &[],
+        work: Work::Execute(causeway_device::CommandBufferId(0)),
+        tag: 0,
+    };
+    assert_eq!(
+        device.submit(queue, &execute).unwrap_err(),
+        SubmitError::Unsupported { driver: "thread" }
+    );
+    // The layer's own work needs nothing of the driver.
+    let barrier = Op { waits: &[], signals: &[], work: Work::Barrier, tag: 1 };
+    assert!(device.submit(queue, &barrier).is_ok());
+}
+
+#[test]
+fn a_queue_of_an_unregistered_driver_or_one_its_driver_refuses_fails_the_build() {
+    let mut builder = Device::builder(PoolConfig::with_workers(1));
+    builder.driver(ThreadDriver::new("thread", true));
+    builder.queue(queue_of(DriverId(1)));
+    assert!(matches!(builder.build(), Err(DeviceError::UnknownDriver(QueueId(0), DriverId(1)))));
+
+    let mut builder = Device::builder(PoolConfig::with_workers(1));
+    let driver = builder.driver(ThreadDriver::new("thread", true));
+    let mut config = queue_of(driver);
+    config.capacity = 4096;
+    builder.queue(config);
+    let error = builder.build().unwrap_err();
+    assert!(matches!(&error, DeviceError::Driver(QueueId(0), e) if e.driver() == "thread"));
+    assert_eq!(error.to_string(), "queue 0: thread driver: at most 1024 operations in flight");
+}
+
+#[test]
+fn shutdown_fails_work_still_on_the_driver_and_cancels_what_waits_behind_it() {
+    let events = Arc::new(Events::default());
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let driver = builder.driver(ThreadDriver::new("thread", true));
+    let queue = builder.queue(queue_of(driver));
+    let home = builder.endpoint(queue).unwrap();
+    let first = builder.semaphore(0, Scope::DeviceLocal, home);
+    let second = builder.semaphore(0, Scope::DeviceLocal, home);
+    builder.observer(events.clone());
+    let device = builder.build().unwrap();
+    let slow = Work::Sleep(Duration::from_millis(300));
+    device.submit(queue, &Op { waits: &[], signals: &[(first, 1)], work: slow, tag: 1 }).unwrap();
+    device.submit(queue, &Op { waits: &[], signals: &[(second, 1)], work: slow, tag: 2 }).unwrap();
+    // The first kernel was issued (the layer reports it started once the driver took it).
+    while events.of(1).is_empty() {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let report = device.shutdown(Duration::from_millis(10));
+    assert_eq!(report.cancelled, 1, "{report:?}");
+    assert_eq!(report.stuck.len(), 1, "{report:?}");
+    assert_eq!(
+        (report.stuck[0].queue, report.stuck[0].tag, report.stuck[0].worker),
+        (queue, 1, None)
+    );
+    // The driver finished its kernel and stopped within the bound: nothing was kept alive.
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+}
+
+#[test]
+fn a_failed_wait_fails_the_operation_without_issuing_it_to_the_driver() {
+    let events = Arc::new(Events::default());
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let driver = builder.driver(ThreadDriver::new("thread", true));
+    let queue = builder.queue(queue_of(driver));
+    let home = builder.endpoint(queue).unwrap();
+    let input = builder.semaphore(0, Scope::DeviceLocal, home);
+    let output = builder.semaphore(0, Scope::DeviceLocal, home);
+    builder.observer(events.clone());
+    let device = builder.build().unwrap();
+    let kernel = Work::Spin(Duration::from_millis(1));
+    let op = Op { waits: &[(input, 1)], signals: &[(output, 1)], work: kernel, tag: 7 };
+    device.submit(queue, &op).unwrap();
+    device.semaphore(input).unwrap().fail(Failure::Application(3));
+    assert_eq!(
+        wait(device.semaphore(output).unwrap(), 1, Some(LONG)),
+        Err(HostWaitError::Failed(Failure::Application(3)))
+    );
+    drop(device);
+    assert!(matches!(
+        events.of(7)[..],
+        [OpEvent::Finished { status: OpStatus::Failed(Failure::Application(3)), .. }]
+    ));
+}
