@@ -16,7 +16,8 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
     Backend, BackendCapabilities, Device, DeviceContext, DeviceError, DriverError, DriverId, Issue,
-    Issued, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SubmitError, WaitOutcome, Work,
+    Issued, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId, SubmitError,
+    WaitOutcome, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -162,6 +163,18 @@ fn queue_of(driver: DriverId) -> QueueConfig {
     config
 }
 
+/// A device with one queue of a [`ThreadDriver`] and two semaphores, watched.
+fn one_thread_queue() -> (Device, QueueId, [SemaphoreId; 2], Arc<Events>) {
+    let events = Arc::new(Events::default());
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let driver = builder.driver(ThreadDriver::new("thread", true));
+    let queue = builder.queue(queue_of(driver));
+    let home = builder.endpoint(queue).unwrap();
+    let semaphores = [(); 2].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    builder.observer(events.clone());
+    (builder.build().unwrap(), queue, semaphores, events)
+}
+
 #[test]
 fn a_semaphore_crosses_two_drivers_and_the_early_wait_is_held_where_the_driver_needs_it() {
     let events = Arc::new(Events::default());
@@ -256,15 +269,7 @@ fn a_queue_of_an_unregistered_driver_or_one_its_driver_refuses_fails_the_build()
 
 #[test]
 fn shutdown_fails_work_still_on_the_driver_and_cancels_what_waits_behind_it() {
-    let events = Arc::new(Events::default());
-    let mut builder = Device::builder(PoolConfig::with_workers(2));
-    let driver = builder.driver(ThreadDriver::new("thread", true));
-    let queue = builder.queue(queue_of(driver));
-    let home = builder.endpoint(queue).unwrap();
-    let first = builder.semaphore(0, Scope::DeviceLocal, home);
-    let second = builder.semaphore(0, Scope::DeviceLocal, home);
-    builder.observer(events.clone());
-    let device = builder.build().unwrap();
+    let (device, queue, [first, second], events) = one_thread_queue();
     let slow = Work::Sleep(Duration::from_millis(300));
     device.submit(queue, &Op { waits: &[], signals: &[(first, 1)], work: slow, tag: 1 }).unwrap();
     device.submit(queue, &Op { waits: &[], signals: &[(second, 1)], work: slow, tag: 2 }).unwrap();
@@ -285,15 +290,7 @@ fn shutdown_fails_work_still_on_the_driver_and_cancels_what_waits_behind_it() {
 
 #[test]
 fn a_failed_wait_fails_the_operation_without_issuing_it_to_the_driver() {
-    let events = Arc::new(Events::default());
-    let mut builder = Device::builder(PoolConfig::with_workers(2));
-    let driver = builder.driver(ThreadDriver::new("thread", true));
-    let queue = builder.queue(queue_of(driver));
-    let home = builder.endpoint(queue).unwrap();
-    let input = builder.semaphore(0, Scope::DeviceLocal, home);
-    let output = builder.semaphore(0, Scope::DeviceLocal, home);
-    builder.observer(events.clone());
-    let device = builder.build().unwrap();
+    let (device, queue, [input, output], events) = one_thread_queue();
     let kernel = Work::Spin(Duration::from_millis(1));
     let op = Op { waits: &[(input, 1)], signals: &[(output, 1)], work: kernel, tag: 7 };
     device.submit(queue, &op).unwrap();
