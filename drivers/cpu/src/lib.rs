@@ -16,6 +16,11 @@
 //! - its queues wait before signal natively: a wait on a value still to come is a semaphore
 //!   timepoint on the operation's wait gate, which the layer arms.
 //!
+//! [`Backend`]: causeway_device::Backend
+//! [`Work::Spin`]: causeway_device::Work::Spin
+//! [`Work::Sleep`]: causeway_device::Work::Sleep
+//! [`Work::Execute`]: causeway_device::Work::Execute
+//!
 //! ```
 //! use std::time::Duration;
 //!
