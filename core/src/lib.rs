@@ -48,7 +48,9 @@ pub use cache_padded::CachePadded;
 pub use collective::{CollectiveChannel, CollectiveRound};
 pub use fence::Fence;
 pub use frontier::{Frontier, Point, WireError};
-pub use queue::{Capabilities, QueueClock, Resolution, Submission, Submitted, WaitResolution};
+pub use queue::{
+    Capabilities, QueueClock, Resolution, Submission, Submitted, UnknownResolution, WaitResolution,
+};
 pub use reuse::{Acquire, DeathRecord, ReuseDecision, ReusePool};
 pub use scope::{Endpoint, Scope, UnknownScope};
 pub use semaphore::{Failure, Semaphore, SignalError};

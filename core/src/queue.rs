@@ -43,6 +43,7 @@
 //! elision test stays exact however full frontiers get.
 
 use core::fmt;
+use core::str::FromStr;
 
 use crate::axis::Axis;
 use crate::collective::CollectiveRound;
@@ -68,7 +69,12 @@ pub enum Resolution {
 }
 
 impl Resolution {
-    /// Lower-case name, as reports print it.
+    /// Every resolution, cheapest first.
+    pub const ALL: &'static [Resolution] =
+        &[Resolution::Elided, Resolution::Satisfied, Resolution::DeviceWait, Resolution::Held];
+
+    /// Lower-case name, as reports and scenario expectations spell it; [`str::parse`] reads it
+    /// back.
     pub const fn name(self) -> &'static str {
         match self {
             Resolution::Elided => "elided",
@@ -78,6 +84,35 @@ impl Resolution {
         }
     }
 }
+
+impl FromStr for Resolution {
+    type Err = UnknownResolution;
+
+    /// The resolution whose [`name`](Resolution::name) is `name`, exactly.
+    fn from_str(name: &str) -> Result<Resolution, UnknownResolution> {
+        Resolution::ALL.iter().copied().find(|r| r.name() == name).ok_or(UnknownResolution)
+    }
+}
+
+/// A name that is not any resolution's [`name`](Resolution::name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnknownResolution;
+
+impl fmt::Display for UnknownResolution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("unknown wait resolution (")?;
+        for (index, resolution) in Resolution::ALL.iter().enumerate() {
+            if index > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(resolution.name())?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl core::error::Error for UnknownResolution {}
 
 /// The outcome of resolving one wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -487,6 +522,19 @@ mod tests {
 
     fn endpoint(queue: u64) -> Endpoint {
         Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue }
+    }
+
+    #[test]
+    fn resolution_names_read_back_and_nothing_else_does() {
+        for &resolution in Resolution::ALL {
+            assert_eq!(resolution.name().parse::<Resolution>(), Ok(resolution));
+        }
+        assert_eq!("Device".parse::<Resolution>(), Err(UnknownResolution));
+        assert_eq!("device-wait".parse::<Resolution>(), Err(UnknownResolution));
+        assert_eq!(
+            std::format!("{UnknownResolution}"),
+            "unknown wait resolution (elided, satisfied, device, held)"
+        );
     }
 
     fn clock(ordinal: u64, capabilities: Capabilities) -> QueueClock<8> {

@@ -690,7 +690,7 @@ impl Resolver<'_> {
                     ));
                 }
                 let parsed = list.get_ref().iter().map(|r| {
-                    r.split('|').map(|alternative| parse_resolution(alternative.trim())).collect::<Option<Vec<_>>>().ok_or_else(|| {
+                    r.split('|').map(|alternative| alternative.trim().parse().ok()).collect::<Option<Vec<Resolution>>>().ok_or_else(|| {
                         self.error(list, format!(
                             "unknown resolution `{r}` (elided, satisfied, device, held, or alternatives like satisfied|device)"
                         ))
@@ -715,16 +715,6 @@ impl Resolver<'_> {
         };
         Ok(OpExpect { frontier, resolution, status, tainted: op.expect_tainted })
     }
-}
-
-fn parse_resolution(text: &str) -> Option<Resolution> {
-    Some(match text {
-        "elided" => Resolution::Elided,
-        "satisfied" => Resolution::Satisfied,
-        "device" => Resolution::DeviceWait,
-        "held" => Resolution::Held,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
