@@ -281,8 +281,8 @@ pub trait Backend: Send + Sync + 'static {
     fn open_queue(&mut self, queue: QueueId, config: &QueueConfig) -> Result<(), DriverError>;
 
     /// Refuses, at submission, work this driver cannot run (an unknown command buffer, a kind
-    /// it has no kernel for). Called only with kernel kinds.
-    fn check(&self, work: Work) -> Result<(), SubmitError>;
+    /// it has no kernel for) on queue `queue`. Called only with kernel kinds.
+    fn check(&self, queue: QueueId, work: Work) -> Result<(), SubmitError>;
 
     /// The device is built and has its final address; its processes may be created now.
     fn start(&'static self, device: DeviceContext);

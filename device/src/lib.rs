@@ -1016,7 +1016,7 @@ impl Device {
                 Err(SubmitError::UnknownHostCall(call))
             }
             Work::Barrier | Work::Host(_) | Work::Alloca { .. } | Work::Dealloca(_) => Ok(()),
-            kernel => self.shared.backend(queue).check(kernel),
+            kernel => self.shared.backend(queue).check(QueueId(queue.index), kernel),
         }
     }
 

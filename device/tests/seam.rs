@@ -97,7 +97,7 @@ impl Backend for ThreadDriver {
         Ok(())
     }
 
-    fn check(&self, work: Work) -> Result<(), SubmitError> {
+    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
         match work {
             Work::Spin(_) | Work::Sleep(_) => Ok(()),
             _ => Err(SubmitError::Unsupported { driver: self.name }),

@@ -61,7 +61,7 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn check(&self, work: Work) -> Result<(), SubmitError> {
+    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
         match work {
             Work::Spin(_) | Work::Sleep(_) => Ok(()),
             Work::Execute(id) if self.execution(work).is_none() => {
