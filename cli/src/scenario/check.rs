@@ -95,8 +95,7 @@ pub fn check(scenario: &Scenario) -> Result<Plan, ScenarioError> {
 }
 
 /// The scenario's operations as the simulation reads them: every operation's waits and
-/// signals copied, in one pass before the simulation starts, into a single array, and its
-/// target and work into another.
+/// signals copied, in one pass before the simulation starts, into a single array.
 ///
 /// In the scenario, each operation's lists are small allocations of their own, spread over
 /// the heap as the parser made them. Once a large scenario no longer fits the caches, the
@@ -105,13 +104,9 @@ pub fn check(scenario: &Scenario) -> Result<Plan, ScenarioError> {
 /// operation's lists while still waiting, so it would pay every such wait in full, one after
 /// another. A loop that does nothing but copy the lists has many of those waits under way at
 /// once and pays them about as a plain pass over the lists does; the simulation then reads
-/// the copy in order. The same holds for the specs themselves (a couple of hundred bytes
-/// each, of which the simulation needs the target and the work): the copy loop reads them
-/// anyway, and the simulation then touches a spec only to name it in an error.
+/// the copy in order.
 struct Operations<'s> {
     specs: &'s [OpSpec],
-    /// Operation `i`'s target and work.
-    actions: Vec<Action>,
     /// Operation `i`'s waits, then its signals, in file order.
     conditions: Vec<(usize, u64)>,
     /// Where in `conditions` operation `i`'s waits start (`starts[2i]`), its signals start
@@ -126,42 +121,31 @@ impl<'s> Operations<'s> {
         // operations, which costs more than the copy's occasional regrowth.
         let mut conditions = Vec::with_capacity(2 * specs.len());
         let mut starts = Vec::with_capacity(2 * specs.len() + 1);
-        let mut actions = Vec::with_capacity(specs.len());
         for spec in specs {
-            actions.push(Action { target: spec.target, work: spec.work });
             starts.push(conditions.len());
             conditions.extend(spec.waits.iter().copied());
             starts.push(conditions.len());
             conditions.extend(spec.signals.iter().copied());
         }
         starts.push(conditions.len());
-        Operations { specs, actions, conditions, starts }
+        Operations { specs, conditions, starts }
     }
 
     fn get(&self, index: usize) -> Op<'_> {
         let starts = &self.starts[2 * index..=2 * index + 2];
         Op {
             spec: &self.specs[index],
-            action: self.actions[index],
             waits: &self.conditions[starts[0]..starts[1]],
             signals: &self.conditions[starts[1]..starts[2]],
         }
     }
 }
 
-/// What the simulation does with an operation, besides waiting and signalling.
-#[derive(Clone, Copy)]
-struct Action {
-    target: Target,
-    work: WorkSpec,
-}
-
-/// An operation as the simulation reads it: its action, waits and signals from
-/// [`Operations`], the rest (names, lines, a host step's failure) from its spec.
+/// An operation as the simulation reads it: its waits and signals from [`Operations`], the
+/// rest from its spec.
 #[derive(Clone, Copy)]
 struct Op<'s> {
     spec: &'s OpSpec,
-    action: Action,
     waits: &'s [(usize, u64)],
     signals: &'s [(usize, u64)],
 }
@@ -169,20 +153,19 @@ struct Op<'s> {
 impl<'s> Op<'s> {
     /// `spec` with its own lists, for reading a few operations, not all.
     fn of(spec: &'s OpSpec) -> Op<'s> {
-        let action = Action { target: spec.target, work: spec.work };
-        Op { spec, action, waits: &spec.waits, signals: &spec.signals }
+        Op { spec, waits: &spec.waits, signals: &spec.signals }
     }
 }
 
 /// Whether `op` fails whatever it signals (a waited semaphore failed, or its host call fails).
 fn fails(op: Op<'_>, failed: &[bool]) -> bool {
     op.waits.iter().any(|&(s, _)| failed[s])
-        || matches!(op.action.work, WorkSpec::Host { fail: Some(_), .. })
+        || matches!(op.spec.work, WorkSpec::Host { fail: Some(_), .. })
 }
 
 /// Bytes `op` must find free before it can run (`None`: it needs none).
 fn memory_needed(op: Op<'_>, failed: &[bool]) -> Option<u64> {
-    match op.action.work {
+    match op.spec.work {
         WorkSpec::Alloca { bytes, .. } if !fails(op, failed) => Some(bytes),
         _ => None,
     }
@@ -334,7 +317,7 @@ impl<'s> Simulation<'s> {
                 continue;
             }
             self.plan_signals(op);
-            match op.action.target {
+            match op.spec.target {
                 Target::Queue(queue) => {
                     let fifo = &mut self.fifos[queue];
                     let slots = &mut self.plan.queue_slots[queue];
@@ -460,7 +443,7 @@ impl<'s> Simulation<'s> {
     fn queue_step(&mut self, op: Op<'_>) {
         let mut failed = fails(op, &self.failed);
         if !failed {
-            match op.action.work {
+            match op.spec.work {
                 WorkSpec::Alloca { buffer, bytes } => {
                     self.committed += bytes;
                     self.buffers[buffer] = Some(bytes);
