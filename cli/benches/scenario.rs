@@ -244,13 +244,14 @@ fn device_submit(scenario: &Scenario, plan: &Plan) -> u64 {
 /// Every operation's record and every semaphore's history, read once.
 fn read_outcome(outcome: &run::Outcome<'_>) -> u64 {
     let ops = outcome.ops.iter().map(|record| {
-        let waits = record.waits.iter().map(|wait| wait.value);
-        let frontier = record.frontier.iter().map(|point| point.epoch);
-        let times = [record.start_ns, record.end_ns, record.point.epoch];
+        let waits = outcome.waits_of(record).iter().map(|wait| wait.value);
+        let frontier = outcome.points_of(record.frontier).iter().map(|point| point.epoch);
+        let times = [record.start_ns, record.end_ns, record.epoch];
         waits.chain(frontier).chain(times).fold(0, u64::wrapping_add)
     });
-    let history = outcome.semaphores.iter().flat_map(|semaphore| &semaphore.history);
-    let histories = history.map(|entry| entry.frontier.iter().map(|point| point.epoch).sum());
+    let history = outcome.semaphores.iter().flat_map(|semaphore| outcome.history_of(semaphore));
+    let histories = history
+        .map(|entry| outcome.points_of(entry.frontier).iter().map(|point| point.epoch).sum());
     ops.chain(histories).fold(0, u64::wrapping_add)
 }
 

@@ -18,8 +18,9 @@ pub fn unmet(outcome: &Outcome<'_>) -> (Vec<String>, usize) {
     for (spec, record) in outcome.scenario.ops.iter().zip(&outcome.ops) {
         let at = format!("op `{}` (line {})", spec.name, spec.line);
         if let Some(frontier) = &spec.expect.frontier {
+            let points = outcome.points_of(record.frontier).iter();
             let mut actual: Vec<(String, u64)> =
-                record.frontier.iter().map(|p| (outcome.axis_name(p.axis), p.epoch)).collect();
+                points.map(|&p| (outcome.axis_name(p).to_string(), p.epoch)).collect();
             actual.sort();
             let mut wanted = frontier.clone();
             wanted.sort();
@@ -29,11 +30,11 @@ pub fn unmet(outcome: &Outcome<'_>) -> (Vec<String>, usize) {
             );
         }
         if let Some(resolutions) = &spec.expect.resolution {
+            let waits = outcome.waits_of(record);
             let actual: Vec<&str> =
-                record.waits.iter().map(|w| w.resolution.map_or("failed", |r| r.name())).collect();
-            let met = record.waits.len() == resolutions.len()
-                && record
-                    .waits
+                waits.iter().map(|w| w.resolution.map_or("failed", |r| r.name())).collect();
+            let met = waits.len() == resolutions.len()
+                && waits
                     .iter()
                     .zip(resolutions)
                     .all(|(w, accepted)| w.resolution.is_some_and(|r| accepted.contains(&r)));
@@ -61,7 +62,7 @@ pub fn unmet(outcome: &Outcome<'_>) -> (Vec<String>, usize) {
             expect(matches, format!("{at}: status {} expected {}", actual.name(), status.name()));
         }
         if let Some(tainted) = spec.expect.tainted {
-            let actual = record.frontier.is_tainted();
+            let actual = record.frontier.tainted;
             expect(
                 actual == tainted,
                 format!("{at}: frontier tainted = {actual}, expected {tainted}"),

@@ -7,12 +7,10 @@
 
 use std::io;
 
-use causeway::FRONTIER_CAPACITY;
-use causeway_core::frontier::Frontier;
 use serde::{Serialize, Serializer};
 
 use super::model::Target;
-use super::run::{HistoryRecord, OpRecord, Outcome, WaitRecord};
+use super::run::{FrontierRecord, HistoryRecord, OpRecord, Outcome, WaitRecord};
 use super::stats::Stats;
 
 /// Writes the report of `outcome` to `out` as pretty-printed JSON.
@@ -30,7 +28,7 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
                 SemaphoreJson {
                     failed: record.failed,
                     history: LazyArray(|| {
-                        record.history.iter().map(|entry| history_entry(outcome, entry))
+                        outcome.history_of(record).iter().map(|entry| history_entry(outcome, entry))
                     }),
                     name: &spec.name,
                     value: record.value,
@@ -109,8 +107,8 @@ struct HistoryJson<Points> {
 }
 
 #[derive(Serialize)]
-struct PointJson {
-    axis: String,
+struct PointJson<'a> {
+    axis: &'a str,
     epoch: u64,
 }
 
@@ -122,14 +120,16 @@ fn op<'a>(
 ) -> OpJson<'a, impl Serialize + 'a, impl Serialize + 'a> {
     OpJson {
         end_ns: record.end_ns,
-        epoch: record.point.epoch,
-        frontier: frontier(outcome, &record.frontier),
+        epoch: record.epoch,
+        frontier: frontier(outcome, record.frontier),
         name,
         queue,
         start_ns: record.start_ns,
         status: record.status.name(),
-        tainted: record.frontier.is_tainted(),
-        waits: LazyArray(move || record.waits.iter().map(|wait| wait_json(outcome, wait))),
+        tainted: record.frontier.tainted,
+        waits: LazyArray(move || {
+            outcome.waits_of(record).iter().map(|wait| wait_json(outcome, wait))
+        }),
     }
 }
 
@@ -137,7 +137,7 @@ fn wait_json<'a>(outcome: &'a Outcome<'_>, wait: &WaitRecord) -> WaitJson<'a> {
     WaitJson {
         // A wait on an already-failed semaphore is decided on the spot.
         resolution: wait.resolution.map_or("satisfied", |r| r.name()),
-        semaphore: &outcome.scenario.semaphores[wait.semaphore].name,
+        semaphore: &outcome.scenario.semaphores[wait.semaphore as usize].name,
         tainted: wait.tainted,
         value: wait.value,
     }
@@ -148,20 +148,18 @@ fn history_entry<'a>(
     entry: &'a HistoryRecord,
 ) -> HistoryJson<impl Serialize + 'a> {
     HistoryJson {
-        frontier: frontier(outcome, &entry.frontier),
+        frontier: frontier(outcome, entry.frontier),
         tainted: entry.tainted,
         value: entry.value,
     }
 }
 
-fn frontier<'a>(
-    outcome: &'a Outcome<'_>,
-    frontier: &'a Frontier<FRONTIER_CAPACITY>,
-) -> impl Serialize + 'a {
+fn frontier<'a>(outcome: &'a Outcome<'_>, frontier: FrontierRecord) -> impl Serialize + 'a {
     LazyArray(move || {
-        frontier
+        outcome
+            .points_of(frontier)
             .iter()
-            .map(|point| PointJson { axis: outcome.axis_name(point.axis), epoch: point.epoch })
+            .map(|&point| PointJson { axis: outcome.axis_name(point), epoch: point.epoch })
     })
 }
 

@@ -13,9 +13,8 @@
 //! queue, how long it has run) and every wait not reached, and the device is shut down within
 //! [`SHUTDOWN_GRACE`]: work that never returns is abandoned on its worker, not joined.
 
-use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,8 +27,8 @@ use causeway::host::{self, HostWaitError};
 use causeway::runtime::spin_for;
 use causeway::{PoolConfig, FRONTIER_CAPACITY};
 use causeway_core::axis::{Axis, Domain};
-use causeway_core::frontier::{Frontier, Point};
-use causeway_core::queue::{self, Capabilities, QueueClock, Resolution};
+use causeway_core::frontier::Frontier;
+use causeway_core::queue::{self, Capabilities, QueueClock, Resolution, WaitResolution};
 use causeway_core::scope::Endpoint;
 use causeway_core::semaphore::{Failure, SignalError, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
 use causeway_core::unpoisoned::{Condvar, Mutex};
@@ -60,11 +59,46 @@ impl Status {
     }
 }
 
+/// Consecutive entries of one of an [`Outcome`]'s shared arrays: an operation's waits, a
+/// frontier's points, a semaphore's history.
+///
+/// A large run records hundreds of thousands of small lists; each in an allocation of its own
+/// would spread them over the heap, and every later pass over the outcome (stats, report,
+/// trace) would wait for memory at each one. In one array each, a pass reads them in order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    /// The entries of `items` from `start` to its end.
+    fn since<T>(items: &[T], start: usize) -> Span {
+        let index = |at: usize| u32::try_from(at).expect("an outcome holds under 2^32 entries");
+        Span { start: index(start), len: index(items.len() - start) }
+    }
+
+    /// This span's entries of `items`.
+    pub fn of<T>(self, items: &[T]) -> &[T] {
+        &items[self.start as usize..][..self.len as usize]
+    }
+
+    /// How many entries it spans.
+    pub fn len(self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether it spans nothing.
+    pub fn is_empty(self) -> bool {
+        self.len == 0
+    }
+}
+
 /// One wait of one operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaitRecord {
     /// Semaphore index.
-    pub semaphore: usize,
+    pub semaphore: u32,
     /// Waited value.
     pub value: u64,
     /// How it resolved; `None` when the semaphore had already failed.
@@ -73,64 +107,112 @@ pub struct WaitRecord {
     pub tainted: bool,
 }
 
+impl WaitRecord {
+    fn new(semaphore: usize, value: u64, resolved: Option<WaitResolution>) -> WaitRecord {
+        let semaphore = u32::try_from(semaphore).expect("semaphore indices fit in u32");
+        let (resolution, tainted) = match resolved {
+            Some(resolved) => (Some(resolved.resolution), resolved.tainted),
+            None => (None, false),
+        };
+        WaitRecord { semaphore, value, resolution, tainted }
+    }
+}
+
+/// One entry of a recorded frontier: an epoch on an axis named in [`Outcome::axis_names`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PointRecord {
+    /// Where the axis's name is in [`Outcome::axis_names`].
+    pub axis: u32,
+    /// The position on it.
+    pub epoch: u64,
+}
+
+/// A recorded frontier: its points in [`Outcome::points`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrontierRecord {
+    /// Its entries.
+    pub points: Span,
+    /// Whether it overflowed (and may be incomplete).
+    pub tainted: bool,
+}
+
 /// What happened to one operation.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OpRecord {
-    /// Its `(axis, epoch)`.
-    pub point: Point,
-    /// What it knew, itself included.
-    pub frontier: Frontier<FRONTIER_CAPACITY>,
-    /// Its waits, in order.
-    pub waits: Vec<WaitRecord>,
+    /// Its epoch on its own axis.
+    pub epoch: u64,
     /// When it was submitted (ns since the device started).
     pub submit_ns: u64,
     /// When it started.
     pub start_ns: u64,
     /// When it finished.
     pub end_ns: u64,
+    /// Its waits, in order, in [`Outcome::waits`].
+    pub waits: Span,
+    /// What it knew, itself included.
+    pub frontier: FrontierRecord,
     /// The worker that ran it (`None` for host steps and cancelled operations).
-    pub worker: Option<usize>,
+    pub worker: Option<u32>,
+    /// Whether it was submitted to a device queue (host steps are performed by the runner).
+    pub queued: bool,
     /// How it ended.
     pub status: Status,
 }
 
+impl OpRecord {
+    /// An operation not submitted yet (cancelled, unless its queue reports otherwise).
+    const UNSUBMITTED: OpRecord = OpRecord {
+        epoch: 0,
+        submit_ns: 0,
+        start_ns: 0,
+        end_ns: 0,
+        waits: Span { start: 0, len: 0 },
+        frontier: FrontierRecord { points: Span { start: 0, len: 0 }, tainted: false },
+        worker: None,
+        queued: false,
+        status: Status::Cancelled,
+    };
+}
+
 /// One retained history entry of a semaphore.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HistoryRecord {
     /// The signalled value.
     pub value: u64,
-    /// The signalling operation, if tracked.
-    pub origin: Option<Point>,
     /// What it knew.
-    pub frontier: Frontier<FRONTIER_CAPACITY>,
+    pub frontier: FrontierRecord,
     /// External (untracked) signal.
     pub tainted: bool,
 }
 
 /// A semaphore at the end of the run.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SemaphoreRecord {
     /// Final value.
     pub value: u64,
     /// Whether it failed.
     pub failed: bool,
-    /// Retained history, oldest first.
-    pub history: Vec<HistoryRecord>,
+    /// Retained history, oldest first, in [`Outcome::history`].
+    pub history: Span,
 }
 
-/// Everything a run produced.
+/// Everything a run produced. The records' lists lie in shared arrays (see [`Span`]).
 #[derive(Debug)]
 pub struct Outcome<'s> {
     /// The scenario.
     pub scenario: &'s Scenario,
     /// One record per operation, in file order.
     pub ops: Vec<OpRecord>,
+    /// Every operation's waits, in file order.
+    pub waits: Vec<WaitRecord>,
     /// One record per semaphore, in declaration order.
     pub semaphores: Vec<SemaphoreRecord>,
-    /// Names of the axes that can appear in frontiers.
-    pub axes: Vec<(Axis, String)>,
-    /// Where each axis is in `axes`.
-    axis_index: HashMap<Axis, usize>,
+    /// Every semaphore's retained history, in declaration order.
+    pub history: Vec<HistoryRecord>,
+    /// Every recorded frontier's points.
+    pub points: Vec<PointRecord>,
+    /// The display names of the axes that appear in frontiers.
+    pub axis_names: Vec<String>,
     /// Stream-ordered memory totals.
     pub memory: causeway::device::MemoryStats,
     /// Wall time of the run.
@@ -138,12 +220,66 @@ pub struct Outcome<'s> {
 }
 
 impl Outcome<'_> {
-    /// The display name of `axis`.
-    pub fn axis_name(&self, axis: Axis) -> String {
-        match self.axis_index.get(&axis) {
-            Some(&index) => self.axes[index].1.clone(),
-            None => format!("axis{}", axis.ordinal()),
+    /// `op`'s waits.
+    pub fn waits_of(&self, op: &OpRecord) -> &[WaitRecord] {
+        op.waits.of(&self.waits)
+    }
+
+    /// The points of `frontier`.
+    pub fn points_of(&self, frontier: FrontierRecord) -> &[PointRecord] {
+        frontier.points.of(&self.points)
+    }
+
+    /// `semaphore`'s retained history.
+    pub fn history_of(&self, semaphore: &SemaphoreRecord) -> &[HistoryRecord] {
+        semaphore.history.of(&self.history)
+    }
+
+    /// The display name of `point`'s axis.
+    pub fn axis_name(&self, point: PointRecord) -> &str {
+        &self.axis_names[point.axis as usize]
+    }
+}
+
+/// Frontiers as they are recorded: points appended to one array, each axis named once.
+struct FrontierRecorder {
+    points: Vec<PointRecord>,
+    names: Vec<String>,
+    /// Each named axis and its index in `names`, by axis: a binary search finds it without
+    /// hashing, and queues are few.
+    indices: Vec<(Axis, u32)>,
+}
+
+impl FrontierRecorder {
+    /// A recorder that knows `named` axes by those names.
+    fn new(named: impl IntoIterator<Item = (Axis, String)>) -> FrontierRecorder {
+        let mut recorder =
+            FrontierRecorder { points: Vec::new(), names: Vec::new(), indices: Vec::new() };
+        for (axis, name) in named {
+            recorder.name(axis, name);
         }
+        recorder
+    }
+
+    fn name(&mut self, axis: Axis, name: String) -> u32 {
+        let index = u32::try_from(self.names.len()).expect("axes are few");
+        self.names.push(name);
+        let at = self.indices.partition_point(|&(named, _)| named < axis);
+        self.indices.insert(at, (axis, index));
+        index
+    }
+
+    fn record(&mut self, frontier: &Frontier<FRONTIER_CAPACITY>) -> FrontierRecord {
+        let start = self.points.len();
+        for point in frontier.iter() {
+            let axis = match self.indices.binary_search_by_key(&point.axis, |&(axis, _)| axis) {
+                Ok(at) => self.indices[at].1,
+                // An axis no queue of the scenario owns: named by its ordinal, once.
+                Err(_) => self.name(point.axis, format!("axis{}", point.axis.ordinal())),
+            };
+            self.points.push(PointRecord { axis, epoch: point.epoch });
+        }
+        FrontierRecord { points: Span::since(&self.points, start), tainted: frontier.is_tainted() }
     }
 }
 
@@ -204,17 +340,25 @@ fn work_until(duration: Duration, deadline: Option<Instant>, pace: Pace) -> bool
     }
 }
 
-const STATUS_PENDING: usize = 0;
-const STATUS_OK: usize = 1;
-const STATUS_FAILED: usize = 2;
-const STATUS_CANCELLED: usize = 3;
+const STATUS_PENDING: u32 = 0;
+const STATUS_OK: u32 = 1;
+const STATUS_FAILED: u32 = 2;
+const STATUS_CANCELLED: u32 = 3;
+
+/// `OpEvents::worker` of an operation no worker started.
+const NO_WORKER: u32 = u32::MAX;
+
+/// The events of one queue operation, side by side: an event writes one place in memory.
+struct OpEvents {
+    start_ns: AtomicU64,
+    end_ns: AtomicU64,
+    worker: AtomicU32,
+    status: AtomicU32,
+}
 
 /// Collects start and finish events, indexed by operation (the op tag).
 struct Recorder {
-    start_ns: Vec<AtomicU64>,
-    end_ns: Vec<AtomicU64>,
-    worker: Vec<AtomicUsize>,
-    status: Vec<AtomicUsize>,
+    ops: Vec<OpEvents>,
     /// A plain count, consistent whatever panicked while holding it.
     finished: Mutex<usize>,
     changed: Condvar,
@@ -222,23 +366,24 @@ struct Recorder {
 
 impl Observer for Recorder {
     fn op_event(&self, _queue: usize, tag: u64, event: OpEvent) {
-        let index = tag as usize;
+        let op = &self.ops[tag as usize];
         match event {
             OpEvent::Started { worker, at_ns } => {
-                self.start_ns[index].store(at_ns, Ordering::Relaxed);
-                self.worker[index].store(worker, Ordering::Relaxed);
+                op.start_ns.store(at_ns, Ordering::Relaxed);
+                let worker = u32::try_from(worker).expect("workers are few");
+                op.worker.store(worker, Ordering::Relaxed);
             }
             OpEvent::Finished { at_ns, status, .. } => {
-                if self.start_ns[index].load(Ordering::Relaxed) == 0 {
-                    self.start_ns[index].store(at_ns, Ordering::Relaxed);
+                if op.start_ns.load(Ordering::Relaxed) == 0 {
+                    op.start_ns.store(at_ns, Ordering::Relaxed);
                 }
-                self.end_ns[index].store(at_ns, Ordering::Relaxed);
+                op.end_ns.store(at_ns, Ordering::Relaxed);
                 let code = match status {
                     OpStatus::Ok => STATUS_OK,
                     OpStatus::Cancelled => STATUS_CANCELLED,
                     _ => STATUS_FAILED,
                 };
-                self.status[index].store(code, Ordering::Relaxed);
+                op.status.store(code, Ordering::Relaxed);
                 // The mutex orders the stores above before the reader's loads.
                 let mut finished = self.finished.lock();
                 *finished += 1;
@@ -315,7 +460,10 @@ struct Runner<'s> {
     semaphore_ids: Vec<SemaphoreId>,
     host_calls: Vec<HostCallId>,
     command_buffers: Vec<CommandBufferId>,
-    records: Vec<Option<OpRecord>>,
+    /// Per operation, once submitted or performed (`queued` false until then).
+    records: Vec<OpRecord>,
+    waits: Vec<WaitRecord>,
+    frontiers: FrontierRecorder,
 }
 
 /// What the device holds for an op that needs registration.
@@ -345,10 +493,14 @@ impl<'s> Runner<'s> {
         let sizes = Sizes::of(scenario, plan);
         let n = scenario.ops.len();
         let recorder = Arc::new(Recorder {
-            start_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            end_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            worker: (0..n).map(|_| AtomicUsize::new(usize::MAX)).collect(),
-            status: (0..n).map(|_| AtomicUsize::new(STATUS_PENDING)).collect(),
+            ops: (0..n)
+                .map(|_| OpEvents {
+                    start_ns: AtomicU64::new(0),
+                    end_ns: AtomicU64::new(0),
+                    worker: AtomicU32::new(NO_WORKER),
+                    status: AtomicU32::new(STATUS_PENDING),
+                })
+                .collect(),
             finished: Mutex::new(0),
             changed: Condvar::new(),
         });
@@ -420,6 +572,12 @@ impl<'s> Runner<'s> {
             host_endpoint(host_axis),
             Capabilities { wait_before_signal: true },
         );
+        let queue_axes = scenario.queues.iter().enumerate().filter_map(|(index, queue)| {
+            device.axis(QueueId(index)).map(|axis| (axis, queue.name.clone()))
+        });
+        let host_axis = (host_clock.axis(), super::parse::HOST.to_string());
+        let frontiers = FrontierRecorder::new(queue_axes.chain([host_axis]));
+        let waits = scenario.ops.iter().map(|op| op.waits.len()).sum();
         Ok(Runner {
             scenario,
             options,
@@ -429,7 +587,9 @@ impl<'s> Runner<'s> {
             semaphore_ids,
             host_calls,
             command_buffers,
-            records: vec![None; n],
+            records: vec![OpRecord::UNSUBMITTED; n],
+            waits: Vec::with_capacity(waits),
+            frontiers,
         })
     }
 
@@ -528,30 +688,23 @@ impl<'s> Runner<'s> {
                 return Err(Halt::Invalid(self.op_error(op, self.describe_submit_error(op, error))))
             }
         };
-        let waits = op
-            .waits
-            .iter()
-            .zip(receipt.waits.iter())
-            .map(|(&(semaphore, value), outcome)| match *outcome {
-                WaitOutcome::Resolved(r) => WaitRecord {
-                    semaphore,
-                    value,
-                    resolution: Some(r.resolution),
-                    tainted: r.tainted,
-                },
-                _ => WaitRecord { semaphore, value, resolution: None, tainted: false },
-            })
-            .collect();
-        self.records[index] = Some(OpRecord {
-            point: receipt.point,
-            frontier: receipt.frontier,
-            waits,
+        let waits_start = self.waits.len();
+        let waits = op.waits.iter().zip(receipt.waits.iter());
+        self.waits.extend(waits.map(|(&(semaphore, value), outcome)| {
+            let resolved = match *outcome {
+                WaitOutcome::Resolved(resolved) => Some(resolved),
+                _ => None,
+            };
+            WaitRecord::new(semaphore, value, resolved)
+        }));
+        self.records[index] = OpRecord {
+            epoch: receipt.point.epoch,
             submit_ns,
-            start_ns: 0,
-            end_ns: 0,
-            worker: None,
-            status: Status::Cancelled,
-        });
+            waits: Span::since(&self.waits, waits_start),
+            frontier: self.frontiers.record(&receipt.frontier),
+            queued: true,
+            ..OpRecord::UNSUBMITTED
+        };
         Ok(())
     }
 
@@ -587,21 +740,16 @@ impl<'s> Runner<'s> {
     ) -> Result<(), Halt> {
         let submit_ns = self.device.now_ns();
         let mut submission = self.host_clock.begin();
-        let mut waits = Vec::with_capacity(op.waits.len());
+        let waits_start = self.waits.len();
         let mut failed = false;
         for &(semaphore, value) in &op.waits {
             let device_semaphore =
                 self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
-            let record = match submission.wait(device_semaphore, value) {
-                Ok(r) => WaitRecord {
-                    semaphore,
-                    value,
-                    resolution: Some(r.resolution),
-                    tainted: r.tainted,
-                },
+            let resolved = match submission.wait(device_semaphore, value) {
+                Ok(resolved) => Some(resolved),
                 Err(causeway_core::queue::WaitError::Failed(_)) => {
                     failed = true;
-                    WaitRecord { semaphore, value, resolution: None, tainted: false }
+                    None
                 }
                 Err(_) => {
                     let spec = &self.scenario.semaphores[semaphore];
@@ -617,7 +765,7 @@ impl<'s> Runner<'s> {
                     )));
                 }
             };
-            waits.push(record);
+            self.waits.push(WaitRecord::new(semaphore, value, resolved));
         }
         let start_ns = self.device.now_ns();
         for &(semaphore, value) in &op.waits {
@@ -687,16 +835,17 @@ impl<'s> Runner<'s> {
             self.semaphore(semaphore).fail(Failure::Application(code));
         }
         let end_ns = self.device.now_ns();
-        self.records[index] = Some(OpRecord {
-            point: submitted.point,
-            frontier: submitted.frontier,
-            waits,
+        self.records[index] = OpRecord {
+            epoch: submitted.point.epoch,
             submit_ns,
             start_ns,
             end_ns,
+            waits: Span::since(&self.waits, waits_start),
+            frontier: self.frontiers.record(&submitted.frontier),
             worker: None,
+            queued: false,
             status: if result.is_ok() { Status::Ok } else { Status::Failed },
-        });
+        };
         Ok(())
     }
 
@@ -754,18 +903,19 @@ impl<'s> Runner<'s> {
         let (mut running_total, mut waiting_total) = (0, 0);
         for (index, op) in self.scenario.ops.iter().enumerate() {
             let Target::Queue(queue) = op.target else { continue };
-            if self.recorder.status[index].load(Ordering::Relaxed) != STATUS_PENDING
-                || self.records[index].is_none()
+            let events = &self.recorder.ops[index];
+            if events.status.load(Ordering::Relaxed) != STATUS_PENDING
+                || !self.records[index].queued
             {
                 continue;
             }
             let queue = &self.scenario.queues[queue].name;
-            let start_ns = self.recorder.start_ns[index].load(Ordering::Relaxed);
+            let start_ns = events.start_ns.load(Ordering::Relaxed);
             if start_ns != 0 {
                 running_total += 1;
                 if running.len() < STUCK_LISTED {
-                    let worker = self.recorder.worker[index].load(Ordering::Relaxed);
-                    let on = if worker == usize::MAX {
+                    let worker = events.worker.load(Ordering::Relaxed);
+                    let on = if worker == NO_WORKER {
                         String::new()
                     } else {
                         format!(" on worker {worker}")
@@ -816,61 +966,53 @@ impl<'s> Runner<'s> {
     }
 
     fn finish(mut self, wall: Duration) -> Outcome<'s> {
-        let semaphores = (0..self.scenario.semaphores.len())
-            .map(|index| {
-                let semaphore = self.semaphore(index);
-                let history = semaphore.with_history(|history| {
-                    history
-                        .iter()
-                        .map(|entry| HistoryRecord {
-                            value: entry.value,
-                            origin: entry.origin,
-                            frontier: entry.frontier,
-                            tainted: entry.is_external(),
-                        })
-                        .collect()
+        let mut history = Vec::new();
+        let (device, frontiers) = (&self.device, &mut self.frontiers);
+        let semaphores = (self.semaphore_ids.iter())
+            .map(|&id| {
+                let semaphore = device.semaphore(id).expect("declared semaphores exist");
+                let start = history.len();
+                semaphore.with_history(|entries| {
+                    history.extend(entries.iter().map(|entry| HistoryRecord {
+                        value: entry.value,
+                        frontier: frontiers.record(&entry.frontier),
+                        tainted: entry.is_external(),
+                    }))
                 });
                 SemaphoreRecord {
                     value: semaphore.value(),
                     failed: semaphore.failure().is_some(),
-                    history,
+                    history: Span::since(&history, start),
                 }
             })
             .collect();
-        let mut axes: Vec<(Axis, String)> = self
-            .scenario
-            .queues
-            .iter()
-            .enumerate()
-            .filter_map(|(i, q)| self.device.axis(QueueId(i)).map(|axis| (axis, q.name.clone())))
-            .collect();
-        axes.push((self.host_clock.axis(), super::parse::HOST.to_string()));
         let memory = self.device.memory_stats();
-        let recorder = Arc::clone(&self.recorder);
         // Joining the workers makes every event visible; nothing is left to cancel.
         drop(self.device);
-        let ops = self
-            .records
-            .iter_mut()
-            .enumerate()
-            .map(|(index, record)| {
-                let mut record = record.take().expect("every op was submitted or performed");
-                if matches!(self.scenario.ops[index].target, Target::Queue(_)) {
-                    record.start_ns = recorder.start_ns[index].load(Ordering::Relaxed);
-                    record.end_ns = recorder.end_ns[index].load(Ordering::Relaxed);
-                    let worker = recorder.worker[index].load(Ordering::Relaxed);
-                    record.worker = (worker != usize::MAX).then_some(worker);
-                    record.status = match recorder.status[index].load(Ordering::Relaxed) {
-                        STATUS_OK => Status::Ok,
-                        STATUS_FAILED => Status::Failed,
-                        _ => Status::Cancelled,
-                    };
-                }
-                record
-            })
-            .collect();
-        let axis_index = axes.iter().enumerate().map(|(index, (axis, _))| (*axis, index)).collect();
-        Outcome { scenario: self.scenario, ops, semaphores, axes, axis_index, memory, wall }
+        for (record, events) in self.records.iter_mut().zip(&self.recorder.ops) {
+            if record.queued {
+                record.start_ns = events.start_ns.load(Ordering::Relaxed);
+                record.end_ns = events.end_ns.load(Ordering::Relaxed);
+                let worker = events.worker.load(Ordering::Relaxed);
+                record.worker = (worker != NO_WORKER).then_some(worker);
+                record.status = match events.status.load(Ordering::Relaxed) {
+                    STATUS_OK => Status::Ok,
+                    STATUS_FAILED => Status::Failed,
+                    _ => Status::Cancelled,
+                };
+            }
+        }
+        Outcome {
+            scenario: self.scenario,
+            ops: self.records,
+            waits: self.waits,
+            semaphores,
+            history,
+            points: self.frontiers.points,
+            axis_names: self.frontiers.names,
+            memory,
+            wall,
+        }
     }
 }
 

@@ -2,11 +2,8 @@
 
 use std::fmt::Write;
 
-use causeway::FRONTIER_CAPACITY;
-use causeway_core::frontier::Frontier;
-
 use super::report::queue_name;
-use super::run::Outcome;
+use super::run::{FrontierRecord, Outcome};
 use super::stats::{Percentiles, Stats};
 
 /// The summary text of `outcome`.
@@ -33,15 +30,15 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
         "op", "queue", "epoch", "status", "start µs", "end µs", "frontier"
     );
     for (spec, record) in scenario.ops.iter().zip(&outcome.ops) {
-        let waits: Vec<String> = record
-            .waits
+        let waits: Vec<String> = outcome
+            .waits_of(record)
             .iter()
             .map(|w| {
                 let resolution = w.resolution.map_or("failed", |r| r.name());
                 let taint = if w.tainted { ", tainted" } else { "" };
                 format!(
                     "{}>={} {resolution}{taint}",
-                    scenario.semaphores[w.semaphore].name, w.value
+                    scenario.semaphores[w.semaphore as usize].name, w.value
                 )
             })
             .collect();
@@ -50,25 +47,25 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
             "  {:<18} {:<8} {:>5}  {:<9} {:>10.1} {:>10.1}  {:<28} {}",
             spec.name,
             queue_name(outcome, spec.target),
-            record.point.epoch,
+            record.epoch,
             record.status.name(),
             record.start_ns as f64 / 1e3,
             record.end_ns as f64 / 1e3,
-            frontier(outcome, &record.frontier),
+            frontier(outcome, record.frontier),
             if waits.is_empty() { "—".to_string() } else { waits.join("; ") }
         );
     }
     let _ = writeln!(out, "\nsemaphores");
     for (spec, record) in scenario.semaphores.iter().zip(&outcome.semaphores) {
         let state = if record.failed { " FAILED" } else { "" };
-        let history: Vec<String> = record
-            .history
+        let history: Vec<String> = outcome
+            .history_of(record)
             .iter()
             .map(|e| {
                 if e.tainted {
                     format!("{} external", e.value)
                 } else {
-                    format!("{} {}", e.value, frontier(outcome, &e.frontier))
+                    format!("{} {}", e.value, frontier(outcome, e.frontier))
                 }
             })
             .collect();
@@ -126,9 +123,10 @@ fn latency(p: Percentiles) -> String {
     )
 }
 
-fn frontier(outcome: &Outcome<'_>, frontier: &Frontier<FRONTIER_CAPACITY>) -> String {
+fn frontier(outcome: &Outcome<'_>, frontier: FrontierRecord) -> String {
+    let points = outcome.points_of(frontier).iter();
     let entries: Vec<String> =
-        frontier.iter().map(|p| format!("{}:{}", outcome.axis_name(p.axis), p.epoch)).collect();
-    let taint = if frontier.is_tainted() { "!" } else { "" };
+        points.map(|&p| format!("{}:{}", outcome.axis_name(p), p.epoch)).collect();
+    let taint = if frontier.tainted { "!" } else { "" };
     format!("{{{}}}{taint}", entries.join(", "))
 }

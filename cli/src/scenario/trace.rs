@@ -2,14 +2,17 @@
 //! host) under "queues", one per worker under "workers", and a flow arrow from each signalling
 //! operation to every operation whose wait it satisfied.
 //!
-//! Like the report, the trace is streamed as it is serialized (keys in sorted order). The
-//! signaller of a wait `s >= v` is the first operation in file order that signals `s` to `v` or
-//! beyond; `FirstSignals` finds it by binary search, so flows cost O(waits log signals).
+//! Like the report, the trace is streamed as it is serialized (keys in sorted order), and its
+//! composite strings (`q:3`, `s>=2 satisfied`) are written straight into the output, never
+//! built first. The signaller of a wait `s >= v` is the first operation in file order that
+//! signals `s` to `v` or beyond; `FirstSignals` finds it by binary search, so flows cost
+//! O(waits log signals).
 
 use std::borrow::Cow;
+use std::fmt;
 use std::io;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use super::model::{Scenario, Target};
 use super::report::{queue_name, LazyArray};
@@ -30,30 +33,99 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
     serde_json::to_writer_pretty(out, &document).map_err(io::Error::from)
 }
 
-/// Per semaphore, `(value, operation)` for each signal that raised the highest value signalled
-/// so far in file order: strictly increasing, and the first entry at or above `v` names the
-/// first operation in file order to signal `v` or beyond.
-struct FirstSignals(Vec<Vec<(u64, usize)>>);
+/// A signal that raised the highest value of its semaphore signalled so far in file order.
+#[derive(Clone, Copy, Default)]
+struct Raise {
+    value: u64,
+    /// The signalling operation.
+    op: u32,
+    /// Its track (see [`track`]), so that a flow need not look up its spec.
+    track: u32,
+}
+
+/// Per semaphore, the signals that raised its highest value, in file order: strictly
+/// increasing, so the first at or above `v` names the first operation in file order to signal
+/// `v` or beyond. All semaphores' raises lie in one array, grouped by semaphore.
+struct FirstSignals {
+    raises: Vec<Raise>,
+    /// Semaphore `s`'s raises are `raises[starts[s]..starts[s + 1]]`.
+    starts: Vec<usize>,
+}
 
 impl FirstSignals {
     fn of(scenario: &Scenario) -> FirstSignals {
-        let mut raised: Vec<Vec<(u64, usize)>> = vec![Vec::new(); scenario.semaphores.len()];
+        let semaphores = scenario.semaphores.len();
+        let mut highest: Vec<Option<u64>> = vec![None; semaphores];
+        let mut in_file_order = Vec::new();
+        let mut starts = vec![0; semaphores + 1];
         for (index, op) in scenario.ops.iter().enumerate() {
+            let op_index = u32::try_from(index).expect("operation indices fit in u32");
+            let track = u32::try_from(track(scenario, op.target)).expect("tracks fit in u32");
             for &(semaphore, value) in &op.signals {
-                let signals = &mut raised[semaphore];
-                if signals.last().is_none_or(|&(highest, _)| value > highest) {
-                    signals.push((value, index));
+                if highest[semaphore].is_none_or(|highest| value > highest) {
+                    highest[semaphore] = Some(value);
+                    in_file_order.push((semaphore, Raise { value, op: op_index, track }));
+                    starts[semaphore + 1] += 1;
                 }
             }
         }
-        FirstSignals(raised)
+        // Counts to starts, then each raise to its semaphore's group (a stable counting sort).
+        for semaphore in 0..semaphores {
+            starts[semaphore + 1] += starts[semaphore];
+        }
+        let mut next = starts.clone();
+        let mut raises = vec![Raise::default(); in_file_order.len()];
+        for (semaphore, raise) in in_file_order {
+            raises[next[semaphore]] = raise;
+            next[semaphore] += 1;
+        }
+        FirstSignals { raises, starts }
     }
 
-    /// The first operation to signal `semaphore` to `value` or beyond.
-    fn signaller(&self, semaphore: usize, value: u64) -> Option<usize> {
-        let signals = &self.0[semaphore];
-        let first = signals.partition_point(|&(signalled, _)| signalled < value);
-        signals.get(first).map(|&(_, op)| op)
+    /// The first signal to raise `semaphore` to `value` or beyond.
+    fn signaller(&self, semaphore: usize, value: u64) -> Option<Raise> {
+        let raises = &self.raises[self.starts[semaphore]..self.starts[semaphore + 1]];
+        let first = raises.partition_point(|raise| raise.value < value);
+        raises.get(first).copied()
+    }
+}
+
+/// A string written as its [`Display`](fmt::Display) form, straight into the output.
+struct Text<D>(D);
+
+impl<D: fmt::Display> Serialize for Text<D> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0)
+    }
+}
+
+/// A frontier entry, `axis:epoch`.
+struct AxisEpoch<'a> {
+    axis: &'a str,
+    epoch: u64,
+}
+
+impl fmt::Display for AxisEpoch<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.axis, self.epoch)
+    }
+}
+
+/// A waited condition, `semaphore>=value`, and how the wait resolved, if told.
+#[derive(Clone, Copy)]
+struct Condition<'a> {
+    semaphore: &'a str,
+    value: u64,
+    resolution: Option<&'static str>,
+}
+
+impl fmt::Display for Condition<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}>={}", self.semaphore, self.value)?;
+        match self.resolution {
+            Some(resolution) => write!(f, " {resolution}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -71,7 +143,7 @@ struct Document<Events> {
 enum Event<'a, Args> {
     Metadata(Metadata<'a>),
     Slice(Slice<'a, Args>),
-    Flow(Flow),
+    Flow(Flow<'a>),
 }
 
 #[derive(Serialize)]
@@ -112,12 +184,12 @@ struct OpArgs<'a, Frontier, Waits> {
 }
 
 #[derive(Serialize)]
-struct Flow {
+struct Flow<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     bp: Option<&'static str>,
     cat: &'static str,
     id: u64,
-    name: String,
+    name: Text<Condition<'a>>,
     ph: &'static str,
     pid: u64,
     tid: u64,
@@ -182,23 +254,21 @@ fn slices<'a>(outcome: &'a Outcome<'_>) -> impl Iterator<Item = Event<'a, impl S
     let scenario = outcome.scenario;
     scenario.ops.iter().zip(&outcome.ops).flat_map(move |(spec, record)| {
         let args = OpArgs {
-            epoch: record.point.epoch,
+            epoch: record.epoch,
             frontier: LazyArray(move || {
-                record
-                    .frontier
-                    .iter()
-                    .map(move |p| format!("{}:{}", outcome.axis_name(p.axis), p.epoch))
+                outcome.points_of(record.frontier).iter().map(move |&point| {
+                    Text(AxisEpoch { axis: outcome.axis_name(point), epoch: point.epoch })
+                })
             }),
             queue: queue_name(outcome, spec.target),
             status: record.status.name(),
             waits: LazyArray(move || {
-                record.waits.iter().map(move |w| {
-                    format!(
-                        "{}>={} {}",
-                        scenario.semaphores[w.semaphore].name,
-                        w.value,
-                        w.resolution.map_or("failed", |r| r.name())
-                    )
+                outcome.waits_of(record).iter().map(move |wait| {
+                    Text(Condition {
+                        semaphore: &scenario.semaphores[wait.semaphore as usize].name,
+                        value: wait.value,
+                        resolution: Some(wait.resolution.map_or("failed", |r| r.name())),
+                    })
                 })
             }),
         };
@@ -215,7 +285,7 @@ fn slices<'a>(outcome: &'a Outcome<'_>) -> impl Iterator<Item = Event<'a, impl S
             })
         };
         let on_queue = slice(QUEUES_PID, track(scenario, spec.target), Some(args));
-        let on_worker = record.worker.map(|worker| slice(WORKERS_PID, worker as u64, None));
+        let on_worker = record.worker.map(|worker| slice(WORKERS_PID, u64::from(worker), None));
         std::iter::once(on_queue).chain(on_worker)
     })
 }
@@ -228,28 +298,32 @@ fn flows<'a, Args>(
 ) -> impl Iterator<Item = Event<'a, Args>> {
     let scenario = outcome.scenario;
     let arrows = scenario.ops.iter().zip(&outcome.ops).flat_map(move |(waiter_spec, waiter)| {
-        waiter.waits.iter().filter_map(move |wait| {
-            let signaller = first_signals.signaller(wait.semaphore, wait.value)?;
+        outcome.waits_of(waiter).iter().filter_map(move |wait| {
+            let signaller = first_signals.signaller(wait.semaphore as usize, wait.value)?;
             Some((waiter_spec, waiter, wait, signaller))
         })
     });
     arrows.zip(1..).flat_map(move |((waiter_spec, waiter, wait, signaller), id)| {
-        let name = format!("{}>={}", scenario.semaphores[wait.semaphore].name, wait.value);
+        let name = Condition {
+            semaphore: &scenario.semaphores[wait.semaphore as usize].name,
+            value: wait.value,
+            resolution: None,
+        };
         let start = Flow {
             bp: None,
             cat: "signal",
             id,
-            name: name.clone(),
+            name: Text(name),
             ph: "s",
             pid: QUEUES_PID,
-            tid: track(scenario, scenario.ops[signaller].target),
-            ts: us(outcome.ops[signaller].end_ns.saturating_sub(1)),
+            tid: u64::from(signaller.track),
+            ts: us(outcome.ops[signaller.op as usize].end_ns.saturating_sub(1)),
         };
         let finish = Flow {
             bp: Some("e"),
             cat: "signal",
             id,
-            name,
+            name: Text(name),
             ph: "f",
             pid: QUEUES_PID,
             tid: track(scenario, waiter_spec.target),
@@ -326,7 +400,8 @@ mod tests {
             let first_in_file_order = scenario.ops.iter().position(|op| {
                 op.signals.iter().any(|&(s, v)| s == semaphore && v >= value)
             });
-            prop_assert_eq!(FirstSignals::of(&scenario).signaller(semaphore, value), first_in_file_order);
+            let signaller = FirstSignals::of(&scenario).signaller(semaphore, value);
+            prop_assert_eq!(signaller.map(|raise| raise.op as usize), first_in_file_order);
         }
     }
 }
