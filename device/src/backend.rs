@@ -9,9 +9,9 @@
 //! - says what its queues can do ([`Backend::capabilities`]) and opens them
 //!   ([`Backend::open_queue`]);
 //! - refuses work it cannot run, at submission ([`Backend::check`]);
-//! - **issues** an operation whose waits the layer has resolved ([`Backend::issue`]): runs it on
-//!   the calling worker ([`Issue::run_here`]), or hands it to the device and reports it
-//!   [`Issued::Pending`];
+//! - **issues** an operation whose waits the layer has resolved ([`Backend::issue`]), handed its
+//!   device and held waits only ([`Issue::waits`]): runs it on the calling worker
+//!   ([`Issue::run_here`]), or hands it to the device and reports it [`Issued::Pending`];
 //! - reports when pending work is **complete** ([`Backend::poll`], after waking the queue with
 //!   [`DeviceContext::wake`]); the layer then retires it through the one retire path
 //!   (`causeway_core::queue::retire`), completing or failing its signals;
@@ -37,10 +37,14 @@ use std::fmt;
 use std::time::Instant;
 
 use causeway_core::executor::Process;
+use causeway_core::queue::Resolution;
+use heapless::Vec as FixedVec;
 
 use crate::op::{OpEvent, OpStatus, Work};
 use crate::queue::QueueShared;
-use crate::{DeviceShared, HostExecutor, QueueConfig, QueueId, SubmitError};
+use crate::{
+    DeviceShared, HostExecutor, QueueConfig, QueueId, SemaphoreId, SubmitError, MAX_WAITS,
+};
 
 /// A driver registered with a device ([`DeviceBuilder::driver`](crate::DeviceBuilder::driver));
 /// queues name theirs in [`QueueConfig::driver`].
@@ -124,6 +128,7 @@ pub struct Issue<'a> {
     pub(crate) device: &'static DeviceShared,
     pub(crate) tag: u64,
     pub(crate) work: Work,
+    pub(crate) waits: FixedVec<(SemaphoreId, u64, Resolution), MAX_WAITS>,
     pub(crate) worker: usize,
     pub(crate) started: bool,
 }
@@ -137,6 +142,15 @@ impl Issue<'_> {
     /// Its work (a kernel kind: [`Work::Spin`], [`Work::Sleep`] or [`Work::Execute`]).
     pub fn work(&self) -> Work {
         self.work
+    }
+
+    /// Its waits that need ordering on the device, as `(semaphore, value, resolution)`: those
+    /// resolved as [`Resolution::DeviceWait`] or [`Resolution::Held`], in submission order.
+    /// Elided and satisfied waits never reach a driver. The layer has seen every one of them
+    /// reached before issuing the operation (the CPU driver needs nothing more); a driver with
+    /// native waits turns device waits into its own (a timeline wait in the submission).
+    pub fn waits(&self) -> &[(SemaphoreId, u64, Resolution)] {
+        &self.waits
     }
 
     /// Its tag ([`Op::tag`](crate::Op::tag)).

@@ -972,6 +972,7 @@ impl Device {
             work: op.work,
             allocation,
             waits: op.waits.iter().copied().collect(),
+            resolutions: [None; MAX_WAITS],
             armed: [false; MAX_WAITS],
             signals: op.signals.iter().copied().collect(),
             issued: false,
@@ -985,6 +986,7 @@ impl Device {
         if failure.is_none() {
             for (wait, outcome) in waits.iter().enumerate() {
                 let WaitOutcome::Resolved(resolution) = outcome else { continue };
+                body.resolutions[wait] = Some(resolution.resolution);
                 if matches!(resolution.resolution, Resolution::DeviceWait | Resolution::Held) {
                     body.armed[wait] = self.arm(slot, wait, body.waits[wait]);
                 }

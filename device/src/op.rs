@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use causeway_core::frontier::Point;
+use causeway_core::queue::Resolution;
 use causeway_core::semaphore::{Failure, Notify, Outcome, Timepoint};
 use heapless::Vec as FixedVec;
 
@@ -118,6 +119,8 @@ pub(crate) struct OpBody {
     pub(crate) work: Work,
     pub(crate) allocation: Option<AllocationId>,
     pub(crate) waits: FixedVec<(SemaphoreId, u64), MAX_WAITS>,
+    /// How each wait was resolved at submission (`None`: on a semaphore that had failed).
+    pub(crate) resolutions: [Option<Resolution>; MAX_WAITS],
     pub(crate) armed: [bool; MAX_WAITS],
     pub(crate) signals: FixedVec<(SemaphoreId, u64), MAX_SIGNALS>,
     /// Issued to the driver, which reported it pending.
@@ -134,11 +137,29 @@ impl OpBody {
             work: Work::Barrier,
             allocation: None,
             waits: FixedVec::new(),
+            resolutions: [None; MAX_WAITS],
             armed: [false; MAX_WAITS],
             signals: FixedVec::new(),
             issued: false,
             issued_ns: 0,
         }
+    }
+}
+
+impl OpBody {
+    /// The waits a native queue would order: those resolved as device or held waits (elided
+    /// and satisfied ones need nothing), copied so no reference to the slot outlives the issue.
+    pub(crate) fn native_waits(&self) -> FixedVec<(SemaphoreId, u64, Resolution), MAX_WAITS> {
+        self.waits
+            .iter()
+            .zip(self.resolutions)
+            .filter_map(|(&(semaphore, value), resolution)| match resolution {
+                Some(resolution @ (Resolution::DeviceWait | Resolution::Held)) => {
+                    Some((semaphore, value, resolution))
+                }
+                _ => None,
+            })
+            .collect()
     }
 }
 

@@ -369,8 +369,11 @@ impl QueueShared {
                 status.map_or(Ran::Abandoned, Ran::Finished)
             }
             kernel => {
+                // SAFETY: the queue process owns the slot (see `step`); the shared reference
+                // ends with this statement, before any user work runs.
+                let waits = unsafe { &*slot.body.get() }.native_waits();
                 let mut issue =
-                    Issue { queue: self, device, tag, work: kernel, worker, started: false };
+                    Issue { queue: self, device, tag, work: kernel, waits, worker, started: false };
                 match device.backend(self).issue(&mut issue) {
                     Issued::Finished(status) => {
                         issue.start();

@@ -36,10 +36,14 @@ struct Hardware {
     stopping: bool,
 }
 
+/// Every wait a driver was handed with an issued operation, by resolution.
+type NativeWaits = Arc<Mutex<Vec<Resolution>>>;
+
 /// A driver that runs `Spin` and `Sleep` kernels on a thread of its own, one at a time.
 struct ThreadDriver {
     name: &'static str,
     wait_before_signal: bool,
+    native_waits: NativeWaits,
     opened: Mutex<Vec<QueueId>>,
     hardware: Mutex<Hardware>,
     work_ready: Condvar,
@@ -51,11 +55,17 @@ impl ThreadDriver {
         ThreadDriver {
             name,
             wait_before_signal,
+            native_waits: NativeWaits::default(),
             opened: Mutex::new(Vec::new()),
             hardware: Mutex::new(Hardware::default()),
             work_ready: Condvar::new(),
             thread: Mutex::new(None),
         }
+    }
+
+    /// What it will be handed, readable after the driver is registered.
+    fn native_waits(&self) -> NativeWaits {
+        Arc::clone(&self.native_waits)
     }
 
     fn run(&self, device: DeviceContext) {
@@ -112,6 +122,8 @@ impl Backend for ThreadDriver {
         let (Work::Spin(duration) | Work::Sleep(duration)) = issue.work() else {
             return Issued::Finished(OpStatus::Failed(Failure::Aborted));
         };
+        let handed = issue.waits().iter().map(|&(_, _, resolution)| resolution);
+        self.native_waits.lock().unwrap().extend(handed);
         self.hardware.lock().unwrap().queued.push_back((issue.queue(), duration));
         self.work_ready.notify_one();
         Issued::Pending
@@ -179,8 +191,11 @@ fn one_thread_queue() -> (Device, QueueId, [SemaphoreId; 2], Arc<Events>) {
 fn a_semaphore_crosses_two_drivers_and_the_early_wait_is_held_where_the_driver_needs_it() {
     let events = Arc::new(Events::default());
     let mut builder = Device::builder(PoolConfig::with_workers(2));
-    let timeline = builder.driver(ThreadDriver::new("timeline", true));
-    let binary = builder.driver(ThreadDriver::new("binary", false));
+    let (timeline, binary) =
+        (ThreadDriver::new("timeline", true), ThreadDriver::new("binary", false));
+    let (timeline_waits, binary_waits) = (timeline.native_waits(), binary.native_waits());
+    let timeline = builder.driver(timeline);
+    let binary = builder.driver(binary);
     let producer = builder.queue(queue_of(timeline));
     let consumer = builder.queue(queue_of(binary));
     let home = builder.endpoint(producer).unwrap();
@@ -218,6 +233,30 @@ fn a_semaphore_crosses_two_drivers_and_the_early_wait_is_held_where_the_driver_n
     let receipt = device.submit(consumer, &Op { tag: 4, ..again }).unwrap();
     let [WaitOutcome::Resolved(resolution)] = receipt.waits[..] else { panic!("one wait") };
     assert_eq!(resolution.resolution, Resolution::Elided);
+
+    // A wait the timeline driver's queue may queue before its signal exists: a device wait,
+    // handed to the driver with the operation.
+    let after_consumer =
+        Op { waits: &[(consumed, 2)], signals: &[(produced, 2)], work: kernel, tag: 5 };
+    let receipt = device.submit(producer, &after_consumer).unwrap();
+    let [WaitOutcome::Resolved(resolution)] = receipt.waits[..] else { panic!("one wait") };
+    assert_eq!(resolution.resolution, Resolution::DeviceWait);
+    device
+        .submit(consumer, &Op { waits: &[], signals: &[(consumed, 2)], work: kernel, tag: 6 })
+        .unwrap();
+    assert_eq!(wait(device.semaphore(produced).unwrap(), 2, Some(LONG)), Ok(2));
+
+    // Each driver was handed exactly the waits its queues resolved as device or held waits.
+    let handed = |waits: &NativeWaits, kind| {
+        waits.lock().unwrap().iter().filter(|&&r| r == kind).count() as u64
+    };
+    for (queue, waits) in [(producer, &timeline_waits), (consumer, &binary_waits)] {
+        let counts = device.resolution_counts(queue).unwrap();
+        assert_eq!(handed(waits, Resolution::DeviceWait), counts.device);
+        assert_eq!(handed(waits, Resolution::Held), counts.held);
+    }
+    assert_eq!(*timeline_waits.lock().unwrap(), [Resolution::DeviceWait]);
+    assert_eq!(*binary_waits.lock().unwrap(), [Resolution::Held]);
 
     let report = device.shutdown(LONG);
     assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
