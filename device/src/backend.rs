@@ -42,9 +42,7 @@ use heapless::Vec as FixedVec;
 
 use crate::op::{OpEvent, OpStatus, Work};
 use crate::queue::QueueShared;
-use crate::{
-    DeviceShared, HostExecutor, QueueConfig, QueueId, SemaphoreId, SubmitError, MAX_WAITS,
-};
+use crate::{DeviceShared, QueueConfig, QueueId, SemaphoreId, SubmitError, MAX_WAITS};
 
 /// A driver registered with a device ([`DeviceBuilder::driver`](crate::DeviceBuilder::driver));
 /// queues name theirs in [`QueueConfig::driver`].
@@ -196,8 +194,8 @@ impl fmt::Debug for Issue<'_> {
     }
 }
 
-/// What a started backend may reach of its device: its queues' wake-ups, the executor and the
-/// device clock. Handed to [`Backend::start`] once the device has its final address.
+/// What a started backend may reach of its device: its queues' wake-ups, the executor (to run
+/// its own processes) and the device clock. Handed to [`Backend::start`] once the device has its final address.
 #[derive(Clone, Copy)]
 pub struct DeviceContext {
     pub(crate) shared: &'static DeviceShared,
@@ -221,11 +219,6 @@ impl DeviceContext {
     /// Worker threads of the device's pool.
     pub fn workers(&self) -> usize {
         self.shared.workers
-    }
-
-    /// The pool's executor, for the backend's own processes.
-    pub fn executor(&self) -> &'static HostExecutor<'static> {
-        &self.shared.executor
     }
 
     /// Submits `process` to the executor; `false` when it refuses (the pool is shutting down).

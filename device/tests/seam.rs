@@ -44,7 +44,6 @@ struct ThreadDriver {
     name: &'static str,
     wait_before_signal: bool,
     native_waits: NativeWaits,
-    opened: Mutex<Vec<QueueId>>,
     hardware: Mutex<Hardware>,
     work_ready: Condvar,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -56,7 +55,6 @@ impl ThreadDriver {
             name,
             wait_before_signal,
             native_waits: NativeWaits::default(),
-            opened: Mutex::new(Vec::new()),
             hardware: Mutex::new(Hardware::default()),
             work_ready: Condvar::new(),
             thread: Mutex::new(None),
@@ -99,11 +97,10 @@ impl Backend for ThreadDriver {
         BackendCapabilities::new(self.wait_before_signal)
     }
 
-    fn open_queue(&mut self, queue: QueueId, config: &QueueConfig) -> Result<(), DriverError> {
+    fn open_queue(&mut self, _queue: QueueId, config: &QueueConfig) -> Result<(), DriverError> {
         if config.capacity > 1024 {
             return Err(DriverError::new(self.name, "at most 1024 operations in flight"));
         }
-        self.opened.get_mut().unwrap().push(queue);
         Ok(())
     }
 
