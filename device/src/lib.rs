@@ -898,8 +898,10 @@ impl Device {
                     std::thread::sleep(HOST_WAITER_POLL);
                     deadline.is_none_or(|deadline| Instant::now() < deadline)
                 }
-                // Every slot is live: only a destruction frees one.
-                Blocker::Nothing => return Err(SemaphoreError::Full(resource)),
+                // The slot's last operation retired (or its host waiter left) between the
+                // creation's look and this one: create again.
+                Blocker::Reclaimable => true,
+                Blocker::NothingRetiring => return Err(SemaphoreError::Full(resource)),
             };
             if !reached {
                 return Err(SemaphoreError::TimedOut(resource));

@@ -103,8 +103,11 @@ pub(crate) enum Blocker {
     },
     /// A host thread waits on the semaphore.
     HostWaiter,
-    /// Nothing is retiring: every slot is live.
-    Nothing,
+    /// Nothing: the slot can be reclaimed now (for the oldest retiring slot: it became
+    /// reclaimable after a creation looked, so creating again succeeds).
+    Reclaimable,
+    /// Nothing is retiring: every slot is live, and only a destruction frees one.
+    NothingRetiring,
 }
 
 /// The table: declared semaphores first, then the pool.
@@ -222,7 +225,7 @@ impl SemaphoreTable {
         let position = pool
             .retiring
             .iter()
-            .position(|&index| matches!(self.blocker(pool, index, queues), Blocker::Nothing))?;
+            .position(|&index| matches!(self.blocker(pool, index, queues), Blocker::Reclaimable))?;
         pool.retiring.remove(position)
     }
 
@@ -238,7 +241,7 @@ impl SemaphoreTable {
         if self.semaphores[index as usize].has_waiters() {
             return Blocker::HostWaiter;
         }
-        Blocker::Nothing
+        Blocker::Reclaimable
     }
 
     /// What the oldest retiring slot waits for (a creation that found the pool full waits
@@ -247,7 +250,7 @@ impl SemaphoreTable {
         let pool = self.lock_pool();
         match pool.retiring.front() {
             Some(&index) => self.blocker(&pool, index, queues),
-            None => Blocker::Nothing,
+            None => Blocker::NothingRetiring,
         }
     }
 
@@ -300,5 +303,42 @@ impl fmt::Debug for SemaphoreTable {
             .field("declared", &self.pool_start)
             .field("pooled", &self.pooled())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use causeway_core::scope::{Endpoint, Scope};
+
+    use super::*;
+
+    const HOME: Endpoint =
+        Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
+
+    /// A table of one pooled slot and no queues: nothing but host waiters can hold a slot.
+    fn one_slot() -> SemaphoreTable {
+        let config = SemaphoreConfig::new(0, Scope::DeviceLocal, HOME);
+        SemaphoreTable::new(&[], Some((1, config)), 0).unwrap()
+    }
+
+    #[test]
+    fn a_full_pool_with_nothing_retiring_says_so() {
+        let table = one_slot();
+        table.create(0, &[]).unwrap();
+        assert!(matches!(table.create(0, &[]), Err(SemaphoreError::Full(_))));
+        assert!(matches!(table.oldest_blocker(&[]), Blocker::NothingRetiring));
+    }
+
+    /// A creation that found the slot still held looks again at the oldest blocker; if the
+    /// slot was freed in between, that look must say so rather than "nothing is retiring".
+    #[test]
+    fn a_retiring_slot_freed_between_two_looks_is_reclaimable_not_absent() {
+        let table = one_slot();
+        let id = table.create(0, &[]).unwrap();
+        table.destroy(id, &[]).unwrap();
+        assert!(matches!(table.oldest_blocker(&[]), Blocker::Reclaimable));
+        let again = table.create(5, &[]).unwrap();
+        assert_eq!(again.index(), id.index());
+        assert!(table.is_live(again) && !table.is_live(id));
     }
 }
