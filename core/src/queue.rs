@@ -306,22 +306,58 @@ impl<const N: usize> Submission<'_, N> {
         semaphore: &Semaphore<H, M, S>,
         value: u64,
     ) -> Result<WaitResolution, WaitError> {
+        self.resolve_wait(semaphore, value, None::<fn(Point) -> bool>)
+            .map(|(resolution, _)| resolution)
+    }
+
+    /// Resolves a wait on `semaphore ≥ value` for a queue whose device waits are native waits
+    /// on the *signalling operation* (a wait on another queue's progress, as a timeline per
+    /// hardware queue provides): a wait that would be a [`Resolution::DeviceWait`] stays one
+    /// only when its origin is tracked and `native(origin)` says this queue can wait on it
+    /// natively; otherwise it is [`Resolution::Held`] (the host holds the operation until the
+    /// value is reached). Returns the resolution and, for a device wait, its origin.
+    pub fn wait_on_origin<const H: usize, const M: usize, S: HistorySlots<M>>(
+        &mut self,
+        semaphore: &Semaphore<H, M, S>,
+        value: u64,
+        native: impl FnOnce(Point) -> bool,
+    ) -> Result<(WaitResolution, Option<Point>), WaitError> {
+        self.resolve_wait(semaphore, value, Some(native))
+    }
+
+    /// [`wait`](Self::wait) when `native` is `None`, else
+    /// [`wait_on_origin`](Self::wait_on_origin).
+    fn resolve_wait<const H: usize, const M: usize, S: HistorySlots<M>>(
+        &mut self,
+        semaphore: &Semaphore<H, M, S>,
+        value: u64,
+        native: Option<impl FnOnce(Point) -> bool>,
+    ) -> Result<(WaitResolution, Option<Point>), WaitError> {
         if !semaphore.admits(&self.clock.endpoint) {
             return Err(WaitError::OutOfScope);
         }
         // The lookup's frontier is merged where it lies: each further move of a frontier is a
         // bulk copy that waits for the previous copy's stores.
         let lookup = semaphore.lookup(value);
-        let (resolution, import) = match resolve(&self.frontier, &lookup, self.clock.capabilities) {
-            Ok(resolved) => resolved,
-            Err(error) => {
-                if let WaitError::Failed(failure) = error {
-                    self.failure = self.failure.or(Some(failure));
-                    self.frontier = self.clock.frontier;
+        let (mut resolution, import) =
+            match resolve(&self.frontier, &lookup, self.clock.capabilities) {
+                Ok(resolved) => resolved,
+                Err(error) => {
+                    if let WaitError::Failed(failure) = error {
+                        self.failure = self.failure.or(Some(failure));
+                        self.frontier = self.clock.frontier;
+                    }
+                    return Err(error);
                 }
-                return Err(error);
+            };
+        let origin = import.map(|(origin, _)| origin);
+        let mut device_origin = None;
+        if let (Resolution::DeviceWait, Some(native)) = (resolution.resolution, native) {
+            match origin {
+                Some(origin) if native(origin) => device_origin = Some(origin),
+                _ => resolution.resolution = Resolution::Held,
             }
-        };
+        }
         if let (Some((origin, frontier)), None) = (import, self.failure) {
             self.frontier.merge(frontier);
             // The origin is normally inside its own frontier already; it is re-added only
@@ -332,7 +368,7 @@ impl<const N: usize> Submission<'_, N> {
         }
         self.held += u32::from(resolution.resolution == Resolution::Held);
         self.clock.counts.count(&resolution);
-        Ok(resolution)
+        Ok((resolution, device_origin))
     }
 
     /// Resolves every point of a wait fence, calling `each` with each resolution in order.
@@ -552,6 +588,36 @@ mod tests {
         assert_eq!(op2.wait(&s, 1).unwrap().resolution, Resolution::Held);
         assert_eq!(op2.commit().held, 1);
         assert_eq!(cuda_like.counts().held, 1);
+    }
+
+    #[test]
+    fn a_native_queue_keeps_device_waits_only_on_origins_it_can_wait_on() {
+        let s: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let t: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let mut signaller = clock(1, TIMELINE);
+        let signalled = signaller.begin().commit_signalling([(&s, 1)]).unwrap();
+        let mut other = clock(4, TIMELINE);
+        other.begin().commit_signalling([(&t, 1)]).unwrap();
+        let mut gpu = clock(2, TIMELINE);
+        let mut op = gpu.begin();
+        let (on_s, origin) = op.wait_on_origin(&s, 1, |origin| origin == signalled.point).unwrap();
+        assert_eq!((on_s.resolution, origin), (Resolution::DeviceWait, Some(signalled.point)));
+        let (on_t, origin) = op.wait_on_origin(&t, 1, |_| false).unwrap();
+        assert_eq!((on_t.resolution, origin), (Resolution::Held, None));
+        // Nothing signals 2 yet: no origin to wait on natively, so the host holds it.
+        let (unsignalled, origin) = op.wait_on_origin(&s, 2, |_| true).unwrap();
+        assert_eq!((unsignalled.resolution, origin), (Resolution::Held, None));
+        // Held or not, the origins' knowledge is imported.
+        assert!(op.frontier().knows(signalled.point));
+        assert_eq!(op.commit().held, 2);
+        assert_eq!((gpu.counts().device, gpu.counts().held), (1, 2));
+        // Knowledge elides, a reached value is satisfied, as for any queue.
+        let mut op = gpu.begin();
+        assert_eq!(op.wait_on_origin(&s, 1, |_| true).unwrap().0.resolution, Resolution::Elided);
+        s.complete_signal(1).unwrap();
+        let mut fresh = clock(3, TIMELINE);
+        let (reached, origin) = fresh.begin().wait_on_origin(&s, 1, |_| true).unwrap();
+        assert_eq!((reached.resolution, origin), (Resolution::Satisfied, None));
     }
 
     #[test]

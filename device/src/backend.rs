@@ -58,13 +58,51 @@ pub struct BackendCapabilities {
     /// value is reached, as for binary-event APIs. A queue waits before signal only when both
     /// its driver and its [`QueueConfig::wait_before_signal`] allow it.
     pub wait_before_signal: bool,
+    /// Whether the driver orders device waits itself, natively, as a wait on the signalling
+    /// operation's progress on its own queue (a timeline per queue). The layer then issues
+    /// operations *ahead*: an operation goes to the driver as soon as its held waits are
+    /// reached and the operation each device wait names ([`NativeWait::origin`]) has been
+    /// issued to the driver or retired, without waiting for it to complete; it retires them
+    /// in order as [`Backend::poll`] reports them done. Only waits on operations of queues of
+    /// the same driver can be native: any other wait is held (see
+    /// `causeway_core::queue::Submission::wait_on_origin`).
+    pub native_waits: bool,
 }
 
 impl BackendCapabilities {
-    /// Capabilities with wait-before-signal as given.
+    /// Capabilities with wait-before-signal as given, device waits ordered by the layer.
     pub const fn new(wait_before_signal: bool) -> BackendCapabilities {
-        BackendCapabilities { wait_before_signal }
+        BackendCapabilities { wait_before_signal, native_waits: false }
     }
+
+    /// These capabilities, with device waits ordered natively by the driver.
+    pub const fn with_native_waits(self) -> BackendCapabilities {
+        BackendCapabilities { native_waits: true, ..self }
+    }
+}
+
+/// An operation of a queue: the queue and the operation's epoch on it (1 for its first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Origin {
+    /// The queue.
+    pub queue: QueueId,
+    /// The operation's epoch on it.
+    pub epoch: u64,
+}
+
+/// A wait of an issued operation that needs ordering on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NativeWait {
+    /// The semaphore waited on.
+    pub semaphore: SemaphoreId,
+    /// The value waited for.
+    pub value: u64,
+    /// [`Resolution::DeviceWait`] or [`Resolution::Held`].
+    pub resolution: Resolution,
+    /// For a device wait on a queue with [native waits](BackendCapabilities::native_waits):
+    /// the operation that signals the value, on a queue of the same driver, already issued to
+    /// the driver or retired. The driver waits for that operation natively.
+    pub origin: Option<Origin>,
 }
 
 /// Why a driver could not open a queue (its own error inside).
@@ -126,7 +164,8 @@ pub struct Issue<'a> {
     pub(crate) device: &'static DeviceShared,
     pub(crate) tag: u64,
     pub(crate) work: Work,
-    pub(crate) waits: FixedVec<(SemaphoreId, u64, Resolution), MAX_WAITS>,
+    pub(crate) waits: FixedVec<NativeWait, MAX_WAITS>,
+    pub(crate) epoch: u64,
     pub(crate) worker: usize,
     pub(crate) started: bool,
 }
@@ -142,13 +181,21 @@ impl Issue<'_> {
         self.work
     }
 
-    /// Its waits that need ordering on the device, as `(semaphore, value, resolution)`: those
-    /// resolved as [`Resolution::DeviceWait`] or [`Resolution::Held`], in submission order.
-    /// Elided and satisfied waits never reach a driver. The layer has seen every one of them
-    /// reached before issuing the operation (the CPU driver needs nothing more); a driver with
-    /// native waits turns device waits into its own (a timeline wait in the submission).
-    pub fn waits(&self) -> &[(SemaphoreId, u64, Resolution)] {
+    /// Its waits that need ordering on the device: those resolved as
+    /// [`Resolution::DeviceWait`] or [`Resolution::Held`], in submission order. Elided and
+    /// satisfied waits never reach a driver. Without [native
+    /// waits](BackendCapabilities::native_waits) the layer has seen every one of them reached
+    /// before issuing the operation (the CPU driver needs nothing more). With them, held waits
+    /// are reached, and each device wait names its [origin](NativeWait::origin), which the
+    /// driver turns into a native wait (a timeline wait in the submission).
+    pub fn waits(&self) -> &[NativeWait] {
         &self.waits
+    }
+
+    /// Its epoch on its queue (1 for the queue's first operation): what a driver with native
+    /// waits signals on the queue's own timeline when it completes.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// Its tag ([`Op::tag`](crate::Op::tag)).
@@ -297,9 +344,20 @@ pub trait Backend: Send + Sync + 'static {
     /// Issues the operation at the head of a queue, whose waits have all resolved.
     fn issue(&'static self, issue: &mut Issue<'_>) -> Issued;
 
-    /// The status of the queue's pending operation (`work`, answered [`Issued::Pending`]) once
-    /// it ended, releasing whatever it held; `None` while it runs.
-    fn poll(&'static self, queue: QueueId, work: Work) -> Option<OpStatus>;
+    /// The status of the queue's oldest pending operation (epoch `epoch`, `work`, answered
+    /// [`Issued::Pending`]) once it ended, releasing whatever it held; `None` while it runs.
+    /// With [native waits](BackendCapabilities::native_waits) several operations of a queue
+    /// may be pending; they are polled in issue order.
+    fn poll(&'static self, queue: QueueId, epoch: u64, work: Work) -> Option<OpStatus>;
+
+    /// For a driver with [native waits](BackendCapabilities::native_waits): operation `epoch`
+    /// of `queue` retired without reaching the driver (a layer kind — barrier, host function,
+    /// memory — or an operation failed by its waits), so whatever stands for the queue's
+    /// progress natively (its timeline) must reach `epoch` now. Every earlier operation of the
+    /// queue has retired and no later one has been issued. Never called for other drivers.
+    fn completed_on_host(&'static self, queue: QueueId, epoch: u64) {
+        let _ = (queue, epoch);
+    }
 
     /// Whether the queue's pending operation may still be running, at shutdown (the device
     /// then fails it as aborted instead of waiting for it). `workers_abandoned` says whether

@@ -63,7 +63,8 @@ use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use heapless::Vec as FixedVec;
 
 pub use backend::{
-    Backend, BackendCapabilities, DeviceContext, DriverError, DriverId, Issue, Issued, QueueWaiters,
+    Backend, BackendCapabilities, DeviceContext, DriverError, DriverId, Issue, Issued, NativeWait,
+    Origin, QueueWaiters,
 };
 pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use memory::{MemoryError, MemoryStats};
@@ -451,6 +452,11 @@ impl DeviceShared {
         &*self.backends[queue.driver]
     }
 
+    /// The queue whose operations carry `point`'s axis, if it is one of this device's.
+    fn queue_of(&self, point: Point) -> Option<&QueueShared> {
+        self.queues.iter().find(|queue| queue.submit_axis() == point.axis)
+    }
+
     /// Runs a dealloca: decommit, then wake queues waiting for quota and submitters waiting
     /// for a record.
     fn decommit(&'static self, allocation: AllocationId) -> OpStatus {
@@ -646,8 +652,10 @@ impl DeviceBuilder {
             queues.push(QueueShared::new(
                 index,
                 driver,
+                backend.capabilities().native_waits,
                 QueueClock::new(axis, endpoint, capabilities),
                 config.capacity,
+                self.queues.len(),
             ));
             endpoints.push(endpoint);
         }
@@ -936,8 +944,26 @@ impl Device {
         let allocation = self.reserve_memory(op.work)?;
         let mut submission = side.clock.begin();
         let mut waits = FixedVec::new();
+        let mut origins = [None; MAX_WAITS];
         for (wait, &(id, value)) in op.waits.iter().enumerate() {
-            let outcome = match submission.wait(&shared.semaphores[id], value) {
+            let semaphore = &shared.semaphores[id];
+            let resolved = if queue.native {
+                // A device wait stays one only on an operation of a queue of the same driver,
+                // which the driver can wait on natively (see `BackendCapabilities`).
+                let native = |origin: Point| {
+                    let origin_queue = shared.queue_of(origin);
+                    origins[wait] = origin_queue
+                        .filter(|other| other.driver == queue.driver)
+                        .map(|other| Origin { queue: QueueId(other.index), epoch: origin.epoch });
+                    origins[wait].is_some()
+                };
+                submission
+                    .wait_on_origin(semaphore, value, native)
+                    .map(|(resolution, _)| resolution)
+            } else {
+                submission.wait(semaphore, value)
+            };
+            let outcome = match resolved {
                 Ok(resolution) => WaitOutcome::Resolved(resolution),
                 Err(WaitError::Failed(failure)) => WaitOutcome::Failed(failure),
                 Err(_) => {
@@ -975,9 +1001,11 @@ impl Device {
             allocation,
             waits: op.waits.iter().copied().collect(),
             resolutions: [None; MAX_WAITS],
+            origins,
             armed: [false; MAX_WAITS],
             signals: op.signals.iter().copied().collect(),
             issued: false,
+            issued_status: None,
             issued_ns: 0,
         };
         // The submission hold keeps the gate shut while timepoints are armed.
@@ -989,7 +1017,13 @@ impl Device {
             for (wait, outcome) in waits.iter().enumerate() {
                 let WaitOutcome::Resolved(resolution) = outcome else { continue };
                 body.resolutions[wait] = Some(resolution.resolution);
-                if matches!(resolution.resolution, Resolution::DeviceWait | Resolution::Held) {
+                // A native device wait is ordered by the driver, not by the host.
+                let on_host = match resolution.resolution {
+                    Resolution::DeviceWait => body.origins[wait].is_none(),
+                    Resolution::Held => true,
+                    _ => false,
+                };
+                if on_host {
                     body.armed[wait] = self.arm(slot, wait, body.waits[wait]);
                 }
             }
@@ -1136,7 +1170,7 @@ impl Device {
             match queue.tear_down(shared, abandoned, deadline) {
                 Teardown::Done { cancelled, stuck } => {
                     report.cancelled += cancelled;
-                    report.stuck.extend(stuck.map(|running| StuckOp {
+                    report.stuck.extend(stuck.into_iter().map(|running| StuckOp {
                         queue: QueueId(index),
                         tag: running.tag,
                         worker: (running.worker != usize::MAX).then_some(running.worker),

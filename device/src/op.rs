@@ -12,9 +12,13 @@ use causeway_core::queue::Resolution;
 use causeway_core::semaphore::{Failure, Notify, Outcome, Timepoint};
 use heapless::Vec as FixedVec;
 
+use super::backend::{NativeWait, Origin};
 use super::memory::AllocationId;
 use super::queue::QueueShared;
-use super::{BufferId, CommandBufferId, HostCallId, SemaphoreId, MAX_SIGNALS, MAX_WAITS};
+use super::{
+    BufferId, CommandBufferId, DeviceShared, HostCallId, QueueId, SemaphoreId, MAX_SIGNALS,
+    MAX_WAITS,
+};
 
 /// The work an operation does once its waits are satisfied. Barriers, host functions and
 /// stream-ordered memory are the device layer's own; the kernel kinds (`Spin`, `Sleep`,
@@ -121,10 +125,15 @@ pub(crate) struct OpBody {
     pub(crate) waits: FixedVec<(SemaphoreId, u64), MAX_WAITS>,
     /// How each wait was resolved at submission (`None`: on a semaphore that had failed).
     pub(crate) resolutions: [Option<Resolution>; MAX_WAITS],
+    /// For each native device wait, the operation it waits on (see `BackendCapabilities`).
+    pub(crate) origins: [Option<Origin>; MAX_WAITS],
     pub(crate) armed: [bool; MAX_WAITS],
     pub(crate) signals: FixedVec<(SemaphoreId, u64), MAX_SIGNALS>,
-    /// Issued to the driver, which reported it pending.
+    /// Issued to the driver, which reported it pending (or finished it ahead of the head).
     pub(crate) issued: bool,
+    /// The status of an operation the driver finished at issue while operations before it
+    /// were still pending: retired with it when it reaches the head.
+    pub(crate) issued_status: Option<OpStatus>,
     /// When it was issued (device clock, ns), for shutdown reports.
     pub(crate) issued_ns: u64,
 }
@@ -138,9 +147,11 @@ impl OpBody {
             allocation: None,
             waits: FixedVec::new(),
             resolutions: [None; MAX_WAITS],
+            origins: [None; MAX_WAITS],
             armed: [false; MAX_WAITS],
             signals: FixedVec::new(),
             issued: false,
+            issued_status: None,
             issued_ns: 0,
         }
     }
@@ -149,17 +160,28 @@ impl OpBody {
 impl OpBody {
     /// The waits a native queue would order: those resolved as device or held waits (elided
     /// and satisfied ones need nothing), copied so no reference to the slot outlives the issue.
-    pub(crate) fn native_waits(&self) -> FixedVec<(SemaphoreId, u64, Resolution), MAX_WAITS> {
+    pub(crate) fn native_waits(&self) -> FixedVec<NativeWait, MAX_WAITS> {
         self.waits
             .iter()
             .zip(self.resolutions)
-            .filter_map(|(&(semaphore, value), resolution)| match resolution {
+            .zip(self.origins)
+            .filter_map(|((&(semaphore, value), resolution), origin)| match resolution {
                 Some(resolution @ (Resolution::DeviceWait | Resolution::Held)) => {
-                    Some((semaphore, value, resolution))
+                    Some(NativeWait { semaphore, value, resolution, origin })
                 }
                 _ => None,
             })
             .collect()
+    }
+
+    /// Whether every native device wait's origin has been issued to the driver or retired;
+    /// otherwise registers the queue with the first origin queue that has not, to be woken
+    /// when it issues or retires more.
+    pub(crate) fn origins_issued(&self, device: &DeviceShared, waiter: QueueId) -> bool {
+        self.origins
+            .iter()
+            .flatten()
+            .all(|origin| device.queues[origin.queue.0].has_issued_or_waits(origin.epoch, waiter))
     }
 }
 

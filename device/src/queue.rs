@@ -57,7 +57,7 @@ use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use causeway_runtime::contain::{contain, Panicked};
 use causeway_runtime::FRONTIER_CAPACITY;
 
-use crate::backend::{Issue, Issued};
+use crate::backend::{DeviceContext, Issue, Issued, QueueWaiters};
 use crate::hand_off::{self, Collecting};
 use crate::memory::{AllocationId, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
@@ -78,6 +78,17 @@ pub(crate) struct QueueShared {
     pub(crate) index: usize,
     /// Its driver's index in the device's backends.
     pub(crate) driver: usize,
+    /// Whether its driver orders device waits natively (`BackendCapabilities::native_waits`):
+    /// operations are then issued ahead of the head (see "Issuing ahead").
+    pub(crate) native: bool,
+    /// Index of the first operation not yet issued to the driver (`head ≤ cursor ≤ tail`);
+    /// written only by the queue process (or the device after taking the ring over).
+    cursor: AtomicU64,
+    /// Epoch of the last operation issued to the driver or retired: other native queues'
+    /// device waits on this queue may be issued up to it.
+    issued_through: AtomicU64,
+    /// Native queues waiting for `issued_through` to advance.
+    issue_waiters: Mutex<QueueWaiters>,
     axis: Axis,
     pub(crate) submit: Mutex<SubmitSide>,
     head: AtomicU64,
@@ -103,6 +114,27 @@ enum Step {
     Abandoned,
 }
 
+/// What issuing a kernel to the driver came to.
+enum Issuing {
+    /// It ran to its end at the head: retire it now.
+    Finished(OpStatus),
+    /// The driver has it (running, or finished ahead of operations still running).
+    Pending,
+    /// Not issued: an origin is not issued yet, or the driver's resource is taken; the queue
+    /// is woken when that changes.
+    NotYet,
+    /// Taken over while the work ran.
+    Abandoned,
+}
+
+/// Where issuing ahead stopped.
+enum Ahead {
+    /// At an operation that is not ready, or at the tail.
+    Stopped,
+    /// The queue was taken over while the work ran.
+    Abandoned,
+}
+
 /// What starting an operation's work came to.
 enum Ran {
     Finished(OpStatus),
@@ -117,13 +149,19 @@ impl QueueShared {
     pub(crate) fn new(
         index: usize,
         driver: usize,
+        native: bool,
         clock: QueueClock<FRONTIER_CAPACITY>,
         capacity: usize,
+        queues: usize,
     ) -> QueueShared {
         let point = causeway_core::frontier::Point::new(clock.axis(), 0);
         QueueShared {
             index,
             driver,
+            native,
+            cursor: AtomicU64::new(0),
+            issued_through: AtomicU64::new(0),
+            issue_waiters: Mutex::new(QueueWaiters::new(if native { queues } else { 0 })),
             axis: clock.axis(),
             submit: Mutex::new(SubmitSide { clock }),
             head: AtomicU64::new(0),
@@ -284,18 +322,35 @@ impl QueueShared {
         let device = self.device();
         // Copied out, so no reference into the slot is held while user work runs (phase
         // invariant 3: the device may read the slot then).
-        let (issued, work, tag, allocation) = {
+        let (issued, issued_status, work, tag, allocation, epoch) = {
             // SAFETY: the slot is in [head, tail) (checked by the caller with an Acquire load
             // of `tail`), so by invariant 1 only this queue process touches its body until
             // `retire`; the shared reference ends with this block.
             let body = unsafe { &*slot.body.get() };
-            (body.issued, body.work, body.tag, body.allocation)
+            (
+                body.issued,
+                body.issued_status,
+                body.work,
+                body.tag,
+                body.allocation,
+                body.point.epoch,
+            )
         };
         let status = if issued {
             // The driver runs it: done only when it says so.
-            match device.backend(self).poll(QueueId(self.index), work) {
+            let polled = issued_status
+                .or_else(|| device.backend(self).poll(QueueId(self.index), epoch, work));
+            match polled {
+                // Native device waits let it run without the host seeing its waits reached:
+                // a wait whose semaphore failed fails it all the same.
+                Some(OpStatus::Ok) => self.failed_wait(slot).map_or(OpStatus::Ok, OpStatus::Failed),
                 Some(status) => status,
-                None => return Step::Blocked,
+                None => {
+                    return match self.issue_ahead(worker) {
+                        Ahead::Stopped => Step::Blocked,
+                        Ahead::Abandoned => Step::Abandoned,
+                    }
+                }
             }
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
@@ -322,6 +377,15 @@ impl QueueShared {
         device.observe(self.index, tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
         self.retire(head, body);
         Step::Retired
+    }
+
+    /// The failure of a semaphore the operation in `slot` waits on, if one failed.
+    fn failed_wait(&self, slot: &OpSlot) -> Option<Failure> {
+        let device = self.device();
+        // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); shared
+        // and short-lived.
+        let body = unsafe { &*slot.body.get() };
+        body.waits.iter().find_map(|&(semaphore, _)| device.semaphores[semaphore].failure())
     }
 
     /// Starts the operation's work: the layer's own kinds here, kernels through the driver.
@@ -368,31 +432,123 @@ impl QueueShared {
                 });
                 status.map_or(Ran::Abandoned, Ran::Finished)
             }
-            kernel => {
-                // SAFETY: the queue process owns the slot (see `step`); the shared reference
-                // ends with this statement, before any user work runs.
-                let waits = unsafe { &*slot.body.get() }.native_waits();
-                let mut issue =
-                    Issue { queue: self, device, tag, work: kernel, waits, worker, started: false };
-                match device.backend(self).issue(&mut issue) {
-                    Issued::Finished(status) => {
-                        issue.start();
-                        Ran::Finished(status)
+            _ => match self.issue(slot, worker) {
+                Issuing::Finished(status) => Ran::Finished(status),
+                Issuing::Pending => {
+                    // The head is with the driver: later operations may follow it there.
+                    match self.issue_ahead(worker) {
+                        Ahead::Stopped => Ran::Waiting,
+                        Ahead::Abandoned => Ran::Abandoned,
                     }
-                    Issued::Pending => {
-                        // SAFETY: the queue process owns the slot (see `step`) and holds no
-                        // other reference to it here.
-                        let body = unsafe { &mut *slot.body.get() };
-                        body.issued = true;
-                        body.issued_ns = device.now_ns();
-                        issue.start();
-                        Ran::Waiting
-                    }
-                    Issued::Busy => Ran::Waiting,
-                    Issued::Abandoned(_) => Ran::Abandoned,
                 }
+                Issuing::NotYet => Ran::Waiting,
+                Issuing::Abandoned => Ran::Abandoned,
+            },
+        }
+    }
+
+    /// Issues the kernel in `slot` (the head, or the cursor on a native queue) to the driver.
+    fn issue(&self, slot: &OpSlot, worker: usize) -> Issuing {
+        let device = self.device();
+        let (tag, work, epoch, waits) = {
+            // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); the
+            // shared reference ends with this block, before any user work runs.
+            let body = unsafe { &*slot.body.get() };
+            if self.native && !body.origins_issued(device, QueueId(self.index)) {
+                // Registered with the origin's queue, which wakes this one when it moves on.
+                return Issuing::NotYet;
+            }
+            (body.tag, body.work, body.point.epoch, body.native_waits())
+        };
+        let mut issue =
+            Issue { queue: self, device, tag, work, waits, epoch, worker, started: false };
+        let issued = device.backend(self).issue(&mut issue);
+        let status = match issued {
+            Issued::Finished(status) => Some(status),
+            Issued::Pending => None,
+            Issued::Busy => return Issuing::NotYet,
+            Issued::Abandoned(_) => return Issuing::Abandoned,
+        };
+        issue.start();
+        let head = self.head.load(Ordering::Relaxed);
+        // Finished at the head: retired at once, like work run on the worker.
+        if let (Some(status), true) = (status, self.cursor.load(Ordering::Relaxed) == head) {
+            return Issuing::Finished(status);
+        }
+        // SAFETY: the queue process owns the slot (see `step`) and holds no other reference
+        // to it here.
+        let body = unsafe { &mut *slot.body.get() };
+        body.issued = true;
+        body.issued_status = status;
+        body.issued_ns = device.now_ns();
+        self.cursor.fetch_add(1, Ordering::Relaxed);
+        if self.native {
+            self.advance_issued(epoch);
+        }
+        Issuing::Pending
+    }
+
+    /// On a native queue whose head is with the driver: issues the following kernels whose
+    /// held waits are reached and whose device waits' origins are issued, in order, up to the
+    /// first that is not ready. Anything else — a layer kind, an operation with a failed wait
+    /// — stops the cursor until it is the head, so it runs after everything before it.
+    fn issue_ahead(&self, worker: usize) -> Ahead {
+        if !self.native {
+            return Ahead::Stopped;
+        }
+        loop {
+            let cursor = self.cursor.load(Ordering::Relaxed);
+            // Acquire pairs with the Release store in `publish`.
+            if cursor == self.tail.load(Ordering::Acquire) {
+                return Ahead::Stopped;
+            }
+            let slot = self.slot(cursor);
+            if !slot.gate.is_open() || slot.gate.failure().is_some() {
+                return Ahead::Stopped;
+            }
+            // SAFETY: `cursor` is in [head, tail): the queue process owns the body; shared and
+            // short-lived.
+            let work = unsafe { &*slot.body.get() }.work;
+            let kernel = matches!(work, Work::Spin(_) | Work::Sleep(_) | Work::Execute(_));
+            if !kernel || self.failed_wait(slot).is_some() {
+                return Ahead::Stopped;
+            }
+            match self.issue(slot, worker) {
+                Issuing::Pending => {}
+                // Not at the head (the head is pending), so never finished in place.
+                Issuing::Finished(_) | Issuing::NotYet => return Ahead::Stopped,
+                Issuing::Abandoned => return Ahead::Abandoned,
             }
         }
+    }
+
+    /// Publishes that the operations through `epoch` were issued or retired, and wakes the
+    /// native queues waiting for that (`has_issued_or_waits`).
+    fn advance_issued(&self, epoch: u64) {
+        if self.issued_through.load(Ordering::Relaxed) >= epoch {
+            return;
+        }
+        // Release pairs with the Acquire loads in `has_issued_or_waits`: an operation issued
+        // from what it reads waits natively on work already handed to the driver.
+        self.issued_through.store(epoch, Ordering::Release);
+        // Taken after the store: a waiter registers and re-reads under this lock, so either
+        // it sees the store or it is registered before this wakes the registered ones.
+        let mut waiters = self.issue_waiters.lock();
+        waiters.wake_all(DeviceContext { shared: self.device() });
+    }
+
+    /// Whether operation `epoch` of this queue has been issued to the driver or retired; if
+    /// not, `waiter` is registered to be woken when more is.
+    pub(crate) fn has_issued_or_waits(&self, epoch: u64, waiter: QueueId) -> bool {
+        // Acquire pairs with the Release store in `advance_issued`.
+        if self.issued_through.load(Ordering::Acquire) >= epoch {
+            return true;
+        }
+        let mut waiters = self.issue_waiters.lock();
+        waiters.register(waiter);
+        // Re-read under the lock (see `advance_issued`); a registration that turns out
+        // needless costs one spurious wake.
+        self.issued_through.load(Ordering::Acquire) >= epoch
     }
 
     /// Commits an alloca's memory; `false` when the pool is over quota (the queue is registered
@@ -425,8 +581,21 @@ impl QueueShared {
     }
 
     fn retire(&self, head: u64, body: &mut OpBody) {
+        if self.native {
+            if !body.issued {
+                // Nothing issued after it (the cursor stops at what is not issued), so its
+                // epoch is the next on the queue's native progress.
+                let device = self.device();
+                device.backend(self).completed_on_host(QueueId(self.index), body.point.epoch);
+            }
+            self.advance_issued(body.point.epoch);
+        }
+        if self.cursor.load(Ordering::Relaxed) == head {
+            self.cursor.store(head + 1, Ordering::Relaxed);
+        }
         body.allocation = None;
         body.issued = false;
+        body.issued_status = None;
         // Release pairs with the Acquire load in `completed_epoch`.
         self.completed.store(body.point.epoch, Ordering::Release);
         // Release (within SeqCst) pairs with the Acquire load in `free_slot`: every access to
@@ -443,15 +612,15 @@ impl QueueShared {
 }
 
 /// What taking a queue over at shutdown found and did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Teardown {
-    /// Operations that had not run were cancelled; `stuck` is the head operation whose work
-    /// (or command buffer) was still running and was failed as aborted instead.
+    /// Operations that had not run were cancelled; `stuck` are those whose work (or command
+    /// buffer) was still running, failed as aborted instead.
     Done {
         /// Operations cancelled.
         cancelled: usize,
-        /// The operation abandoned while running.
-        stuck: Option<Running>,
+        /// The operations abandoned while running (the head's, or those its driver had).
+        stuck: Vec<Running>,
     },
     /// A drain stayed in its bookkeeping past the deadline (an observer or a waker that
     /// blocks); the queue was left alone.
@@ -471,7 +640,7 @@ impl QueueShared {
         workers_abandoned: bool,
         deadline: Instant,
     ) -> Teardown {
-        let (mut index, mut stuck) = loop {
+        let (mut index, stuck) = loop {
             match self.phase.take_over() {
                 TakeOver::Idle => break (self.head.load(Ordering::Acquire), None),
                 TakeOver::Stuck(running) => {
@@ -481,23 +650,40 @@ impl QueueShared {
                 }
                 TakeOver::Stepping if Instant::now() < deadline => std::thread::yield_now(),
                 TakeOver::Stepping => return Teardown::Busy,
-                TakeOver::Abandoned => return Teardown::Done { cancelled: 0, stuck: None },
+                TakeOver::Abandoned => return Teardown::Done { cancelled: 0, stuck: Vec::new() },
             }
         };
         let tail = self.tail.load(Ordering::Acquire);
-        if stuck.is_none() && index < tail {
-            // SAFETY: the queue is taken over while idle: the device owns the whole ring
-            // (phase invariant 2), and nothing else reads this slot.
+        let mut stuck: Vec<Running> = stuck.into_iter().collect();
+        // Operations the driver has (from the head to the cursor): finished ones retire with
+        // their status, running ones are abandoned as aborted, the rest are cancelled below.
+        let issued_end = self.cursor.load(Ordering::Relaxed).clamp(index, tail);
+        while index < issued_end {
+            // SAFETY: the queue is taken over: the device owns the ring from `index` on (phase
+            // invariant 2), and nothing else reads this slot.
             let body = unsafe { &*self.slot(index).body.get() };
-            let backend = &device.backends[self.driver];
-            if body.issued && backend.is_running(QueueId(self.index), body.work, workers_abandoned)
-            {
-                let running =
-                    Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
-                self.abandon_running(device, index, running);
-                stuck = Some(running);
-                index += 1;
+            if !body.issued {
+                break;
             }
+            let backend = self.device().backend(self);
+            let queue = QueueId(self.index);
+            let polled =
+                body.issued_status.or_else(|| backend.poll(queue, body.point.epoch, body.work));
+            match polled {
+                Some(status) => {
+                    device.finish_signals(body, status);
+                    let finished = |at_ns| OpEvent::Finished { worker: usize::MAX, at_ns, status };
+                    device.observe(self.index, body.tag, finished);
+                }
+                None if backend.is_running(queue, body.work, workers_abandoned) => {
+                    let running =
+                        Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
+                    self.abandon_running(device, index, running);
+                    stuck.push(running);
+                }
+                None => break,
+            }
+            index += 1;
         }
         let cancelled = (tail - index) as usize;
         for index in index..tail {

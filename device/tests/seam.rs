@@ -119,14 +119,14 @@ impl Backend for ThreadDriver {
         let (Work::Spin(duration) | Work::Sleep(duration)) = issue.work() else {
             return Issued::Finished(OpStatus::Failed(Failure::Aborted));
         };
-        let handed = issue.waits().iter().map(|&(_, _, resolution)| resolution);
+        let handed = issue.waits().iter().map(|wait| wait.resolution);
         self.native_waits.lock().unwrap().extend(handed);
         self.hardware.lock().unwrap().queued.push_back((issue.queue(), duration));
         self.work_ready.notify_one();
         Issued::Pending
     }
 
-    fn poll(&'static self, queue: QueueId, _work: Work) -> Option<OpStatus> {
+    fn poll(&'static self, queue: QueueId, _epoch: u64, _work: Work) -> Option<OpStatus> {
         self.hardware.lock().unwrap().finished.remove(&queue.0)
     }
 

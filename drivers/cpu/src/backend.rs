@@ -99,7 +99,7 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn poll(&'static self, queue: QueueId, work: Work) -> Option<OpStatus> {
+    fn poll(&'static self, queue: QueueId, _epoch: u64, work: Work) -> Option<OpStatus> {
         match self.execution(work) {
             Some(execution) => execution.poll(queue),
             None => Some(OpStatus::Failed(Failure::Aborted)),
