@@ -12,6 +12,9 @@
 //! - **issues** an operation whose waits the layer has resolved ([`Backend::issue`]), handed its
 //!   device and held waits only ([`Issue::waits`]): runs it on the calling worker
 //!   ([`Issue::run_here`]), or hands it to the device and reports it [`Issued::Pending`];
+//! - with [native waits](BackendCapabilities::native_waits), takes operations *ahead* of
+//!   completion — several of a queue at once — and waits natively on the operation each device
+//!   wait names ([`NativeWait::origin`]);
 //! - reports when pending work is **complete** ([`Backend::poll`], after waking the queue with
 //!   [`DeviceContext::wake`]); the layer then retires it through the one retire path
 //!   (`causeway_core::queue::retire`), completing or failing its signals;
@@ -65,7 +68,10 @@ pub struct BackendCapabilities {
     /// issued to the driver or retired, without waiting for it to complete; it retires them
     /// in order as [`Backend::poll`] reports them done. Only waits on operations of queues of
     /// the same driver can be native: any other wait is held (see
-    /// `causeway_core::queue::Submission::wait_on_origin`).
+    /// `causeway_core::queue::Submission::wait_on_origin`). Such a driver runs one queue's
+    /// operations in order on the device (each waits for its predecessor natively), and
+    /// advances a queue's native progress for operations the layer retired on the host
+    /// ([`Backend::completed_on_host`]).
     pub native_waits: bool,
 }
 

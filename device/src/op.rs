@@ -183,6 +183,15 @@ impl OpBody {
             .flatten()
             .all(|origin| device.queues[origin.queue.0].has_issued_or_waits(origin.epoch, waiter))
     }
+
+    /// Whether every native device wait's origin has retired; otherwise registers the queue
+    /// with the first origin queue that has not, to be woken when it retires more.
+    pub(crate) fn origins_retired(&self, device: &DeviceShared, waiter: QueueId) -> bool {
+        self.origins
+            .iter()
+            .flatten()
+            .all(|origin| device.queues[origin.queue.0].has_retired_or_waits(origin.epoch, waiter))
+    }
 }
 
 /// Counts an operation's outstanding waits and remembers the first failure among them; the

@@ -30,6 +30,31 @@
 //! Operations run strictly in order: the queue clock's elision of same-queue waits relies on
 //! every earlier operation having finished before a later one starts.
 //!
+//! # Issuing ahead
+//!
+//! On a queue whose driver orders device waits natively (`BackendCapabilities::native_waits`),
+//! a third index, the `cursor`, runs ahead of `head`: operations in `[head, cursor)` are with
+//! the driver, and `head` retires them in order as `Backend::poll` reports them done. While the
+//! head is with the driver, the queue process issues the operation at the cursor when
+//!
+//! - it is a kernel (a layer kind — barrier, host function, memory — stops the cursor until it
+//!   is the head, so it runs after everything before it, on the host);
+//! - its gate is open (its *held* waits are reached; native device waits are not armed) and no
+//!   semaphore it waits on has failed (a failed one stops the cursor; the head fails it);
+//! - every device wait's origin — the operation that signals the value, on a queue of the same
+//!   driver — has been issued to the driver or retired (`issued_through`). A wait issued before
+//!   its origin could block an in-order hardware queue on work queued behind it; the queue
+//!   registers with the origin's queue instead, which wakes it when it issues or retires more.
+//!
+//! `issued_through` has one writer (the queue's process) and is read by other queues'
+//! processes: the writer stores it (Release), then locks `issue_waiters` to wake; a reader that
+//! finds it too low locks `issue_waiters`, registers and reads again, so it either sees the
+//! store or is registered before the writer's wake-up. An operation that retires without
+//! reaching the driver is reported to it (`Backend::completed_on_host`) before
+//! `issued_through` passes it, so the driver's native progress covers every epoch another
+//! queue may wait on. The driver keeps one queue's operations in order on the device (each
+//! waits for its predecessor natively), which the queue clock's elision relies on.
+//!
 //! # Waiting for a free slot
 //!
 //! A submitter that finds the ring full ([`QueueShared::wait_for_slot`]) counts itself in
@@ -337,9 +362,17 @@ impl QueueShared {
             )
         };
         let status = if issued {
+            // Retired only after the operations it waited on natively, so that a failure of
+            // theirs is seen (below) before it completes what it signals.
+            // SAFETY: as above; shared and short-lived.
+            let origins_retired = !self.native
+                || unsafe { &*slot.body.get() }.origins_retired(device, QueueId(self.index));
             // The driver runs it: done only when it says so.
-            let polled = issued_status
-                .or_else(|| device.backend(self).poll(QueueId(self.index), epoch, work));
+            let polled = match origins_retired {
+                true => issued_status
+                    .or_else(|| device.backend(self).poll(QueueId(self.index), epoch, work)),
+                false => None,
+            };
             match polled {
                 // Native device waits let it run without the host seeing its waits reached:
                 // a wait whose semaphore failed fails it all the same.
@@ -523,18 +556,30 @@ impl QueueShared {
     }
 
     /// Publishes that the operations through `epoch` were issued or retired, and wakes the
-    /// native queues waiting for that (`has_issued_or_waits`).
+    /// native queues waiting for either (`has_issued_or_waits`, `has_retired_or_waits`).
     fn advance_issued(&self, epoch: u64) {
-        if self.issued_through.load(Ordering::Relaxed) >= epoch {
-            return;
+        if self.issued_through.load(Ordering::Relaxed) < epoch {
+            // Release pairs with the Acquire loads in `has_issued_or_waits`: an operation
+            // issued from what it reads waits natively on work already handed to the driver.
+            self.issued_through.store(epoch, Ordering::Release);
         }
-        // Release pairs with the Acquire loads in `has_issued_or_waits`: an operation issued
-        // from what it reads waits natively on work already handed to the driver.
-        self.issued_through.store(epoch, Ordering::Release);
-        // Taken after the store: a waiter registers and re-reads under this lock, so either
-        // it sees the store or it is registered before this wakes the registered ones.
+        // Taken after the stores (here and of `completed`): a waiter registers and re-reads
+        // under this lock, so either it sees them or it is registered before this wakes it.
         let mut waiters = self.issue_waiters.lock();
         waiters.wake_all(DeviceContext { shared: self.device() });
+    }
+
+    /// Whether operation `epoch` of this queue has retired; if not, `waiter` is registered to
+    /// be woken when more is issued or retired.
+    pub(crate) fn has_retired_or_waits(&self, epoch: u64, waiter: QueueId) -> bool {
+        // Acquire pairs with the Release store in `retire`.
+        if self.completed.load(Ordering::Acquire) >= epoch {
+            return true;
+        }
+        let mut waiters = self.issue_waiters.lock();
+        waiters.register(waiter);
+        // Re-read under the lock (see `advance_issued`).
+        self.completed.load(Ordering::Acquire) >= epoch
     }
 
     /// Whether operation `epoch` of this queue has been issued to the driver or retired; if
@@ -581,14 +626,16 @@ impl QueueShared {
     }
 
     fn retire(&self, head: u64, body: &mut OpBody) {
+        let epoch = body.point.epoch;
+        if self.native && !body.issued {
+            // Nothing issued after it (the cursor stops at what is not issued), so its epoch is
+            // the next on the queue's native progress.
+            self.device().backend(self).completed_on_host(QueueId(self.index), epoch);
+        }
+        // Release pairs with the Acquire load in `completed_epoch` (and `has_retired_or_waits`).
+        self.completed.store(epoch, Ordering::Release);
         if self.native {
-            if !body.issued {
-                // Nothing issued after it (the cursor stops at what is not issued), so its
-                // epoch is the next on the queue's native progress.
-                let device = self.device();
-                device.backend(self).completed_on_host(QueueId(self.index), body.point.epoch);
-            }
-            self.advance_issued(body.point.epoch);
+            self.advance_issued(epoch);
         }
         if self.cursor.load(Ordering::Relaxed) == head {
             self.cursor.store(head + 1, Ordering::Relaxed);
@@ -596,8 +643,6 @@ impl QueueShared {
         body.allocation = None;
         body.issued = false;
         body.issued_status = None;
-        // Release pairs with the Acquire load in `completed_epoch`.
-        self.completed.store(body.point.epoch, Ordering::Release);
         // Release (within SeqCst) pairs with the Acquire load in `free_slot`: every access to
         // the body above happens before the submitter reuses the slot. SeqCst makes this store
         // and the load below the queue's half of the Dekker pair with `wait_for_slot`.
