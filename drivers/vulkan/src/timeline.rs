@@ -1,0 +1,125 @@
+//! [`Timeline`]: a timeline `VkSemaphore`. The driver keeps one per causeway queue, whose value
+//! is the epoch of that queue's last completed operation; a device wait on the queue's work is a
+//! native wait on its timeline reaching the operation's epoch.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ash::vk;
+
+use crate::{Gpu, VulkanError};
+
+/// A timeline semaphore of a [`Gpu`]. Cheap to clone (a shared handle): the watcher holds a
+/// clone of each timeline it waits on, so a timeline is never destroyed under a wait.
+#[derive(Clone)]
+pub struct Timeline {
+    shared: Arc<TimelineShared>,
+}
+
+struct TimelineShared {
+    gpu: Gpu,
+    semaphore: vk::Semaphore,
+    /// The highest value a submitted device signal sets (0: none yet): a host signal must stay
+    /// below every pending one.
+    highest_device_signal: AtomicU64,
+}
+
+impl Timeline {
+    /// A timeline semaphore starting at `initial`.
+    pub fn new(gpu: &Gpu, initial: u64) -> Result<Timeline, VulkanError> {
+        let mut kind = vk::SemaphoreTypeCreateInfo::default()
+            .semaphore_type(vk::SemaphoreType::TIMELINE)
+            .initial_value(initial);
+        let info = vk::SemaphoreCreateInfo::default().push_next(&mut kind);
+        // SAFETY: the device is alive (`gpu` is a handle to it) and has timeline semaphores
+        // enabled (`Gpu::open`); `info` lives across the call.
+        let semaphore = unsafe { gpu.device().create_semaphore(&info, None) }
+            .map_err(VulkanError::vk("vkCreateSemaphore"))?;
+        Ok(Timeline {
+            shared: Arc::new(TimelineShared {
+                gpu: gpu.clone(),
+                semaphore,
+                highest_device_signal: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The native semaphore.
+    pub fn raw(&self) -> vk::Semaphore {
+        self.shared.semaphore
+    }
+
+    /// Its current value (`vkGetSemaphoreCounterValue`).
+    pub fn value(&self) -> Result<u64, VulkanError> {
+        // SAFETY: the semaphore is a live timeline semaphore of this device (we hold it).
+        unsafe { self.shared.gpu.device().get_semaphore_counter_value(self.shared.semaphore) }
+            .map_err(VulkanError::vk("vkGetSemaphoreCounterValue"))
+    }
+
+    /// Sets it to `value` from the host (`vkSignalSemaphore`).
+    ///
+    /// The Vulkan rules for `VkSemaphoreSignalInfo::value`: it "must have a value greater than
+    /// the current value of the semaphore" (VUID-VkSemaphoreSignalInfo-value-03258) and "must be
+    /// less than the value of any pending semaphore signal operations"
+    /// (VUID-VkSemaphoreSignalInfo-value-03259). Both are checked here, conservatively, and
+    /// refused with [`VulkanError::InvalidHostSignal`]: a timeline that any submitted device
+    /// signal has not yet reached is never signalled from the host. The check reads the values
+    /// before signalling, so a device signal of the same timeline submitted concurrently from
+    /// another thread is the caller's to order: the driver signals a timeline from the host or
+    /// from the device, never both (host-signalled timelines are mirrors and the watcher's wake).
+    pub fn signal_host(&self, value: u64) -> Result<(), VulkanError> {
+        let current = self.value()?;
+        // Pairs with the Release `fetch_max` in `note_device_signal`: a signal submitted before
+        // this (on another thread, ordered by the caller) is seen here.
+        let pending_device_signal = self.shared.highest_device_signal.load(Ordering::Acquire);
+        if value <= current || pending_device_signal > current {
+            return Err(VulkanError::InvalidHostSignal { value, current, pending_device_signal });
+        }
+        let info = vk::SemaphoreSignalInfo::default().semaphore(self.shared.semaphore).value(value);
+        // SAFETY: a live timeline semaphore of this device; the value rules are checked above.
+        unsafe { self.shared.gpu.device().signal_semaphore(&info) }
+            .map_err(VulkanError::vk("vkSignalSemaphore"))
+    }
+
+    /// Waits on the host until it reaches `value`: `Ok(true)` when it has, `Ok(false)` when
+    /// `timeout` passed first.
+    pub fn wait_host(&self, value: u64, timeout: Duration) -> Result<bool, VulkanError> {
+        let semaphores = [self.shared.semaphore];
+        let values = [value];
+        let info = vk::SemaphoreWaitInfo::default().semaphores(&semaphores).values(&values);
+        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        // SAFETY: a live timeline semaphore of this device; the arrays live across the call.
+        match unsafe { self.shared.gpu.device().wait_semaphores(&info, timeout_ns) } {
+            Ok(()) => Ok(true),
+            Err(vk::Result::TIMEOUT) => Ok(false),
+            Err(result) => Err(VulkanError::Vk { call: "vkWaitSemaphores", result }),
+        }
+    }
+
+    /// Records that a device signal to `value` was submitted (before the submission, so a
+    /// concurrent host signal sees it pending).
+    pub(crate) fn note_device_signal(&self, value: u64) {
+        // Pairs with the Acquire load in `signal_host`.
+        self.shared.highest_device_signal.fetch_max(value, Ordering::Release);
+    }
+}
+
+impl fmt::Debug for Timeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timeline")
+            .field("semaphore", &self.shared.semaphore)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for TimelineShared {
+    fn drop(&mut self) {
+        // The device may still wait on or signal it in a submission nobody tracks here: destroy
+        // it only once the device is idle. A lost device is idle; the error changes nothing.
+        let _ = self.gpu.wait_idle();
+        // SAFETY: the last handle is gone and the device is idle: nothing uses the semaphore.
+        unsafe { self.gpu.device().destroy_semaphore(self.semaphore, None) };
+    }
+}
