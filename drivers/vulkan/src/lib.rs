@@ -27,7 +27,7 @@
 //! Every fallible call returns a [`VulkanError`]; driver errors never panic. Where the cure is
 //! a missing package (the loader, an ICD, the validation layer), the error names it.
 //!
-//! ```no_run
+//! ```
 //! use std::time::Duration;
 //!
 //! use causeway_driver_vulkan::{submit, Buffer, CommandBuffer, Gpu, GpuOptions, Kernel, Step, Timeline};

@@ -7,20 +7,32 @@
 //! registrations `(timeline, value, token)` under one mutex, with the wake value `w` (the last
 //! value signalled to the wake timeline).
 //!
-//! - [`Watcher::register`], under the mutex: pushes the registration, raises `w` by one and
-//!   signals the wake timeline to `w` (signalling under the mutex keeps the host signals
-//!   rising, as `vkSignalSemaphore` requires).
-//! - The thread, in a loop: under the mutex, copies every registration's `(semaphore, value)`
-//!   and adds `(wake, w + 1)`; then, without the mutex, waits with `vkWaitSemaphores`
-//!   (`WAIT_ANY`) for any of them, or for [`POLL_INTERVAL`] (so a driver that never reports a
-//!   lost device is still asked again). A registration made after the copy has raised the wake
-//!   timeline to at least `w + 1`, so the wait returns at once: no registration waits for the
-//!   poll interval, none is missed. Then, under the mutex, it takes out every registration
-//!   whose timeline has reached its value, and calls the callback for each with `Ok(())`
-//!   **outside** the mutex (the callback may register more).
-//! - [`Watcher::stop`], under the mutex: sets `stopping` and signals the wake timeline; the
-//!   thread sees it before its next wait, calls the callback with
+//! - The thread, in a loop: under the mutex, sleeps on a condition variable while there is no
+//!   registration (an idle watcher makes no Vulkan call); otherwise copies every
+//!   registration's `(semaphore, value)` and adds `(wake, w + 1)`. Then, without the mutex, it
+//!   waits with `vkWaitSemaphores` (`WAIT_ANY`) for any of them, or for [`POLL_INTERVAL`] (so
+//!   a driver that never reports a lost device is still asked again). Then, under the mutex, it
+//!   takes out every registration whose timeline has reached its value, and calls the callback
+//!   for each with `Ok(())` **outside** the mutex (the callback may register more).
+//! - [`Watcher::register`], under the mutex: pushes the registration. If the list was empty,
+//!   the thread is not in a Vulkan wait (only it removes registrations, and it waits only on a
+//!   non-empty list): it notifies the condition variable. Otherwise the thread may be waiting
+//!   on the copy it took: it raises `w` by one and signals the wake timeline to `w`
+//!   (signalling under the mutex keeps the host signals rising, as `vkSignalSemaphore`
+//!   requires). A registration made after the copy has so raised the wake timeline to at least
+//!   `w + 1`, and the wait returns at once: no registration waits for the poll interval, none
+//!   is missed.
+//! - [`Watcher::stop`], under the mutex: sets `stopping`, notifies the condition variable and
+//!   signals the wake timeline; the thread sees it before its next wait, calls the callback with
 //!   [`VulkanError::WatcherStopped`] for every registration left, and ends.
+//!
+//! Why the condition variable, beyond sparing an idle watcher: the validation layer 1.3.239
+//! stalls (for seconds, then reports `UNASSIGNED-VkSemaphore-state-timeout`, "most likely a
+//! validation bug") when a host wait on a **single** timeline returns because another thread's
+//! `vkSignalSemaphore` reached it, before that thread's call returned
+//! (KhronosGroup/Vulkan-ValidationLayers#4649, fixed upstream by #8519). A wait on one
+//! registration and the wake timeline is `WAIT_ANY` over two semaphores, which that layer does
+//! not track.
 //! - A device error (`VK_ERROR_DEVICE_LOST` or any other) from a wait or a value query: the
 //!   callback is called with that error for every registration, the watcher refuses new ones
 //!   ([`VulkanError::WatcherStopped`]) and the thread ends.
@@ -31,7 +43,7 @@
 //! ([`VulkanError::WatcherFull`]) — backpressure is the caller's.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -58,6 +70,8 @@ struct WatcherShared {
     wake: Timeline,
     capacity: usize,
     state: Mutex<State>,
+    /// Notified when the first registration arrives in an empty list, and on stop.
+    registered: Condvar,
 }
 
 struct State {
@@ -107,6 +121,7 @@ impl Watcher {
                 stopping: false,
                 stopped: false,
             }),
+            registered: Condvar::new(),
         });
         let on_complete: OnComplete = Box::new(on_complete);
         let thread_shared = Arc::clone(&shared);
@@ -129,7 +144,9 @@ impl Watcher {
             return Err(VulkanError::WatcherFull { capacity: self.shared.capacity });
         }
         state.watched.push(Watched { timeline: timeline.clone(), value, token });
-        if let Err(error) = wake(&self.shared.wake, &mut state) {
+        if state.watched.len() == 1 {
+            self.shared.registered.notify_one();
+        } else if let Err(error) = wake(&self.shared.wake, &mut state) {
             state.watched.pop();
             return Err(error);
         }
@@ -148,6 +165,7 @@ impl Watcher {
             let mut state = self.shared.state();
             if !state.stopping && !state.stopped {
                 state.stopping = true;
+                self.shared.registered.notify_one();
                 // Failing to signal leaves the thread to see `stopping` after its poll interval.
                 let _ = wake(&self.shared.wake, &mut state);
             }
@@ -196,7 +214,10 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
         semaphores.clear();
         values.clear();
         {
-            let state = shared.state();
+            let mut state = shared.state();
+            while state.watched.is_empty() && !state.stopping {
+                state = shared.registered.wait(state).unwrap_or_else(PoisonError::into_inner);
+            }
             if state.stopping {
                 break VulkanError::WatcherStopped;
             }
