@@ -59,8 +59,9 @@ pub enum VulkanError {
         size: u64,
     },
     /// A host signal of a timeline would break the signal rules: the value is not above the
-    /// current one (VUID-VkSemaphoreSignalInfo-value-03258), or a device signal of the timeline
-    /// is still pending (VUID-VkSemaphoreSignalInfo-value-03259).
+    /// current one (VUID-VkSemaphoreSignalInfo-value-03258), a device signal of the timeline is
+    /// still pending (VUID-VkSemaphoreSignalInfo-value-03259), or the value is too far above the
+    /// current one (VUID-VkSemaphoreSignalInfo-value-03260).
     InvalidHostSignal {
         /// The value asked for.
         value: u64,
@@ -90,6 +91,11 @@ pub enum VulkanError {
     },
     /// The watcher has stopped (asked to, or after a device error): nothing is watched any more.
     WatcherStopped,
+    /// The watcher thread could not be started.
+    WatcherThread {
+        /// What the operating system said.
+        detail: String,
+    },
     /// A Vulkan call returned an error (`VK_ERROR_DEVICE_LOST` among them).
     Vk {
         /// The Vulkan command.
@@ -159,7 +165,8 @@ impl fmt::Display for VulkanError {
                 f,
                 "cannot signal a timeline to {value} from the host: its value is {current} and a \
                  device signal up to {pending_device_signal} was submitted (a host signal must be \
-                 above the current value and below every pending device signal)"
+                 above the current value, below every pending device signal, and within the device's \
+                 maxTimelineSemaphoreValueDifference of the current value)"
             ),
             VulkanError::InvalidLaunch(why) => write!(f, "invalid kernel launch: {why}"),
             VulkanError::TooManyWaits(n) => write!(
@@ -176,6 +183,9 @@ impl fmt::Display for VulkanError {
                 write!(f, "the completion watcher is full ({capacity} registrations)")
             }
             VulkanError::WatcherStopped => write!(f, "the completion watcher has stopped"),
+            VulkanError::WatcherThread { detail } => {
+                write!(f, "cannot start the completion watcher thread: {detail}")
+            }
             VulkanError::Vk { call, result } => write!(f, "{call} failed: {result}"),
         }
     }

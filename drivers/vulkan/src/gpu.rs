@@ -30,10 +30,17 @@ impl GpuOptions {
     /// Options from the environment: `CAUSEWAY_VULKAN_ADAPTER` (unset or empty: the first
     /// suitable device) and `CAUSEWAY_VULKAN_VALIDATION` (`1` or `0`; unset: off).
     pub fn from_env() -> Result<GpuOptions, VulkanError> {
-        let adapter = std::env::var("CAUSEWAY_VULKAN_ADAPTER").ok().filter(|name| !name.is_empty());
-        let validation = match std::env::var("CAUSEWAY_VULKAN_VALIDATION") {
-            Err(_) => false,
-            Ok(value) => match value.trim() {
+        GpuOptions::from_variables(|name| std::env::var(name).ok())
+    }
+
+    /// Options from variables looked up by `variable` (the environment, or a test's table).
+    fn from_variables(
+        variable: impl Fn(&str) -> Option<String>,
+    ) -> Result<GpuOptions, VulkanError> {
+        let adapter = variable("CAUSEWAY_VULKAN_ADAPTER").filter(|name| !name.is_empty());
+        let validation = match variable("CAUSEWAY_VULKAN_VALIDATION") {
+            None => false,
+            Some(value) => match value.trim() {
                 "" | "0" => false,
                 "1" => true,
                 _ => {
@@ -75,6 +82,7 @@ pub(crate) struct GpuShared {
     log: Box<ValidationLog>,
     adapter_name: String,
     limits: vk::PhysicalDeviceLimits,
+    max_timeline_difference: u64,
     memory_properties: vk::PhysicalDeviceMemoryProperties,
     pub(crate) device: ash::Device,
     pub(crate) queue_family: u32,
@@ -153,6 +161,7 @@ impl Gpu {
                     log,
                     adapter_name: opened.adapter_name,
                     limits: opened.limits,
+                    max_timeline_difference: opened.max_timeline_difference,
                     memory_properties: opened.memory_properties,
                     device: opened.device,
                     queue_family: opened.queue_family,
@@ -213,6 +222,12 @@ impl Gpu {
 
     pub(crate) fn limits(&self) -> &vk::PhysicalDeviceLimits {
         &self.shared.limits
+    }
+
+    /// How far a timeline's value may be from any pending wait or signal of it
+    /// (`maxTimelineSemaphoreValueDifference`).
+    pub(crate) fn max_timeline_difference(&self) -> u64 {
+        self.shared.max_timeline_difference
     }
 
     /// A memory type allowed by `type_bits` with all of `flags`.
@@ -388,6 +403,7 @@ fn check_validation_layer(entry: &ash::Entry) -> Result<(), VulkanError> {
 struct OpenedDevice {
     adapter_name: String,
     limits: vk::PhysicalDeviceLimits,
+    max_timeline_difference: u64,
     memory_properties: vk::PhysicalDeviceMemoryProperties,
     device: ash::Device,
     queue_family: u32,
@@ -544,16 +560,57 @@ fn open_device(
             cmd_pipeline_barrier2: device.fp_v1_3().cmd_pipeline_barrier2,
         }
     };
+    let mut timeline_properties = vk::PhysicalDeviceTimelineSemaphoreProperties::default();
+    let mut properties =
+        vk::PhysicalDeviceProperties2::default().push_next(&mut timeline_properties);
+    // SAFETY: a plain query of the instance's physical device, a Vulkan 1.2 one (checked by
+    // `examine`), where timeline semaphore properties are core.
+    unsafe { instance.get_physical_device_properties2(chosen.physical_device, &mut properties) };
     // SAFETY: a plain query of the instance's physical device.
     let memory_properties =
         unsafe { instance.get_physical_device_memory_properties(chosen.physical_device) };
     Ok(OpenedDevice {
         adapter_name: chosen.name.clone(),
         limits: chosen.properties.limits,
+        max_timeline_difference: timeline_properties.max_timeline_semaphore_value_difference,
         memory_properties,
         device,
         queue_family,
         queues,
         synchronization2,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(variables: &[(&str, &str)]) -> Result<GpuOptions, VulkanError> {
+        GpuOptions::from_variables(|name| {
+            variables.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).to_owned())
+        })
+    }
+
+    #[test]
+    fn options_from_the_environment() {
+        assert_eq!(options(&[]), Ok(GpuOptions { adapter: None, validation: false }));
+        assert_eq!(
+            options(&[
+                ("CAUSEWAY_VULKAN_ADAPTER", "llvmpipe"),
+                ("CAUSEWAY_VULKAN_VALIDATION", "1")
+            ]),
+            Ok(GpuOptions { adapter: Some("llvmpipe".into()), validation: true })
+        );
+        assert_eq!(
+            options(&[("CAUSEWAY_VULKAN_ADAPTER", ""), ("CAUSEWAY_VULKAN_VALIDATION", "0")]),
+            Ok(GpuOptions { adapter: None, validation: false })
+        );
+        assert_eq!(
+            options(&[("CAUSEWAY_VULKAN_VALIDATION", "yes")]),
+            Err(VulkanError::InvalidOption {
+                name: "CAUSEWAY_VULKAN_VALIDATION",
+                value: "yes".into()
+            })
+        );
+    }
 }

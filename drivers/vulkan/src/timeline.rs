@@ -63,9 +63,14 @@ impl Timeline {
     /// The Vulkan rules for `VkSemaphoreSignalInfo::value`: it "must have a value greater than
     /// the current value of the semaphore" (VUID-VkSemaphoreSignalInfo-value-03258) and "must be
     /// less than the value of any pending semaphore signal operations"
-    /// (VUID-VkSemaphoreSignalInfo-value-03259). Both are checked here, conservatively, and
-    /// refused with [`VulkanError::InvalidHostSignal`]: a timeline that any submitted device
-    /// signal has not yet reached is never signalled from the host. The check reads the values
+    /// (VUID-VkSemaphoreSignalInfo-value-03259); and it "must have a value which does not differ
+    /// from the current value of the semaphore or the value of any outstanding semaphore wait or
+    /// signal operation on semaphore by more than maxTimelineSemaphoreValueDifference"
+    /// (VUID-VkSemaphoreSignalInfo-value-03260). The first two, and the third against the
+    /// current value, are checked here, conservatively, and refused with
+    /// [`VulkanError::InvalidHostSignal`]: a timeline that any submitted device signal has not
+    /// yet reached is never signalled from the host. (Outstanding waits are the caller's: the
+    /// driver's values rise by one epoch at a time, far from the limit.) The check reads the values
     /// before signalling, so a device signal of the same timeline submitted concurrently from
     /// another thread is the caller's to order: the driver signals a timeline from the host or
     /// from the device, never both (host-signalled timelines are mirrors and the watcher's wake).
@@ -74,7 +79,8 @@ impl Timeline {
         // Pairs with the Release `fetch_max` in `note_device_signal`: a signal submitted before
         // this (on another thread, ordered by the caller) is seen here.
         let pending_device_signal = self.shared.highest_device_signal.load(Ordering::Acquire);
-        if value <= current || pending_device_signal > current {
+        let too_far = value.saturating_sub(current) > self.shared.gpu.max_timeline_difference();
+        if value <= current || pending_device_signal > current || too_far {
             return Err(VulkanError::InvalidHostSignal { value, current, pending_device_signal });
         }
         let info = vk::SemaphoreSignalInfo::default().semaphore(self.shared.semaphore).value(value);

@@ -128,7 +128,7 @@ impl Watcher {
         let thread = std::thread::Builder::new()
             .name("causeway-vulkan-watcher".into())
             .spawn(move || watch(&thread_shared, &on_complete))
-            .map_err(|_| VulkanError::WatcherStopped)?;
+            .map_err(|error| VulkanError::WatcherThread { detail: error.to_string() })?;
         Ok(Watcher { shared, thread: Mutex::new(Some(thread)) })
     }
 
