@@ -201,6 +201,11 @@ impl Launch {
         if u64::from(tile_length) * u64::from(tiles - 1) >= u64::from(elements) {
             return Err(VulkanError::InvalidLaunch("more tiles than the aligned elements fill"));
         }
+        if tile_length.div_ceil(WORKGROUP_SIZE) > gpu.limits().max_compute_work_group_count[0] {
+            return Err(VulkanError::InvalidLaunch(
+                "a tile needs more workgroups than the device has",
+            ));
+        }
         let device = gpu.device();
         let sizes = [vk::DescriptorPoolSize::default()
             .ty(vk::DescriptorType::STORAGE_BUFFER)

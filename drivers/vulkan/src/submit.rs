@@ -77,6 +77,11 @@ impl CommandBuffer {
                         "a copy of 0 bytes or past a buffer's end",
                     ));
                 }
+                // Both ranges start at byte 0: within one buffer they always overlap, which
+                // vkCmdCopyBuffer forbids (VUID-vkCmdCopyBuffer-pRegions-00117).
+                if source.raw() == destination.raw() {
+                    return Err(VulkanError::InvalidLaunch("a copy from a buffer to itself"));
+                }
             }
         }
         let device = gpu.device();

@@ -13,6 +13,10 @@ use crate::{Gpu, VulkanError};
 
 /// A timeline semaphore of a [`Gpu`]. Cheap to clone (a shared handle): the watcher holds a
 /// clone of each timeline it waits on, so a timeline is never destroyed under a wait.
+///
+/// Dropping the last handle waits for the device to go idle (a submission nobody tracks may
+/// still wait on it or signal it): drop it only once every device wait that depends on a host
+/// signal has had it, or the drop never returns.
 #[derive(Clone)]
 pub struct Timeline {
     shared: Arc<TimelineShared>,

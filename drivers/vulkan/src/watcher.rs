@@ -55,8 +55,9 @@ use crate::{Gpu, Timeline, VulkanError};
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The completion callback: a registration's token, and `Ok(())` when its timeline reached its
-/// value or why it never will. Runs on the watcher thread; it must not panic, and should be
-/// brief (it delays every other completion).
+/// value or why it never will. Runs on the watcher thread and should be brief (it delays every
+/// other completion). It must not panic: if it does, the thread ends, the registrations left
+/// are never reported, and the watcher refuses new ones ([`VulkanError::WatcherStopped`]).
 pub type OnComplete = Box<dyn Fn(u64, Result<(), VulkanError>) + Send + 'static>;
 
 /// The completion watcher of a [`Gpu`] (see the module documentation for its protocol).
@@ -203,8 +204,19 @@ impl Drop for Watcher {
     }
 }
 
+/// Marks the watcher stopped when the thread ends, however it ends (a panicking callback
+/// included), so registrations are refused rather than never reported.
+struct MarkStoppedOnExit<'a>(&'a WatcherShared);
+
+impl Drop for MarkStoppedOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.state().stopped = true;
+    }
+}
+
 /// The watcher thread (see the module documentation).
 fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
+    let _mark_stopped = MarkStoppedOnExit(shared);
     let device = shared.gpu.device();
     let mut semaphores = Vec::with_capacity(shared.capacity + 1);
     let mut values = Vec::with_capacity(shared.capacity + 1);

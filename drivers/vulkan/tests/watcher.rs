@@ -121,3 +121,22 @@ fn reports_a_host_signalled_value_after_it_is_signalled() {
     drop((watcher, mirror));
     common::assert_validation_clean(&gpu);
 }
+
+/// A callback that panics ends the watcher thread; the watcher then refuses registrations
+/// instead of accepting ones nobody will report.
+#[test]
+fn a_panicking_callback_stops_the_watcher() {
+    let gpu = common::open();
+    let watcher = Watcher::start(&gpu, 4, |token, _| panic!("callback panics on token {token}"))
+        .expect("watcher");
+    let reached = Timeline::new(&gpu, 1).expect("timeline");
+    watcher.register(&reached, 1, 1).expect("register");
+    let deadline = Instant::now() + common::HANG_GUARD;
+    while !matches!(watcher.register(&reached, 1, 2), Err(VulkanError::WatcherStopped)) {
+        assert!(Instant::now() < deadline, "the watcher still accepts registrations");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(watcher.stop(Instant::now() + common::HANG_GUARD), "the watcher did not stop");
+    drop((watcher, reached));
+    common::assert_validation_clean(&gpu);
+}
