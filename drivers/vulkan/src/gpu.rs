@@ -5,7 +5,9 @@
 use std::ffi::{c_void, CStr};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+
+use causeway_core::unpoisoned::{Mutex, MutexGuard};
 
 use ash::vk;
 
@@ -100,8 +102,7 @@ struct ValidationLog {
 
 impl ValidationLog {
     fn messages(&self) -> MutexGuard<'_, Vec<String>> {
-        // A panic elsewhere while holding the lock leaves a vector of strings: still whole.
-        self.messages.lock().unwrap_or_else(PoisonError::into_inner)
+        self.messages.lock()
     }
 }
 
@@ -247,12 +248,7 @@ impl Gpu {
     /// `vkDeviceWaitIdle` needs every queue's lock, taken in index order (the only place that
     /// takes more than one).
     pub(crate) fn wait_idle(&self) -> Result<(), VulkanError> {
-        let _queues: Vec<_> = self
-            .shared
-            .queues
-            .iter()
-            .map(|queue| queue.lock().unwrap_or_else(PoisonError::into_inner))
-            .collect();
+        let _queues: Vec<_> = self.shared.queues.iter().map(|queue| queue.lock()).collect();
         // SAFETY: the device is alive (we hold a handle) and every queue's lock is held, the
         // external synchronization vkDeviceWaitIdle requires.
         unsafe { self.shared.device.device_wait_idle() }

@@ -1,8 +1,8 @@
 //! Recording command buffers ([`CommandBuffer::record`]) and submitting work with native
 //! timeline waits and one timeline signal ([`submit`]).
 
+use causeway_core::unpoisoned::Mutex;
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use ash::vk;
@@ -181,7 +181,7 @@ impl fmt::Debug for CommandBuffer {
 
 impl Drop for CommandBuffer {
     fn drop(&mut self) {
-        let last = self.last_submission.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        let last = self.last_submission.lock().take();
         if let Some((timeline, value)) = last {
             // Wait for the last submission; on a device error (lost: nothing runs any more)
             // fall back to waiting for the whole device to go idle.
@@ -239,7 +239,7 @@ pub fn submit(
     // pending check. Taken before the queue lock, the only order both are taken in.
     let mut last_submission = match commands {
         Some(commands) => {
-            let last = commands.last_submission.lock().unwrap_or_else(PoisonError::into_inner);
+            let last = commands.last_submission.lock();
             if let Some((timeline, value)) = &*last {
                 if timeline.value()? < *value {
                     return Err(VulkanError::CommandBufferPending);
@@ -250,7 +250,7 @@ pub fn submit(
         None => None,
     };
     signal.0.note_device_signal(signal.1);
-    let vk_queue = queue_lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let vk_queue = queue_lock.lock();
     // SAFETY: the queue is this device's and its lock is held (external synchronization); the
     // pointer is the device's vkQueueSubmit2 (`Gpu::open`); every semaphore and the command
     // buffer are live (their handles are borrowed for the call, and the command buffer waits

@@ -43,11 +43,12 @@
 //! ([`VulkanError::WatcherFull`]) — backpressure is the caller's.
 
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ash::vk;
+use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
 use crate::{Gpu, Timeline, VulkanError};
 
@@ -93,8 +94,9 @@ struct Watched {
 
 impl WatcherShared {
     fn state(&self) -> MutexGuard<'_, State> {
-        // The state is consistent between statements: a panic elsewhere leaves it whole.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        // Every critical section leaves the state whole where it could panic (a push or a
+        // removal of a registration, a flag, a counter), and callbacks run outside it.
+        self.state.lock()
     }
 }
 
@@ -146,7 +148,7 @@ impl Watcher {
         }
         state.watched.push(Watched { timeline: timeline.clone(), value, token });
         if state.watched.len() == 1 {
-            self.shared.registered.notify_one();
+            self.shared.registered.notify_all();
         } else if let Err(error) = wake(&self.shared.wake, &mut state) {
             state.watched.pop();
             return Err(error);
@@ -166,12 +168,12 @@ impl Watcher {
             let mut state = self.shared.state();
             if !state.stopping && !state.stopped {
                 state.stopping = true;
-                self.shared.registered.notify_one();
+                self.shared.registered.notify_all();
                 // Failing to signal leaves the thread to see `stopping` after its poll interval.
                 let _ = wake(&self.shared.wake, &mut state);
             }
         }
-        let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut thread = self.thread.lock();
         let Some(handle) = thread.take() else { return true };
         while !handle.is_finished() {
             if Instant::now() >= deadline {
@@ -228,7 +230,7 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
         {
             let mut state = shared.state();
             while state.watched.is_empty() && !state.stopping {
-                state = shared.registered.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state = shared.registered.wait(state);
             }
             if state.stopping {
                 break VulkanError::WatcherStopped;
