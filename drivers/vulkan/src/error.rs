@@ -70,6 +70,14 @@ pub enum VulkanError {
         /// The highest value a submitted device signal will set.
         pending_device_signal: u64,
     },
+    /// A device signal of a timeline does not rise above its value or a device signal submitted
+    /// before (VUID-VkSubmitInfo2-semaphore-03882).
+    InvalidDeviceSignal {
+        /// The value asked for.
+        value: u64,
+        /// The value it must exceed.
+        current: u64,
+    },
     /// A kernel launch or a recording is malformed (the text says how).
     InvalidLaunch(&'static str),
     /// A submission has more waits than [`MAX_NATIVE_WAITS`](crate::MAX_NATIVE_WAITS).
@@ -167,6 +175,10 @@ impl fmt::Display for VulkanError {
                  device signal up to {pending_device_signal} was submitted (a host signal must be \
                  above the current value, below every pending device signal, and within the device's \
                  maxTimelineSemaphoreValueDifference of the current value)"
+            ),
+            VulkanError::InvalidDeviceSignal { value, current } => write!(
+                f,
+                "cannot submit a signal of a timeline to {value}: it must rise above {current}"
             ),
             VulkanError::InvalidLaunch(why) => write!(f, "invalid kernel launch: {why}"),
             VulkanError::TooManyWaits(n) => write!(

@@ -7,9 +7,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use causeway_core::unpoisoned::{Mutex, MutexGuard};
-
 use ash::vk;
+use causeway_core::unpoisoned::{Mutex, MutexGuard};
 
 use crate::VulkanError;
 
@@ -76,11 +75,11 @@ pub(crate) struct Synchronization2 {
 }
 
 pub(crate) struct GpuShared {
-    // Field order matters only for `log`, which must outlive the instance (the messenger
-    // points at it); `Drop` destroys the Vulkan objects explicitly, before any field drops.
+    // `Drop` destroys the device, the messenger and the instance before any field drops, so
+    // the loaded library (`_entry`) and the log the messenger writes to outlive them.
     _entry: ash::Entry,
     instance: ash::Instance,
-    messenger: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+    messenger: Messenger,
     log: Box<ValidationLog>,
     adapter_name: String,
     limits: vk::PhysicalDeviceLimits,
@@ -284,10 +283,7 @@ impl Drop for GpuShared {
 ///
 /// # Safety
 /// Nothing else made from `instance` is alive, and neither is used again.
-unsafe fn destroy_instance(
-    instance: &ash::Instance,
-    messenger: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
-) {
+unsafe fn destroy_instance(instance: &ash::Instance, messenger: Messenger) {
     if let Some((debug_utils, messenger)) = messenger {
         // SAFETY: the messenger was made from this instance and is destroyed once (contract).
         unsafe { debug_utils.destroy_debug_utils_messenger(messenger, None) };
@@ -296,6 +292,7 @@ unsafe fn destroy_instance(
     unsafe { instance.destroy_instance(None) };
 }
 
+/// The debug messenger of an instance with validation on, and the functions to destroy it.
 type Messenger = Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>;
 
 fn create_instance(

@@ -1,11 +1,11 @@
 //! Recording command buffers ([`CommandBuffer::record`]) and submitting work with native
 //! timeline waits and one timeline signal ([`submit`]).
 
-use causeway_core::unpoisoned::Mutex;
 use std::fmt;
 use std::time::Duration;
 
 use ash::vk;
+use causeway_core::unpoisoned::Mutex;
 
 use crate::{Buffer, Gpu, Launch, Timeline, VulkanError};
 
@@ -202,9 +202,12 @@ impl Drop for CommandBuffer {
 /// the signal after the waits), then signals `signal`'s timeline to its value. Waits and the
 /// signal cover all commands (`ALL_COMMANDS`): kernels and copies alike.
 ///
-/// The signal value must be above every value this timeline was signalled to before (its
-/// epochs rise); a wait may be for a value no submission signals yet (wait-before-signal),
-/// provided one will.
+/// The signal value must be above the timeline's value and every device signal of it submitted
+/// before (its epochs rise), or the submission is refused
+/// ([`VulkanError::InvalidDeviceSignal`]); a refused or failed submission leaves nothing
+/// pending but may leave the timeline refusing host signals (the driver never signals one
+/// timeline from both). A wait may be for a value no submission signals yet
+/// (wait-before-signal), provided one will.
 pub fn submit(
     gpu: &Gpu,
     queue: usize,
@@ -249,7 +252,7 @@ pub fn submit(
         }
         None => None,
     };
-    signal.0.note_device_signal(signal.1);
+    signal.0.note_device_signal(signal.1)?;
     let vk_queue = queue_lock.lock();
     // SAFETY: the queue is this device's and its lock is held (external synchronization); the
     // pointer is the device's vkQueueSubmit2 (`Gpu::open`); every semaphore and the command

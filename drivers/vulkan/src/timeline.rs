@@ -80,9 +80,9 @@ impl Timeline {
     /// from the device, never both (host-signalled timelines are mirrors and the watcher's wake).
     pub fn signal_host(&self, value: u64) -> Result<(), VulkanError> {
         let current = self.value()?;
-        // Pairs with the Release `fetch_max` in `note_device_signal`: a signal submitted before
-        // this (on another thread, ordered by the caller) is seen here.
-        let pending_device_signal = self.shared.highest_device_signal.load(Ordering::Acquire);
+        // The value is all the atomic carries (no other memory is published through it), and a
+        // signal submitted before this call (ordered by the caller) is seen by coherence.
+        let pending_device_signal = self.shared.highest_device_signal.load(Ordering::Relaxed);
         let too_far = value.saturating_sub(current) > self.shared.gpu.max_timeline_difference();
         if value <= current || pending_device_signal > current || too_far {
             return Err(VulkanError::InvalidHostSignal { value, current, pending_device_signal });
@@ -108,11 +108,23 @@ impl Timeline {
         }
     }
 
-    /// Records that a device signal to `value` was submitted (before the submission, so a
-    /// concurrent host signal sees it pending).
-    pub(crate) fn note_device_signal(&self, value: u64) {
-        // Pairs with the Acquire load in `signal_host`.
-        self.shared.highest_device_signal.fetch_max(value, Ordering::Release);
+    /// Records that a device signal to `value` is about to be submitted (before the
+    /// submission, so a host signal sees it pending), refusing a value that does not rise above
+    /// the timeline's current value and every device signal before it: a timeline signal must
+    /// be "greater than the current value of the semaphore when the semaphore signal operation
+    /// is executed" (VUID-VkSubmitInfo2-semaphore-03882). A refused value is not recorded.
+    pub(crate) fn note_device_signal(&self, value: u64) -> Result<(), VulkanError> {
+        let current = self.value()?;
+        if value <= current {
+            return Err(VulkanError::InvalidDeviceSignal { value, current });
+        }
+        // As in `signal_host`: the value is all the atomic carries. A `previous` at or above
+        // `value` is left as it was (a maximum), so a refusal records nothing.
+        let previous = self.shared.highest_device_signal.fetch_max(value, Ordering::Relaxed);
+        if value <= previous {
+            return Err(VulkanError::InvalidDeviceSignal { value, current: previous });
+        }
+        Ok(())
     }
 }
 

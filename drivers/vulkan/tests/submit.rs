@@ -135,3 +135,25 @@ fn a_host_signal_below_a_pending_device_signal_is_refused() {
     drop((gate, queue));
     common::assert_validation_clean(&gpu);
 }
+
+/// A device signal must rise above the timeline's value and every device signal before it.
+#[test]
+fn a_device_signal_that_does_not_rise_is_refused_before_vulkan_sees_it() {
+    let gpu = common::open();
+    let host_advanced = Timeline::new(&gpu, 4).expect("timeline");
+    assert!(matches!(
+        submit(&gpu, 0, None, &[], (&host_advanced, 4)),
+        Err(VulkanError::InvalidDeviceSignal { value: 4, current: 4 })
+    ));
+    let gate = Timeline::new(&gpu, 0).expect("timeline");
+    let queue = Timeline::new(&gpu, 0).expect("timeline");
+    submit(&gpu, 0, None, &[(&gate, 1)], (&queue, 2)).expect("submit");
+    assert!(matches!(
+        submit(&gpu, 0, None, &[], (&queue, 2)),
+        Err(VulkanError::InvalidDeviceSignal { value: 2, current: 2 })
+    ));
+    gate.signal_host(1).expect("host signal");
+    assert!(queue.wait_host(2, common::HANG_GUARD).expect("wait"), "the barrier hung");
+    drop((host_advanced, gate, queue));
+    common::assert_validation_clean(&gpu);
+}
