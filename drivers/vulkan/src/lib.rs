@@ -24,6 +24,17 @@
 //!   reports each reached one, by token, to a callback (the backend wakes the causeway queue
 //!   from it).
 //!
+//! How a backend drives it: each causeway queue has a [`Timeline`] and its operations epochs
+//! 1, 2, 3 …; issuing an operation is one [`submit`] on the VkQueue the causeway queue uses,
+//! with its device waits as `(signalling queue's timeline, that operation's epoch)` and its own
+//! `(timeline, epoch)` as the signal (no command buffer for a barrier operation), then a
+//! [`Watcher::register`] of `(timeline, epoch, token)` whose callback wakes the causeway queue;
+//! polling asks [`Timeline::value`]. One constraint of lavapipe, checked by
+//! `tests/submit.rs`: its one VkQueue runs batches in order, so a batch waiting for a value
+//! whose signal is not yet submitted holds up every later batch of every causeway queue. Such
+//! waits must be held by the device layer until their signal is submitted (a queue without
+//! wait-before-signal), never handed to Vulkan.
+//!
 //! Every fallible call returns a [`VulkanError`]; driver errors never panic. Where the cure is
 //! a missing package (the loader, an ICD, the validation layer), the error names it.
 //!

@@ -157,3 +157,29 @@ fn a_device_signal_that_does_not_rise_is_refused_before_vulkan_sees_it() {
     drop((host_advanced, gate, queue));
     common::assert_validation_clean(&gpu);
 }
+
+/// What the backend's capabilities rest on: on lavapipe, a batch waiting for a value nobody
+/// has signalled yet holds up **every later batch** of the VkQueue, even one with no waits (the
+/// queue runs its batches in order). All causeway queues share that one VkQueue, so a causeway
+/// wait on a value whose signal is not yet submitted must be held by the layer, not turned into
+/// a native wait. (The check that the later batch is still held is one-sided: a busy machine
+/// can only make it slower to finish.)
+#[test]
+fn on_lavapipe_a_blocked_wait_holds_up_later_batches_of_the_queue() {
+    let gpu = common::open();
+    let gate = Timeline::new(&gpu, 0).expect("timeline");
+    let blocked = Timeline::new(&gpu, 0).expect("timeline");
+    let independent = Timeline::new(&gpu, 0).expect("timeline");
+    submit(&gpu, 0, None, &[(&gate, 1)], (&blocked, 1)).expect("submit");
+    submit(&gpu, 0, None, &[], (&independent, 1)).expect("submit");
+    let finished_early =
+        independent.wait_host(1, std::time::Duration::from_millis(500)).expect("wait");
+    if gpu.adapter_name().contains("llvmpipe") {
+        assert!(!finished_early, "lavapipe ran a batch past an earlier blocked one");
+    }
+    gate.signal_host(1).expect("host signal");
+    assert!(blocked.wait_host(1, common::HANG_GUARD).expect("wait"), "the wait never ended");
+    assert!(independent.wait_host(1, common::HANG_GUARD).expect("wait"), "the batch hung");
+    drop((gate, blocked, independent));
+    common::assert_validation_clean(&gpu);
+}
