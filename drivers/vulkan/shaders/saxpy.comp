@@ -1,0 +1,19 @@
+#version 450
+// y[i] = scalar * x[i] + y[i] over one tile: the descriptors bind the tile's own range of each
+// buffer, so element 0 here is the tile's first element; `count` is the tile's length.
+layout(local_size_x = 64) in;
+
+layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
+layout(std430, set = 0, binding = 1) buffer Y { float y[]; };
+
+layout(push_constant) uniform Tile {
+    uint count;
+    float scalar;
+} tile;
+
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < tile.count) {
+        y[i] = tile.scalar * x[i] + y[i];
+    }
+}

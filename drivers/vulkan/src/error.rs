@@ -1,0 +1,206 @@
+//! [`VulkanError`]: every way the driver's native half can fail, each naming what to do about it.
+
+use std::error::Error;
+use std::fmt;
+
+use ash::vk;
+
+/// Why a Vulkan call or a driver precondition failed. Driver errors are returned, never panicked
+/// on; where the cure is a missing Debian package, the message names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum VulkanError {
+    /// The Vulkan loader (`libvulkan.so.1`) could not be opened.
+    Loader {
+        /// What the dynamic loader said.
+        detail: String,
+    },
+    /// The loader found no physical device: no installable client driver (ICD) is present.
+    NoDevice,
+    /// Validation was asked for and `VK_LAYER_KHRONOS_validation` (or an extension it provides)
+    /// is not installed.
+    ValidationLayerMissing {
+        /// The layer or extension that is missing.
+        missing: &'static str,
+    },
+    /// No physical device matches the requested adapter.
+    AdapterNotFound {
+        /// The request: a case-insensitive substring of the device name, or an index.
+        requested: String,
+        /// The devices there are, in enumeration order.
+        available: Vec<String>,
+    },
+    /// The chosen physical device lacks something the driver needs.
+    AdapterUnsuitable {
+        /// The device's name.
+        adapter: String,
+        /// What it lacks.
+        missing: &'static str,
+    },
+    /// An option (an environment variable) has a value the driver cannot read.
+    InvalidOption {
+        /// The option's name.
+        name: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// No memory type of the device allows a buffer to be host-visible and host-coherent.
+    NoHostVisibleMemory {
+        /// The memory types the buffer could live in (`VkMemoryRequirements::memoryTypeBits`).
+        type_bits: u32,
+    },
+    /// A host access to a buffer fell outside it.
+    OutOfBounds {
+        /// The first byte accessed.
+        offset: u64,
+        /// Bytes accessed.
+        len: u64,
+        /// The buffer's size.
+        size: u64,
+    },
+    /// A host signal of a timeline would break the signal rules: the value is not above the
+    /// current one (VUID-VkSemaphoreSignalInfo-value-03258), a device signal of the timeline is
+    /// still pending (VUID-VkSemaphoreSignalInfo-value-03259), or the value is too far above the
+    /// current one (VUID-VkSemaphoreSignalInfo-value-03260).
+    InvalidHostSignal {
+        /// The value asked for.
+        value: u64,
+        /// The timeline's value when refused.
+        current: u64,
+        /// The highest value a submitted device signal will set.
+        pending_device_signal: u64,
+    },
+    /// A device signal of a timeline does not rise above its value or a device signal submitted
+    /// before (VUID-VkSubmitInfo2-semaphore-03882).
+    InvalidDeviceSignal {
+        /// The value asked for.
+        value: u64,
+        /// The value it must exceed.
+        current: u64,
+    },
+    /// A kernel launch or a recording is malformed (the text says how).
+    InvalidLaunch(&'static str),
+    /// A submission has more waits than [`MAX_NATIVE_WAITS`](crate::MAX_NATIVE_WAITS).
+    TooManyWaits(usize),
+    /// A command buffer was submitted again before its previous submission completed (it is
+    /// recorded for one pending submission at a time).
+    CommandBufferPending,
+    /// There is no queue with this index.
+    NoSuchQueue(usize),
+    /// A compiled shader is not valid SPIR-V.
+    Shader {
+        /// The shader's name.
+        name: &'static str,
+    },
+    /// The watcher holds as many registrations as it has room for: retry once some completed.
+    WatcherFull {
+        /// Its capacity.
+        capacity: usize,
+    },
+    /// The watcher has stopped (asked to, or after a device error): nothing is watched any more.
+    WatcherStopped,
+    /// The watcher thread could not be started.
+    WatcherThread {
+        /// What the operating system said.
+        detail: String,
+    },
+    /// A Vulkan call returned an error (`VK_ERROR_DEVICE_LOST` among them).
+    Vk {
+        /// The Vulkan command.
+        call: &'static str,
+        /// What it returned.
+        result: vk::Result,
+    },
+}
+
+impl VulkanError {
+    /// Wraps `result` of the Vulkan command `call`.
+    pub(crate) fn vk(call: &'static str) -> impl FnOnce(vk::Result) -> VulkanError {
+        move |result| VulkanError::Vk { call, result }
+    }
+
+    /// Whether the device is lost: nothing submitted to it will complete.
+    pub fn is_device_lost(&self) -> bool {
+        matches!(self, VulkanError::Vk { result: vk::Result::ERROR_DEVICE_LOST, .. })
+    }
+}
+
+impl fmt::Display for VulkanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VulkanError::Loader { detail } => write!(
+                f,
+                "cannot load the Vulkan loader libvulkan.so.1 ({detail}); install the Debian \
+                 package libvulkan1 (and mesa-vulkan-drivers for the lavapipe CPU device)"
+            ),
+            VulkanError::NoDevice => write!(
+                f,
+                "the Vulkan loader found no physical device (no ICD installed); install the Debian \
+                 package mesa-vulkan-drivers for the lavapipe CPU device"
+            ),
+            VulkanError::ValidationLayerMissing { missing } => write!(
+                f,
+                "validation was requested but {missing} is not available; install the Debian \
+                 package vulkan-validationlayers (or set CAUSEWAY_VULKAN_VALIDATION=0)"
+            ),
+            VulkanError::AdapterNotFound { requested, available } => write!(
+                f,
+                "no Vulkan adapter matches {requested:?} (a case-insensitive substring of the name, \
+                 or an index); available: [{}]",
+                available
+                    .iter()
+                    .enumerate()
+                    .map(|(index, name)| format!("{index}: {name}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            VulkanError::AdapterUnsuitable { adapter, missing } => {
+                write!(f, "Vulkan adapter {adapter:?} cannot run causeway: it lacks {missing}")
+            }
+            VulkanError::InvalidOption { name, value } => {
+                write!(f, "cannot read {name}={value:?}")
+            }
+            VulkanError::NoHostVisibleMemory { type_bits } => write!(
+                f,
+                "no host-visible, host-coherent memory type among the buffer's types \
+                 (bits {type_bits:#x})"
+            ),
+            VulkanError::OutOfBounds { offset, len, size } => write!(
+                f,
+                "host access of {len} bytes at {offset} is outside a buffer of {size} bytes"
+            ),
+            VulkanError::InvalidHostSignal { value, current, pending_device_signal } => write!(
+                f,
+                "cannot signal a timeline to {value} from the host: its value is {current} and a \
+                 device signal up to {pending_device_signal} was submitted (a host signal must be \
+                 above the current value, below every pending device signal, and within the device's \
+                 maxTimelineSemaphoreValueDifference of the current value)"
+            ),
+            VulkanError::InvalidDeviceSignal { value, current } => write!(
+                f,
+                "cannot submit a signal of a timeline to {value}: it must rise above {current}"
+            ),
+            VulkanError::InvalidLaunch(why) => write!(f, "invalid kernel launch: {why}"),
+            VulkanError::TooManyWaits(n) => write!(
+                f,
+                "{n} waits in one submission (at most {})",
+                crate::submit::MAX_NATIVE_WAITS
+            ),
+            VulkanError::CommandBufferPending => {
+                write!(f, "a command buffer was submitted again while its last submission runs")
+            }
+            VulkanError::NoSuchQueue(index) => write!(f, "no Vulkan queue {index}"),
+            VulkanError::Shader { name } => write!(f, "shader {name} is not valid SPIR-V"),
+            VulkanError::WatcherFull { capacity } => {
+                write!(f, "the completion watcher is full ({capacity} registrations)")
+            }
+            VulkanError::WatcherStopped => write!(f, "the completion watcher has stopped"),
+            VulkanError::WatcherThread { detail } => {
+                write!(f, "cannot start the completion watcher thread: {detail}")
+            }
+            VulkanError::Vk { call, result } => write!(f, "{call} failed: {result}"),
+        }
+    }
+}
+
+impl Error for VulkanError {}

@@ -1,0 +1,73 @@
+//! # causeway-driver-vulkan
+//!
+//! The native half of causeway's Vulkan driver: the Vulkan plumbing that the driver's
+//! `Backend` (the device layer's seam, `causeway_device::Backend`) issues operations through.
+//! It knows nothing of causeway's semaphores, frontiers or queues; the backend maps them.
+//!
+//! - [`Gpu`] opens a device (`ash`, loading libvulkan at run time): Vulkan ≥ 1.2 with timeline
+//!   semaphores and synchronization2, every queue of a compute-capable family, each behind its
+//!   own lock; optionally the Khronos validation layer with synchronization validation, whose
+//!   warnings and errors are kept ([`Gpu::validation_messages`]).
+//! - [`Timeline`] is a timeline semaphore. The driver keeps **one per causeway queue**: its
+//!   value is the epoch (1, 2, 3 …) of the queue's last completed operation, so a causeway wait
+//!   resolved as a device wait becomes a native wait on the signalling queue's timeline
+//!   reaching that operation's epoch. Several causeway queues may share one VkQueue (lavapipe
+//!   has one).
+//! - [`Kernel`] and [`Launch`]: compute pipelines built from the GLSL in `shaders/` (the
+//!   compiled SPIR-V ships beside each source) and their tiled launches.
+//! - [`Buffer`]: host-visible storage buffers, mapped for upload and readback.
+//! - [`CommandBuffer`] records regions of [`Step`]s (dispatches, copies) separated by pipeline
+//!   barriers; [`submit`] sends one batch — native timeline waits, optional commands, one
+//!   timeline signal — through `vkQueueSubmit2`, counting the native waits
+//!   ([`Gpu::native_waits`]).
+//! - [`Watcher`]: one thread per device that waits for registered `(timeline, value)` pairs and
+//!   reports each reached one, by token, to a callback (the backend wakes the causeway queue
+//!   from it).
+//!
+//! How a backend drives it: each causeway queue has a [`Timeline`] and its operations epochs
+//! 1, 2, 3 …; issuing an operation is one [`submit`] on the VkQueue the causeway queue uses,
+//! with its device waits as `(signalling queue's timeline, that operation's epoch)` and its own
+//! `(timeline, epoch)` as the signal (no command buffer for a barrier operation), then a
+//! [`Watcher::register`] of `(timeline, epoch, token)` whose callback wakes the causeway queue;
+//! polling asks [`Timeline::value`]. One constraint of lavapipe, checked by
+//! `tests/submit.rs`: its one VkQueue runs batches in order, so a batch waiting for a value
+//! whose signal is not yet submitted holds up every later batch of every causeway queue. Such
+//! waits must be held by the device layer until their signal is submitted (a queue without
+//! wait-before-signal), never handed to Vulkan.
+//!
+//! Every fallible call returns a [`VulkanError`]; driver errors never panic. Where the cure is
+//! a missing package (the loader, an ICD, the validation layer), the error names it.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use causeway_driver_vulkan::{submit, Buffer, CommandBuffer, Gpu, GpuOptions, Kernel, Step, Timeline};
+//!
+//! let gpu = Gpu::open(&GpuOptions::from_env()?)?;
+//! let (a, b, c) = (Buffer::new(&gpu, 4096)?, Buffer::new(&gpu, 4096)?, Buffer::new(&gpu, 4096)?);
+//! a.write_f32(0, &[1.0; 1024])?;
+//! b.write_f32(0, &[2.0; 1024])?;
+//! let launch = Kernel::add(&gpu)?.launch(&[&a, &b, &c], 1024, 4, 0.0)?;
+//! let commands = CommandBuffer::record(&gpu, vec![vec![Step::Dispatch(launch)]])?;
+//! let queue_timeline = Timeline::new(&gpu, 0)?;
+//! submit(&gpu, 0, Some(&commands), &[], (&queue_timeline, 1))?;
+//! assert!(queue_timeline.wait_host(1, Duration::from_secs(30))?);
+//! assert_eq!(c.read_f32(0, 1024)?, vec![3.0; 1024]);
+//! # Ok::<(), causeway_driver_vulkan::VulkanError>(())
+//! ```
+
+mod buffers;
+mod error;
+mod gpu;
+mod kernels;
+mod submit;
+mod timeline;
+mod watcher;
+
+pub use buffers::Buffer;
+pub use error::VulkanError;
+pub use gpu::{Gpu, GpuOptions};
+pub use kernels::{Kernel, Launch};
+pub use submit::{submit, CommandBuffer, Step, MAX_NATIVE_WAITS};
+pub use timeline::Timeline;
+pub use watcher::{OnComplete, Watcher, POLL_INTERVAL};

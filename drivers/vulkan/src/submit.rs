@@ -1,0 +1,273 @@
+//! Recording command buffers ([`CommandBuffer::record`]) and submitting work with native
+//! timeline waits and one timeline signal ([`submit`]).
+
+use std::fmt;
+use std::time::Duration;
+
+use ash::vk;
+use causeway_core::unpoisoned::Mutex;
+
+use crate::{Buffer, Gpu, Launch, Timeline, VulkanError};
+
+/// The most native waits one [`submit`] takes (the device layer's `MAX_WAITS`, with room).
+pub const MAX_NATIVE_WAITS: usize = 16;
+
+/// One piece of work in a region of a [`CommandBuffer`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Step {
+    /// A kernel's tiled dispatches.
+    Dispatch(Launch),
+    /// `bytes` bytes from the start of `source` to the start of `destination`.
+    Copy {
+        /// Read from.
+        source: Buffer,
+        /// Written to.
+        destination: Buffer,
+        /// How many bytes.
+        bytes: u64,
+    },
+}
+
+/// What every region may have written, and how: the first scope of the barrier after it.
+const REGION_WRITE_STAGES: vk::PipelineStageFlags2 = vk::PipelineStageFlags2::from_raw(
+    vk::PipelineStageFlags2::COMPUTE_SHADER.as_raw() | vk::PipelineStageFlags2::COPY.as_raw(),
+);
+const REGION_WRITES: vk::AccessFlags2 = vk::AccessFlags2::from_raw(
+    vk::AccessFlags2::SHADER_STORAGE_WRITE.as_raw() | vk::AccessFlags2::TRANSFER_WRITE.as_raw(),
+);
+/// What every region may access: the second scope of the barrier before it.
+const REGION_ACCESSES: vk::AccessFlags2 = vk::AccessFlags2::from_raw(
+    vk::AccessFlags2::SHADER_STORAGE_READ.as_raw()
+        | vk::AccessFlags2::SHADER_STORAGE_WRITE.as_raw()
+        | vk::AccessFlags2::TRANSFER_READ.as_raw()
+        | vk::AccessFlags2::TRANSFER_WRITE.as_raw(),
+);
+
+/// A recorded command buffer: regions of steps, a pipeline barrier between consecutive regions
+/// (every compute or copy write of the earlier region before every compute or copy access of
+/// the later one), and at the end a barrier making all writes visible to host reads. Steps of
+/// one region run unordered: they must not touch overlapping ranges.
+///
+/// It is recorded once and submitted any number of times, one pending submission at a time
+/// ([`submit`] refuses it while pending). It holds its launches and buffers; dropping it waits
+/// for its last submission to complete.
+pub struct CommandBuffer {
+    gpu: Gpu,
+    pool: vk::CommandPool,
+    buffer: vk::CommandBuffer,
+    /// Kept alive for the device: the launches' descriptor sets and pipelines, the buffers.
+    _regions: Vec<Vec<Step>>,
+    /// The signal of its last submission: it is pending until that timeline reaches the value.
+    last_submission: Mutex<Option<(Timeline, u64)>>,
+}
+
+impl CommandBuffer {
+    /// Records `regions` (at least one, none empty) on `gpu`.
+    pub fn record(gpu: &Gpu, regions: Vec<Vec<Step>>) -> Result<CommandBuffer, VulkanError> {
+        if regions.is_empty() || regions.iter().any(Vec::is_empty) {
+            return Err(VulkanError::InvalidLaunch(
+                "a recording with no regions or an empty region",
+            ));
+        }
+        for step in regions.iter().flatten() {
+            if let Step::Copy { source, destination, bytes } = step {
+                if *bytes == 0 || source.size() < *bytes || destination.size() < *bytes {
+                    return Err(VulkanError::InvalidLaunch(
+                        "a copy of 0 bytes or past a buffer's end",
+                    ));
+                }
+                // Both ranges start at byte 0: within one buffer they always overlap, which
+                // vkCmdCopyBuffer forbids (VUID-vkCmdCopyBuffer-pRegions-00117).
+                if source.raw() == destination.raw() {
+                    return Err(VulkanError::InvalidLaunch("a copy from a buffer to itself"));
+                }
+            }
+        }
+        let device = gpu.device();
+        let pool_info =
+            vk::CommandPoolCreateInfo::default().queue_family_index(gpu.shared.queue_family);
+        // SAFETY: the device is alive (`gpu` is a handle); the info lives across the call.
+        let pool = unsafe { device.create_command_pool(&pool_info, None) }
+            .map_err(VulkanError::vk("vkCreateCommandPool"))?;
+        // From here on, dropping `recorded` destroys the pool (nothing was submitted yet).
+        let mut recorded = CommandBuffer {
+            gpu: gpu.clone(),
+            pool,
+            buffer: vk::CommandBuffer::null(),
+            _regions: Vec::new(),
+            last_submission: Mutex::new(None),
+        };
+        let allocate_info = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: a live pool of this device, used by this thread only.
+        recorded.buffer = unsafe { device.allocate_command_buffers(&allocate_info) }
+            .map_err(VulkanError::vk("vkAllocateCommandBuffers"))?[0];
+        let buffer = recorded.buffer;
+        // SAFETY: a fresh command buffer in the initial state, its pool used by this thread only.
+        unsafe { device.begin_command_buffer(buffer, &vk::CommandBufferBeginInfo::default()) }
+            .map_err(VulkanError::vk("vkBeginCommandBuffer"))?;
+        for (index, region) in regions.iter().enumerate() {
+            if index > 0 {
+                recorded.barrier(
+                    REGION_WRITE_STAGES,
+                    REGION_WRITES,
+                    REGION_WRITE_STAGES,
+                    REGION_ACCESSES,
+                );
+            }
+            for step in region {
+                match step {
+                    Step::Dispatch(launch) => launch.record(device, buffer),
+                    Step::Copy { source, destination, bytes } => {
+                        let copy = [vk::BufferCopy::default().size(*bytes)];
+                        // SAFETY: recording; both buffers are live, held by `recorded` with the
+                        // regions, and the copy is inside both (checked above).
+                        unsafe {
+                            device.cmd_copy_buffer(buffer, source.raw(), destination.raw(), &copy)
+                        };
+                    }
+                }
+            }
+        }
+        recorded.barrier(
+            REGION_WRITE_STAGES,
+            REGION_WRITES,
+            vk::PipelineStageFlags2::HOST,
+            vk::AccessFlags2::HOST_READ,
+        );
+        // SAFETY: the command buffer is recording.
+        unsafe { device.end_command_buffer(buffer) }
+            .map_err(VulkanError::vk("vkEndCommandBuffer"))?;
+        recorded._regions = regions;
+        Ok(recorded)
+    }
+
+    /// The native command buffer.
+    pub fn raw(&self) -> vk::CommandBuffer {
+        self.buffer
+    }
+
+    /// Records a global memory barrier (the command buffer is recording).
+    fn barrier(
+        &self,
+        source_stages: vk::PipelineStageFlags2,
+        source_accesses: vk::AccessFlags2,
+        destination_stages: vk::PipelineStageFlags2,
+        destination_accesses: vk::AccessFlags2,
+    ) {
+        let barriers = [vk::MemoryBarrier2::default()
+            .src_stage_mask(source_stages)
+            .src_access_mask(source_accesses)
+            .dst_stage_mask(destination_stages)
+            .dst_access_mask(destination_accesses)];
+        let dependency = vk::DependencyInfo::default().memory_barriers(&barriers);
+        // SAFETY: the command buffer is recording (only `record` calls this, between begin and
+        // end); the pointer is the device's vkCmdPipelineBarrier2 (core or KHR, `Gpu::open`)
+        // and `dependency` lives across the call.
+        unsafe {
+            (self.gpu.shared.synchronization2.cmd_pipeline_barrier2)(self.buffer, &dependency)
+        };
+    }
+}
+
+impl fmt::Debug for CommandBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommandBuffer").field("buffer", &self.buffer).finish_non_exhaustive()
+    }
+}
+
+impl Drop for CommandBuffer {
+    fn drop(&mut self) {
+        let last = self.last_submission.lock().take();
+        if let Some((timeline, value)) = last {
+            // Wait for the last submission; on a device error (lost: nothing runs any more)
+            // fall back to waiting for the whole device to go idle.
+            while let Ok(false) = timeline.wait_host(value, Duration::from_secs(1)) {}
+            if !matches!(timeline.value(), Ok(reached) if reached >= value) {
+                let _ = self.gpu.wait_idle();
+            }
+        }
+        // SAFETY: its last submission completed (or the device is idle): the command buffer is
+        // not pending. Destroying the pool frees it.
+        unsafe { self.gpu.device().destroy_command_pool(self.pool, None) };
+    }
+}
+
+/// Submits one batch to VkQueue `queue` of `gpu` (`vkQueueSubmit2`, under that queue's lock):
+/// waits for each `(timeline, value)` of `waits` (a native timeline wait, counted in
+/// [`Gpu::native_waits`]), runs `commands` if any (none: a barrier operation that only orders
+/// the signal after the waits), then signals `signal`'s timeline to its value. Waits and the
+/// signal cover all commands (`ALL_COMMANDS`): kernels and copies alike.
+///
+/// The signal value must be above the timeline's value and every device signal of it submitted
+/// before (its epochs rise), or the submission is refused
+/// ([`VulkanError::InvalidDeviceSignal`]); a refused or failed submission leaves nothing
+/// pending but may leave the timeline refusing host signals (the driver never signals one
+/// timeline from both). A wait may be for a value no submission signals yet
+/// (wait-before-signal), provided one will.
+pub fn submit(
+    gpu: &Gpu,
+    queue: usize,
+    commands: Option<&CommandBuffer>,
+    waits: &[(&Timeline, u64)],
+    signal: (&Timeline, u64),
+) -> Result<(), VulkanError> {
+    if waits.len() > MAX_NATIVE_WAITS {
+        return Err(VulkanError::TooManyWaits(waits.len()));
+    }
+    let queue_lock = gpu.queue(queue)?;
+    let mut wait_infos = [vk::SemaphoreSubmitInfo::default(); MAX_NATIVE_WAITS];
+    for (info, (timeline, value)) in wait_infos.iter_mut().zip(waits) {
+        *info = vk::SemaphoreSubmitInfo::default()
+            .semaphore(timeline.raw())
+            .value(*value)
+            .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS);
+    }
+    let signal_infos = [vk::SemaphoreSubmitInfo::default()
+        .semaphore(signal.0.raw())
+        .value(signal.1)
+        .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)];
+    let command_infos = commands
+        .map(|commands| [vk::CommandBufferSubmitInfo::default().command_buffer(commands.buffer)]);
+    let mut submit_info = vk::SubmitInfo2::default()
+        .wait_semaphore_infos(&wait_infos[..waits.len()])
+        .signal_semaphore_infos(&signal_infos);
+    if let Some(command_infos) = &command_infos {
+        submit_info = submit_info.command_buffer_infos(command_infos);
+    }
+    // Held across the submission: two submissions of one command buffer cannot race past the
+    // pending check. Taken before the queue lock, the only order both are taken in.
+    let mut last_submission = match commands {
+        Some(commands) => {
+            let last = commands.last_submission.lock();
+            if let Some((timeline, value)) = &*last {
+                if timeline.value()? < *value {
+                    return Err(VulkanError::CommandBufferPending);
+                }
+            }
+            Some(last)
+        }
+        None => None,
+    };
+    signal.0.note_device_signal(signal.1)?;
+    let vk_queue = queue_lock.lock();
+    // SAFETY: the queue is this device's and its lock is held (external synchronization); the
+    // pointer is the device's vkQueueSubmit2 (`Gpu::open`); every semaphore and the command
+    // buffer are live (their handles are borrowed for the call, and the command buffer waits
+    // for this submission before it is destroyed); the command buffer is executable and not
+    // pending (checked above); `submit_info` and its arrays live across the call.
+    let result = unsafe {
+        (gpu.shared.synchronization2.queue_submit2)(*vk_queue, 1, &submit_info, vk::Fence::null())
+    }
+    .result();
+    drop(vk_queue);
+    result.map_err(VulkanError::vk("vkQueueSubmit2"))?;
+    gpu.count_native_waits(waits.len());
+    if let Some(last) = &mut last_submission {
+        **last = Some((signal.0.clone(), signal.1));
+    }
+    Ok(())
+}

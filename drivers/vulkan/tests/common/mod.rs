@@ -1,0 +1,31 @@
+//! What every test of the Vulkan driver shares: opening lavapipe with validation on, and the
+//! closing check that the validation layer reported nothing.
+
+use std::time::Duration;
+
+use causeway_driver_vulkan::{Gpu, GpuOptions};
+
+// Each test binary compiles this module; the one that only opens devices never waits.
+#[allow(dead_code, reason = "unused by the test binary that never waits")]
+/// The hang guard of every host wait: generous, since lavapipe shares 2 cores with other builds.
+pub const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// Opens the device `CAUSEWAY_VULKAN_ADAPTER` names (lavapipe on the test machines) with
+/// validation and synchronization validation on. A missing loader, ICD or layer fails the test
+/// with the error, which names the package to install: these tests never skip.
+pub fn open() -> Gpu {
+    let mut options = GpuOptions::from_env().unwrap_or_else(|error| panic!("{error}"));
+    options.validation = true;
+    Gpu::open(&options).unwrap_or_else(|error| panic!("cannot open a Vulkan device: {error}"))
+}
+
+/// Asserts the validation layer reported no warning or error.
+pub fn assert_validation_clean(gpu: &Gpu) {
+    let messages = gpu.validation_messages();
+    assert!(
+        messages.is_empty() && gpu.validation_message_count() == 0,
+        "{} validation messages, the first:\n{}",
+        gpu.validation_message_count(),
+        messages.join("\n")
+    );
+}

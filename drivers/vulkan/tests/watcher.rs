@@ -1,0 +1,142 @@
+//! The completion watcher reports every registered completion, by token, exactly once; a full
+//! watcher refuses registrations; a stopped one reports what was left and refuses more.
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use causeway_driver_vulkan::{submit, Timeline, VulkanError, Watcher};
+
+const SUBMISSIONS: u64 = 1200;
+
+/// 1200 submissions alternating between two timelines (two causeway queues on the one VkQueue),
+/// each waiting natively for the other timeline's previous epoch, each registered with the
+/// watcher under its own token. The watcher is smaller than the work, so registering meets
+/// backpressure and retries after completions.
+#[test]
+fn reports_every_completion_of_many_submissions_once_by_token() {
+    let gpu = common::open();
+    let (sender, completions) = mpsc::channel();
+    let watcher = Watcher::start(&gpu, 64, move |token, result| {
+        // The receiver outlives the test's waits; a send after it is gone changes nothing.
+        let _ = sender.send((token, result));
+    })
+    .expect("watcher");
+    let timelines =
+        [Timeline::new(&gpu, 0).expect("timeline"), Timeline::new(&gpu, 0).expect("timeline")];
+    let waits_before = gpu.native_waits();
+    let mut seen = vec![0_u32; SUBMISSIONS as usize];
+    let mut reported = 0;
+    let deadline = Instant::now() + common::HANG_GUARD;
+    for token in 0..SUBMISSIONS {
+        let (queue, epoch) = ((token % 2) as usize, token / 2 + 1);
+        let other = &timelines[1 - queue];
+        if token == 0 {
+            submit(&gpu, 0, None, &[], (&timelines[queue], epoch)).expect("submit");
+        } else {
+            // The other queue's last epoch: token - 1 was its op.
+            let other_epoch = (token - 1) / 2 + 1;
+            submit(&gpu, 0, None, &[(other, other_epoch)], (&timelines[queue], epoch))
+                .expect("submit");
+        }
+        loop {
+            match watcher.register(&timelines[queue], epoch, token) {
+                Ok(()) => break,
+                Err(VulkanError::WatcherFull { capacity: 64 }) => {
+                    let (done, result) = completions
+                        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                        .expect("a completion while the watcher is full");
+                    result.expect("completed");
+                    seen[done as usize] += 1;
+                    reported += 1;
+                }
+                Err(error) => panic!("register: {error}"),
+            }
+        }
+    }
+    while reported < SUBMISSIONS {
+        let (done, result) = completions
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("every completion reported before the hang guard");
+        result.expect("completed");
+        seen[done as usize] += 1;
+        reported += 1;
+    }
+    assert!(seen.iter().all(|&count| count == 1), "a token was reported twice or never");
+    assert_eq!(gpu.native_waits() - waits_before, SUBMISSIONS - 1);
+    assert!(watcher.stop(Instant::now() + common::HANG_GUARD), "the watcher did not stop");
+    assert!(completions.try_recv().is_err(), "a report after all completions");
+    drop((watcher, timelines));
+    common::assert_validation_clean(&gpu);
+}
+
+#[test]
+fn a_full_watcher_refuses_and_a_stopped_one_reports_what_was_left() {
+    let gpu = common::open();
+    let (sender, completions) = mpsc::channel();
+    let watcher = Watcher::start(&gpu, 2, move |token, result| {
+        let _ = sender.send((token, result));
+    })
+    .expect("watcher");
+    let never = Timeline::new(&gpu, 0).expect("timeline");
+    watcher.register(&never, 1, 10).expect("register");
+    watcher.register(&never, 2, 11).expect("register");
+    assert_eq!(watcher.outstanding(), 2);
+    assert!(matches!(
+        watcher.register(&never, 3, 12),
+        Err(VulkanError::WatcherFull { capacity: 2 })
+    ));
+    assert!(watcher.stop(Instant::now() + common::HANG_GUARD), "the watcher did not stop");
+    let mut left: Vec<_> = completions.try_iter().collect();
+    left.sort_by_key(|(token, _)| *token);
+    assert_eq!(
+        left,
+        vec![(10, Err(VulkanError::WatcherStopped)), (11, Err(VulkanError::WatcherStopped))]
+    );
+    assert!(matches!(watcher.register(&never, 1, 13), Err(VulkanError::WatcherStopped)));
+    drop((watcher, never));
+    common::assert_validation_clean(&gpu);
+}
+
+/// A registration for a value the host reaches later (wait-before-signal, seen by the watcher)
+/// is reported once the host signals it, not before.
+#[test]
+fn reports_a_host_signalled_value_after_it_is_signalled() {
+    let gpu = common::open();
+    let (sender, completions) = mpsc::channel();
+    let watcher = Watcher::start(&gpu, 4, move |token, result| {
+        let _ = sender.send((token, result));
+    })
+    .expect("watcher");
+    let mirror = Timeline::new(&gpu, 0).expect("timeline");
+    watcher.register(&mirror, 2, 7).expect("register");
+    mirror.signal_host(1).expect("host signal");
+    assert!(
+        completions.recv_timeout(Duration::from_millis(250)).is_err(),
+        "reported before its value"
+    );
+    mirror.signal_host(2).expect("host signal");
+    assert_eq!(completions.recv_timeout(common::HANG_GUARD).expect("report"), (7, Ok(())));
+    drop((watcher, mirror));
+    common::assert_validation_clean(&gpu);
+}
+
+/// A callback that panics ends the watcher thread; the watcher then refuses registrations
+/// instead of accepting ones nobody will report.
+#[test]
+fn a_panicking_callback_stops_the_watcher() {
+    let gpu = common::open();
+    let watcher = Watcher::start(&gpu, 4, |token, _| panic!("callback panics on token {token}"))
+        .expect("watcher");
+    let reached = Timeline::new(&gpu, 1).expect("timeline");
+    watcher.register(&reached, 1, 1).expect("register");
+    let deadline = Instant::now() + common::HANG_GUARD;
+    while !matches!(watcher.register(&reached, 1, 2), Err(VulkanError::WatcherStopped)) {
+        assert!(Instant::now() < deadline, "the watcher still accepts registrations");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(watcher.stop(Instant::now() + common::HANG_GUARD), "the watcher did not stop");
+    drop((watcher, reached));
+    common::assert_validation_clean(&gpu);
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The Vulkan tier: the native half of the Vulkan driver (drivers/vulkan) tested on Mesa's
+# lavapipe (a CPU Vulkan 1.3 device) with the Khronos validation layer, synchronization
+# validation on.
+#
+# Installs what it needs when missing (mesa-vulkan-drivers, vulkan-validationlayers, libvulkan1,
+# glslang-tools through apt-get), then checks that lavapipe's ICD manifest and the validation
+# layer's manifest are where the loader looks, and fails with a clear message when something
+# cannot be had: nothing is skipped. Then runs the driver's tests on lavapipe.
+#
+# Usage: scripts/vulkan.sh [--setup-only]   (--setup-only: install and check, run no test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+die() { printf 'vulkan: error: %s\n' "$*" >&2; exit 1; }
+note() { printf 'vulkan: %s\n' "$*"; }
+# shellcheck source=scripts/apt.sh
+source scripts/apt.sh
+
+setup_only=false
+case "${1:-}" in
+  "") ;;
+  --setup-only) setup_only=true ;;
+  *) die "unknown argument $1 (usage: scripts/vulkan.sh [--setup-only])" ;;
+esac
+
+PACKAGES=(mesa-vulkan-drivers vulkan-validationlayers libvulkan1 glslang-tools)
+command -v dpkg >/dev/null || die "no dpkg to check for ${PACKAGES[*]}: install them (or their equivalents) by hand"
+missing=()
+for package in "${PACKAGES[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  apt_install "the Vulkan loader, lavapipe, the validation layer and glslang" "${missing[@]}"
+fi
+
+# The loader finds ICDs and explicit layers through these manifests (system-wide locations
+# searched by default, XDG_DATA_DIRS aside).
+icd=$(find /usr/share/vulkan/icd.d /etc/vulkan/icd.d -name 'lvp_icd*.json' 2>/dev/null | head -n1 || true)
+[[ -n $icd ]] || die "lavapipe's ICD manifest (lvp_icd.*.json) is not in /usr/share/vulkan/icd.d; reinstall mesa-vulkan-drivers"
+layer=$(find /usr/share/vulkan/explicit_layer.d /etc/vulkan/explicit_layer.d \
+  -name 'VkLayer_khronos_validation.json' 2>/dev/null | head -n1 || true)
+[[ -n $layer ]] || die "the validation layer's manifest (VkLayer_khronos_validation.json) is not in /usr/share/vulkan/explicit_layer.d; reinstall vulkan-validationlayers"
+command -v glslangValidator >/dev/null || die "glslangValidator is not on PATH; reinstall glslang-tools"
+note "lavapipe: $icd"
+note "validation layer: $layer"
+
+if $setup_only; then
+  exit 0
+fi
+
+# The tests open lavapipe by name, so a machine with a real GPU tests the same device as CI.
+export CAUSEWAY_VULKAN_ADAPTER=${CAUSEWAY_VULKAN_ADAPTER:-llvmpipe}
+note "testing on adapter '$CAUSEWAY_VULKAN_ADAPTER'"
+cargo test -p causeway-driver-vulkan
