@@ -149,7 +149,9 @@ pub enum Issued {
     /// The work ran to its end (on the calling worker, or synchronously on the device).
     Finished(OpStatus),
     /// The device runs it; the backend wakes the queue ([`DeviceContext::wake`]) when it ends
-    /// and answers [`Backend::poll`] with its status then.
+    /// and answers [`Backend::poll`] with its status then. The layer polls it once right away,
+    /// and again at every wake-up: a driver may arm its completion notice from a poll that
+    /// finds the work running.
     Pending,
     /// A device resource it needs is taken (another queue runs the same command buffer); the
     /// backend wakes the queue when it frees, and the layer issues the operation again.

@@ -134,6 +134,9 @@ pub(crate) struct QueueShared {
 /// The outcome of trying to run the head operation.
 enum Step {
     Retired,
+    /// The head was issued to the driver: poll it once (the backend wakes the queue when it
+    /// ends only after a poll found it running).
+    Issued,
     Blocked,
     /// The device took the queue over while the operation's work ran: stop, touch nothing.
     Abandoned,
@@ -166,6 +169,8 @@ enum Ran {
     /// It cannot start yet (no quota for an alloca, the driver's resource is taken), or the
     /// driver runs it; the queue is woken when that changes.
     Waiting,
+    /// A kernel went to the driver, which runs it.
+    Issued,
     /// Taken over while the work ran.
     Abandoned,
 }
@@ -399,6 +404,7 @@ impl QueueShared {
                 None => match self.start(slot, work, tag, allocation, worker) {
                     Ran::Finished(status) => status,
                     Ran::Waiting => return Step::Blocked,
+                    Ran::Issued => return Step::Issued,
                     Ran::Abandoned => return Step::Abandoned,
                 },
             }
@@ -467,13 +473,8 @@ impl QueueShared {
             }
             _ => match self.issue(slot, worker) {
                 Issuing::Finished(status) => Ran::Finished(status),
-                Issuing::Pending => {
-                    // The head is with the driver: later operations may follow it there.
-                    match self.issue_ahead(worker) {
-                        Ahead::Stopped => Ran::Waiting,
-                        Ahead::Abandoned => Ran::Abandoned,
-                    }
-                }
+                // The head is with the driver: the next step polls it and issues what follows.
+                Issuing::Pending => Ran::Issued,
                 Issuing::NotYet => Ran::Waiting,
                 Issuing::Abandoned => Ran::Abandoned,
             },
@@ -805,7 +806,7 @@ impl QueueShared {
                 return Some(Drained::Sleep);
             }
             match self.step(head, cx.worker()) {
-                Step::Retired => {}
+                Step::Retired | Step::Issued => {}
                 Step::Blocked => return Some(Drained::Sleep),
                 Step::Abandoned => return None,
             }

@@ -56,6 +56,7 @@
 //! # Ok::<(), causeway_driver_vulkan::VulkanError>(())
 //! ```
 
+mod backend;
 mod buffers;
 mod error;
 mod gpu;
@@ -64,6 +65,7 @@ mod submit;
 mod timeline;
 mod watcher;
 
+pub use backend::VulkanBackend;
 pub use buffers::Buffer;
 pub use error::VulkanError;
 pub use gpu::{Gpu, GpuOptions};

@@ -44,9 +44,10 @@ const REGION_ACCESSES: vk::AccessFlags2 = vk::AccessFlags2::from_raw(
         | vk::AccessFlags2::TRANSFER_WRITE.as_raw(),
 );
 
-/// A recorded command buffer: regions of steps, a pipeline barrier between consecutive regions
-/// (every compute or copy write of the earlier region before every compute or copy access of
-/// the later one), and at the end a barrier making all writes visible to host reads. Steps of
+/// A recorded command buffer: regions of steps, a pipeline barrier before each region (every
+/// compute or copy write before it — of the earlier region, or for the first region of
+/// everything submitted earlier to the same VkQueue — before every compute or copy access of
+/// the region), and at the end a barrier making all writes visible to host reads. Steps of
 /// one region run unordered: they must not touch overlapping ranges.
 ///
 /// It is recorded once and submitted any number of times, one pending submission at a time
@@ -109,15 +110,15 @@ impl CommandBuffer {
         // SAFETY: a fresh command buffer in the initial state, its pool used by this thread only.
         unsafe { device.begin_command_buffer(buffer, &vk::CommandBufferBeginInfo::default()) }
             .map_err(VulkanError::vk("vkBeginCommandBuffer"))?;
-        for (index, region) in regions.iter().enumerate() {
-            if index > 0 {
-                recorded.barrier(
-                    REGION_WRITE_STAGES,
-                    REGION_WRITES,
-                    REGION_WRITE_STAGES,
-                    REGION_ACCESSES,
-                );
-            }
+        for region in &regions {
+            // Before the first region, the barrier's first scope is every command submitted
+            // earlier to the VkQueue: one causeway queue's operations run in order.
+            recorded.barrier(
+                REGION_WRITE_STAGES,
+                REGION_WRITES,
+                REGION_WRITE_STAGES,
+                REGION_ACCESSES,
+            );
             for step in region {
                 match step {
                     Step::Dispatch(launch) => launch.record(device, buffer),

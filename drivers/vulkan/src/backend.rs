@@ -1,0 +1,319 @@
+//! The Vulkan driver's [`Backend`]: causeway queues as timelines on VkQueues, device waits as
+//! native timeline waits in `vkQueueSubmit2`, completion through the one watcher thread.
+//!
+//! Each causeway queue of this driver has a [`Timeline`] whose value is the epoch of its last
+//! completed operation, and is mapped onto one VkQueue (round robin over the device's queues;
+//! lavapipe has one, so they all share it). Issuing operation `e` of queue `q` is one
+//! [`submit`]: the command buffer, a native wait `(timeline of o.queue) ≥ o.epoch` for each
+//! device wait's origin `o`, and the signal `(timeline of q) = e`. The device layer issues
+//! operations ahead of completion ([`BackendCapabilities::native_waits`]) but never before
+//! their origins, so no batch on a shared in-order VkQueue waits for one queued behind it.
+//! Elided and satisfied waits emit nothing; held waits (on other drivers' work, or on values
+//! not yet submitted) are reached before issue and emit nothing either. So the native waits
+//! [`Gpu::native_waits`] counts are exactly the device-wait resolutions of the issued
+//! operations.
+//!
+//! Each command buffer begins with a barrier after every compute and copy write submitted
+//! before it on its VkQueue, so one causeway queue's operations run in order on the device
+//! (the queue clock's elision of same-queue waits relies on it).
+//!
+//! Completion: when the layer polls a queue whose head has not completed, the backend registers
+//! `(timeline, epoch)` with the [`Watcher`] (at most one registration per queue), whose thread
+//! wakes the queue when the timeline gets there. An operation that retires on the host (a
+//! barrier, a host function, one failed by its waits) moves the queue's timeline with a host
+//! signal ([`Backend::completed_on_host`]): nothing later of that queue is on the device then.
+//!
+//! Errors: a failed submission or a device loss reported by Vulkan marks the device lost; from
+//! then on every operation fails with [`Failure::DeviceLost`] and the layer fails what waits on
+//! it. Work already on a lost device is not waited for past the shutdown's bound.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use causeway_core::queue::Resolution;
+use causeway_core::semaphore::Failure;
+use causeway_core::unpoisoned::Mutex;
+use causeway_device::{
+    Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
+    OpStatus, QueueConfig, QueueId, QueueWaiters, SubmitError, Work,
+};
+
+use crate::{submit, CommandBuffer, Gpu, Step, Timeline, VulkanError, Watcher, MAX_NATIVE_WAITS};
+
+/// One causeway queue of this driver.
+struct QueueState {
+    timeline: Timeline,
+    /// The VkQueue it submits to.
+    vk_queue: usize,
+    /// The epoch of its last operation handed to the device.
+    issued: AtomicU64,
+    /// Whether a watcher registration of this queue is outstanding (one at a time: its report
+    /// wakes the queue, whose next poll registers again if need be).
+    watching: AtomicBool,
+}
+
+/// A recorded command buffer and the queues waiting for its pending submission to end.
+struct Recorded {
+    commands: CommandBuffer,
+    waiting: OnceLock<Mutex<QueueWaiters>>,
+}
+
+/// The Vulkan driver: register it with [`DeviceBuilder::driver`] after recording its command
+/// buffers.
+///
+/// [`DeviceBuilder::driver`]: causeway_device::DeviceBuilder::driver
+pub struct VulkanBackend {
+    gpu: Gpu,
+    recorded: Vec<Recorded>,
+    /// By causeway queue index: `None` for other drivers' queues.
+    queues: Vec<Option<QueueState>>,
+    opened: usize,
+    watcher: OnceLock<Watcher>,
+    device: OnceLock<DeviceContext>,
+    lost: AtomicBool,
+}
+
+impl VulkanBackend {
+    /// A backend on `gpu`, with no command buffers yet.
+    pub fn new(gpu: Gpu) -> VulkanBackend {
+        VulkanBackend {
+            gpu,
+            recorded: Vec::new(),
+            queues: Vec::new(),
+            opened: 0,
+            watcher: OnceLock::new(),
+            device: OnceLock::new(),
+            lost: AtomicBool::new(false),
+        }
+    }
+
+    /// The device it drives (to create buffers and kernels for its command buffers).
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// The adapter's name, as Vulkan reports it.
+    pub fn adapter(&self) -> &str {
+        self.gpu.adapter_name()
+    }
+
+    /// Records a command buffer for [`Work::Execute`] on this driver's queues: `regions` of
+    /// steps, in order, with a barrier between consecutive regions.
+    pub fn command_buffer(
+        &mut self,
+        regions: Vec<Vec<Step>>,
+    ) -> Result<CommandBufferId, VulkanError> {
+        let commands = CommandBuffer::record(&self.gpu, regions)?;
+        self.recorded.push(Recorded { commands, waiting: OnceLock::new() });
+        Ok(CommandBufferId(self.recorded.len() as u32 - 1))
+    }
+
+    fn queue(&self, queue: QueueId) -> Option<&QueueState> {
+        self.queues.get(queue.0).and_then(Option::as_ref)
+    }
+
+    fn recorded(&self, work: Work) -> Option<&Recorded> {
+        match work {
+            Work::Execute(id) => self.recorded.get(id.0 as usize),
+            _ => None,
+        }
+    }
+
+    /// Marks the device lost (see the module documentation) and returns the failure.
+    fn lose(&self) -> OpStatus {
+        self.lost.store(true, Ordering::Relaxed);
+        OpStatus::Failed(Failure::DeviceLost)
+    }
+
+    /// Submits `issue`'s operation; `Err(Busy)` when its command buffer is still pending.
+    fn submit(&self, issue: &Issue<'_>, state: &QueueState, recorded: &Recorded) -> Issued {
+        let mut waits: heapless::Vec<(&Timeline, u64), MAX_NATIVE_WAITS> = heapless::Vec::new();
+        for wait in issue.waits() {
+            match (wait.resolution, wait.origin) {
+                (Resolution::DeviceWait, Some(origin)) => {
+                    let Some(signaller) = self.queue(origin.queue) else {
+                        return Issued::Finished(OpStatus::Failed(Failure::Aborted));
+                    };
+                    // The layer allows at most MAX_WAITS (< MAX_NATIVE_WAITS) waits.
+                    let _ = waits.push((&signaller.timeline, origin.epoch));
+                }
+                // Reached before the operation was issued: nothing native.
+                (Resolution::Held, _) => {}
+                // The layer hands a native driver device waits with origins only.
+                _ => return Issued::Finished(OpStatus::Failed(Failure::Aborted)),
+            }
+        }
+        let signal = (&state.timeline, issue.epoch());
+        match submit(&self.gpu, state.vk_queue, Some(&recorded.commands), &waits, signal) {
+            Ok(()) => {
+                state.issued.store(issue.epoch(), Ordering::Relaxed);
+                Issued::Pending
+            }
+            Err(VulkanError::CommandBufferPending) => Issued::Busy,
+            Err(_) => Issued::Finished(self.lose()),
+        }
+    }
+
+    /// Wakes the queues waiting for `work`'s command buffer.
+    fn release(&self, work: Work) {
+        let (Some(recorded), Some(device)) = (self.recorded(work), self.device.get()) else {
+            return;
+        };
+        if let Some(waiting) = recorded.waiting.get() {
+            waiting.lock().wake_all(*device);
+        }
+    }
+}
+
+impl std::fmt::Debug for VulkanBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VulkanBackend")
+            .field("adapter", &self.adapter())
+            .field("command_buffers", &self.recorded.len())
+            .field("queues", &self.opened)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backend for VulkanBackend {
+    fn name(&self) -> &'static str {
+        "vulkan"
+    }
+
+    /// Timeline semaphores, but one in-order VkQueue may serve several causeway queues: a wait
+    /// whose signal is not submitted yet is held by the layer, never handed to Vulkan.
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities::new(false).with_native_waits()
+    }
+
+    fn open_queue(&mut self, queue: QueueId, _config: &QueueConfig) -> Result<(), DriverError> {
+        let timeline = Timeline::new(&self.gpu, 0).map_err(|e| DriverError::new("vulkan", e))?;
+        if self.queues.len() <= queue.0 {
+            self.queues.resize_with(queue.0 + 1, || None);
+        }
+        let vk_queue = self.opened % self.gpu.queue_count();
+        self.opened += 1;
+        self.queues[queue.0] = Some(QueueState {
+            timeline,
+            vk_queue,
+            issued: AtomicU64::new(0),
+            watching: AtomicBool::new(false),
+        });
+        Ok(())
+    }
+
+    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
+        match work {
+            Work::Execute(id) if self.recorded(work).is_none() => {
+                Err(SubmitError::UnknownCommandBuffer(id))
+            }
+            Work::Execute(_) => Ok(()),
+            _ => Err(SubmitError::Unsupported { driver: "vulkan" }),
+        }
+    }
+
+    fn start(&'static self, device: DeviceContext) {
+        let _ = self.device.set(device);
+        for recorded in &self.recorded {
+            let _ = recorded.waiting.set(Mutex::new(QueueWaiters::new(device.queues())));
+        }
+        // One registration per queue at a time (see `poll`), and as many again for those
+        // reported but not yet taken out when the next one arrives.
+        let capacity = 2 * self.queues.len().max(1);
+        let wake = move |token: u64, _: Result<(), VulkanError>| {
+            let queue = QueueId(token as usize);
+            if let Some(state) = self.queue(queue) {
+                // The flag orders nothing else; the wake after it makes the queue poll (and
+                // register) again even if a poll running now still saw it set.
+                state.watching.store(false, Ordering::Relaxed);
+            }
+            // Errors are read back by `poll` from the timeline itself.
+            device.wake(queue);
+        };
+        // Without a watcher nothing reports completions: `poll` then fails the work.
+        if let Ok(watcher) = Watcher::start(&self.gpu, capacity, wake) {
+            let _ = self.watcher.set(watcher);
+        }
+    }
+
+    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
+        let (Some(state), Some(recorded)) =
+            (self.queue(issue.queue()), self.recorded(issue.work()))
+        else {
+            // `check` refused it at submission.
+            return Issued::Finished(OpStatus::Failed(Failure::Aborted));
+        };
+        if self.lost.load(Ordering::Relaxed) {
+            return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
+        }
+        match self.submit(issue, state, recorded) {
+            Issued::Busy => {
+                // Registered under the same lock `release` wakes under, then tried again: the
+                // submission that held the command buffer cannot end unseen between the two.
+                let Some(waiting) = recorded.waiting.get() else { return Issued::Busy };
+                let mut waiting = waiting.lock();
+                waiting.register(issue.queue());
+                let issued = self.submit(issue, state, recorded);
+                drop(waiting);
+                issued
+            }
+            issued => issued,
+        }
+    }
+
+    fn poll(&'static self, queue: QueueId, epoch: u64, work: Work) -> Option<OpStatus> {
+        let Some(state) = self.queue(queue) else {
+            return Some(OpStatus::Failed(Failure::Aborted));
+        };
+        if self.lost.load(Ordering::Relaxed) {
+            return Some(OpStatus::Failed(Failure::DeviceLost));
+        }
+        match state.timeline.value() {
+            Ok(reached) if reached >= epoch => {
+                self.release(work);
+                return Some(OpStatus::Ok);
+            }
+            Ok(_) => {}
+            Err(_) => return Some(self.lose()),
+        }
+        if !state.watching.swap(true, Ordering::Relaxed) {
+            let registered = self
+                .watcher
+                .get()
+                .ok_or(VulkanError::WatcherStopped)
+                .and_then(|watcher| watcher.register(&state.timeline, epoch, queue.0 as u64));
+            if registered.is_err() {
+                // Nothing would wake the queue: the device cannot be driven any more.
+                return Some(self.lose());
+            }
+        }
+        None
+    }
+
+    fn completed_on_host(&'static self, queue: QueueId, epoch: u64) {
+        let Some(state) = self.queue(queue) else { return };
+        // Nothing of this queue is on the device (the layer's guarantee), so the host signal is
+        // valid; it fails only on a lost device, which fails everything waiting on it anyway.
+        if state.timeline.signal_host(epoch).is_err() {
+            self.lost.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {
+        let Some(state) = self.queue(queue) else { return false };
+        let issued = state.issued.load(Ordering::Relaxed);
+        !matches!(state.timeline.value(), Ok(reached) if reached >= issued)
+    }
+
+    /// Stops the watcher, then waits (within `deadline`) for every queue's device work.
+    fn stop(&self, deadline: Instant) -> bool {
+        let watcher_stopped = self.watcher.get().is_none_or(|watcher| watcher.stop(deadline));
+        let idle = self.queues.iter().flatten().all(|state| {
+            let issued = state.issued.load(Ordering::Relaxed);
+            let left = deadline.saturating_duration_since(Instant::now());
+            matches!(state.timeline.wait_host(issued, left), Ok(true))
+        });
+        watcher_stopped && idle
+    }
+}
