@@ -26,13 +26,20 @@ if ! rustup +nightly component list --installed | grep -q '^miri'; then
   rustup +nightly component add miri rust-src || die "could not install the nightly miri component"
 fi
 
+step "set-up: the Vulkan loader, lavapipe, the validation layer and glslang"
+./scripts/vulkan.sh --setup-only
+
 step "style: rustfmt and clippy (warnings are errors)"
 cargo fmt --all -- --check || die "cargo fmt reports unformatted code"
 cargo clippy --workspace --all-targets -- -D warnings
 passed
 
 step "tiers 1 and 3: unit, property and integration tests"
-cargo test --workspace
+cargo test --workspace --exclude causeway-driver-vulkan
+passed
+
+step "Vulkan: the Vulkan driver on lavapipe, validation and synchronization validation on"
+./scripts/vulkan.sh
 passed
 
 step "tier 2: executor stress, zero-allocation tests and the 10^5-operation soak, optimised"

@@ -1,8 +1,10 @@
 //! # causeway-driver-vulkan
 //!
-//! The native half of causeway's Vulkan driver: the Vulkan plumbing that the driver's
-//! `Backend` (the device layer's seam, `causeway_device::Backend`) issues operations through.
-//! It knows nothing of causeway's semaphores, frontiers or queues; the backend maps them.
+//! causeway's Vulkan driver. [`VulkanBackend`] is its `Backend` (the device layer's seam,
+//! `causeway_device::Backend`): register it with a device, and queues naming it run command
+//! buffers on Vulkan, sharing semaphores and frontiers with every other driver's queues. Beneath
+//! it lies the Vulkan plumbing it issues operations through, which knows nothing of causeway's
+//! semaphores, frontiers or queues (the backend maps them):
 //!
 //! - [`Gpu`] opens a device (`ash`, loading libvulkan at run time): Vulkan ≥ 1.2 with timeline
 //!   semaphores and synchronization2, every queue of a compute-capable family, each behind its
