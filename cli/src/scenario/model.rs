@@ -77,8 +77,63 @@ pub struct Scenario {
     pub buffers: Vec<String>,
     /// Operations, in file (= submission) order.
     pub ops: Vec<OpSpec>,
+    /// Every operation's waits, then its signals, as `(semaphore, value)`, in file order (see
+    /// [`Conditions`]).
+    pub conditions: Vec<(usize, u64)>,
     /// Whole-run expectations.
     pub expect: TotalsExpect,
+}
+
+impl Scenario {
+    /// `op`'s `(semaphore, value)` waits.
+    pub fn waits(&self, op: &OpSpec) -> &[(usize, u64)] {
+        let start = op.conditions.start as usize;
+        &self.conditions[start..start + usize::from(op.conditions.waits)]
+    }
+
+    /// `op`'s `(semaphore, value)` signals.
+    pub fn signals(&self, op: &OpSpec) -> &[(usize, u64)] {
+        let start = op.conditions.start as usize + usize::from(op.conditions.waits);
+        &self.conditions[start..start + usize::from(op.conditions.signals)]
+    }
+}
+
+/// Where an operation's waits and signals lie in [`Scenario::conditions`]: its waits from
+/// `start`, then its signals.
+///
+/// A large scenario has hundreds of thousands of operations with a wait or two each; a list of
+/// its own for each would put every operation's conditions in a small allocation of its own,
+/// spread over the heap, and each pass that reads them (the checks, the run, the trace) would
+/// wait for memory at every one. In one array they are read in order, and an operation's
+/// record stays small.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conditions {
+    /// Where its waits start.
+    pub start: u32,
+    /// How many waits it has.
+    pub waits: u16,
+    /// How many signals it has (after its waits).
+    pub signals: u16,
+}
+
+impl Conditions {
+    /// Appends `waits`, then `signals`, to `conditions`, and says where they lie.
+    pub fn push(
+        conditions: &mut Vec<(usize, u64)>,
+        waits: impl IntoIterator<Item = (usize, u64)>,
+        signals: impl IntoIterator<Item = (usize, u64)>,
+    ) -> Conditions {
+        let start = conditions.len();
+        conditions.extend(waits);
+        let signals_start = conditions.len();
+        conditions.extend(signals);
+        let count = |count: usize| u16::try_from(count).expect("an operation has few conditions");
+        Conditions {
+            start: u32::try_from(start).expect("a scenario holds under 2^32 conditions"),
+            waits: count(signals_start - start),
+            signals: count(conditions.len() - signals_start),
+        }
+    }
 }
 
 /// One declared queue.
@@ -220,10 +275,9 @@ pub struct OpSpec {
     pub line: usize,
     /// Who runs it.
     pub target: Target,
-    /// `(semaphore, value)` waits.
-    pub waits: Vec<(usize, u64)>,
-    /// `(semaphore, value)` signals.
-    pub signals: Vec<(usize, u64)>,
+    /// Its `(semaphore, value)` waits and signals, in [`Scenario::conditions`] (read them with
+    /// [`Scenario::waits`] and [`Scenario::signals`]).
+    pub conditions: Conditions,
     /// Its work.
     pub work: WorkSpec,
     /// Host only: signal as an untracked outside source.

@@ -17,8 +17,8 @@ use toml::Spanned;
 
 use super::drivers;
 use super::model::{
-    Home, OpExpect, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec, StatusExpect,
-    Target, TotalsExpect, WorkSpec,
+    Conditions, Home, OpExpect, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec,
+    StatusExpect, Target, TotalsExpect, WorkSpec,
 };
 use super::segment::{self, Segment, Table};
 
@@ -315,6 +315,8 @@ struct Resolver<'a> {
     base: Cell<usize>,
     buffers: Vec<String>,
     buffer_index: HashMap<String, usize>,
+    /// The operations' waits and signals read so far (see [`Conditions`]).
+    conditions: Vec<(usize, u64)>,
 }
 
 impl Resolver<'_> {
@@ -325,6 +327,7 @@ impl Resolver<'_> {
             base: Cell::new(0),
             buffers: Vec::new(),
             buffer_index: HashMap::new(),
+            conditions: Vec::new(),
         }
     }
 
@@ -397,6 +400,7 @@ impl Resolver<'_> {
             semaphores,
             buffers: self.buffers,
             ops,
+            conditions: self.conditions,
             expect,
         })
     }
@@ -595,16 +599,16 @@ impl Resolver<'_> {
                 op.failure_code.unwrap_or(1),
             )),
         };
+        let expect = self.expectations(op, &names.queues)?;
         Ok(OpSpec {
             name: op.name.get_ref().clone(),
             line: self.line(spanned),
             target,
-            waits,
-            signals,
+            conditions: Conditions::push(&mut self.conditions, waits, signals),
             work,
             external: op.external,
             fail,
-            expect: self.expectations(op, &names.queues)?,
+            expect,
         })
     }
 

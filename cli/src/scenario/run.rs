@@ -427,7 +427,7 @@ impl Sizes {
             if let Target::Queue(queue) = op.target {
                 ops[queue] += 1;
             }
-            for &(semaphore, _) in &op.signals {
+            for &(semaphore, _) in scenario.signals(op) {
                 signals[semaphore] += 1;
             }
             allocas += usize::from(matches!(op.work, WorkSpec::Alloca { .. }));
@@ -577,7 +577,7 @@ impl<'s> Runner<'s> {
         });
         let host_axis = (host_clock.axis(), super::parse::HOST.to_string());
         let frontiers = FrontierRecorder::new(queue_axes.chain([host_axis]));
-        let waits = scenario.ops.iter().map(|op| op.waits.len()).sum();
+        let waits = scenario.ops.iter().map(|op| scenario.waits(op).len()).sum();
         Ok(Runner {
             scenario,
             options,
@@ -663,9 +663,9 @@ impl<'s> Runner<'s> {
             }
         };
         let waits: Vec<(SemaphoreId, u64)> =
-            op.waits.iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
+            self.scenario.waits(op).iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
         let signals: Vec<(SemaphoreId, u64)> =
-            op.signals.iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
+            self.scenario.signals(op).iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
         let submit_ns = self.device.now_ns();
         let request = Op { waits: &waits, signals: &signals, work, tag: index as u64 };
         // A full ring or history makes the submission wait for earlier work, up to the deadline.
@@ -689,7 +689,7 @@ impl<'s> Runner<'s> {
             }
         };
         let waits_start = self.waits.len();
-        let waits = op.waits.iter().zip(receipt.waits.iter());
+        let waits = self.scenario.waits(op).iter().zip(receipt.waits.iter());
         self.waits.extend(waits.map(|(&(semaphore, value), outcome)| {
             let resolved = match *outcome {
                 WaitOutcome::Resolved(resolved) => Some(resolved),
@@ -712,7 +712,7 @@ impl<'s> Runner<'s> {
         let name = |s: usize| &self.scenario.semaphores[s].name;
         match error {
             SubmitError::WaitOutOfScope { wait } => {
-                let s = op.waits[wait].0;
+                let s = self.scenario.waits(op)[wait].0;
                 format!(
                     "semaphore `{}` ({}) is not visible to this queue",
                     name(s),
@@ -720,7 +720,8 @@ impl<'s> Runner<'s> {
                 )
             }
             SubmitError::Signal { signal, error, .. } => {
-                format!("signal {}={}: {error}", name(op.signals[signal].0), op.signals[signal].1)
+                let (semaphore, value) = self.scenario.signals(op)[signal];
+                format!("signal {}={value}: {error}", name(semaphore))
             }
             other => other.to_string(),
         }
@@ -742,7 +743,7 @@ impl<'s> Runner<'s> {
         let mut submission = self.host_clock.begin();
         let waits_start = self.waits.len();
         let mut failed = false;
-        for &(semaphore, value) in &op.waits {
+        for &(semaphore, value) in self.scenario.waits(op) {
             let device_semaphore =
                 self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
             let resolved = match submission.wait(device_semaphore, value) {
@@ -768,7 +769,7 @@ impl<'s> Runner<'s> {
             self.waits.push(WaitRecord::new(semaphore, value, resolved));
         }
         let start_ns = self.device.now_ns();
-        for &(semaphore, value) in &op.waits {
+        for &(semaphore, value) in self.scenario.waits(op) {
             let device_semaphore =
                 self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
             match host::wait_until(device_semaphore, value, deadline) {
@@ -795,7 +796,7 @@ impl<'s> Runner<'s> {
             )));
         }
         let (device, ids) = (&self.device, &self.semaphore_ids);
-        let signals = op.signals.iter().map(|&(semaphore, value)| {
+        let signals = self.scenario.signals(op).iter().map(|&(semaphore, value)| {
             (device.semaphore(ids[semaphore]).expect("declared semaphores exist"), value)
         });
         let (submitted, result) = if op.external {
@@ -851,7 +852,7 @@ impl<'s> Runner<'s> {
 
     /// The scenario's fault: signal number `index` of `op` was refused.
     fn signal_error(&self, op: &OpSpec, index: usize, error: SignalError) -> ScenarioError {
-        let (semaphore, value) = op.signals[index];
+        let (semaphore, value) = self.scenario.signals(op)[index];
         let name = &self.scenario.semaphores[semaphore].name;
         self.op_error(op, format!("signal {name}={value}: {error}"))
     }
@@ -932,8 +933,9 @@ impl<'s> Runner<'s> {
             if waiting.len() >= STUCK_LISTED {
                 continue;
             }
-            let unmet: Vec<String> = op
-                .waits
+            let unmet: Vec<String> = self
+                .scenario
+                .waits(op)
                 .iter()
                 .filter(|&&(s, v)| {
                     self.semaphore(s).value() < v && self.semaphore(s).failure().is_none()
