@@ -305,7 +305,9 @@ impl<'s> Simulation<'s> {
                     op.spec.line,
                     format!(
                         "op `{}` signals {}={value}, which does not advance past {}",
-                        op.spec.name, self.scenario.semaphores[semaphore].name, *last
+                        self.scenario.op_name(op.spec),
+                        self.scenario.semaphores[semaphore].name,
+                        *last
                     ),
                 ));
             }
@@ -527,7 +529,8 @@ impl Stuck<'_> {
                 ));
             }
         }
-        format!("  op `{}` (line {}) on {who} {}", op.name, op.line, reasons.join("; "))
+        let name = scenario.op_name(op);
+        format!("  op `{name}` (line {}) on {who} {}", op.line, reasons.join("; "))
     }
 }
 
@@ -541,7 +544,7 @@ mod tests {
     use super::*;
     use crate::scenario::generate;
     use crate::scenario::model::{
-        Conditions, Home, OpExpect, QueueSpec, SemaphoreSpec, TotalsExpect,
+        Conditions, Home, OpExpect, OpName, QueueSpec, SemaphoreSpec, TotalsExpect,
     };
     use crate::scenario::parse::parse;
 
@@ -819,7 +822,9 @@ mod tests {
                             op.line,
                             format!(
                                 "op `{}` signals {}={value}, which does not advance past {}",
-                                op.name, scenario.semaphores[semaphore].name, submitted[semaphore]
+                                scenario.op_name(op),
+                                scenario.semaphores[semaphore].name,
+                                submitted[semaphore]
                             ),
                         ));
                     }
@@ -940,6 +945,7 @@ mod tests {
             .prop_map(|((queues, semaphores, buffers, quota), raw)| {
                 let mut submitted = vec![0; semaphores];
                 let mut conditions = Vec::new();
+                let mut op_names = String::new();
                 let ops = raw
                     .into_iter()
                     .enumerate()
@@ -971,7 +977,7 @@ mod tests {
                             })
                             .collect();
                         OpSpec {
-                            name: format!("op{index}"),
+                            name: OpName::push(&mut op_names, &format!("op{index}")),
                             line: index + 1,
                             target,
                             conditions: Conditions::push(
@@ -1019,6 +1025,7 @@ mod tests {
                     buffers: (0..buffers).map(|b| format!("b{b}")).collect(),
                     ops,
                     conditions,
+                    op_names,
                     expect: TotalsExpect::default(),
                 }
             })

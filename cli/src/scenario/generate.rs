@@ -131,11 +131,11 @@ mod tests {
     fn a_fan_in_join_waits_on_every_lane_and_precedes_its_producers() {
         let scenario = parsed(&fan_in(2 * (FAN_IN + 1)));
         let join = &scenario.ops[FAN_IN + 1];
-        assert_eq!(join.name, "join2");
+        assert_eq!(scenario.op_name(join), "join2");
         assert_eq!(join.target, Target::Queue(FAN_IN));
         assert_eq!(scenario.waits(join), (0..FAN_IN).map(|lane| (lane, 2)).collect::<Vec<_>>());
         let producer = &scenario.ops[FAN_IN + 2];
-        assert_eq!(producer.name, "work2_0");
+        assert_eq!(scenario.op_name(producer), "work2_0");
         assert_eq!(
             (scenario.waits(producer), scenario.signals(producer)),
             (&[(FAN_IN, 1)][..], &[(0, 2)][..])

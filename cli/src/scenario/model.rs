@@ -80,11 +80,19 @@ pub struct Scenario {
     /// Every operation's waits, then its signals, as `(semaphore, value)`, in file order (see
     /// [`Conditions`]).
     pub conditions: Vec<(usize, u64)>,
+    /// Every operation's name, one after another in file order (see [`OpName`]).
+    pub op_names: String,
     /// Whole-run expectations.
     pub expect: TotalsExpect,
 }
 
 impl Scenario {
+    /// `op`'s name.
+    pub fn op_name(&self, op: &OpSpec) -> &str {
+        let start = op.name.start as usize;
+        &self.op_names[start..start + op.name.len as usize]
+    }
+
     /// `op`'s `(semaphore, value)` waits.
     pub fn waits(&self, op: &OpSpec) -> &[(usize, u64)] {
         let start = op.conditions.start as usize;
@@ -95,6 +103,28 @@ impl Scenario {
     pub fn signals(&self, op: &OpSpec) -> &[(usize, u64)] {
         let start = op.conditions.start as usize + usize::from(op.conditions.waits);
         &self.conditions[start..start + usize::from(op.conditions.signals)]
+    }
+}
+
+/// Where an operation's name lies in [`Scenario::op_names`].
+///
+/// For the same reason as [`Conditions`]: the report and the trace name every operation, and
+/// names in one string are read in order, not from an allocation of their own each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpName {
+    /// Where it starts.
+    pub start: u32,
+    /// Its length in bytes.
+    pub len: u32,
+}
+
+impl OpName {
+    /// Appends `name` to `names`, and says where it lies.
+    pub fn push(names: &mut String, name: &str) -> OpName {
+        let offset = |at: usize| u32::try_from(at).expect("a scenario's names hold under 4 GiB");
+        let start = offset(names.len());
+        names.push_str(name);
+        OpName { start, len: offset(name.len()) }
     }
 }
 
@@ -269,8 +299,8 @@ pub struct OpExpect {
 /// One operation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpSpec {
-    /// Its name.
-    pub name: String,
+    /// Its name, in [`Scenario::op_names`] (read it with [`Scenario::op_name`]).
+    pub name: OpName,
     /// Its line.
     pub line: usize,
     /// Who runs it.

@@ -17,7 +17,7 @@ use toml::Spanned;
 
 use super::drivers;
 use super::model::{
-    Conditions, Home, OpExpect, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec,
+    Conditions, Home, OpExpect, OpName, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec,
     StatusExpect, Target, TotalsExpect, WorkSpec,
 };
 use super::segment::{self, Segment, Table};
@@ -317,6 +317,8 @@ struct Resolver<'a> {
     buffer_index: HashMap<String, usize>,
     /// The operations' waits and signals read so far (see [`Conditions`]).
     conditions: Vec<(usize, u64)>,
+    /// The operations' names read so far (see [`OpName`]).
+    op_names: String,
 }
 
 impl Resolver<'_> {
@@ -328,6 +330,7 @@ impl Resolver<'_> {
             buffers: Vec::new(),
             buffer_index: HashMap::new(),
             conditions: Vec::new(),
+            op_names: String::new(),
         }
     }
 
@@ -365,17 +368,17 @@ impl Resolver<'_> {
             self.semaphores(raw_semaphores, &queues, &queue_index)?;
         let names = Names { queues: queue_index, semaphores: semaphore_index };
         let mut ops = Vec::new();
-        let mut op_names: HashSet<String> = HashSet::new();
+        let mut defined: HashSet<String> = HashSet::new();
         for op in raw_ops {
             let op = op?;
             self.base.set(op.base);
             let name = op.table.get_ref().name.get_ref();
-            if op_names.contains(name.as_str()) {
+            if defined.contains(name.as_str()) {
                 return Err(
                     self.error(&op.table.get_ref().name, format!("op `{name}` is defined twice"))
                 );
             }
-            op_names.insert(name.clone());
+            defined.insert(name.clone());
             ops.push(self.op(&op.table, &queues, &names)?);
         }
         if ops.is_empty() {
@@ -401,6 +404,7 @@ impl Resolver<'_> {
             buffers: self.buffers,
             ops,
             conditions: self.conditions,
+            op_names: self.op_names,
             expect,
         })
     }
@@ -601,7 +605,7 @@ impl Resolver<'_> {
         };
         let expect = self.expectations(op, &names.queues)?;
         Ok(OpSpec {
-            name: op.name.get_ref().clone(),
+            name: OpName::push(&mut self.op_names, op.name.get_ref()),
             line: self.line(spanned),
             target,
             conditions: Conditions::push(&mut self.conditions, waits, signals),

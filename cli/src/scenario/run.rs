@@ -637,7 +637,11 @@ impl<'s> Runner<'s> {
     }
 
     fn op_error(&self, op: &OpSpec, message: impl std::fmt::Display) -> ScenarioError {
-        ScenarioError::at(&self.scenario.path, op.line, format!("op `{}`: {message}", op.name))
+        ScenarioError::at(
+            &self.scenario.path,
+            op.line,
+            format!("op `{}`: {message}", self.scenario.op_name(op)),
+        )
     }
 
     fn submit(
@@ -681,7 +685,10 @@ impl<'s> Runner<'s> {
             Err(SubmitError::TimedOut(resource)) => {
                 return Err(Halt::Stuck(format!(
                     "the submitter waited past the {:?} deadline for room to submit op `{}` (line {}) on queue {}: {resource}",
-                    self.options.timeout, op.name, op.line, self.scenario.queues[queue].name
+                    self.options.timeout,
+                    self.scenario.op_name(op),
+                    op.line,
+                    self.scenario.queues[queue].name
                 )));
             }
             Err(error) => {
@@ -759,7 +766,7 @@ impl<'s> Runner<'s> {
                         op.line,
                         format!(
                             "op `{}`: semaphore `{}` ({}) is not visible to the host",
-                            op.name,
+                            self.scenario.op_name(op),
                             spec.name,
                             spec.scope.name()
                         ),
@@ -779,7 +786,10 @@ impl<'s> Runner<'s> {
                     let name = &self.scenario.semaphores[semaphore].name;
                     return Err(Halt::Stuck(format!(
                         "op `{}` (line {}) on the host waits for {name}>={value} (at {}) past the {:?} deadline",
-                        op.name, op.line, device_semaphore.value(), self.options.timeout
+                        self.scenario.op_name(op),
+                        op.line,
+                        device_semaphore.value(),
+                        self.options.timeout
                     )));
                 }
             }
@@ -792,7 +802,9 @@ impl<'s> Runner<'s> {
         if !finished {
             return Err(Halt::Stuck(format!(
                 "op `{}` (line {}) on the host was still running its work at the {:?} deadline",
-                op.name, op.line, self.options.timeout
+                self.scenario.op_name(op),
+                op.line,
+                self.options.timeout
             )));
         }
         let (device, ids) = (&self.device, &self.semaphore_ids);
@@ -924,7 +936,8 @@ impl<'s> Runner<'s> {
                     let seconds = now_ns.saturating_sub(start_ns) as f64 / 1e9;
                     running.push(format!(
                         "  op `{}` (line {}) on queue {queue} has been running for {seconds:.3} s{on}",
-                        op.name, op.line
+                        self.scenario.op_name(op),
+                        op.line
                     ));
                 }
                 continue;
@@ -953,7 +966,8 @@ impl<'s> Runner<'s> {
             } else {
                 format!("waits for {}", unmet.join(", "))
             };
-            waiting.push(format!("  op `{}` (line {}) on queue {queue} {why}", op.name, op.line));
+            let name = self.scenario.op_name(op);
+            waiting.push(format!("  op `{name}` (line {}) on queue {queue} {why}", op.line));
         }
         let mut lines = vec![format!("deadlock: {headline}")];
         lines.extend(running);

@@ -277,7 +277,7 @@ fn slices<'a>(outcome: &'a Outcome<'_>) -> impl Iterator<Item = Event<'a, impl S
                 args,
                 cat: "op",
                 dur: us(record.end_ns.saturating_sub(record.start_ns)),
-                name: &spec.name,
+                name: outcome.scenario.op_name(spec),
                 ph: "X",
                 pid,
                 tid,
