@@ -24,10 +24,11 @@
 //! head cannot run is parked on the one thing it waits for, and looked at again only when
 //! that changes:
 //!
-//! - an unmet wait `s >= v` (the first one of its head): the queue joins `s`'s waiters, a
-//!   min-heap by `v`. Advancing `s` to `v'` wakes the waiters with `v <= v'`; failing `s`
-//!   wakes them all. A woken head may park on its next unmet wait; a wait once met stays met,
-//!   so a head parks at most once per wait.
+//! - an unmet wait `s >= v` (the first one of its head): the queue joins the waiters, one
+//!   ordered set of `(s, v, queue)` for all semaphores, which holds at most one entry per
+//!   queue. Advancing `s` to `v'` wakes `s`'s waiters with `v <= v'`; failing `s` wakes them
+//!   all. A woken head may park on its next unmet wait; a wait once met stays met, so a head
+//!   parks at most once per wait.
 //! - room in the memory quota (an alloca, every wait met): the queue's need goes into a tree
 //!   of minimums over the queues, which finds the first queue after a given one whose need
 //!   fits the free bytes in O(log queues). The failure of a semaphore the head waits on also
@@ -65,8 +66,7 @@
 //! Settling after each submission is exactly what the pre-run does, so the plan comes from
 //! the same pass.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use causeway_core::semaphore::MIN_HISTORY_SLOTS;
 
@@ -216,10 +216,14 @@ struct Simulation<'s> {
     committed: u64,
     /// Bytes committed per buffer (None: not committed).
     buffers: Vec<Option<u64>>,
-    /// Per semaphore, the queues whose head waits for it, by the value it waits for.
-    waiters: Vec<BinaryHeap<Reverse<(u64, usize)>>>,
-    /// Per semaphore, `(queue, operation)` for heads that wait for memory and on it.
-    failure_watchers: Vec<Vec<(usize, usize)>>,
+    /// `(semaphore, value, queue)` for each queue whose head waits for `semaphore` to reach
+    /// `value`. A queue parks at most one wait at a time, so this stays as small as the
+    /// queues are few, where state per semaphore (a heap each) would be as large as a
+    /// scenario with a semaphore per operation, and written and read at every one.
+    waiters: BTreeSet<(usize, u64, usize)>,
+    /// By semaphore, `(queue, operation)` for heads that wait for memory and on it (only the
+    /// semaphores that such a head waits on have an entry, for the same reason).
+    failure_watchers: BTreeMap<usize, Vec<(usize, usize)>>,
     memory_waiters: MemoryWaiters,
     sweep: Sweep,
     /// Per semaphore, its signals by operations still in a FIFO.
@@ -230,16 +234,17 @@ struct Simulation<'s> {
 impl<'s> Simulation<'s> {
     fn new(scenario: &'s Scenario) -> Simulation<'s> {
         let (queues, semaphores) = (scenario.queues.len(), scenario.semaphores.len());
+        let initial: Vec<u64> = scenario.semaphores.iter().map(|s| s.initial).collect();
         Simulation {
             scenario,
-            signalled: scenario.semaphores.iter().map(|s| s.initial).collect(),
-            values: scenario.semaphores.iter().map(|s| s.initial).collect(),
+            signalled: initial.clone(),
+            values: initial,
             failed: vec![false; semaphores],
             fifos: vec![VecDeque::new(); queues],
             committed: 0,
             buffers: vec![None; scenario.buffers.len()],
-            waiters: vec![BinaryHeap::new(); semaphores],
-            failure_watchers: vec![Vec::new(); semaphores],
+            waiters: BTreeSet::new(),
+            failure_watchers: BTreeMap::new(),
             memory_waiters: MemoryWaiters::new(queues),
             sweep: Sweep::default(),
             pending: vec![0; semaphores],
@@ -360,14 +365,14 @@ impl<'s> Simulation<'s> {
         while let Some(&index) = self.fifos[queue].front() {
             let op = self.op(index);
             if let Some((semaphore, value)) = self.first_unmet_wait(op) {
-                self.waiters[semaphore].push(Reverse((value, queue)));
+                self.waiters.insert((semaphore, value, queue));
                 return;
             }
             if let Some(bytes) = memory_needed(op, &self.failed) {
                 if bytes > self.free() {
                     self.memory_waiters.set(queue, Some(bytes));
                     for &(semaphore, _) in op.waits {
-                        self.failure_watchers[semaphore].push((queue, index));
+                        self.failure_watchers.entry(semaphore).or_default().push((queue, index));
                     }
                     return;
                 }
@@ -429,12 +434,15 @@ impl<'s> Simulation<'s> {
             return;
         }
         self.values[semaphore] = value;
-        let waiters = &mut self.waiters[semaphore];
-        while let Some(&Reverse((waited, queue))) = waiters.peek() {
-            if waited > value {
-                break;
-            }
-            waiters.pop();
+        self.wake_waiters(semaphore, value);
+    }
+
+    /// Wakes the queues whose head waits for `semaphore` to reach at most `value`.
+    fn wake_waiters(&mut self, semaphore: usize, value: u64) {
+        let reached = (semaphore, 0, 0)..=(semaphore, value, usize::MAX);
+        while let Some(&waiter) = self.waiters.range(reached.clone()).next() {
+            self.waiters.remove(&waiter);
+            let (_, _, queue) = waiter;
             self.sweep.wake(queue);
         }
     }
@@ -443,10 +451,8 @@ impl<'s> Simulation<'s> {
         if std::mem::replace(&mut self.failed[semaphore], true) {
             return;
         }
-        for Reverse((_, queue)) in std::mem::take(&mut self.waiters[semaphore]) {
-            self.sweep.wake(queue);
-        }
-        for (queue, index) in std::mem::take(&mut self.failure_watchers[semaphore]) {
+        self.wake_waiters(semaphore, u64::MAX);
+        for (queue, index) in self.failure_watchers.remove(&semaphore).unwrap_or_default() {
             // The entry is stale once that head ran (an operation runs only once).
             if self.memory_waiters.is_waiting(queue) && self.fifos[queue].front() == Some(&index) {
                 self.memory_waiters.set(queue, None);
