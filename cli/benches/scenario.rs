@@ -193,7 +193,8 @@ impl Fastest {
 
 /// Every operation's waits and signals, read once.
 fn read_ops(scenario: &Scenario) -> u64 {
-    let conditions = scenario.ops.iter().flat_map(|op| op.waits.iter().chain(&op.signals));
+    let conditions =
+        scenario.ops.iter().flat_map(|op| scenario.waits(op).iter().chain(scenario.signals(op)));
     conditions.map(|&(semaphore, value)| semaphore as u64 ^ value).fold(0, u64::wrapping_add)
 }
 
@@ -226,9 +227,9 @@ fn device_submit(scenario: &Scenario, plan: &Plan) -> u64 {
     let mut last = vec![0; ids.len()];
     for (index, op) in scenario.ops.iter().enumerate() {
         let Target::Queue(queue) = op.target else { unreachable!("generated ops are queued") };
-        let waits: Vec<_> = op.waits.iter().map(|&(s, v)| (ids[s], v)).collect();
-        let signals: Vec<_> = op.signals.iter().map(|&(s, v)| (ids[s], v)).collect();
-        for &(semaphore, value) in &op.signals {
+        let waits: Vec<_> = scenario.waits(op).iter().map(|&(s, v)| (ids[s], v)).collect();
+        let signals: Vec<_> = scenario.signals(op).iter().map(|&(s, v)| (ids[s], v)).collect();
+        for &(semaphore, value) in scenario.signals(op) {
             last[semaphore] = last[semaphore].max(value);
         }
         let op = Op { waits: &waits, signals: &signals, work: Work::Barrier, tag: index as u64 };

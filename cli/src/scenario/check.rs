@@ -24,10 +24,11 @@
 //! head cannot run is parked on the one thing it waits for, and looked at again only when
 //! that changes:
 //!
-//! - an unmet wait `s >= v` (the first one of its head): the queue joins `s`'s waiters, a
-//!   min-heap by `v`. Advancing `s` to `v'` wakes the waiters with `v <= v'`; failing `s`
-//!   wakes them all. A woken head may park on its next unmet wait; a wait once met stays met,
-//!   so a head parks at most once per wait.
+//! - an unmet wait `s >= v` (the first one of its head): the queue joins the waiters, one
+//!   ordered set of `(s, v, queue)` for all semaphores, which holds at most one entry per
+//!   queue. Advancing `s` to `v'` wakes `s`'s waiters with `v <= v'`; failing `s` wakes them
+//!   all. A woken head may park on its next unmet wait; a wait once met stays met, so a head
+//!   parks at most once per wait.
 //! - room in the memory quota (an alloca, every wait met): the queue's need goes into a tree
 //!   of minimums over the queues, which finds the first queue after a given one whose need
 //!   fits the free bytes in O(log queues). The failure of a semaphore the head waits on also
@@ -41,10 +42,8 @@
 //! once, parks at most once per wait and once for memory, and each step is O(log n): loading
 //! and checking cost O((operations + waits) log n) in all.
 //!
-//! The simulation reads the operations' waits and signals from one array, copied out of the
-//! scenario before it starts: where a large scenario's small per-operation lists no longer fit
-//! the caches, a plain copying loop overlaps the waits for memory that the simulation, with
-//! its much longer work per operation, would pay one at a time (see `Operations`).
+//! The simulation reads the operations' waits and signals in file order from the scenario's
+//! one array of them ([`Scenario::conditions`]), and each operation's spec once.
 //!
 //! # The plan
 //!
@@ -67,8 +66,7 @@
 //! Settling after each submission is exactly what the pre-run does, so the plan comes from
 //! the same pass.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use causeway_core::semaphore::MIN_HISTORY_SLOTS;
 
@@ -90,59 +88,10 @@ pub struct Plan {
 /// Checks `scenario` and plans its bounded resources; the error names the file, the line and
 /// the stuck waits.
 pub fn check(scenario: &Scenario) -> Result<Plan, ScenarioError> {
-    let operations = Operations::read(scenario);
-    Simulation::new(scenario, &operations).run()
+    Simulation::new(scenario).run()
 }
 
-/// The scenario's operations as the simulation reads them: every operation's waits and
-/// signals copied, in one pass before the simulation starts, into a single array.
-///
-/// In the scenario, each operation's lists are small allocations of their own, spread over
-/// the heap as the parser made them. Once a large scenario no longer fits the caches, the
-/// first look at an operation's lists waits for memory. The simulation does several hundred
-/// instructions of work per operation, too many for the processor to reach the next
-/// operation's lists while still waiting, so it would pay every such wait in full, one after
-/// another. A loop that does nothing but copy the lists has many of those waits under way at
-/// once and pays them about as a plain pass over the lists does; the simulation then reads
-/// the copy in order.
-struct Operations<'s> {
-    specs: &'s [OpSpec],
-    /// Operation `i`'s waits, then its signals, in file order.
-    conditions: Vec<(usize, u64)>,
-    /// Where in `conditions` operation `i`'s waits start (`starts[2i]`), its signals start
-    /// (`starts[2i + 1]`) and they end (`starts[2i + 2]`).
-    starts: Vec<usize>,
-}
-
-impl<'s> Operations<'s> {
-    fn read(scenario: &'s Scenario) -> Operations<'s> {
-        let specs = &scenario.ops[..];
-        // A guess (a wait and a signal each): counting first would be a second pass over the
-        // operations, which costs more than the copy's occasional regrowth.
-        let mut conditions = Vec::with_capacity(2 * specs.len());
-        let mut starts = Vec::with_capacity(2 * specs.len() + 1);
-        for spec in specs {
-            starts.push(conditions.len());
-            conditions.extend(spec.waits.iter().copied());
-            starts.push(conditions.len());
-            conditions.extend(spec.signals.iter().copied());
-        }
-        starts.push(conditions.len());
-        Operations { specs, conditions, starts }
-    }
-
-    fn get(&self, index: usize) -> Op<'_> {
-        let starts = &self.starts[2 * index..=2 * index + 2];
-        Op {
-            spec: &self.specs[index],
-            waits: &self.conditions[starts[0]..starts[1]],
-            signals: &self.conditions[starts[1]..starts[2]],
-        }
-    }
-}
-
-/// An operation as the simulation reads it: its waits and signals from [`Operations`], the
-/// rest from its spec.
+/// An operation as the simulation reads it: its spec and its waits and signals.
 #[derive(Clone, Copy)]
 struct Op<'s> {
     spec: &'s OpSpec,
@@ -151,9 +100,8 @@ struct Op<'s> {
 }
 
 impl<'s> Op<'s> {
-    /// `spec` with its own lists, for reading a few operations, not all.
-    fn of(spec: &'s OpSpec) -> Op<'s> {
-        Op { spec, waits: &spec.waits, signals: &spec.signals }
+    fn of(scenario: &'s Scenario, spec: &'s OpSpec) -> Op<'s> {
+        Op { spec, waits: scenario.waits(spec), signals: scenario.signals(spec) }
     }
 }
 
@@ -258,7 +206,6 @@ impl Sweep {
 
 struct Simulation<'s> {
     scenario: &'s Scenario,
-    operations: &'s Operations<'s>,
     /// The value each semaphore is last signalled to in the file so far: its highest (signals
     /// must advance), over the whole file once the pass is done.
     signalled: Vec<u64>,
@@ -269,10 +216,14 @@ struct Simulation<'s> {
     committed: u64,
     /// Bytes committed per buffer (None: not committed).
     buffers: Vec<Option<u64>>,
-    /// Per semaphore, the queues whose head waits for it, by the value it waits for.
-    waiters: Vec<BinaryHeap<Reverse<(u64, usize)>>>,
-    /// Per semaphore, `(queue, operation)` for heads that wait for memory and on it.
-    failure_watchers: Vec<Vec<(usize, usize)>>,
+    /// `(semaphore, value, queue)` for each queue whose head waits for `semaphore` to reach
+    /// `value`. A queue parks at most one wait at a time, so this stays as small as the
+    /// queues are few, where state per semaphore (a heap each) would be as large as a
+    /// scenario with a semaphore per operation, and written and read at every one.
+    waiters: BTreeSet<(usize, u64, usize)>,
+    /// By semaphore, `(queue, operation)` for heads that wait for memory and on it (only the
+    /// semaphores that such a head waits on have an entry, for the same reason).
+    failure_watchers: BTreeMap<usize, Vec<(usize, usize)>>,
     memory_waiters: MemoryWaiters,
     sweep: Sweep,
     /// Per semaphore, its signals by operations still in a FIFO.
@@ -281,19 +232,19 @@ struct Simulation<'s> {
 }
 
 impl<'s> Simulation<'s> {
-    fn new(scenario: &'s Scenario, operations: &'s Operations<'s>) -> Simulation<'s> {
+    fn new(scenario: &'s Scenario) -> Simulation<'s> {
         let (queues, semaphores) = (scenario.queues.len(), scenario.semaphores.len());
+        let initial: Vec<u64> = scenario.semaphores.iter().map(|s| s.initial).collect();
         Simulation {
             scenario,
-            operations,
-            signalled: scenario.semaphores.iter().map(|s| s.initial).collect(),
-            values: scenario.semaphores.iter().map(|s| s.initial).collect(),
+            signalled: initial.clone(),
+            values: initial,
             failed: vec![false; semaphores],
             fifos: vec![VecDeque::new(); queues],
             committed: 0,
             buffers: vec![None; scenario.buffers.len()],
-            waiters: vec![BinaryHeap::new(); semaphores],
-            failure_watchers: vec![Vec::new(); semaphores],
+            waiters: BTreeSet::new(),
+            failure_watchers: BTreeMap::new(),
             memory_waiters: MemoryWaiters::new(queues),
             sweep: Sweep::default(),
             pending: vec![0; semaphores],
@@ -347,7 +298,7 @@ impl<'s> Simulation<'s> {
     }
 
     fn op(&self, index: usize) -> Op<'s> {
-        self.operations.get(index)
+        Op::of(self.scenario, &self.scenario.ops[index])
     }
 
     fn check_signals_advance(&mut self, op: Op<'_>) -> Result<(), ScenarioError> {
@@ -359,7 +310,9 @@ impl<'s> Simulation<'s> {
                     op.spec.line,
                     format!(
                         "op `{}` signals {}={value}, which does not advance past {}",
-                        op.spec.name, self.scenario.semaphores[semaphore].name, *last
+                        self.scenario.op_name(op.spec),
+                        self.scenario.semaphores[semaphore].name,
+                        *last
                     ),
                 ));
             }
@@ -412,14 +365,14 @@ impl<'s> Simulation<'s> {
         while let Some(&index) = self.fifos[queue].front() {
             let op = self.op(index);
             if let Some((semaphore, value)) = self.first_unmet_wait(op) {
-                self.waiters[semaphore].push(Reverse((value, queue)));
+                self.waiters.insert((semaphore, value, queue));
                 return;
             }
             if let Some(bytes) = memory_needed(op, &self.failed) {
                 if bytes > self.free() {
                     self.memory_waiters.set(queue, Some(bytes));
                     for &(semaphore, _) in op.waits {
-                        self.failure_watchers[semaphore].push((queue, index));
+                        self.failure_watchers.entry(semaphore).or_default().push((queue, index));
                     }
                     return;
                 }
@@ -481,12 +434,15 @@ impl<'s> Simulation<'s> {
             return;
         }
         self.values[semaphore] = value;
-        let waiters = &mut self.waiters[semaphore];
-        while let Some(&Reverse((waited, queue))) = waiters.peek() {
-            if waited > value {
-                break;
-            }
-            waiters.pop();
+        self.wake_waiters(semaphore, value);
+    }
+
+    /// Wakes the queues whose head waits for `semaphore` to reach at most `value`.
+    fn wake_waiters(&mut self, semaphore: usize, value: u64) {
+        let reached = (semaphore, 0, 0)..=(semaphore, value, usize::MAX);
+        while let Some(&waiter) = self.waiters.range(reached.clone()).next() {
+            self.waiters.remove(&waiter);
+            let (_, _, queue) = waiter;
             self.sweep.wake(queue);
         }
     }
@@ -495,10 +451,8 @@ impl<'s> Simulation<'s> {
         if std::mem::replace(&mut self.failed[semaphore], true) {
             return;
         }
-        for Reverse((_, queue)) in std::mem::take(&mut self.waiters[semaphore]) {
-            self.sweep.wake(queue);
-        }
-        for (queue, index) in std::mem::take(&mut self.failure_watchers[semaphore]) {
+        self.wake_waiters(semaphore, u64::MAX);
+        for (queue, index) in self.failure_watchers.remove(&semaphore).unwrap_or_default() {
             // The entry is stale once that head ran (an operation runs only once).
             if self.memory_waiters.is_waiting(queue) && self.fifos[queue].front() == Some(&index) {
                 self.memory_waiters.set(queue, None);
@@ -557,7 +511,7 @@ impl Stuck<'_> {
             Target::Host => "the host".to_string(),
         };
         let mut reasons = Vec::new();
-        for &(semaphore, value) in &op.waits {
+        for &(semaphore, value) in scenario.waits(op) {
             if self.failed[semaphore] || self.values[semaphore] >= value {
                 continue;
             }
@@ -573,7 +527,7 @@ impl Stuck<'_> {
             };
             reasons.push(format!("waits for {name}>={value}: {why}"));
         }
-        if let Some(bytes) = memory_needed(Op::of(op), self.failed) {
+        if let Some(bytes) = memory_needed(Op::of(scenario, op), self.failed) {
             if bytes > scenario.memory_quota.saturating_sub(self.committed) {
                 reasons.push(format!(
                     "needs {bytes} bytes with {} of {} committed, and no dealloca can run first",
@@ -581,7 +535,8 @@ impl Stuck<'_> {
                 ));
             }
         }
-        format!("  op `{}` (line {}) on {who} {}", op.name, op.line, reasons.join("; "))
+        let name = scenario.op_name(op);
+        format!("  op `{name}` (line {}) on {who} {}", op.line, reasons.join("; "))
     }
 }
 
@@ -594,7 +549,9 @@ mod tests {
 
     use super::*;
     use crate::scenario::generate;
-    use crate::scenario::model::{Home, OpExpect, QueueSpec, SemaphoreSpec, TotalsExpect};
+    use crate::scenario::model::{
+        Conditions, Home, OpExpect, OpName, QueueSpec, SemaphoreSpec, TotalsExpect,
+    };
     use crate::scenario::parse::parse;
 
     fn checked(source: &str) -> Result<Plan, ScenarioError> {
@@ -821,7 +778,7 @@ mod tests {
                 history_slots: vec![2; scenario.semaphores.len()],
             };
             for (index, op) in scenario.ops.iter().enumerate() {
-                for (position, &(semaphore, _)) in op.signals.iter().enumerate() {
+                for (position, &(semaphore, _)) in scenario.signals(op).iter().enumerate() {
                     let of_it = |signals: &[(usize, u64)]| {
                         signals.iter().filter(|&&(s, _)| s == semaphore).count()
                     };
@@ -829,9 +786,9 @@ mod tests {
                         .fifos
                         .iter()
                         .flatten()
-                        .map(|&queued| of_it(&scenario.ops[queued].signals))
+                        .map(|&queued| of_it(scenario.signals(&scenario.ops[queued])))
                         .sum();
-                    let needed = in_fifos + of_it(&op.signals[..position]) + 2;
+                    let needed = in_fifos + of_it(&scenario.signals(op)[..position]) + 2;
                     plan.history_slots[semaphore] = plan.history_slots[semaphore].max(needed);
                 }
                 match op.target {
@@ -844,7 +801,7 @@ mod tests {
                         if !model.waits_met(op) {
                             return Err(model.stuck(&highest, Some(op)));
                         }
-                        let failed = op.waits.iter().any(|&(s, _)| model.failed[s]);
+                        let failed = scenario.waits(op).iter().any(|&(s, _)| model.failed[s]);
                         model.signal(op, failed);
                         if let Some((semaphore, _)) = op.fail {
                             model.failed[semaphore] = true;
@@ -864,14 +821,16 @@ mod tests {
         fn signals_advance(scenario: &Scenario) -> Result<Vec<u64>, ScenarioError> {
             let mut submitted: Vec<u64> = scenario.semaphores.iter().map(|s| s.initial).collect();
             for op in &scenario.ops {
-                for &(semaphore, value) in &op.signals {
+                for &(semaphore, value) in scenario.signals(op) {
                     if value <= submitted[semaphore] {
                         return Err(ScenarioError::at(
                             &scenario.path,
                             op.line,
                             format!(
                                 "op `{}` signals {}={value}, which does not advance past {}",
-                                op.name, scenario.semaphores[semaphore].name, submitted[semaphore]
+                                scenario.op_name(op),
+                                scenario.semaphores[semaphore].name,
+                                submitted[semaphore]
                             ),
                         ));
                     }
@@ -888,7 +847,7 @@ mod tests {
                 for queue in 0..self.fifos.len() {
                     while let Some(&index) = self.fifos[queue].front() {
                         let op = &self.scenario.ops[index];
-                        let doomed = op.waits.iter().any(|&(s, _)| self.failed[s])
+                        let doomed = self.scenario.waits(op).iter().any(|&(s, _)| self.failed[s])
                             || matches!(op.work, WorkSpec::Host { fail: Some(_), .. });
                         let fits = match op.work {
                             WorkSpec::Alloca { bytes, .. } if !doomed => {
@@ -922,11 +881,11 @@ mod tests {
         }
 
         fn waits_met(&self, op: &OpSpec) -> bool {
-            op.waits.iter().all(|&(s, v)| self.failed[s] || self.values[s] >= v)
+            self.scenario.waits(op).iter().all(|&(s, v)| self.failed[s] || self.values[s] >= v)
         }
 
         fn signal(&mut self, op: &OpSpec, failed: bool) {
-            for &(semaphore, value) in &op.signals {
+            for &(semaphore, value) in self.scenario.signals(op) {
                 if failed {
                     self.failed[semaphore] = true;
                 } else if !self.failed[semaphore] {
@@ -991,6 +950,8 @@ mod tests {
             .prop_flat_map(|counts| (Just(counts), proptest::collection::vec(raw_op(), 1..=24)))
             .prop_map(|((queues, semaphores, buffers, quota), raw)| {
                 let mut submitted = vec![0; semaphores];
+                let mut conditions = Vec::new();
+                let mut op_names = String::new();
                 let ops = raw
                     .into_iter()
                     .enumerate()
@@ -1012,7 +973,7 @@ mod tests {
                             }
                             _ => WorkSpec::Noop,
                         };
-                        let signals = raw
+                        let signals: Vec<_> = raw
                             .signals
                             .iter()
                             .map(|&(s, step)| {
@@ -1022,11 +983,14 @@ mod tests {
                             })
                             .collect();
                         OpSpec {
-                            name: format!("op{index}"),
+                            name: OpName::push(&mut op_names, &format!("op{index}")),
                             line: index + 1,
                             target,
-                            waits: raw.waits.iter().map(|&(s, v)| (s % semaphores, v)).collect(),
-                            signals,
+                            conditions: Conditions::push(
+                                &mut conditions,
+                                raw.waits.iter().map(|&(s, v)| (s % semaphores, v)),
+                                signals,
+                            ),
                             work,
                             external: false,
                             fail: match target {
@@ -1066,6 +1030,8 @@ mod tests {
                         .collect(),
                     buffers: (0..buffers).map(|b| format!("b{b}")).collect(),
                     ops,
+                    conditions,
+                    op_names,
                     expect: TotalsExpect::default(),
                 }
             })

@@ -16,7 +16,7 @@ pub fn unmet(outcome: &Outcome<'_>) -> (Vec<String>, usize) {
         }
     };
     for (spec, record) in outcome.scenario.ops.iter().zip(&outcome.ops) {
-        let at = format!("op `{}` (line {})", spec.name, spec.line);
+        let at = format!("op `{}` (line {})", outcome.scenario.op_name(spec), spec.line);
         if let Some(frontier) = &spec.expect.frontier {
             let points = outcome.points_of(record.frontier).iter();
             let mut actual: Vec<(String, u64)> =

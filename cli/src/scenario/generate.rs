@@ -131,14 +131,14 @@ mod tests {
     fn a_fan_in_join_waits_on_every_lane_and_precedes_its_producers() {
         let scenario = parsed(&fan_in(2 * (FAN_IN + 1)));
         let join = &scenario.ops[FAN_IN + 1];
-        assert_eq!(join.name, "join2");
+        assert_eq!(scenario.op_name(join), "join2");
         assert_eq!(join.target, Target::Queue(FAN_IN));
-        assert_eq!(join.waits, (0..FAN_IN).map(|lane| (lane, 2)).collect::<Vec<_>>());
+        assert_eq!(scenario.waits(join), (0..FAN_IN).map(|lane| (lane, 2)).collect::<Vec<_>>());
         let producer = &scenario.ops[FAN_IN + 2];
-        assert_eq!(producer.name, "work2_0");
+        assert_eq!(scenario.op_name(producer), "work2_0");
         assert_eq!(
-            (producer.waits.clone(), producer.signals.clone()),
-            (vec![(FAN_IN, 1)], vec![(0, 2)])
+            (scenario.waits(producer), scenario.signals(producer)),
+            (&[(FAN_IN, 1)][..], &[(0, 2)][..])
         );
     }
 
@@ -148,7 +148,7 @@ mod tests {
         assert_eq!(scenario.semaphores.len(), 200);
         let mut distances = std::collections::BTreeSet::new();
         for (index, op) in scenario.ops.iter().enumerate().skip(1) {
-            let [(semaphore, 1)] = op.waits[..] else { panic!("{op:?}") };
+            let [(semaphore, 1)] = scenario.waits(op)[..] else { panic!("{op:?}") };
             distances.insert(index - semaphore);
         }
         assert_eq!(distances, (1..=MANY_SEMAPHORES_REACH).collect());

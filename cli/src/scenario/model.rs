@@ -77,8 +77,93 @@ pub struct Scenario {
     pub buffers: Vec<String>,
     /// Operations, in file (= submission) order.
     pub ops: Vec<OpSpec>,
+    /// Every operation's waits, then its signals, as `(semaphore, value)`, in file order (see
+    /// [`Conditions`]).
+    pub conditions: Vec<(usize, u64)>,
+    /// Every operation's name, one after another in file order (see [`OpName`]).
+    pub op_names: String,
     /// Whole-run expectations.
     pub expect: TotalsExpect,
+}
+
+impl Scenario {
+    /// `op`'s name.
+    pub fn op_name(&self, op: &OpSpec) -> &str {
+        let start = op.name.start as usize;
+        &self.op_names[start..start + op.name.len as usize]
+    }
+
+    /// `op`'s `(semaphore, value)` waits.
+    pub fn waits(&self, op: &OpSpec) -> &[(usize, u64)] {
+        let start = op.conditions.start as usize;
+        &self.conditions[start..start + usize::from(op.conditions.waits)]
+    }
+
+    /// `op`'s `(semaphore, value)` signals.
+    pub fn signals(&self, op: &OpSpec) -> &[(usize, u64)] {
+        let start = op.conditions.start as usize + usize::from(op.conditions.waits);
+        &self.conditions[start..start + usize::from(op.conditions.signals)]
+    }
+}
+
+/// Where an operation's name lies in [`Scenario::op_names`].
+///
+/// For the same reason as [`Conditions`]: the report and the trace name every operation, and
+/// names in one string are read in order, not from an allocation of their own each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpName {
+    /// Where it starts.
+    pub start: u32,
+    /// Its length in bytes.
+    pub len: u32,
+}
+
+impl OpName {
+    /// Appends `name` to `names`, and says where it lies.
+    pub fn push(names: &mut String, name: &str) -> OpName {
+        let offset = |at: usize| u32::try_from(at).expect("a scenario's names hold under 4 GiB");
+        let start = offset(names.len());
+        names.push_str(name);
+        OpName { start, len: offset(name.len()) }
+    }
+}
+
+/// Where an operation's waits and signals lie in [`Scenario::conditions`]: its waits from
+/// `start`, then its signals.
+///
+/// A large scenario has hundreds of thousands of operations with a wait or two each; a list of
+/// its own for each would put every operation's conditions in a small allocation of its own,
+/// spread over the heap, and each pass that reads them (the checks, the run, the trace) would
+/// wait for memory at every one. In one array they are read in order, and an operation's
+/// record stays small.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conditions {
+    /// Where its waits start.
+    pub start: u32,
+    /// How many waits it has.
+    pub waits: u16,
+    /// How many signals it has (after its waits).
+    pub signals: u16,
+}
+
+impl Conditions {
+    /// Appends `waits`, then `signals`, to `conditions`, and says where they lie.
+    pub fn push(
+        conditions: &mut Vec<(usize, u64)>,
+        waits: impl IntoIterator<Item = (usize, u64)>,
+        signals: impl IntoIterator<Item = (usize, u64)>,
+    ) -> Conditions {
+        let start = conditions.len();
+        conditions.extend(waits);
+        let signals_start = conditions.len();
+        conditions.extend(signals);
+        let count = |count: usize| u16::try_from(count).expect("an operation has few conditions");
+        Conditions {
+            start: u32::try_from(start).expect("a scenario holds under 2^32 conditions"),
+            waits: count(signals_start - start),
+            signals: count(conditions.len() - signals_start),
+        }
+    }
 }
 
 /// One declared queue.
@@ -214,16 +299,15 @@ pub struct OpExpect {
 /// One operation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpSpec {
-    /// Its name.
-    pub name: String,
+    /// Its name, in [`Scenario::op_names`] (read it with [`Scenario::op_name`]).
+    pub name: OpName,
     /// Its line.
     pub line: usize,
     /// Who runs it.
     pub target: Target,
-    /// `(semaphore, value)` waits.
-    pub waits: Vec<(usize, u64)>,
-    /// `(semaphore, value)` signals.
-    pub signals: Vec<(usize, u64)>,
+    /// Its `(semaphore, value)` waits and signals, in [`Scenario::conditions`] (read them with
+    /// [`Scenario::waits`] and [`Scenario::signals`]).
+    pub conditions: Conditions,
     /// Its work.
     pub work: WorkSpec,
     /// Host only: signal as an untracked outside source.

@@ -17,8 +17,8 @@ use toml::Spanned;
 
 use super::drivers;
 use super::model::{
-    Home, OpExpect, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec, StatusExpect,
-    Target, TotalsExpect, WorkSpec,
+    Conditions, Home, OpExpect, OpName, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec,
+    StatusExpect, Target, TotalsExpect, WorkSpec,
 };
 use super::segment::{self, Segment, Table};
 
@@ -315,6 +315,10 @@ struct Resolver<'a> {
     base: Cell<usize>,
     buffers: Vec<String>,
     buffer_index: HashMap<String, usize>,
+    /// The operations' waits and signals read so far (see [`Conditions`]).
+    conditions: Vec<(usize, u64)>,
+    /// The operations' names read so far (see [`OpName`]).
+    op_names: String,
 }
 
 impl Resolver<'_> {
@@ -325,6 +329,8 @@ impl Resolver<'_> {
             base: Cell::new(0),
             buffers: Vec::new(),
             buffer_index: HashMap::new(),
+            conditions: Vec::new(),
+            op_names: String::new(),
         }
     }
 
@@ -362,17 +368,17 @@ impl Resolver<'_> {
             self.semaphores(raw_semaphores, &queues, &queue_index)?;
         let names = Names { queues: queue_index, semaphores: semaphore_index };
         let mut ops = Vec::new();
-        let mut op_names: HashSet<String> = HashSet::new();
+        let mut defined: HashSet<String> = HashSet::new();
         for op in raw_ops {
             let op = op?;
             self.base.set(op.base);
             let name = op.table.get_ref().name.get_ref();
-            if op_names.contains(name.as_str()) {
+            if defined.contains(name.as_str()) {
                 return Err(
                     self.error(&op.table.get_ref().name, format!("op `{name}` is defined twice"))
                 );
             }
-            op_names.insert(name.clone());
+            defined.insert(name.clone());
             ops.push(self.op(&op.table, &queues, &names)?);
         }
         if ops.is_empty() {
@@ -397,6 +403,8 @@ impl Resolver<'_> {
             semaphores,
             buffers: self.buffers,
             ops,
+            conditions: self.conditions,
+            op_names: self.op_names,
             expect,
         })
     }
@@ -595,16 +603,16 @@ impl Resolver<'_> {
                 op.failure_code.unwrap_or(1),
             )),
         };
+        let expect = self.expectations(op, &names.queues)?;
         Ok(OpSpec {
-            name: op.name.get_ref().clone(),
+            name: OpName::push(&mut self.op_names, op.name.get_ref()),
             line: self.line(spanned),
             target,
-            waits,
-            signals,
+            conditions: Conditions::push(&mut self.conditions, waits, signals),
             work,
             external: op.external,
             fail,
-            expect: self.expectations(op, &names.queues)?,
+            expect,
         })
     }
 

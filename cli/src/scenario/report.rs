@@ -19,7 +19,7 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
     let report = Report {
         ops: LazyArray(|| {
             scenario.ops.iter().zip(&outcome.ops).map(|(spec, record)| {
-                op(outcome, &spec.name, queue_name(outcome, spec.target), record)
+                op(outcome, scenario.op_name(spec), queue_name(outcome, spec.target), record)
             })
         }),
         scenario: &scenario.name,

@@ -427,7 +427,7 @@ impl Sizes {
             if let Target::Queue(queue) = op.target {
                 ops[queue] += 1;
             }
-            for &(semaphore, _) in &op.signals {
+            for &(semaphore, _) in scenario.signals(op) {
                 signals[semaphore] += 1;
             }
             allocas += usize::from(matches!(op.work, WorkSpec::Alloca { .. }));
@@ -577,7 +577,7 @@ impl<'s> Runner<'s> {
         });
         let host_axis = (host_clock.axis(), super::parse::HOST.to_string());
         let frontiers = FrontierRecorder::new(queue_axes.chain([host_axis]));
-        let waits = scenario.ops.iter().map(|op| op.waits.len()).sum();
+        let waits = scenario.ops.iter().map(|op| scenario.waits(op).len()).sum();
         Ok(Runner {
             scenario,
             options,
@@ -637,7 +637,11 @@ impl<'s> Runner<'s> {
     }
 
     fn op_error(&self, op: &OpSpec, message: impl std::fmt::Display) -> ScenarioError {
-        ScenarioError::at(&self.scenario.path, op.line, format!("op `{}`: {message}", op.name))
+        ScenarioError::at(
+            &self.scenario.path,
+            op.line,
+            format!("op `{}`: {message}", self.scenario.op_name(op)),
+        )
     }
 
     fn submit(
@@ -663,9 +667,9 @@ impl<'s> Runner<'s> {
             }
         };
         let waits: Vec<(SemaphoreId, u64)> =
-            op.waits.iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
+            self.scenario.waits(op).iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
         let signals: Vec<(SemaphoreId, u64)> =
-            op.signals.iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
+            self.scenario.signals(op).iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
         let submit_ns = self.device.now_ns();
         let request = Op { waits: &waits, signals: &signals, work, tag: index as u64 };
         // A full ring or history makes the submission wait for earlier work, up to the deadline.
@@ -681,7 +685,10 @@ impl<'s> Runner<'s> {
             Err(SubmitError::TimedOut(resource)) => {
                 return Err(Halt::Stuck(format!(
                     "the submitter waited past the {:?} deadline for room to submit op `{}` (line {}) on queue {}: {resource}",
-                    self.options.timeout, op.name, op.line, self.scenario.queues[queue].name
+                    self.options.timeout,
+                    self.scenario.op_name(op),
+                    op.line,
+                    self.scenario.queues[queue].name
                 )));
             }
             Err(error) => {
@@ -689,7 +696,7 @@ impl<'s> Runner<'s> {
             }
         };
         let waits_start = self.waits.len();
-        let waits = op.waits.iter().zip(receipt.waits.iter());
+        let waits = self.scenario.waits(op).iter().zip(receipt.waits.iter());
         self.waits.extend(waits.map(|(&(semaphore, value), outcome)| {
             let resolved = match *outcome {
                 WaitOutcome::Resolved(resolved) => Some(resolved),
@@ -712,7 +719,7 @@ impl<'s> Runner<'s> {
         let name = |s: usize| &self.scenario.semaphores[s].name;
         match error {
             SubmitError::WaitOutOfScope { wait } => {
-                let s = op.waits[wait].0;
+                let s = self.scenario.waits(op)[wait].0;
                 format!(
                     "semaphore `{}` ({}) is not visible to this queue",
                     name(s),
@@ -720,7 +727,8 @@ impl<'s> Runner<'s> {
                 )
             }
             SubmitError::Signal { signal, error, .. } => {
-                format!("signal {}={}: {error}", name(op.signals[signal].0), op.signals[signal].1)
+                let (semaphore, value) = self.scenario.signals(op)[signal];
+                format!("signal {}={value}: {error}", name(semaphore))
             }
             other => other.to_string(),
         }
@@ -742,7 +750,7 @@ impl<'s> Runner<'s> {
         let mut submission = self.host_clock.begin();
         let waits_start = self.waits.len();
         let mut failed = false;
-        for &(semaphore, value) in &op.waits {
+        for &(semaphore, value) in self.scenario.waits(op) {
             let device_semaphore =
                 self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
             let resolved = match submission.wait(device_semaphore, value) {
@@ -758,7 +766,7 @@ impl<'s> Runner<'s> {
                         op.line,
                         format!(
                             "op `{}`: semaphore `{}` ({}) is not visible to the host",
-                            op.name,
+                            self.scenario.op_name(op),
                             spec.name,
                             spec.scope.name()
                         ),
@@ -768,7 +776,7 @@ impl<'s> Runner<'s> {
             self.waits.push(WaitRecord::new(semaphore, value, resolved));
         }
         let start_ns = self.device.now_ns();
-        for &(semaphore, value) in &op.waits {
+        for &(semaphore, value) in self.scenario.waits(op) {
             let device_semaphore =
                 self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
             match host::wait_until(device_semaphore, value, deadline) {
@@ -778,7 +786,10 @@ impl<'s> Runner<'s> {
                     let name = &self.scenario.semaphores[semaphore].name;
                     return Err(Halt::Stuck(format!(
                         "op `{}` (line {}) on the host waits for {name}>={value} (at {}) past the {:?} deadline",
-                        op.name, op.line, device_semaphore.value(), self.options.timeout
+                        self.scenario.op_name(op),
+                        op.line,
+                        device_semaphore.value(),
+                        self.options.timeout
                     )));
                 }
             }
@@ -791,11 +802,13 @@ impl<'s> Runner<'s> {
         if !finished {
             return Err(Halt::Stuck(format!(
                 "op `{}` (line {}) on the host was still running its work at the {:?} deadline",
-                op.name, op.line, self.options.timeout
+                self.scenario.op_name(op),
+                op.line,
+                self.options.timeout
             )));
         }
         let (device, ids) = (&self.device, &self.semaphore_ids);
-        let signals = op.signals.iter().map(|&(semaphore, value)| {
+        let signals = self.scenario.signals(op).iter().map(|&(semaphore, value)| {
             (device.semaphore(ids[semaphore]).expect("declared semaphores exist"), value)
         });
         let (submitted, result) = if op.external {
@@ -851,7 +864,7 @@ impl<'s> Runner<'s> {
 
     /// The scenario's fault: signal number `index` of `op` was refused.
     fn signal_error(&self, op: &OpSpec, index: usize, error: SignalError) -> ScenarioError {
-        let (semaphore, value) = op.signals[index];
+        let (semaphore, value) = self.scenario.signals(op)[index];
         let name = &self.scenario.semaphores[semaphore].name;
         self.op_error(op, format!("signal {name}={value}: {error}"))
     }
@@ -923,7 +936,8 @@ impl<'s> Runner<'s> {
                     let seconds = now_ns.saturating_sub(start_ns) as f64 / 1e9;
                     running.push(format!(
                         "  op `{}` (line {}) on queue {queue} has been running for {seconds:.3} s{on}",
-                        op.name, op.line
+                        self.scenario.op_name(op),
+                        op.line
                     ));
                 }
                 continue;
@@ -932,8 +946,9 @@ impl<'s> Runner<'s> {
             if waiting.len() >= STUCK_LISTED {
                 continue;
             }
-            let unmet: Vec<String> = op
-                .waits
+            let unmet: Vec<String> = self
+                .scenario
+                .waits(op)
                 .iter()
                 .filter(|&&(s, v)| {
                     self.semaphore(s).value() < v && self.semaphore(s).failure().is_none()
@@ -951,7 +966,8 @@ impl<'s> Runner<'s> {
             } else {
                 format!("waits for {}", unmet.join(", "))
             };
-            waiting.push(format!("  op `{}` (line {}) on queue {queue} {why}", op.name, op.line));
+            let name = self.scenario.op_name(op);
+            waiting.push(format!("  op `{name}` (line {}) on queue {queue} {why}", op.line));
         }
         let mut lines = vec![format!("deadlock: {headline}")];
         lines.extend(running);

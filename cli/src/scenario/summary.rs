@@ -45,7 +45,7 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
         let _ = writeln!(
             out,
             "  {:<18} {:<8} {:>5}  {:<9} {:>10.1} {:>10.1}  {:<28} {}",
-            spec.name,
+            scenario.op_name(spec),
             queue_name(outcome, spec.target),
             record.epoch,
             record.status.name(),

@@ -61,7 +61,7 @@ impl FirstSignals {
         for (index, op) in scenario.ops.iter().enumerate() {
             let op_index = u32::try_from(index).expect("operation indices fit in u32");
             let track = u32::try_from(track(scenario, op.target)).expect("tracks fit in u32");
-            for &(semaphore, value) in &op.signals {
+            for &(semaphore, value) in scenario.signals(op) {
                 if highest[semaphore].is_none_or(|highest| value > highest) {
                     highest[semaphore] = Some(value);
                     in_file_order.push((semaphore, Raise { value, op: op_index, track }));
@@ -277,7 +277,7 @@ fn slices<'a>(outcome: &'a Outcome<'_>) -> impl Iterator<Item = Event<'a, impl S
                 args,
                 cat: "op",
                 dur: us(record.end_ns.saturating_sub(record.start_ns)),
-                name: &spec.name,
+                name: outcome.scenario.op_name(spec),
                 ph: "X",
                 pid,
                 tid,
@@ -366,7 +366,7 @@ mod tests {
             let found = crate::scenario::bundled::find("late-waiter").unwrap();
             let scenario =
                 crate::scenario::parse::parse(Path::new(found.file), found.source).unwrap();
-            scenario.ops.iter().map(|op| op.waits.len()).sum()
+            scenario.ops.iter().map(|op| scenario.waits(op).len()).sum()
         };
         assert_eq!(flows.len(), 2 * waits);
         for (pair, id) in flows.chunks(2).zip(1..) {
@@ -398,7 +398,7 @@ mod tests {
                 crate::scenario::parse::parse(Path::new("t.toml"), &text).unwrap()
             };
             let first_in_file_order = scenario.ops.iter().position(|op| {
-                op.signals.iter().any(|&(s, v)| s == semaphore && v >= value)
+                scenario.signals(op).iter().any(|&(s, v)| s == semaphore && v >= value)
             });
             let signaller = FirstSignals::of(&scenario).signaller(semaphore, value);
             prop_assert_eq!(signaller.map(|raise| raise.op as usize), first_in_file_order);
