@@ -302,7 +302,8 @@ fn bench_phases(c: &mut Criterion) {
                     as u64
             });
             measure("read_ops", &mut || read_ops(&scenario));
-            let options = RunOptions { timeout: Duration::from_secs(60), progress: false };
+            let options =
+                RunOptions { timeout: Duration::from_secs(60), progress: false, all_cpu: false };
             let plan = check::check(&scenario).expect("generated scenarios check");
             measure("run", &mut || {
                 let outcome = run::run(&scenario, &plan, options).expect("generated scenarios run");

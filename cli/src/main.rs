@@ -1,4 +1,4 @@
-//! `causeway` — runs scenario files on the CPU device and shows how causality flowed.
+//! `causeway` — runs scenario files on CPU and Vulkan queues and shows how causality flowed.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -48,6 +48,10 @@ enum Command {
         /// Print only the expectation verdict.
         #[arg(long)]
         quiet: bool,
+        /// Run every queue on the CPU driver, whatever driver it names (for a machine without
+        /// Vulkan: the causality is the same, the work runs on the worker pool).
+        #[arg(long)]
+        all_cpu: bool,
     },
     /// List the bundled scenarios.
     Scenarios,
@@ -61,7 +65,7 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Run { file, report, trace, timeout, quiet } => {
+        Command::Run { file, report, trace, timeout, quiet, all_cpu } => {
             let timeout = match Duration::try_from_secs_f64(timeout) {
                 Ok(timeout) if !timeout.is_zero() => timeout,
                 _ => {
@@ -69,7 +73,8 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INPUT);
                 }
             };
-            run_scenario(&file, report.as_deref(), trace.as_deref(), timeout, quiet)
+            let options = RunOptions { timeout, progress: !quiet, all_cpu };
+            run_scenario(&file, report.as_deref(), trace.as_deref(), options)
         }
     }
 }
@@ -90,8 +95,7 @@ fn run_scenario(
     file: &Path,
     report_path: Option<&Path>,
     trace_path: Option<&Path>,
-    timeout: Duration,
-    quiet: bool,
+    options: RunOptions,
 ) -> ExitCode {
     let failed = |error: ScenarioError| {
         eprintln!("error: {error}");
@@ -101,11 +105,11 @@ fn run_scenario(
         Ok(checked) => checked,
         Err(error) => return failed(error),
     };
-    let outcome = match run::run(&scenario, &plan, RunOptions { timeout, progress: !quiet }) {
+    let outcome = match run::run(&scenario, &plan, options) {
         Ok(outcome) => outcome,
         Err(error) => return failed(error),
     };
-    if !quiet {
+    if options.progress {
         print!("{}", summary::summary(&outcome));
     }
     let documents: [(Option<&Path>, &DocumentWriter); 2] = [

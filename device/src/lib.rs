@@ -949,8 +949,13 @@ impl Device {
             let semaphore = &shared.semaphores[id];
             let resolved = if queue.native {
                 // A device wait stays one only on an operation of a queue of the same driver,
-                // which the driver can wait on natively (see `BackendCapabilities`).
+                // which the driver can wait on natively (see `BackendCapabilities`), and only
+                // for a kernel: the layer's own kinds never reach the driver, so the host holds
+                // them until their values are reached.
                 let native = |origin: Point| {
+                    if !op.work.is_kernel() {
+                        return false;
+                    }
                     let origin_queue = shared.queue_of(origin);
                     origins[wait] = origin_queue
                         .filter(|other| other.driver == queue.driver)

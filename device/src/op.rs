@@ -50,6 +50,14 @@ pub enum Work {
     Dealloca(BufferId),
 }
 
+impl Work {
+    /// Whether it is a kernel kind, issued to the queue's driver (the others are the layer's
+    /// own and run on the host).
+    pub fn is_kernel(self) -> bool {
+        matches!(self, Work::Spin(_) | Work::Sleep(_) | Work::Execute(_))
+    }
+}
+
 /// How an operation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -543,8 +543,7 @@ impl QueueShared {
             // SAFETY: `cursor` is in [head, tail): the queue process owns the body; shared and
             // short-lived.
             let work = unsafe { &*slot.body.get() }.work;
-            let kernel = matches!(work, Work::Spin(_) | Work::Sleep(_) | Work::Execute(_));
-            if !kernel || self.failed_wait(slot).is_some() {
+            if !work.is_kernel() || self.failed_wait(slot).is_some() {
                 return Ahead::Stopped;
             }
             match self.issue(slot, worker) {

@@ -414,6 +414,24 @@ fn layer_work_on_a_native_queue_advances_its_timeline_and_orders_what_follows() 
 }
 
 #[test]
+fn layer_work_on_a_native_queue_waits_on_the_host_for_what_it_waits_on() {
+    let Rig { device, gpu, gpu_queues: [a, b], semaphores, events, .. } = rig(2);
+    let (s, t) = (semaphores[0], semaphores[1]);
+    let quick = Work::Spin(Duration::from_micros(100));
+    gpu.pause();
+    device.submit(a, &Op { waits: &[], signals: &[(s, 1)], work: quick, tag: 1 }).unwrap();
+    // A barrier never reaches the driver: its wait is held on the host, not handed over.
+    let barrier = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: Work::Barrier, tag: 2 };
+    assert_eq!(resolution_of(&device.submit(b, &barrier).unwrap().waits), Resolution::Held);
+    gpu.wait_queued(1);
+    thread::sleep(Duration::from_millis(20));
+    assert_eq!(events.position(2, true), None, "the barrier waits for op 1");
+    gpu.resume();
+    assert_eq!(wait(device.semaphore(t).unwrap(), 1, Some(LONG)), Ok(1));
+    assert!(events.position(1, false).unwrap() < events.position(2, true).unwrap());
+}
+
+#[test]
 fn a_failure_before_issue_fails_the_native_waiter_without_issuing_it() {
     let Rig { device, gpu, gpu_queues: [a, b], semaphores, .. } = rig(3);
     let (input, s, out) = (semaphores[0], semaphores[1], semaphores[2]);

@@ -1,37 +1,168 @@
-//! The drivers a scenario's queues may name (`driver = "cpu"`): the one place the CLI names a
-//! driver, to check a queue's choice and to register each driver's backend with the device.
-//! Everything else in the runner speaks to the device layer only.
+//! The drivers a scenario's queues may name (`driver = "cpu"` or `"vulkan"`): the one place the
+//! CLI names a driver — which work each runs, opening the Vulkan device, recording command
+//! buffers, registering the backends, and checking compute results after the run. Everything
+//! else in the runner speaks to the device layer only.
+//!
+//! `compute` work runs on either driver, on buffers of its own: on a Vulkan queue a compute
+//! shader (`drivers/vulkan/shaders/`), on a CPU queue the same arithmetic in tiles on the block
+//! processor. Inputs are small multiples of one half, so every result is exact in `f32` and is
+//! compared bit for bit with the host's.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use causeway::cpu::{BlockError, CpuBackend, DeviceKernel};
 use causeway::device::{CommandBufferId, DeviceBuilder, DriverId};
 use causeway::runtime::spin_for;
+use causeway::vulkan::{Buffer, Gpu, GpuOptions, Kernel, Step, VulkanBackend, VulkanError};
 
-/// Drivers this build has, by the name a scenario gives them.
-pub const AVAILABLE: &[&str] = &["cpu"];
+use super::model::{ComputeKernel, DriverKind, Scenario, WorkSpec};
 
-/// Most regions a recorded command buffer (`tiles` work) may hold.
+/// Most regions a recorded command buffer (`tiles` or `compute` work) may hold.
 pub const MAX_REGIONS: usize = causeway::cpu::block::MAX_REGIONS;
+
+/// Most floats per buffer of one `compute` operation.
+pub const MAX_ELEMENTS: u32 = 1 << 22;
+
+/// Why `compute` work with these sizes cannot run, if it cannot.
+pub fn check_compute(elements: u32, tiles: u32, regions: u32) -> Result<(), String> {
+    if elements == 0 || tiles == 0 || regions == 0 {
+        return Err("compute work needs at least one element, one tile and one region".into());
+    }
+    if elements > MAX_ELEMENTS {
+        return Err(format!("compute work takes at most {MAX_ELEMENTS} elements"));
+    }
+    if tiles > elements {
+        return Err(format!("{tiles} tiles of {elements} elements: a tile needs an element"));
+    }
+    if regions as usize > MAX_REGIONS {
+        return Err(format!("a command buffer holds at most {MAX_REGIONS} regions"));
+    }
+    Ok(())
+}
+
+/// Whether a queue of `driver` runs `work`. The layer's own kinds (noop, host functions,
+/// stream-ordered memory) run on every driver's queues.
+pub fn runs(driver: DriverKind, work: &WorkSpec) -> bool {
+    match driver {
+        DriverKind::Cpu => true,
+        DriverKind::Vulkan => {
+            !matches!(work, WorkSpec::Spin(_) | WorkSpec::Sleep(_) | WorkSpec::Tiles { .. })
+        }
+    }
+}
+
+/// What a queue of `driver` runs, for the error that refuses anything else.
+pub fn kinds(driver: DriverKind) -> &'static str {
+    match driver {
+        DriverKind::Cpu => "CPU queues run every kind of work",
+        DriverKind::Vulkan => {
+            "Vulkan queues run compute, host, noop, alloca and dealloca work (spin, sleep and \
+             tiles are CPU kernels)"
+        }
+    }
+}
 
 /// The backends of a device being built: command buffers are recorded with them before they
 /// are registered.
-#[derive(Debug, Default)]
 pub struct Drivers {
     cpu: CpuBackend,
+    vulkan: Option<(VulkanBackend, [Kernel; 2])>,
+    /// Every queue runs on the CPU driver, whatever it names.
+    all_cpu: bool,
 }
 
 /// The registered drivers, for the queues that name them.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Registered {
-    /// The CPU driver.
-    pub cpu: DriverId,
+    cpu: DriverId,
+    vulkan: Option<(DriverId, String)>,
+    workers: usize,
+}
+
+impl Registered {
+    /// The driver a queue naming `kind` runs on, and its adapter (the device it runs on).
+    pub fn driver(&self, kind: DriverKind) -> (DriverKind, DriverId, String) {
+        match (kind, &self.vulkan) {
+            (DriverKind::Vulkan, Some((id, adapter))) => (DriverKind::Vulkan, *id, adapter.clone()),
+            _ => (DriverKind::Cpu, self.cpu, format!("host ({} worker threads)", self.workers)),
+        }
+    }
+}
+
+/// A compute operation's output and what it must hold after the run.
+pub struct ComputeCheck {
+    output: Output,
+    expected: Vec<f32>,
+}
+
+enum Output {
+    Host(Arc<[AtomicU32]>),
+    Vulkan(Buffer),
+}
+
+impl ComputeCheck {
+    /// `Err` names the first element that differs from the host's arithmetic.
+    pub fn verify(&self) -> Result<(), String> {
+        let actual: Vec<f32> = match &self.output {
+            Output::Host(values) => {
+                values.iter().map(|bits| f32::from_bits(bits.load(Ordering::Relaxed))).collect()
+            }
+            Output::Vulkan(buffer) => buffer
+                .read_f32(0, self.expected.len())
+                .map_err(|error| format!("cannot read the result back: {error}"))?,
+        };
+        match actual.iter().zip(&self.expected).position(|(a, e)| a.to_bits() != e.to_bits()) {
+            None => Ok(()),
+            Some(i) => Err(format!("element {i} is {} (expected {})", actual[i], self.expected[i])),
+        }
+    }
+}
+
+/// The inputs of compute work: `x` (and `a`) at `i` and `y` (and `b`) at `i`.
+fn input_x(i: usize) -> f32 {
+    (i % 13) as f32 * 0.5
+}
+
+fn input_y(i: usize) -> f32 {
+    (i % 7) as f32
+}
+
+/// What `kernel` leaves in its output after `regions` dispatches.
+fn expected(kernel: ComputeKernel, elements: usize, regions: u32) -> Vec<f32> {
+    (0..elements)
+        .map(|i| match kernel {
+            ComputeKernel::Add => input_x(i) + input_y(i),
+            ComputeKernel::Saxpy => input_y(i) + 2.0 * regions as f32 * input_x(i),
+        })
+        .collect()
 }
 
 impl Drivers {
-    /// Every available driver, with nothing recorded yet.
-    pub fn new() -> Drivers {
-        Drivers::default()
+    /// Every driver `scenario`'s queues name; with `all_cpu`, the CPU driver alone. `Err`
+    /// explains why the Vulkan device cannot be opened, naming the package that provides what
+    /// is missing.
+    pub fn new(scenario: &Scenario, all_cpu: bool) -> Result<Drivers, String> {
+        let wants_vulkan = scenario.queues.iter().find(|q| q.driver == DriverKind::Vulkan);
+        let vulkan = match wants_vulkan {
+            Some(queue) if !all_cpu => {
+                let open = || -> Result<(VulkanBackend, [Kernel; 2]), VulkanError> {
+                    let gpu = Gpu::open(&GpuOptions::from_env()?)?;
+                    let kernels = [Kernel::add(&gpu)?, Kernel::saxpy(&gpu)?];
+                    Ok((VulkanBackend::new(gpu), kernels))
+                };
+                Some(open().map_err(|error| {
+                    format!(
+                        "queue `{}` names the vulkan driver, but no Vulkan device opens: {error} \
+                         (or run every queue on the CPU with --all-cpu)",
+                        queue.name
+                    )
+                })?)
+            }
+            _ => None,
+        };
+        Ok(Drivers { cpu: CpuBackend::new(), vulkan, all_cpu })
     }
 
     /// Records `tiles` work — `regions` regions of `tiles` tiles, each tile busy for
@@ -46,8 +177,92 @@ impl Drivers {
         self.cpu.command_buffer((0..regions).map(|_| (tiles, kernel())).collect())
     }
 
-    /// Registers every driver's backend with `builder`.
-    pub fn register(self, builder: &mut DeviceBuilder) -> Registered {
-        Registered { cpu: builder.driver(self.cpu) }
+    /// Records `compute` work for a queue naming `driver`, on buffers of its own filled with
+    /// the inputs; returns the command buffer and the check of its result.
+    pub fn record_compute(
+        &mut self,
+        driver: DriverKind,
+        (kernel, elements, tiles, regions): (ComputeKernel, u32, u32, u32),
+    ) -> Result<(CommandBufferId, ComputeCheck), String> {
+        let expected = expected(kernel, elements as usize, regions);
+        match (&mut self.vulkan, driver == DriverKind::Vulkan && !self.all_cpu) {
+            (Some((backend, kernels)), true) => {
+                let vulkan = |error: VulkanError| format!("vulkan: {error}");
+                let gpu = backend.gpu().clone();
+                let n = elements as usize;
+                let buffer = || Buffer::new(&gpu, u64::from(elements) * 4);
+                let (x, y) = (buffer().map_err(vulkan)?, buffer().map_err(vulkan)?);
+                x.write_f32(0, &(0..n).map(input_x).collect::<Vec<_>>()).map_err(vulkan)?;
+                y.write_f32(0, &(0..n).map(input_y).collect::<Vec<_>>()).map_err(vulkan)?;
+                let (output, regions) = match kernel {
+                    ComputeKernel::Add => {
+                        let sum = buffer().map_err(vulkan)?;
+                        let launch = |_| kernels[0].launch(&[&x, &y, &sum], elements, tiles, 0.0);
+                        let regions: Result<Vec<_>, _> = (0..regions).map(launch).collect();
+                        (sum, regions.map_err(vulkan)?)
+                    }
+                    ComputeKernel::Saxpy => {
+                        let launch = |_| kernels[1].launch(&[&x, &y], elements, tiles, 2.0);
+                        let regions: Result<Vec<_>, _> = (0..regions).map(launch).collect();
+                        (y, regions.map_err(vulkan)?)
+                    }
+                };
+                let regions = regions.into_iter().map(|launch| vec![Step::Dispatch(launch)]);
+                let id = backend.command_buffer(regions.collect()).map_err(vulkan)?;
+                Ok((id, ComputeCheck { output: Output::Vulkan(output), expected }))
+            }
+            _ => {
+                let (id, output) = self.record_host_compute(kernel, elements, tiles, regions)?;
+                Ok((id, ComputeCheck { output: Output::Host(output), expected }))
+            }
+        }
+    }
+
+    /// `compute` work on the CPU driver: the kernel's arithmetic, tile by tile.
+    fn record_host_compute(
+        &mut self,
+        kernel: ComputeKernel,
+        elements: u32,
+        tiles: u32,
+        regions: u32,
+    ) -> Result<(CommandBufferId, Arc<[AtomicU32]>), String> {
+        let n = elements as usize;
+        let x: Arc<[f32]> = (0..n).map(input_x).collect();
+        let y: Arc<[f32]> = (0..n).map(input_y).collect();
+        let output: Arc<[AtomicU32]> = match kernel {
+            ComputeKernel::Add => (0..n).map(|_| AtomicU32::new(0)).collect(),
+            ComputeKernel::Saxpy => y.iter().map(|v| AtomicU32::new(v.to_bits())).collect(),
+        };
+        let per_tile = n.div_ceil(tiles as usize);
+        let region = || -> DeviceKernel {
+            let (x, y, output) = (Arc::clone(&x), Arc::clone(&y), Arc::clone(&output));
+            Box::new(move |tile: u32| {
+                let start = (tile as usize * per_tile).min(n);
+                for i in start..(start + per_tile).min(n) {
+                    // Each element belongs to one tile, and regions are ordered by the block
+                    // processor's barrier: Relaxed suffices.
+                    let value = match kernel {
+                        ComputeKernel::Add => x[i] + y[i],
+                        ComputeKernel::Saxpy => {
+                            2.0 * x[i] + f32::from_bits(output[i].load(Ordering::Relaxed))
+                        }
+                    };
+                    output[i].store(value.to_bits(), Ordering::Relaxed);
+                }
+            })
+        };
+        let recorded = self.cpu.command_buffer((0..regions).map(|_| (tiles, region())).collect());
+        let id = recorded.map_err(|error| format!("compute: {error}"))?;
+        Ok((id, output))
+    }
+
+    /// Registers every driver's backend with `builder`, run by `workers` worker threads.
+    pub fn register(self, builder: &mut DeviceBuilder, workers: usize) -> Registered {
+        let cpu = builder.driver(self.cpu);
+        let vulkan = self.vulkan.map(|(backend, _)| {
+            let adapter = backend.adapter().to_string();
+            (builder.driver(backend), adapter)
+        });
+        Registered { cpu, vulkan, workers }
     }
 }

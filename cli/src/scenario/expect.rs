@@ -15,6 +15,20 @@ pub fn unmet(outcome: &Outcome<'_>) -> (Vec<String>, usize) {
             failures.push(what);
         }
     };
+    // Compute results are checked whether or not the scenario expects anything of them.
+    for check in &outcome.compute {
+        let Some(result) = &check.result else { continue };
+        let spec = &outcome.scenario.ops[check.op];
+        let wrong = match result {
+            Ok(()) => String::new(),
+            Err(error) => format!(
+                "op `{}` (line {}): compute result wrong: {error}",
+                outcome.scenario.op_name(spec),
+                spec.line
+            ),
+        };
+        expect(result.is_ok(), wrong);
+    }
     for (spec, record) in outcome.scenario.ops.iter().zip(&outcome.ops) {
         let at = format!("op `{}` (line {})", outcome.scenario.op_name(spec), spec.line);
         if let Some(frontier) = &spec.expect.frontier {

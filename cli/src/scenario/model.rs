@@ -181,6 +181,53 @@ pub struct QueueSpec {
     pub group: u32,
     /// Whether waits may precede their signal (false: binary-event behaviour, waits held).
     pub wait_before_signal: bool,
+    /// The driver that runs it.
+    pub driver: DriverKind,
+}
+
+/// A driver a queue may name (`driver = "cpu"`, the default, or `"vulkan"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DriverKind {
+    /// The CPU driver: kernels on the worker pool.
+    #[default]
+    Cpu,
+    /// The Vulkan driver: compute work on a Vulkan device.
+    Vulkan,
+}
+
+impl DriverKind {
+    /// Every driver, by the name a scenario gives it.
+    pub const ALL: &'static [DriverKind] = &[DriverKind::Cpu, DriverKind::Vulkan];
+
+    /// The name a scenario gives it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DriverKind::Cpu => "cpu",
+            DriverKind::Vulkan => "vulkan",
+        }
+    }
+}
+
+/// The kernel of `compute` work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ComputeKernel {
+    /// `c = a + b`.
+    Add,
+    /// `y = 2x + y`.
+    Saxpy,
+}
+
+impl ComputeKernel {
+    /// Every kernel, by its name in a scenario.
+    pub const ALL: &'static [ComputeKernel] = &[ComputeKernel::Add, ComputeKernel::Saxpy];
+
+    /// Its name in a scenario.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ComputeKernel::Add => "add",
+            ComputeKernel::Saxpy => "saxpy",
+        }
+    }
 }
 
 /// Where a semaphore lives, for scope checks.
@@ -245,6 +292,19 @@ pub enum WorkSpec {
         tiles: u32,
         /// Work per tile.
         duration: Duration,
+    },
+    /// A compute kernel over `elements` floats of the operation's own buffers, in `regions`
+    /// dispatches of `tiles` tiles (a barrier between regions); its results are checked after
+    /// the run.
+    Compute {
+        /// The kernel.
+        kernel: ComputeKernel,
+        /// Floats per buffer.
+        elements: u32,
+        /// Tiles per dispatch.
+        tiles: u32,
+        /// Dispatches, one per region.
+        regions: u32,
     },
     /// A stream-ordered allocation.
     Alloca {

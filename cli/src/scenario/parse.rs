@@ -17,8 +17,8 @@ use toml::Spanned;
 
 use super::drivers;
 use super::model::{
-    Conditions, Home, OpExpect, OpName, OpSpec, QueueSpec, Scenario, ScenarioError, SemaphoreSpec,
-    StatusExpect, Target, TotalsExpect, WorkSpec,
+    ComputeKernel, Conditions, DriverKind, Home, OpExpect, OpName, OpSpec, QueueSpec, Scenario,
+    ScenarioError, SemaphoreSpec, StatusExpect, Target, TotalsExpect, WorkSpec,
 };
 use super::segment::{self, Segment, Table};
 
@@ -143,6 +143,14 @@ enum RawWork {
         tiles: u32,
         #[serde(default)]
         us: u64,
+        #[serde(default = "one")]
+        regions: u32,
+    },
+    Compute {
+        kernel: String,
+        elements: u32,
+        #[serde(default = "one")]
+        tiles: u32,
         #[serde(default = "one")]
         regions: u32,
     },
@@ -426,18 +434,24 @@ impl Resolver<'_> {
             if index.insert(name.as_str(), queues.len()).is_some() {
                 return Err(self.error(&queue.name, format!("queue `{name}` is defined twice")));
             }
-            if let Some(driver) = &queue.driver {
-                if !drivers::AVAILABLE.contains(&driver.get_ref().as_str()) {
-                    return Err(self.error(
-                        driver,
-                        format!(
-                            "driver `{}` is not available (this build has: {})",
-                            driver.get_ref(),
-                            drivers::AVAILABLE.join(", ")
-                        ),
-                    ));
+            let driver = match &queue.driver {
+                None => DriverKind::Cpu,
+                Some(named) => {
+                    let kind = DriverKind::ALL.iter().find(|kind| kind.name() == named.get_ref());
+                    *kind.ok_or_else(|| {
+                        let available: Vec<&str> =
+                            DriverKind::ALL.iter().map(|kind| kind.name()).collect();
+                        self.error(
+                            named,
+                            format!(
+                                "driver `{}` is not available (this build has: {})",
+                                named.get_ref(),
+                                available.join(", ")
+                            ),
+                        )
+                    })?
                 }
-            }
+            };
             queues.push(QueueSpec {
                 name: name.clone(),
                 line: self.line(spanned),
@@ -445,6 +459,7 @@ impl Resolver<'_> {
                 device: queue.device,
                 group: queue.group,
                 wait_before_signal: queue.wait_before_signal,
+                driver,
             });
         }
         if queues.is_empty() {
@@ -591,6 +606,19 @@ impl Resolver<'_> {
             None => WorkSpec::Noop,
             Some(work) => self.work(work, target)?,
         };
+        if let (Target::Queue(queue), Some(spanned)) = (target, &op.work) {
+            let (name, driver) = (&queues[queue].name, queues[queue].driver);
+            if !drivers::runs(driver, &work) {
+                return Err(self.error(
+                    spanned,
+                    format!(
+                        "queue `{name}` (driver {}) cannot run this work: {}",
+                        driver.name(),
+                        drivers::kinds(driver)
+                    ),
+                ));
+            }
+        }
         if target != Target::Host && (op.external || op.fail.is_some()) {
             return Err(
                 self.error(&op.name, "`external` and `fail` are host steps (queue = \"host\")")
@@ -642,6 +670,23 @@ impl Resolver<'_> {
                     regions: *regions,
                     tiles: *tiles,
                     duration: Duration::from_micros(*us),
+                }
+            }
+            RawWork::Compute { kernel, elements, tiles, regions } => {
+                let Some(&kind) = ComputeKernel::ALL.iter().find(|k| k.name() == kernel) else {
+                    let names: Vec<&str> = ComputeKernel::ALL.iter().map(|k| k.name()).collect();
+                    return Err(self.error(
+                        spanned,
+                        format!("unknown kernel `{kernel}` (kernels: {})", names.join(", ")),
+                    ));
+                };
+                drivers::check_compute(*elements, *tiles, *regions)
+                    .map_err(|message| self.error(spanned, message))?;
+                WorkSpec::Compute {
+                    kernel: kind,
+                    elements: *elements,
+                    tiles: *tiles,
+                    regions: *regions,
                 }
             }
             RawWork::Alloca { buffer, bytes } => {

@@ -22,6 +22,13 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
                 op(outcome, scenario.op_name(spec), queue_name(outcome, spec.target), record)
             })
         }),
+        queues: LazyArray(|| {
+            scenario.queues.iter().zip(&outcome.queues).map(|(spec, record)| QueueJson {
+                adapter: &record.adapter,
+                driver: record.driver.name(),
+                name: &spec.name,
+            })
+        }),
         scenario: &scenario.name,
         semaphores: LazyArray(|| {
             scenario.semaphores.iter().zip(&outcome.semaphores).map(|(spec, record)| {
@@ -63,8 +70,9 @@ where
 }
 
 #[derive(Serialize)]
-struct Report<'a, Ops, Semaphores> {
+struct Report<'a, Ops, Queues, Semaphores> {
     ops: Ops,
+    queues: Queues,
     scenario: &'a str,
     semaphores: Semaphores,
     stats: Stats,
@@ -81,6 +89,13 @@ struct OpJson<'a, Points, Waits> {
     status: &'static str,
     tainted: bool,
     waits: Waits,
+}
+
+#[derive(Serialize)]
+struct QueueJson<'a> {
+    adapter: &'a str,
+    driver: &'static str,
+    name: &'a str,
 }
 
 #[derive(Serialize)]
@@ -184,7 +199,8 @@ pub(super) mod tests {
         let found = bundled::find(name).unwrap();
         let scenario = parse::parse(Path::new(found.file), found.source).unwrap();
         let plan = check(&scenario).unwrap();
-        let options = RunOptions { timeout: Duration::from_secs(30), progress: false };
+        let options =
+            RunOptions { timeout: Duration::from_secs(30), progress: false, all_cpu: false };
         let outcome = run(&scenario, &plan, options).unwrap();
         let mut bytes = Vec::new();
         document(&outcome, &mut bytes).unwrap();

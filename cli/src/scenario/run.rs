@@ -34,8 +34,8 @@ use causeway_core::semaphore::{Failure, SignalError, MAX_HISTORY_SLOTS, MIN_HIST
 use causeway_core::unpoisoned::{Condvar, Mutex};
 
 use super::check::Plan;
-use super::drivers::Drivers;
-use super::model::{Home, OpSpec, Scenario, ScenarioError, Target, WorkSpec};
+use super::drivers::{ComputeCheck, Drivers};
+use super::model::{DriverKind, Home, OpSpec, Scenario, ScenarioError, Target, WorkSpec};
 
 /// How an operation ended, as the report spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +217,10 @@ pub struct Outcome<'s> {
     pub memory: causeway::device::MemoryStats,
     /// Wall time of the run.
     pub wall: Duration,
+    /// Per queue, in declaration order: the driver it ran on.
+    pub queues: Vec<QueueRecord>,
+    /// Every compute operation's result check, in file order.
+    pub compute: Vec<ComputeRecord>,
 }
 
 impl Outcome<'_> {
@@ -290,6 +294,27 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Show a progress bar on a terminal.
     pub progress: bool,
+    /// Run every queue on the CPU driver, whatever driver it names (a machine without Vulkan).
+    pub all_cpu: bool,
+}
+
+/// The driver a queue ran on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueRecord {
+    /// The driver.
+    pub driver: DriverKind,
+    /// The device it ran on: the Vulkan adapter's name, or the host's worker pool.
+    pub adapter: String,
+}
+
+/// The check of one compute operation's results.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComputeRecord {
+    /// The operation's index.
+    pub op: usize,
+    /// `Err` names the first wrong element; `None` when the operation did not complete (its
+    /// results are not there to check).
+    pub result: Option<Result<(), String>>,
 }
 
 /// How long a stuck run's device gets to finish what it is running before its workers are
@@ -460,6 +485,9 @@ struct Runner<'s> {
     semaphore_ids: Vec<SemaphoreId>,
     host_calls: Vec<HostCallId>,
     command_buffers: Vec<CommandBufferId>,
+    queues: Vec<QueueRecord>,
+    /// Per compute operation, in file order: its index and the check of its result.
+    compute: Vec<(usize, ComputeCheck)>,
     /// Per operation, once submitted or performed (`queued` false until then).
     records: Vec<OpRecord>,
     waits: Vec<WaitRecord>,
@@ -509,10 +537,11 @@ impl<'s> Runner<'s> {
         let mut pool = PoolConfig::with_workers(scenario.workers);
         pool.name = "causeway".to_string();
         let mut builder = Device::builder(pool);
-        let mut drivers = Drivers::new();
+        let mut drivers = Drivers::new(scenario, options.all_cpu).map_err(fail)?;
         let mut host_calls = Vec::new();
         let mut command_buffers = Vec::new();
-        for op in &scenario.ops {
+        let mut compute = Vec::new();
+        for (index, op) in scenario.ops.iter().enumerate() {
             match op.work {
                 WorkSpec::Host { duration, fail } => {
                     host_calls.push(builder.host_call(move || {
@@ -525,10 +554,21 @@ impl<'s> Runner<'s> {
                         ScenarioError::at(&scenario.path, op.line, format!("tiles: {error}"))
                     })?,
                 ),
+                WorkSpec::Compute { kernel, elements, tiles, regions } => {
+                    let Target::Queue(queue) = op.target else { continue };
+                    let driver = scenario.queues[queue].driver;
+                    let sizes = (kernel, elements, tiles, regions);
+                    let (buffer, check) = drivers
+                        .record_compute(driver, sizes)
+                        .map_err(|error| ScenarioError::at(&scenario.path, op.line, error))?;
+                    command_buffers.push(buffer);
+                    compute.push((index, check));
+                }
                 _ => {}
             }
         }
-        let registered = drivers.register(&mut builder);
+        let registered = drivers.register(&mut builder, scenario.workers);
+        let mut queues = Vec::with_capacity(scenario.queues.len());
         for (queue, &slots) in scenario.queues.iter().zip(&sizes.queue_slots) {
             let mut config = QueueConfig::default();
             config.machine = queue.machine;
@@ -536,7 +576,9 @@ impl<'s> Runner<'s> {
             config.device_group = queue.group;
             config.wait_before_signal = queue.wait_before_signal;
             config.capacity = slots;
-            config.driver = registered.cpu;
+            let (driver, id, adapter) = registered.driver(queue.driver);
+            config.driver = id;
+            queues.push(QueueRecord { driver, adapter });
             builder.queue(config);
         }
         let mut semaphore_ids = Vec::with_capacity(scenario.semaphores.len());
@@ -587,6 +629,8 @@ impl<'s> Runner<'s> {
             semaphore_ids,
             host_calls,
             command_buffers,
+            queues,
+            compute,
             records: vec![OpRecord::UNSUBMITTED; n],
             waits: Vec::with_capacity(waits),
             frontiers,
@@ -613,7 +657,9 @@ impl<'s> Runner<'s> {
                 Target::Queue(queue) => {
                     let registered = match op.work {
                         WorkSpec::Host { .. } => host_calls.next().map(Registered::Host),
-                        WorkSpec::Tiles { .. } => command_buffers.next().map(Registered::Buffer),
+                        WorkSpec::Tiles { .. } | WorkSpec::Compute { .. } => {
+                            command_buffers.next().map(Registered::Buffer)
+                        }
                         _ => None,
                     };
                     self.submit(index, op, queue, registered, deadline)?;
@@ -657,12 +703,15 @@ impl<'s> Runner<'s> {
             (WorkSpec::Spin(duration), _) => Work::Spin(duration),
             (WorkSpec::Sleep(duration), _) => Work::Sleep(duration),
             (WorkSpec::Host { .. }, Some(Registered::Host(call))) => Work::Host(call),
-            (WorkSpec::Tiles { .. }, Some(Registered::Buffer(buffer))) => Work::Execute(buffer),
+            (
+                WorkSpec::Tiles { .. } | WorkSpec::Compute { .. },
+                Some(Registered::Buffer(buffer)),
+            ) => Work::Execute(buffer),
             (WorkSpec::Alloca { buffer, bytes }, _) => {
                 Work::Alloca { buffer: BufferId(buffer as u32), bytes }
             }
             (WorkSpec::Dealloca { buffer }, _) => Work::Dealloca(BufferId(buffer as u32)),
-            (WorkSpec::Host { .. } | WorkSpec::Tiles { .. }, _) => {
+            (WorkSpec::Host { .. } | WorkSpec::Tiles { .. } | WorkSpec::Compute { .. }, _) => {
                 unreachable!("one host call or command buffer is registered per such op")
             }
         };
@@ -1018,6 +1067,13 @@ impl<'s> Runner<'s> {
                 };
             }
         }
+        let records = &self.records;
+        let compute = (self.compute.iter())
+            .map(|(op, check)| ComputeRecord {
+                op: *op,
+                result: (records[*op].status == Status::Ok).then(|| check.verify()),
+            })
+            .collect();
         Outcome {
             scenario: self.scenario,
             ops: self.records,
@@ -1028,6 +1084,8 @@ impl<'s> Runner<'s> {
             axis_names: self.frontiers.names,
             memory,
             wall,
+            queues: self.queues,
+            compute,
         }
     }
 }
