@@ -7,6 +7,11 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 fn causeway(args: &[&str]) -> Output {
+    causeway_with(args, &[])
+}
+
+/// `causeway args` with `variables` added to its environment.
+fn causeway_with(args: &[&str], variables: &[(&str, &str)]) -> Output {
     // Under wine, CreateProcess fails with ERROR_INTERNAL_ERROR whenever the new process dies in
     // wine's own start-up, before any of its code runs: wine reports every such early death with
     // that code, whatever ended the process. The CLI never started, so spawning it again is safe.
@@ -15,7 +20,8 @@ fn causeway(args: &[&str]) -> Output {
     const ERROR_INTERNAL_ERROR: i32 = 1359;
     const ATTEMPTS: u32 = 3;
     let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
-    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.args(args).envs(variables.iter().copied());
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut attempt = 1;
     let child = loop {
         match command.spawn() {
@@ -53,6 +59,11 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Whether this platform has a Vulkan device for the tests: Linux, where the test command
+/// installs lavapipe. Windows (under wine) has none: its Vulkan queues run on the CPU driver
+/// there (`--all-cpu`), which the test says as it does so.
+const VULKAN: bool = cfg!(target_os = "linux");
+
 #[test]
 fn every_bundled_scenario_meets_its_expectations() {
     let listing = causeway(&["scenarios"]);
@@ -60,15 +71,85 @@ fn every_bundled_scenario_meets_its_expectations() {
     let listing = String::from_utf8(listing.stdout).unwrap();
     let names: Vec<&str> =
         listing.lines().map(|line| line.split_whitespace().next().unwrap()).collect();
-    assert_eq!(names.len(), 18, "{listing}");
+    assert_eq!(names.len(), 19, "{listing}");
+    let mut on_vulkan = 0;
     for name in names {
         let file =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(format!("{name}.toml"));
-        let output = causeway(&["run", file.to_str().unwrap()]);
+        let report = scratch(&format!("{name}-report.json"));
+        let mut args = vec!["run", file.to_str().unwrap(), "--report", report.to_str().unwrap()];
+        if !VULKAN {
+            args.push("--all-cpu");
+        }
+        let output = causeway(&args);
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{name}: {stdout}\n{}", stderr(&output));
         assert!(stdout.contains("all met"), "{name}: {stdout}");
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let vulkan_queues =
+            report["queues"].as_array().unwrap().iter().filter(|q| q["driver"] == "vulkan").count();
+        if vulkan_queues == 0 {
+            assert!(report["vulkan"].is_null(), "{name}: {}", report["vulkan"]);
+            continue;
+        }
+        on_vulkan += 1;
+        if name == "cross-driver" {
+            // A Vulkan queue's wait on a CPU queue's work is held by the layer.
+            let compute =
+                report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "compute");
+            assert_eq!(compute.unwrap()["waits"][0]["resolution"], "held", "{name}");
+        }
+        // Native-wait accounting: every device wait on a Vulkan queue is one native wait in
+        // vkQueueSubmit2, and nothing else is.
+        let vulkan = &report["vulkan"];
+        assert_eq!(vulkan["native_waits"], vulkan["device_waits"], "{name}: {vulkan}");
+        assert!(vulkan["waits"].as_u64() >= vulkan["device_waits"].as_u64(), "{name}: {vulkan}");
     }
+    if VULKAN {
+        assert_eq!(on_vulkan, 7, "the bundled scenarios whose queues model GPUs run on Vulkan");
+    } else {
+        println!(
+            "no Vulkan device on this platform: every queue ran on the CPU driver (--all-cpu)"
+        );
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_vulkan_scenario_without_a_vulkan_driver_exits_2_naming_the_package() {
+    // The loader pointed at a driver manifest that does not exist: no Vulkan device at all.
+    let no_driver = [
+        ("VK_ICD_FILENAMES", "/nonexistent/causeway/icd.json"),
+        ("VK_DRIVER_FILES", "/nonexistent/causeway/icd.json"),
+    ];
+    let output = causeway_with(&["run", "cross-driver", "--quiet"], &no_driver);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("queue `gpu` names the vulkan driver"), "{message}");
+    assert!(message.contains("mesa-vulkan-drivers"), "{message}");
+    assert!(message.contains("--all-cpu"), "{message}");
+    // The same scenario on the CPU driver alone runs, and says where its queues ran.
+    let report = scratch("cross-driver-cpu.json");
+    let all_cpu =
+        ["run", "cross-driver", "--quiet", "--all-cpu", "--report", report.to_str().unwrap()];
+    let output = causeway_with(&all_cpu, &no_driver);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(report["queues"].as_array().unwrap().iter().all(|q| q["driver"] == "cpu"));
+}
+
+#[test]
+fn work_a_queue_s_driver_cannot_run_is_refused_at_load_naming_queue_and_driver() {
+    let path = write_scenario(
+        "spin-on-vulkan.toml",
+        "name = \"x\"\n[[queue]]\nname = \"gpu\"\ndriver = \"vulkan\"\n[[op]]\nname = \"a\"\nqueue = \"gpu\"\nwork = { kind = \"spin\", us = 5 }\n",
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("spin-on-vulkan.toml:8"), "{message}");
+    assert!(message.contains("queue `gpu` (driver vulkan) cannot run this work"), "{message}");
 }
 
 #[test]

@@ -39,6 +39,7 @@ pub const ALL: &[Bundled] = bundled![
     "cross-queue",
     "fork-join",
     "transitive",
+    "cross-driver",
     "remote-pipeline",
     "buffer-reuse",
     "independent",

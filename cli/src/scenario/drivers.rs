@@ -77,7 +77,7 @@ pub struct Drivers {
 #[derive(Clone, Debug)]
 pub struct Registered {
     cpu: DriverId,
-    vulkan: Option<(DriverId, String)>,
+    vulkan: Option<(DriverId, String, Gpu)>,
     workers: usize,
 }
 
@@ -85,9 +85,17 @@ impl Registered {
     /// The driver a queue naming `kind` runs on, and its adapter (the device it runs on).
     pub fn driver(&self, kind: DriverKind) -> (DriverKind, DriverId, String) {
         match (kind, &self.vulkan) {
-            (DriverKind::Vulkan, Some((id, adapter))) => (DriverKind::Vulkan, *id, adapter.clone()),
+            (DriverKind::Vulkan, Some((id, adapter, _))) => {
+                (DriverKind::Vulkan, *id, adapter.clone())
+            }
             _ => (DriverKind::Cpu, self.cpu, format!("host ({} worker threads)", self.workers)),
         }
+    }
+
+    /// The Vulkan adapter's name and the native waits its queues have issued so far (each a
+    /// timeline wait in `vkQueueSubmit2`), when the scenario runs Vulkan queues.
+    pub fn vulkan_waits(&self) -> Option<(String, u64)> {
+        self.vulkan.as_ref().map(|(_, adapter, gpu)| (adapter.clone(), gpu.native_waits()))
     }
 }
 
@@ -260,8 +268,8 @@ impl Drivers {
     pub fn register(self, builder: &mut DeviceBuilder, workers: usize) -> Registered {
         let cpu = builder.driver(self.cpu);
         let vulkan = self.vulkan.map(|(backend, _)| {
-            let adapter = backend.adapter().to_string();
-            (builder.driver(backend), adapter)
+            let (adapter, gpu) = (backend.adapter().to_string(), backend.gpu().clone());
+            (builder.driver(backend), adapter, gpu)
         });
         Registered { cpu, vulkan, workers }
     }

@@ -11,7 +11,7 @@ use serde::{Serialize, Serializer};
 
 use super::model::Target;
 use super::run::{FrontierRecord, HistoryRecord, OpRecord, Outcome, WaitRecord};
-use super::stats::Stats;
+use super::stats::{Stats, VulkanStats};
 
 /// Writes the report of `outcome` to `out` as pretty-printed JSON.
 pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
@@ -43,6 +43,7 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
             })
         }),
         stats: Stats::of(outcome),
+        vulkan: VulkanStats::of(outcome),
     };
     serde_json::to_writer_pretty(out, &report).map_err(io::Error::from)
 }
@@ -76,6 +77,7 @@ struct Report<'a, Ops, Queues, Semaphores> {
     scenario: &'a str,
     semaphores: Semaphores,
     stats: Stats,
+    vulkan: Option<VulkanStats>,
 }
 
 #[derive(Serialize)]

@@ -34,7 +34,7 @@ use causeway_core::semaphore::{Failure, SignalError, MAX_HISTORY_SLOTS, MIN_HIST
 use causeway_core::unpoisoned::{Condvar, Mutex};
 
 use super::check::Plan;
-use super::drivers::{ComputeCheck, Drivers};
+use super::drivers::{self, ComputeCheck, Drivers};
 use super::model::{DriverKind, Home, OpSpec, Scenario, ScenarioError, Target, WorkSpec};
 
 /// How an operation ended, as the report spells it.
@@ -221,6 +221,8 @@ pub struct Outcome<'s> {
     pub queues: Vec<QueueRecord>,
     /// Every compute operation's result check, in file order.
     pub compute: Vec<ComputeRecord>,
+    /// What the Vulkan driver issued, when the scenario ran Vulkan queues.
+    pub vulkan: Option<VulkanRecord>,
 }
 
 impl Outcome<'_> {
@@ -305,6 +307,15 @@ pub struct QueueRecord {
     pub driver: DriverKind,
     /// The device it ran on: the Vulkan adapter's name, or the host's worker pool.
     pub adapter: String,
+}
+
+/// What the Vulkan driver issued natively in a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VulkanRecord {
+    /// The adapter's name.
+    pub adapter: String,
+    /// Native timeline waits passed to `vkQueueSubmit2`.
+    pub native_waits: u64,
 }
 
 /// The check of one compute operation's results.
@@ -488,6 +499,7 @@ struct Runner<'s> {
     queues: Vec<QueueRecord>,
     /// Per compute operation, in file order: its index and the check of its result.
     compute: Vec<(usize, ComputeCheck)>,
+    registered: drivers::Registered,
     /// Per operation, once submitted or performed (`queued` false until then).
     records: Vec<OpRecord>,
     waits: Vec<WaitRecord>,
@@ -631,6 +643,7 @@ impl<'s> Runner<'s> {
             command_buffers,
             queues,
             compute,
+            registered,
             records: vec![OpRecord::UNSUBMITTED; n],
             waits: Vec::with_capacity(waits),
             frontiers,
@@ -1086,6 +1099,10 @@ impl<'s> Runner<'s> {
             wall,
             queues: self.queues,
             compute,
+            vulkan: self
+                .registered
+                .vulkan_waits()
+                .map(|(adapter, native_waits)| VulkanRecord { adapter, native_waits }),
         }
     }
 }

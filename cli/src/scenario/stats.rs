@@ -234,3 +234,47 @@ mod tests {
         assert_eq!(Percentiles::of(&mut samples), expected);
     }
 }
+
+/// What the Vulkan driver did in a run, beside what its queues' waits resolved to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VulkanStats {
+    /// The adapter's name.
+    pub adapter: String,
+    /// Device waits of operations on Vulkan queues: what causeway's resolution asked of the
+    /// device.
+    pub device_waits: u64,
+    /// Native timeline waits the driver passed to `vkQueueSubmit2` (equal to `device_waits`).
+    pub native_waits: u64,
+    /// Every wait of operations on Vulkan queues: what one wait per dependency edge would
+    /// have issued.
+    pub waits: u64,
+}
+
+impl VulkanStats {
+    /// The Vulkan totals of `outcome`, when it ran Vulkan queues.
+    pub fn of(outcome: &Outcome<'_>) -> Option<VulkanStats> {
+        let vulkan = outcome.vulkan.as_ref()?;
+        let scenario = outcome.scenario;
+        let on_vulkan = |spec: &super::model::OpSpec| match spec.target {
+            super::model::Target::Queue(queue) => {
+                outcome.queues[queue].driver == super::model::DriverKind::Vulkan
+            }
+            super::model::Target::Host => false,
+        };
+        let (mut waits, mut device_waits) = (0, 0);
+        for (spec, record) in scenario.ops.iter().zip(&outcome.ops) {
+            if on_vulkan(spec) {
+                for wait in outcome.waits_of(record) {
+                    waits += 1;
+                    device_waits += u64::from(wait.resolution == Some(Resolution::DeviceWait));
+                }
+            }
+        }
+        Some(VulkanStats {
+            adapter: vulkan.adapter.clone(),
+            device_waits,
+            native_waits: vulkan.native_waits,
+            waits,
+        })
+    }
+}

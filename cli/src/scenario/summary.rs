@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::report::queue_name;
 use super::run::{FrontierRecord, Outcome};
-use super::stats::{Percentiles, Stats};
+use super::stats::{Percentiles, Stats, VulkanStats};
 
 /// The summary text of `outcome`.
 pub fn summary(outcome: &Outcome<'_>) -> String {
@@ -102,6 +102,18 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     );
     let _ = writeln!(out, "  queue wait (submit → start) {}", latency(stats.queue_wait));
     let _ = writeln!(out, "  run (start → end)           {}", latency(stats.run));
+    if let Some(vulkan) = VulkanStats::of(outcome) {
+        let _ = writeln!(
+            out,
+            "  vulkan ({}): {} native waits for {} device waits; one wait per dependency edge would issue {}",
+            vulkan.adapter, vulkan.native_waits, vulkan.device_waits, vulkan.waits
+        );
+    }
+    let checked = outcome.compute.iter().filter(|check| check.result.is_some()).count();
+    if !outcome.compute.is_empty() {
+        let wrong = outcome.compute.iter().filter(|c| matches!(c.result, Some(Err(_)))).count();
+        let _ = writeln!(out, "  compute results: {checked} checked, {wrong} wrong");
+    }
     if !scenario.buffers.is_empty() {
         let _ = writeln!(
             out,
