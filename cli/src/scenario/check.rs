@@ -550,7 +550,7 @@ mod tests {
     use super::*;
     use crate::scenario::generate;
     use crate::scenario::model::{
-        Conditions, Home, OpExpect, OpName, QueueSpec, SemaphoreSpec, TotalsExpect,
+        Conditions, DriverKind, Home, OpExpect, OpName, QueueSpec, SemaphoreSpec, TotalsExpect,
     };
     use crate::scenario::parse::parse;
 
@@ -1015,6 +1015,7 @@ mod tests {
                             device: 0,
                             group: 0,
                             wait_before_signal: true,
+                            driver: DriverKind::Cpu,
                         })
                         .collect(),
                     semaphores: (0..semaphores)
