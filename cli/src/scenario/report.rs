@@ -224,7 +224,15 @@ pub(super) mod tests {
         let (_, report) = streamed("late-waiter", |outcome, out| write(outcome, out));
         let keys =
             |value: &Value| -> Vec<String> { value.as_object().unwrap().keys().cloned().collect() };
-        assert_eq!(keys(&report), ["ops", "scenario", "semaphores", "stats"]);
+        assert_eq!(keys(&report), ["ops", "queues", "scenario", "semaphores", "stats", "vulkan"]);
+        assert_eq!(
+            keys(&report["queues"][0]),
+            ["adapter", "driver", "name"],
+            "{}",
+            report["queues"]
+        );
+        assert_eq!(report["queues"][0]["driver"], "cpu");
+        assert!(report["vulkan"].is_null(), "no Vulkan queue: {}", report["vulkan"]);
         let late = report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "late");
         let late = late.unwrap();
         assert_eq!(
