@@ -172,7 +172,8 @@ pub struct ResolutionCounts {
 }
 
 impl ResolutionCounts {
-    fn count(&mut self, r: &WaitResolution) {
+    /// Counts one resolved wait.
+    pub fn count(&mut self, r: &WaitResolution) {
         match r.resolution {
             Resolution::Elided => self.elided += 1,
             Resolution::Satisfied => self.satisfied += 1,
@@ -181,16 +182,6 @@ impl ResolutionCounts {
         }
         self.tainted += u64::from(r.tainted);
         self.aged_out += u64::from(r.aged_out);
-    }
-
-    /// Adds `other`'s totals to these.
-    fn add(&mut self, other: &ResolutionCounts) {
-        self.elided += other.elided;
-        self.satisfied += other.satisfied;
-        self.device += other.device;
-        self.held += other.held;
-        self.tainted += other.tainted;
-        self.aged_out += other.aged_out;
     }
 
     /// All waits counted.
@@ -280,26 +271,21 @@ impl<const N: usize> QueueClock<N> {
         &self.frontier
     }
 
-    /// Resolution totals of the committed operations' waits (a submission dropped without
-    /// committing — refused, or retried for room — counts nothing).
+    /// Resolution totals of every wait resolved so far, including those of submissions
+    /// dropped without committing (a caller that retries a refused submission counts its
+    /// committed operations itself: [`ResolutionCounts::count`]).
     pub fn counts(&self) -> ResolutionCounts {
         self.counts
     }
 
     /// Starts submitting an operation.
     pub fn begin(&mut self) -> Submission<'_, N> {
-        Submission {
-            frontier: self.frontier,
-            held: 0,
-            counts: ResolutionCounts::default(),
-            failure: None,
-            clock: self,
-        }
+        Submission { frontier: self.frontier, held: 0, failure: None, clock: self }
     }
 }
 
 /// An operation being submitted to a queue: resolve its waits, then [`commit`](Self::commit).
-/// Dropping it without committing leaves the queue unchanged.
+/// Dropping it without committing leaves the queue unchanged except for the counters.
 ///
 /// A wait on a failed semaphore dooms the operation: it will fail without waiting for its
 /// other waits (nothing is armed for them), so what they import has not necessarily happened
@@ -312,8 +298,6 @@ pub struct Submission<'q, const N: usize> {
     clock: &'q mut QueueClock<N>,
     frontier: Frontier<N>,
     held: u32,
-    /// This operation's resolutions, added to the queue's totals when it commits.
-    counts: ResolutionCounts,
     /// The first failed wait's failure: imports are discarded (see above).
     failure: Option<Failure>,
 }
@@ -386,7 +370,7 @@ impl<const N: usize> Submission<'_, N> {
             }
         }
         self.held += u32::from(resolution.resolution == Resolution::Held);
-        self.counts.count(&resolution);
+        self.clock.counts.count(&resolution);
         Ok((resolution, device_origin))
     }
 
@@ -489,7 +473,6 @@ impl<const N: usize> Submission<'_, N> {
 
     /// Commits the operation at `point` (from [`own_point`](Self::own_point)).
     fn seal(self, point: Point, failed_signal: Option<(usize, Failure)>) -> Submitted<N> {
-        self.clock.counts.add(&self.counts);
         self.clock.epoch = point.epoch;
         self.clock.frontier = self.frontier;
         Submitted {

@@ -755,9 +755,9 @@ impl Device {
         self.shared.queues.get(id.0).map(QueueShared::submit_axis)
     }
 
-    /// Queue `id`'s wait-resolution totals.
+    /// Queue `id`'s wait-resolution totals over the operations submitted to it.
     pub fn resolution_counts(&self, id: QueueId) -> Option<ResolutionCounts> {
-        self.shared.queues.get(id.0).map(|queue| queue.lock_submit().clock.counts())
+        self.shared.queues.get(id.0).map(|queue| queue.lock_submit().counts)
     }
 
     /// Operations submitted to queue `id` that have not finished.
@@ -1031,6 +1031,11 @@ impl Device {
                 if on_host {
                     body.armed[wait] = self.arm(slot, wait, body.waits[wait]);
                 }
+            }
+        }
+        for outcome in &waits {
+            if let WaitOutcome::Resolved(resolution) = outcome {
+                side.counts.count(resolution);
             }
         }
         queue.publish(index);

@@ -75,7 +75,7 @@ use std::time::Instant;
 
 use causeway_core::axis::Axis;
 use causeway_core::executor::{Drain, DrainContext, Drained, Process};
-use causeway_core::queue::QueueClock;
+use causeway_core::queue::{QueueClock, ResolutionCounts};
 use causeway_core::semaphore::{Failure, Timepoint};
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
@@ -96,6 +96,9 @@ const OPS_PER_DRAIN: usize = 32;
 #[derive(Debug)]
 pub(crate) struct SubmitSide {
     pub(crate) clock: QueueClock<FRONTIER_CAPACITY>,
+    /// Resolutions of the submitted operations' waits (the clock's own totals also count
+    /// attempts refused for room and retried).
+    pub(crate) counts: ResolutionCounts,
 }
 
 /// One queue: its clock, its ring of operations and its process.
@@ -193,7 +196,7 @@ impl QueueShared {
             issued_through: AtomicU64::new(0),
             issue_waiters: Mutex::new(QueueWaiters::new(if native { queues } else { 0 })),
             axis: clock.axis(),
-            submit: Mutex::new(SubmitSide { clock }),
+            submit: Mutex::new(SubmitSide { clock, counts: ResolutionCounts::default() }),
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             slots: (0..capacity).map(|_| OpSlot::new(point)).collect(),
