@@ -28,6 +28,9 @@ fi
 
 step "set-up: the Vulkan loader, lavapipe, the validation layer and glslang"
 ./scripts/vulkan.sh --setup-only
+# Every Vulkan device opened from here on (driver tests, scenarios through the CLI) runs under
+# the Khronos validation layer; any message it reports fails the test or the scenario.
+export CAUSEWAY_VULKAN_VALIDATION=1
 
 step "style: rustfmt and clippy (warnings are errors)"
 cargo fmt --all -- --check || die "cargo fmt reports unformatted code"

@@ -92,10 +92,13 @@ impl Registered {
         }
     }
 
-    /// The Vulkan adapter's name and the native waits its queues have issued so far (each a
-    /// timeline wait in `vkQueueSubmit2`), when the scenario runs Vulkan queues.
-    pub fn vulkan_waits(&self) -> Option<(String, u64)> {
-        self.vulkan.as_ref().map(|(_, adapter, gpu)| (adapter.clone(), gpu.native_waits()))
+    /// The Vulkan adapter's name, the native waits its queues have issued so far (each a
+    /// timeline wait in `vkQueueSubmit2`) and the validation layer's messages (when
+    /// `CAUSEWAY_VULKAN_VALIDATION=1` turned it on), when the scenario runs Vulkan queues.
+    pub fn vulkan(&self) -> Option<(String, u64, Vec<String>)> {
+        self.vulkan.as_ref().map(|(_, adapter, gpu)| {
+            (adapter.clone(), gpu.native_waits(), gpu.validation_messages())
+        })
     }
 }
 

@@ -15,6 +15,13 @@ pub fn unmet(outcome: &Outcome<'_>) -> (Vec<String>, usize) {
             failures.push(what);
         }
     };
+    // So is Vulkan's validation, when it was on: any message is a failure.
+    if let Some(vulkan) = &outcome.vulkan {
+        let messages = &vulkan.validation_messages;
+        let first = messages.first().map_or("", String::as_str);
+        let what = format!("vulkan validation: {} messages, the first: {first}", messages.len());
+        expect(messages.is_empty(), what);
+    }
     // Compute results are checked whether or not the scenario expects anything of them.
     for check in &outcome.compute {
         let Some(result) = &check.result else { continue };

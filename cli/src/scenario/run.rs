@@ -316,6 +316,8 @@ pub struct VulkanRecord {
     pub adapter: String,
     /// Native timeline waits passed to `vkQueueSubmit2`.
     pub native_waits: u64,
+    /// What the Khronos validation layer reported (when it was on): any message fails the run.
+    pub validation_messages: Vec<String>,
 }
 
 /// The check of one compute operation's results.
@@ -1099,10 +1101,9 @@ impl<'s> Runner<'s> {
             wall,
             queues: self.queues,
             compute,
-            vulkan: self
-                .registered
-                .vulkan_waits()
-                .map(|(adapter, native_waits)| VulkanRecord { adapter, native_waits }),
+            vulkan: self.registered.vulkan().map(|(adapter, native_waits, validation_messages)| {
+                VulkanRecord { adapter, native_waits, validation_messages }
+            }),
         }
     }
 }
