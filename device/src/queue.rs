@@ -575,28 +575,29 @@ impl QueueShared {
     /// Whether operation `epoch` of this queue has retired; if not, `waiter` is registered to
     /// be woken when more is issued or retired.
     pub(crate) fn has_retired_or_waits(&self, epoch: u64, waiter: QueueId) -> bool {
-        // Acquire pairs with the Release store in `retire`.
-        if self.completed.load(Ordering::Acquire) >= epoch {
-            return true;
-        }
-        let mut waiters = self.issue_waiters.lock();
-        waiters.register(waiter);
-        // Re-read under the lock (see `advance_issued`).
-        self.completed.load(Ordering::Acquire) >= epoch
+        // `completed` is stored (Release, in `retire`) before `advance_issued` wakes.
+        self.reached_or_waits(&self.completed, epoch, waiter)
     }
 
     /// Whether operation `epoch` of this queue has been issued to the driver or retired; if
     /// not, `waiter` is registered to be woken when more is.
     pub(crate) fn has_issued_or_waits(&self, epoch: u64, waiter: QueueId) -> bool {
-        // Acquire pairs with the Release store in `advance_issued`.
-        if self.issued_through.load(Ordering::Acquire) >= epoch {
+        self.reached_or_waits(&self.issued_through, epoch, waiter)
+    }
+
+    /// Whether `progress` (an epoch `advance_issued` wakes waiters after storing) has reached
+    /// `epoch`; if not, `waiter` is registered with `issue_waiters`.
+    fn reached_or_waits(&self, progress: &AtomicU64, epoch: u64, waiter: QueueId) -> bool {
+        // Acquire pairs with the Release store of `progress` (in `advance_issued` or `retire`):
+        // an operation issued from what it reads waits on work already handed to the driver.
+        if progress.load(Ordering::Acquire) >= epoch {
             return true;
         }
         let mut waiters = self.issue_waiters.lock();
         waiters.register(waiter);
         // Re-read under the lock (see `advance_issued`); a registration that turns out
         // needless costs one spurious wake.
-        self.issued_through.load(Ordering::Acquire) >= epoch
+        progress.load(Ordering::Acquire) >= epoch
     }
 
     /// Commits an alloca's memory; `false` when the pool is over quota (the queue is registered
