@@ -376,10 +376,11 @@ impl QueueShared {
             let origins_retired = !self.native
                 || unsafe { &*slot.body.get() }.origins_retired(device, QueueId(self.index));
             // The driver runs it: done only when it says so.
-            let polled = match origins_retired {
-                true => issued_status
-                    .or_else(|| device.backend(self).poll(QueueId(self.index), epoch, work)),
-                false => None,
+            let polled = if origins_retired {
+                issued_status
+                    .or_else(|| device.backend(self).poll(QueueId(self.index), epoch, work))
+            } else {
+                None
             };
             match polled {
                 // Native device waits let it run without the host seeing its waits reached:
@@ -396,11 +397,8 @@ impl QueueShared {
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
             // on a signal whose operation then failed) still fails every current waiter.
-            // SAFETY: as above; shared and short-lived.
-            for &(semaphore, _) in unsafe { &(*slot.body.get()).waits } {
-                if let Some(failure) = device.semaphores[semaphore].failure() {
-                    slot.gate.record_failure(failure);
-                }
+            if let Some(failure) = self.failed_wait(slot) {
+                slot.gate.record_failure(failure);
             }
             match slot.gate.failure() {
                 Some(failure) => OpStatus::Failed(failure),
