@@ -126,7 +126,7 @@ impl VulkanBackend {
         OpStatus::Failed(Failure::DeviceLost)
     }
 
-    /// Submits `issue`'s operation; `Err(Busy)` when its command buffer is still pending.
+    /// Submits `issue`'s operation: `Busy` when its command buffer is still pending.
     fn submit(&self, issue: &Issue<'_>, state: &QueueState, recorded: &Recorded) -> Issued {
         let mut waits: heapless::Vec<(&Timeline, u64), MAX_NATIVE_WAITS> = heapless::Vec::new();
         for wait in issue.waits() {
