@@ -258,6 +258,11 @@ impl Notify for WaitGate {
         }
         self.release();
     }
+
+    /// The signalling thread may have been preempted inside `notify` by the queue it woke.
+    fn while_firing(&self) {
+        std::thread::yield_now();
+    }
 }
 
 impl fmt::Debug for WaitGate {

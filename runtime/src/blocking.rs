@@ -46,6 +46,11 @@ impl Notify for Unpark {
         self.fired.store(true, Ordering::Release);
         self.thread.unpark();
     }
+
+    /// The thread just unparked may have preempted this callback's thread: give the core back.
+    fn while_firing(&self) {
+        thread::yield_now();
+    }
 }
 
 /// Blocks the calling thread until `semaphore` reaches `minimum` (returning the value seen),

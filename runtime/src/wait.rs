@@ -120,6 +120,11 @@ impl Notify for Waiter {
             waker.wake();
         }
     }
+
+    /// The signalling thread may have been preempted inside `notify` by the worker it woke.
+    fn while_firing(&self) {
+        std::thread::yield_now();
+    }
 }
 
 /// The machinery shared by both waits: up to `K` points, their timepoints and the waiter.

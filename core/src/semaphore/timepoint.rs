@@ -48,6 +48,17 @@ pub type Outcome = Result<u64, Failure>;
 pub trait Notify: Sync {
     /// The timeline reached the timepoint's minimum, or failed.
     fn notify(&self, outcome: Outcome);
+
+    /// Called in a loop while the timepoint's owner waits, in [`Semaphore::cancel`], for this
+    /// callback to return on another thread. The default spins. A hosted waiter should give
+    /// its core away instead (`std::thread::yield_now`): the signalling thread may have been
+    /// preempted inside the callback by the very thread it woke, and a spin then lasts a
+    /// scheduler time slice.
+    ///
+    /// [`Semaphore::cancel`]: super::Semaphore::cancel
+    fn while_firing(&self) {
+        spin_hint();
+    }
 }
 
 /// A caller-owned wait registration. See the [module documentation](self) for the protocol.
@@ -250,11 +261,12 @@ pub enum Cancelled {
     NotArmed,
 }
 
-/// Spins until a FIRING timepoint's callback returns (bounded by the callback's length).
+/// Waits, with the callback's [`Notify::while_firing`], until a FIRING timepoint's callback
+/// returns (bounded by the callback's length).
 pub(super) fn wait_until_not_firing(timepoint: &Timepoint<'_>) {
     // Acquire pairs with the Release store of DONE in `notify_all`.
     while timepoint.state.load(Ordering::Acquire) == FIRING {
-        spin_hint();
+        timepoint.notify.while_firing();
     }
 }
 

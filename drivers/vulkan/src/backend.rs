@@ -17,9 +17,10 @@
 //! before it on its VkQueue, so one causeway queue's operations run in order on the device
 //! (the queue clock's elision of same-queue waits relies on it).
 //!
-//! Completion: when the layer polls a queue whose head has not completed, the backend registers
-//! `(timeline, epoch)` with the [`Watcher`] (at most one registration per queue), whose thread
-//! wakes the queue when the timeline gets there. An operation that retires on the host (a
+//! Completion: every submission goes through the [`Watcher`], which follows it until it
+//! completes. When the layer polls a queue whose head has not completed, the backend registers
+//! `(timeline, epoch)` with it (at most one registration per queue), and its thread wakes the
+//! queue when the timeline gets there. An operation that retires on the host (a
 //! barrier, a host function, one failed by its waits) moves the queue's timeline with a host
 //! signal ([`Backend::completed_on_host`]): nothing later of that queue is on the device then.
 //!
@@ -39,7 +40,9 @@ use causeway_device::{
     OpStatus, QueueConfig, QueueId, QueueWaiters, SubmitError, Work,
 };
 
-use crate::{submit, CommandBuffer, Gpu, Step, Timeline, VulkanError, Watcher, MAX_NATIVE_WAITS};
+use crate::{
+    CommandBuffer, Gpu, Registration, Step, Timeline, VulkanError, Watcher, MAX_NATIVE_WAITS,
+};
 
 /// One causeway queue of this driver.
 struct QueueState {
@@ -145,7 +148,11 @@ impl VulkanBackend {
             }
         }
         let signal = (&state.timeline, issue.epoch());
-        match submit(&self.gpu, state.vk_queue, Some(&recorded.commands), &waits, signal) {
+        let Some(watcher) = self.watcher.get() else {
+            // Without a watcher nothing would report its completion.
+            return Issued::Finished(self.lose());
+        };
+        match watcher.submit(state.vk_queue, Some(&recorded.commands), &waits, signal) {
             Ok(()) => {
                 state.issued.store(issue.epoch(), Ordering::Relaxed);
                 Issued::Pending
@@ -283,9 +290,16 @@ impl Backend for VulkanBackend {
                 .get()
                 .ok_or(VulkanError::WatcherStopped)
                 .and_then(|watcher| watcher.register(&state.timeline, epoch, queue.0 as u64));
-            if registered.is_err() {
+            match registered {
+                Ok(Registration::Watching) => {}
+                // Reached since the look above: nothing was registered.
+                Ok(Registration::Reached) => {
+                    state.watching.store(false, Ordering::Relaxed);
+                    self.release(work);
+                    return Some(OpStatus::Ok);
+                }
                 // Nothing would wake the queue: the device cannot be driven any more.
-                return Some(self.lose());
+                Err(_) => return Some(self.lose()),
             }
         }
         None

@@ -22,15 +22,16 @@
 //!   barriers; [`submit`] sends one batch — native timeline waits, optional commands, one
 //!   timeline signal — through `vkQueueSubmit2`, counting the native waits
 //!   ([`Gpu::native_waits`]).
-//! - [`Watcher`]: one thread per device that waits for registered `(timeline, value)` pairs and
-//!   reports each reached one, by token, to a callback (the backend wakes the causeway queue
-//!   from it).
+//! - [`Watcher`]: one thread per device that follows the submissions made through it, one
+//!   semaphore wait at a time per VkQueue, and reports each registered `(timeline, value)`,
+//!   by token, to a callback once reached (the backend wakes the causeway queue from it).
 //!
 //! How a backend drives it: each causeway queue has a [`Timeline`] and its operations epochs
-//! 1, 2, 3 …; issuing an operation is one [`submit`] on the VkQueue the causeway queue uses,
-//! with its device waits as `(signalling queue's timeline, that operation's epoch)` and its own
-//! `(timeline, epoch)` as the signal (no command buffer for a barrier operation), then a
-//! [`Watcher::register`] of `(timeline, epoch, token)` whose callback wakes the causeway queue;
+//! 1, 2, 3 …; issuing an operation is one [`Watcher::submit`] on the VkQueue the causeway
+//! queue uses, with its device waits as `(signalling queue's timeline, that operation's
+//! epoch)` and its own `(timeline, epoch)` as the signal (no command buffer for a barrier
+//! operation), then a [`Watcher::register`] of `(timeline, epoch, token)` whose callback wakes
+//! the causeway queue;
 //! polling asks [`Timeline::value`]. One constraint of lavapipe, checked by
 //! `tests/submit.rs`: its one VkQueue runs batches in order, so a batch waiting for a value
 //! whose signal is not yet submitted holds up every later batch of every causeway queue. Such
@@ -74,4 +75,4 @@ pub use gpu::{Gpu, GpuOptions};
 pub use kernels::{Kernel, Launch};
 pub use submit::{submit, CommandBuffer, Step, MAX_NATIVE_WAITS};
 pub use timeline::Timeline;
-pub use watcher::{OnComplete, Watcher, POLL_INTERVAL};
+pub use watcher::{OnComplete, Registration, Watcher, POLL_INTERVAL};

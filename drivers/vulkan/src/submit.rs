@@ -216,6 +216,19 @@ pub fn submit(
     waits: &[(&Timeline, u64)],
     signal: (&Timeline, u64),
 ) -> Result<(), VulkanError> {
+    submit_then(gpu, queue, commands, waits, signal, || {})
+}
+
+/// [`submit`], calling `submitted` after a successful `vkQueueSubmit2` with the VkQueue's lock
+/// still held: what `submitted` records is in the VkQueue's submission order.
+pub(crate) fn submit_then(
+    gpu: &Gpu,
+    queue: usize,
+    commands: Option<&CommandBuffer>,
+    waits: &[(&Timeline, u64)],
+    signal: (&Timeline, u64),
+    submitted: impl FnOnce(),
+) -> Result<(), VulkanError> {
     if waits.len() > MAX_NATIVE_WAITS {
         return Err(VulkanError::TooManyWaits(waits.len()));
     }
@@ -264,6 +277,9 @@ pub fn submit(
         (gpu.shared.synchronization2.queue_submit2)(*vk_queue, 1, &submit_info, vk::Fence::null())
     }
     .result();
+    if result.is_ok() {
+        submitted();
+    }
     drop(vk_queue);
     result.map_err(VulkanError::vk("vkQueueSubmit2"))?;
     gpu.count_native_waits(waits.len());
