@@ -21,7 +21,8 @@
 //!    cancel can never both take it.
 //! 2. Callbacks run after the lock is released. The firing thread reads everything it needs
 //!    (`next`, `notify`) before calling, and its last access is the Release store of DONE.
-//! 3. `cancel` that finds FIRING spins until DONE (Acquire, pairing with that store): once
+//! 3. `cancel` that finds FIRING waits until DONE (Acquire, pairing with that store), calling
+//!    the callback's [`Notify::while_firing`] between looks (a spin, or a hosted yield): once
 //!    `cancel` returns, no thread touches the timepoint and the callback has finished, so the
 //!    owner may reuse or free both. Callbacks are therefore short and must not cancel, re-arm
 //!    or free their own timepoint.
