@@ -246,10 +246,14 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
             .flags(vk::SemaphoreWaitFlags::ANY)
             .semaphores(&semaphores)
             .values(&values);
-        // SAFETY: every semaphore is a live timeline semaphore of this device: the wake one is
-        // ours, the others are held by registrations that only this thread removes; the arrays
-        // live across the call.
-        match unsafe { device.wait_semaphores(&info, poll_ns) } {
+        let waited = match injected_wait_fault(&shared.gpu) {
+            Some(injected) => Err(injected),
+            // SAFETY: every semaphore is a live timeline semaphore of this device: the wake one
+            // is ours, the others are held by registrations that only this thread removes; the
+            // arrays live across the call.
+            None => unsafe { device.wait_semaphores(&info, poll_ns) },
+        };
+        match waited {
             Ok(()) | Err(vk::Result::TIMEOUT) => {}
             Err(result) => break VulkanError::Vk { call: "vkWaitSemaphores", result },
         }
@@ -287,4 +291,16 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
     for watched in left {
         on_complete(watched.token, Err(failure.clone()));
     }
+}
+
+/// The error a test made this wait return instead of reaching Vulkan ([`Gpu::inject_fault`]).
+#[cfg(feature = "fault-injection")]
+fn injected_wait_fault(gpu: &Gpu) -> Option<vk::Result> {
+    gpu.injected_fault(crate::FaultPoint::WatcherWait)
+}
+
+/// Without the `fault-injection` feature every wait reaches Vulkan.
+#[cfg(not(feature = "fault-injection"))]
+fn injected_wait_fault(_: &Gpu) -> Option<vk::Result> {
+    None
 }
