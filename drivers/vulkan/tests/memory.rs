@@ -118,6 +118,51 @@ fn device_memory_follows_the_layers_reuse_decisions_across_queues() {
     common::assert_validation_clean(&gpu);
 }
 
+/// A block is device memory only while a Vulkan alloca owns it: when the layer hands a block that
+/// died on a Vulkan queue to an alloca on a CPU queue, the driver frees its memory; when a Vulkan
+/// alloca takes a block that died on the CPU queue, the driver allocates for it.
+#[test]
+fn a_block_reused_across_drivers_is_device_memory_only_on_the_vulkan_side() {
+    let (mut builder, gpu, backend) = builder();
+    let vulkan = builder.driver(backend);
+    let cpu = builder.driver(CpuBackend::new());
+    let (gpu_queue, cpu_queue) = (builder.queue(queue_of(vulkan)), builder.queue(queue_of(cpu)));
+    let [freed] = semaphores(&mut builder, gpu_queue);
+    builder.memory(2, 1 << 20);
+    let device = builder.build().unwrap();
+    let guard = Some(common::HANG_GUARD);
+    let free = |queue, buffer, value: u64| {
+        let signals = [(freed, value)];
+        let op = signalling(Work::Dealloca(BufferId(buffer)), &signals);
+        device.submit(queue, &op).unwrap();
+        assert_eq!(wait(device.semaphore(freed).unwrap(), value, guard), Ok(value));
+    };
+    // Each alloca after the first waits for the last dealloca, so the layer lets it reuse that
+    // block.
+    let allocate = |queue, buffer, after: u64| {
+        let waits = [(freed, after)];
+        let waits = if after == 0 { &waits[..0] } else { &waits[..] };
+        let op = Op { waits, signals: &[], work: alloca(buffer, 4096), tag: 0 };
+        device.submit(queue, &op).unwrap();
+    };
+
+    allocate(gpu_queue, 0, 0);
+    free(gpu_queue, 0, 1);
+    assert_eq!((gpu.memory_blocks().allocated, gpu.memory_blocks().alive), (1, 1));
+
+    allocate(cpu_queue, 1, 1);
+    free(cpu_queue, 1, 2);
+    assert_eq!((gpu.memory_blocks().allocated, gpu.memory_blocks().alive), (1, 0));
+
+    allocate(gpu_queue, 0, 2);
+    free(gpu_queue, 0, 3);
+    assert_eq!((gpu.memory_blocks().allocated, gpu.memory_blocks().alive), (2, 1));
+    assert_eq!(device.memory_stats().reused, 2);
+    let report = device.shutdown(common::HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    common::assert_validation_clean(&gpu);
+}
+
 /// lavapipe reports a 2 GiB heap and allocates lazily, so an allocation within the heap never
 /// fails; one larger than the heap is what Vulkan forbids asking for, and the driver refuses it
 /// as the device would: the alloca fails with `OutOfMemory`, so does a CPU operation waiting on
