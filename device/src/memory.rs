@@ -24,7 +24,9 @@
 //! ([`MemoryOp::Decommit`](crate::MemoryOp)), keeping it only while the block sits in the reuse
 //! table. A block the table forgets, or that an alloca of another driver reuses, is
 //! [released](crate::MemoryOp) by its last owner. The pool decides which block an alloca
-//! gets; a driver only binds and frees native memory for the blocks it is told about.
+//! gets; a driver only binds and frees native memory for the blocks it is told about. What a
+//! driver keeps of dead blocks is outside the quota, and bounded by the reuse table (64
+//! blocks).
 //!
 //! This module is plain data: the device wraps one pool in a lock.
 
