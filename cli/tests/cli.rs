@@ -173,7 +173,7 @@ fn copy_work_runs_and_is_checked_on_both_drivers_and_a_bad_size_is_refused_at_lo
     let output = causeway(&args);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}\n{}", stderr(&output));
-    assert!(stdout.contains("compute results: 2 checked, 0 wrong"), "{stdout}");
+    assert!(stdout.contains("compute and copy results: 2 checked, 0 wrong"), "{stdout}");
 
     let path = write_scenario("copy-odd-size.toml", &scenario(6));
     let output = causeway(&["run", path.to_str().unwrap()]);

@@ -1,7 +1,7 @@
 //! The drivers a scenario's queues may name (`driver = "cpu"` or `"vulkan"`): the one place the
 //! CLI names a driver — which work each runs, opening the Vulkan device, recording command
-//! buffers, registering the backends, and checking compute results after the run. Everything
-//! else in the runner speaks to the device layer only.
+//! buffers, registering the backends, and checking compute and copy results after the run.
+//! Everything else in the runner speaks to the device layer only.
 //!
 //! `compute` work runs on either driver, on buffers of its own: on a Vulkan queue a compute
 //! shader (`drivers/vulkan/shaders/`), on a CPU queue the same arithmetic in tiles on the block
@@ -10,7 +10,7 @@
 //!
 //! `copy` work likewise: on a Vulkan queue `vkCmdCopyBuffer` between two device buffers, on a
 //! CPU queue the same copy in tiles on the block processor; the destination is compared word
-//! for word with the source's pattern after the run, with the compute results.
+//! for word with the source's pattern after the run, beside the compute results.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
