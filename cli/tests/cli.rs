@@ -153,6 +153,37 @@ fn work_a_queue_s_driver_cannot_run_is_refused_at_load_naming_queue_and_driver()
 }
 
 #[test]
+fn copy_work_runs_and_is_checked_on_both_drivers_and_a_bad_size_is_refused_at_load() {
+    let scenario = |bytes: u64| {
+        format!(
+            "name = \"copies\"\n[[queue]]\nname = \"gpu\"\ndriver = \"vulkan\"\n\
+             [[queue]]\nname = \"cpu\"\n\
+             [[op]]\nname = \"on-gpu\"\nqueue = \"gpu\"\nwork = {{ kind = \"copy\", bytes = {bytes} }}\n\
+             expect_status = \"ok\"\n\
+             [[op]]\nname = \"on-cpu\"\nqueue = \"cpu\"\nwork = {{ kind = \"copy\", bytes = {bytes} }}\n\
+             expect_status = \"ok\"\n"
+        )
+    };
+    // Large enough for several tiles on the block processor.
+    let path = write_scenario("copies.toml", &scenario(1 << 20));
+    let mut args = vec!["run", path.to_str().unwrap()];
+    if !VULKAN {
+        args.push("--all-cpu");
+    }
+    let output = causeway(&args);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", stderr(&output));
+    assert!(stdout.contains("compute and copy results: 2 checked, 0 wrong"), "{stdout}");
+
+    let path = write_scenario("copy-odd-size.toml", &scenario(6));
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("copy-odd-size.toml:10"), "{message}");
+    assert!(message.contains("whole 4-byte words"), "{message}");
+}
+
+#[test]
 fn the_report_follows_the_documented_contract() {
     let report = scratch("late-waiter-report.json");
     let output = causeway(&["run", "late-waiter", "--quiet", "--report", report.to_str().unwrap()]);

@@ -18,6 +18,9 @@
 //! - reports when pending work is **complete** ([`Backend::poll`], after waking the queue with
 //!   [`DeviceContext::wake`]); the layer then retires it through the one retire path
 //!   (`causeway_core::queue::retire`), completing or failing its signals;
+//! - backs stream-ordered memory natively where its hardware needs it ([`Backend::memory`]:
+//!   the layer says which block to back, let go or free; the CPU driver's default does
+//!   nothing);
 //! - says whether issued work may still be running when the device shuts down
 //!   ([`Backend::is_running`]), so the layer fails it as aborted instead of waiting for it,
 //!   and ends its own work within the shutdown's bound ([`Backend::stop`]).
@@ -33,7 +36,8 @@
 //! The layer's own work kinds never reach a backend: [`Work::Barrier`], [`Work::Host`] (host
 //! functions run on the worker, in queue order, on any driver's queue) and the stream-ordered
 //! [`Work::Alloca`] / [`Work::Dealloca`]. Kernels — [`Work::Spin`], [`Work::Sleep`],
-//! [`Work::Execute`] — are the backend's.
+//! [`Work::Execute`] — are the backend's. Of memory operations a backend sees only the native
+//! half ([`MemoryOp`]): the quota, the death frontiers and the choice of block stay here.
 
 use std::error::Error;
 use std::fmt;
@@ -41,6 +45,8 @@ use std::time::Instant;
 
 use causeway_core::executor::Process;
 use causeway_core::queue::Resolution;
+use causeway_core::reuse::BlockId;
+use causeway_core::semaphore::Failure;
 use heapless::Vec as FixedVec;
 
 use crate::op::{OpEvent, OpStatus, Work};
@@ -109,6 +115,41 @@ pub struct NativeWait {
     /// the operation that signals the value, on a queue of the same driver, already issued to
     /// the driver or retired. The driver waits for that operation natively.
     pub origin: Option<Origin>,
+}
+
+/// The native half of a stream-ordered memory operation, asked of the driver that owns the
+/// block ([`Backend::memory`]). A block belongs to the driver of the queue its alloca was
+/// submitted to; the layer decides which block an alloca gets (fresh, or a dead one whose death
+/// frontier the alloca's knowledge dominates, see `causeway_core::reuse`) and tells the owner
+/// only what to do with native memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryOp {
+    /// An alloca runs: back `block` with at least `bytes` bytes. When the driver still keeps
+    /// `block`'s memory from a [`Decommit`](MemoryOp::Decommit), that memory is the block's
+    /// again (the layer has proven every earlier use over, so it is reused with no fence);
+    /// otherwise the block is fresh to this driver and needs new memory.
+    Commit {
+        /// The block.
+        block: BlockId,
+        /// Bytes the alloca asked for.
+        bytes: u64,
+    },
+    /// A dealloca runs: every use of `block` is over. With `keep`, the layer may hand the
+    /// block to a later alloca (it is in the reuse table): keep the memory for that
+    /// [`Commit`](MemoryOp::Commit) or a [`Release`](MemoryOp::Release). Without, free it.
+    Decommit {
+        /// The block.
+        block: BlockId,
+        /// Whether to keep its memory for reuse.
+        keep: bool,
+    },
+    /// Free whatever is kept of `block`: the reuse table gave it to an alloca of another
+    /// driver, or its record was abandoned at shutdown.
+    Release {
+        /// The block.
+        block: BlockId,
+    },
 }
 
 /// Why a driver could not open a queue (its own error inside).
@@ -365,6 +406,20 @@ pub trait Backend: Send + Sync + 'static {
     /// queue has retired and no later one has been issued. Never called for other drivers.
     fn completed_on_host(&'static self, queue: QueueId, epoch: u64) {
         let _ = (queue, epoch);
+    }
+
+    /// The native half of stream-ordered memory, for a block this driver owns (see
+    /// [`MemoryOp`]). Called on a pool worker while an alloca or dealloca runs — on a queue
+    /// of any driver: the dealloca's queue may belong to another — or at shutdown for an
+    /// abandoned record; never under a lock of the layer, never for two operations on one
+    /// block at once. An `Err` from a [`Commit`](MemoryOp::Commit) fails the alloca (and what
+    /// it signals) with that failure and gives its bytes back to the quota; its dealloca then
+    /// has nothing to give back. Errors of the other operations are ignored (the memory is
+    /// the driver's to account for). The default backs nothing: memory the layer only
+    /// accounts for, as on the CPU driver, whose kernels own their buffers.
+    fn memory(&self, op: MemoryOp) -> Result<(), Failure> {
+        let _ = op;
+        Ok(())
     }
 
     /// Whether the queue's pending operation may still be running, at shutdown (the device

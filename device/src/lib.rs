@@ -63,16 +63,17 @@ use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use heapless::Vec as FixedVec;
 
 pub use backend::{
-    Backend, BackendCapabilities, DeviceContext, DriverError, DriverId, Issue, Issued, NativeWait,
-    Origin, QueueWaiters,
+    Backend, BackendCapabilities, DeviceContext, DriverError, DriverId, Issue, Issued, MemoryOp,
+    NativeWait, Origin, QueueWaiters,
 };
+pub use causeway_core::reuse::BlockId;
 pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use memory::{MemoryError, MemoryStats};
 pub use op::{Observer, Op, OpEvent, OpStatus, Work};
 pub use semaphores::{SemaphoreError, SemaphoreId};
 
 use causeway_runtime::{CpuPool, PoolError};
-use memory::{AllocationId, MemoryPool};
+use memory::{AllocationId, MemoryPool, Unbacking};
 use op::OpBody;
 use queue::{QueueShared, Teardown};
 use semaphores::{Blocker, SemaphoreTable};
@@ -457,14 +458,21 @@ impl DeviceShared {
         self.queues.iter().find(|queue| queue.submit_axis() == point.axis)
     }
 
-    /// Runs a dealloca: decommit, then wake queues waiting for quota and submitters waiting
-    /// for a record.
+    /// Runs a dealloca: the owner lets the block's memory go (before the quota counts it
+    /// free, so native memory never runs ahead of the quota), then decommit, then wake queues
+    /// waiting for quota and submitters waiting for a record.
     fn decommit(&'static self, allocation: AllocationId) -> OpStatus {
+        let unbacking = self.lock_memory().pool.unbacking(allocation);
+        if let Some(Unbacking { block, driver, kept }) = unbacking {
+            // The owner accounts for its own memory: an error here changes nothing above it.
+            let _ = self.backends[driver].memory(MemoryOp::Decommit { block, keep: kept });
+        }
         let mut memory = self.lock_memory();
         let status = match memory.pool.decommit(allocation) {
             Ok(()) => OpStatus::Ok,
             Err(_) => {
-                memory.pool.abandon(allocation);
+                // Not committed: nothing was backed, so the owner has nothing to free.
+                let _ = memory.pool.abandon(allocation);
                 OpStatus::Failed(Failure::Aborted)
             }
         };
@@ -473,11 +481,16 @@ impl DeviceShared {
         status
     }
 
-    /// Gives up an allocation record whose operation will never run its dealloca.
+    /// Gives up an allocation record whose operation will never run its dealloca; its owner
+    /// frees what it backed.
     fn abandon(&self, allocation: AllocationId) {
         let mut memory = self.lock_memory();
-        memory.pool.abandon(allocation);
+        let unbacking = memory.pool.abandon(allocation);
         self.record_freed(&memory);
+        drop(memory);
+        if let Some(Unbacking { block, driver, .. }) = unbacking {
+            let _ = self.backends[driver].memory(MemoryOp::Release { block });
+        }
     }
 
     /// Tells submitters waiting for an allocation record that one may be free. Called with the
@@ -941,7 +954,7 @@ impl Device {
         let index = queue
             .free_slot()
             .ok_or(SubmitError::Full(Resource::QueueSlots { capacity: queue.capacity() }))?;
-        let allocation = self.reserve_memory(op.work)?;
+        let allocation = self.reserve_memory(op.work, queue.driver)?;
         let mut submission = side.clock.begin();
         let mut waits = FixedVec::new();
         let mut origins = [None; MAX_WAITS];
@@ -1068,10 +1081,15 @@ impl Device {
         }
     }
 
-    fn reserve_memory(&self, work: Work) -> Result<Option<AllocationId>, SubmitError> {
+    /// Reserves an alloca's record for a queue of `driver`, or releases a dealloca's buffer.
+    fn reserve_memory(
+        &self,
+        work: Work,
+        driver: usize,
+    ) -> Result<Option<AllocationId>, SubmitError> {
         let mut memory = self.shared.lock_memory();
         match work {
-            Work::Alloca { buffer, bytes } => match memory.pool.reserve(buffer.0, bytes) {
+            Work::Alloca { buffer, bytes } => match memory.pool.reserve(buffer.0, bytes, driver) {
                 Ok(Some(id)) => Ok(Some(id)),
                 Ok(None) => Err(SubmitError::Full(Resource::AllocationRecords {
                     capacity: memory.pool.records(),

@@ -18,6 +18,16 @@
 //! ordered after the decommit with no fence at all. Otherwise it takes fresh memory rather than
 //! waiting (try before you fence, and here skip the fence).
 //!
+//! Native memory: each reservation belongs to the driver of the queue its alloca was submitted
+//! to (its *owner*). When the alloca runs, the layer asks the owner to back the block
+//! ([`MemoryOp::Commit`](crate::MemoryOp)); when the dealloca runs, to let it go
+//! ([`MemoryOp::Decommit`](crate::MemoryOp)), keeping it only while the block sits in the reuse
+//! table. A block the table forgets, or that an alloca of another driver reuses, is
+//! [released](crate::MemoryOp) by its last owner. The pool decides which block an alloca
+//! gets; a driver only binds and frees native memory for the blocks it is told about. What a
+//! driver keeps of dead blocks is outside the quota, and bounded by the reuse table (64
+//! blocks).
+//!
 //! This module is plain data: the device wraps one pool in a lock.
 
 use std::fmt;
@@ -25,7 +35,7 @@ use std::fmt;
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::reuse::{Acquire, BlockId, DeathRecord, FreeBlock, ReusePool};
 
-/// Dead blocks kept for reuse; older ones are forgotten when it is full.
+/// Dead blocks kept for reuse; a block released while it is full is forgotten.
 const REUSE_BLOCKS: usize = 64;
 
 /// One reservation's handle, from [`MemoryPool::reserve`] to [`MemoryPool::decommit`].
@@ -76,10 +86,37 @@ impl std::error::Error for MemoryError {}
 /// What a commit did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Commit {
-    /// The bytes are committed.
-    Committed,
+    /// The bytes are committed; the owner backs them natively now (`None` only for a record
+    /// the submission gave no block, which `Device::submit` never leaves).
+    Committed(Option<Backing>),
     /// Committing now would exceed the quota: retry after a decommit.
     OverQuota,
+}
+
+/// The native side of a committed allocation: which driver backs which block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Backing {
+    /// The block.
+    pub(crate) block: BlockId,
+    /// Bytes the alloca asked for.
+    pub(crate) bytes: u64,
+    /// The owner: the driver (index into the device's backends) of the alloca's queue.
+    pub(crate) driver: usize,
+    /// A driver other than the owner that kept the block's memory for reuse and must release
+    /// it first (the block died on one driver's memory and is reused on another's).
+    pub(crate) release_from: Option<usize>,
+}
+
+/// What the native side must do when a dealloca runs, or a record is abandoned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Unbacking {
+    /// The block.
+    pub(crate) block: BlockId,
+    /// Its owner.
+    pub(crate) driver: usize,
+    /// Whether the reuse table holds the block, so the owner keeps its memory for a later
+    /// commit of the same block (otherwise it frees it).
+    pub(crate) kept: bool,
 }
 
 /// Totals over a pool's life.
@@ -103,6 +140,27 @@ struct Allocation {
     bytes: u64,
     block: Option<BlockId>,
     live: bool,
+    /// The driver of the alloca's queue.
+    driver: usize,
+    /// Whether the block went to the reuse table when the dealloca was submitted.
+    kept: bool,
+    /// See [`Backing::release_from`].
+    release_from: Option<usize>,
+    /// The owner could not back it natively: the alloca failed, and its dealloca has nothing
+    /// to give back.
+    failed: bool,
+}
+
+impl Allocation {
+    const EMPTY: Allocation = Allocation {
+        bytes: 0,
+        block: None,
+        live: false,
+        driver: 0,
+        kept: false,
+        release_from: None,
+        failed: false,
+    };
 }
 
 /// A stream-ordered pool. Every table is sized at creation; no method allocates.
@@ -114,6 +172,8 @@ pub(crate) struct MemoryPool<const N: usize> {
     allocations: Vec<Allocation>,
     free_allocations: Vec<AllocationId>,
     reuse: ReusePool<REUSE_BLOCKS, N>,
+    /// The owner of each block in the reuse table (a block leaves both together).
+    dead_owners: Vec<(BlockId, usize)>,
     next_block: u32,
     stats: MemoryStats,
 }
@@ -126,9 +186,10 @@ impl<const N: usize> MemoryPool<N> {
             quota,
             committed: 0,
             buffers: vec![None; buffers],
-            allocations: vec![Allocation { bytes: 0, block: None, live: false }; records],
+            allocations: vec![Allocation::EMPTY; records],
             free_allocations: (0..records).rev().map(|i| AllocationId(i as u32)).collect(),
             reuse: ReusePool::new(),
+            dead_owners: Vec::with_capacity(REUSE_BLOCKS),
             next_block: 0,
             stats: MemoryStats::default(),
         }
@@ -152,12 +213,14 @@ impl<const N: usize> MemoryPool<N> {
         !self.free_allocations.is_empty()
     }
 
-    /// Submission of an alloca: checks the request can ever be served and reserves a record.
-    /// `Ok(None)` when every record is held (backpressure: retry after a decommit).
+    /// Submission of an alloca to a queue of `driver`: checks the request can ever be served
+    /// and reserves a record. `Ok(None)` when every record is held (backpressure: retry after a
+    /// decommit).
     pub(crate) fn reserve(
         &mut self,
         buffer: u32,
         bytes: u64,
+        driver: usize,
     ) -> Result<Option<AllocationId>, MemoryError> {
         let entry = self.buffers.get(buffer as usize).ok_or(MemoryError::UnknownBuffer(buffer))?;
         if entry.is_some() {
@@ -167,7 +230,7 @@ impl<const N: usize> MemoryPool<N> {
             return Err(MemoryError::TooLarge { bytes, quota: self.quota });
         }
         let Some(id) = self.free_allocations.pop() else { return Ok(None) };
-        self.allocations[id.0 as usize] = Allocation { bytes, block: None, live: false };
+        self.allocations[id.0 as usize] = Allocation { bytes, driver, ..Allocation::EMPTY };
         self.buffers[buffer as usize] = Some(id);
         Ok(Some(id))
     }
@@ -199,9 +262,16 @@ impl<const N: usize> MemoryPool<N> {
         knowledge: &Frontier<K>,
         completed: &Frontier<C>,
     ) -> (BlockId, bool) {
-        let bytes = self.allocations[id.0 as usize].bytes;
+        let Allocation { bytes, driver, .. } = self.allocations[id.0 as usize];
         let (block, reused) = match self.reuse.acquire(bytes, knowledge, completed) {
-            Acquire::Reuse { block, .. } => (block, true),
+            Acquire::Reuse { block, .. } => {
+                if let Some(at) = self.dead_owners.iter().position(|&(dead, _)| dead == block) {
+                    let (_, owner) = self.dead_owners.swap_remove(at);
+                    self.allocations[id.0 as usize].release_from =
+                        (owner != driver).then_some(owner);
+                }
+                (block, true)
+            }
             Acquire::NeedsWait { .. } => {
                 self.stats.reuse_declined += 1;
                 (self.fresh_block(), false)
@@ -224,13 +294,20 @@ impl<const N: usize> MemoryPool<N> {
         let allocation = self.allocations[id.0 as usize];
         let Some(block) = allocation.block else { return };
         let record = DeathRecord::new(dealloc, Frontier::from_frontier(death));
-        // A full reuse table forgets the block: only a reuse opportunity is lost.
-        let _ = self.reuse.release(FreeBlock { block, size: allocation.bytes, record });
+        // A full reuse table forgets the block: only a reuse opportunity is lost, and its
+        // owner frees the memory when the dealloca runs.
+        let kept = self.reuse.release(FreeBlock { block, size: allocation.bytes, record }).is_ok();
+        if kept {
+            // Room is certain: the table and this list hold the same blocks.
+            self.dead_owners.push((block, allocation.driver));
+        }
+        self.allocations[id.0 as usize].kept = kept;
     }
 
-    /// The alloca runs: commit its bytes if the quota allows.
+    /// The alloca runs: commit its bytes if the quota allows, and say what its owner backs.
     pub(crate) fn commit(&mut self, id: AllocationId) -> Commit {
-        let bytes = self.allocations[id.0 as usize].bytes;
+        let allocation = &mut self.allocations[id.0 as usize];
+        let bytes = allocation.bytes;
         if self.committed + bytes > self.quota {
             self.stats.over_quota_waits += 1;
             return Commit::OverQuota;
@@ -238,31 +315,66 @@ impl<const N: usize> MemoryPool<N> {
         self.stats.commits += 1;
         self.committed += bytes;
         self.stats.peak_committed = self.stats.peak_committed.max(self.committed);
-        self.allocations[id.0 as usize].live = true;
-        Commit::Committed
+        allocation.live = true;
+        let release_from = allocation.release_from.take();
+        let driver = allocation.driver;
+        Commit::Committed(allocation.block.map(|block| Backing {
+            block,
+            bytes,
+            driver,
+            release_from,
+        }))
     }
 
-    /// The dealloca runs: decommit. Fails when the alloca has not run.
+    /// The owner could not back a committed allocation: its bytes return to the quota and its
+    /// dealloca will have nothing to give back.
+    pub(crate) fn fail_commit(&mut self, id: AllocationId) {
+        let allocation = &mut self.allocations[id.0 as usize];
+        if allocation.live {
+            self.committed -= allocation.bytes;
+            allocation.live = false;
+        }
+        allocation.failed = true;
+    }
+
+    /// What the owner must do natively when the dealloca of `id` runs; `None` when nothing
+    /// is backed (the alloca has not run, or failed).
+    pub(crate) fn unbacking(&self, id: AllocationId) -> Option<Unbacking> {
+        let allocation = self.allocations[id.0 as usize];
+        match (allocation.live, allocation.block) {
+            (true, Some(block)) => {
+                Some(Unbacking { block, driver: allocation.driver, kept: allocation.kept })
+            }
+            _ => None,
+        }
+    }
+
+    /// The dealloca runs: decommit. Fails when the alloca has not run; succeeds with nothing
+    /// to give back when the alloca failed.
     pub(crate) fn decommit(&mut self, id: AllocationId) -> Result<(), MemoryError> {
         let allocation = self.allocations[id.0 as usize];
-        if !allocation.live {
+        if !allocation.live && !allocation.failed {
             return Err(MemoryError::NotCommitted);
         }
-        self.committed -= allocation.bytes;
-        self.allocations[id.0 as usize] = Allocation { bytes: 0, block: None, live: false };
+        if allocation.live {
+            self.committed -= allocation.bytes;
+        }
+        self.allocations[id.0 as usize] = Allocation::EMPTY;
         self.free_allocations.push(id);
         Ok(())
     }
 
     /// Abandons a record whose dealloca failed or never ran (its bytes are decommitted if
-    /// they were committed).
-    pub(crate) fn abandon(&mut self, id: AllocationId) {
+    /// they were committed). Returns the block its owner must free, if it backed one.
+    pub(crate) fn abandon(&mut self, id: AllocationId) -> Option<Unbacking> {
+        let unbacking = self.unbacking(id).map(|unbacking| Unbacking { kept: false, ..unbacking });
         let allocation = self.allocations[id.0 as usize];
         if allocation.live {
             self.committed -= allocation.bytes;
         }
-        self.allocations[id.0 as usize] = Allocation { bytes: 0, block: None, live: false };
+        self.allocations[id.0 as usize] = Allocation::EMPTY;
         self.free_allocations.push(id);
+        unbacking
     }
 
     fn fresh_block(&mut self) -> BlockId {
@@ -290,13 +402,13 @@ mod tests {
     #[test]
     fn over_quota_commits_wait_for_a_decommit_instead_of_failing() {
         let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(512, 4, 8);
-        let a = pool.reserve(0, 400).unwrap().unwrap();
-        let b = pool.reserve(1, 400).unwrap().unwrap();
-        assert_eq!(pool.commit(a), Commit::Committed);
+        let a = pool.reserve(0, 400, 0).unwrap().unwrap();
+        let b = pool.reserve(1, 400, 0).unwrap().unwrap();
+        assert!(matches!(pool.commit(a), Commit::Committed(_)));
         assert_eq!(pool.commit(b), Commit::OverQuota);
         pool.release(0).unwrap();
         pool.decommit(a).unwrap();
-        assert_eq!(pool.commit(b), Commit::Committed);
+        assert!(matches!(pool.commit(b), Commit::Committed(_)));
         assert_eq!(pool.stats().peak_committed, 400);
         assert_eq!(pool.stats().over_quota_waits, 1);
     }
@@ -304,19 +416,19 @@ mod tests {
     #[test]
     fn a_request_larger_than_the_pool_is_refused_at_submission() {
         let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 1, 2);
-        assert_eq!(pool.reserve(0, 101), Err(MemoryError::TooLarge { bytes: 101, quota: 100 }));
-        assert_eq!(pool.reserve(3, 1), Err(MemoryError::UnknownBuffer(3)));
+        assert_eq!(pool.reserve(0, 101, 0), Err(MemoryError::TooLarge { bytes: 101, quota: 100 }));
+        assert_eq!(pool.reserve(3, 1, 0), Err(MemoryError::UnknownBuffer(3)));
     }
 
     #[test]
     fn buffer_names_follow_reserve_and_release() {
         let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 1, 2);
-        let first = pool.reserve(0, 10).unwrap().unwrap();
-        assert_eq!(pool.reserve(0, 10), Err(MemoryError::BufferLive(0)));
+        let first = pool.reserve(0, 10, 0).unwrap().unwrap();
+        assert_eq!(pool.reserve(0, 10, 0), Err(MemoryError::BufferLive(0)));
         assert_eq!(pool.release(0), Ok(first));
         assert_eq!(pool.release(0), Err(MemoryError::BufferNotLive(0)));
         // Re-reserving while the first decommit is still queued takes a second record.
-        let second = pool.reserve(0, 10).unwrap().unwrap();
+        let second = pool.reserve(0, 10, 0).unwrap().unwrap();
         assert_ne!(first, second);
         assert_eq!(pool.decommit(first), Err(MemoryError::NotCommitted));
     }
@@ -327,7 +439,7 @@ mod tests {
         buffer: u32,
         knowledge: &[Point],
     ) -> (AllocationId, BlockId, bool) {
-        let id = pool.reserve(buffer, 64).unwrap().unwrap();
+        let id = pool.reserve(buffer, 64, 0).unwrap().unwrap();
         let (block, reused) = pool.assign(id, &knows(knowledge), &knows(&[]));
         (id, block, reused)
     }
@@ -358,20 +470,71 @@ mod tests {
         let (a, block, _) = allocate(&mut pool, 0, &[]);
         pool.release(0).unwrap();
         pool.retire(a, point(1, 3), &knows(&[point(1, 3)]));
-        let b = pool.reserve(1, 64).unwrap().unwrap();
+        let b = pool.reserve(1, 64, 0).unwrap().unwrap();
         assert_eq!(pool.assign(b, &knows(&[point(7, 1)]), &knows(&[point(1, 3)])), (block, true));
     }
 
     #[test]
     fn records_run_out_before_anything_allocates() {
         let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 1, 2);
-        let first = pool.reserve(0, 1).unwrap().unwrap();
+        let first = pool.reserve(0, 1, 0).unwrap().unwrap();
         pool.release(0).unwrap();
-        let _second = pool.reserve(0, 1).unwrap().unwrap();
+        let _second = pool.reserve(0, 1, 0).unwrap().unwrap();
         pool.release(0).unwrap();
         assert!(!pool.has_free_record());
-        assert_eq!(pool.reserve(0, 1), Ok(None), "full records are backpressure, not an error");
+        assert_eq!(pool.reserve(0, 1, 0), Ok(None), "full records are backpressure, not an error");
         pool.abandon(first);
-        assert!(pool.reserve(0, 1).unwrap().is_some());
+        assert!(pool.reserve(0, 1, 0).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_block_reused_on_another_driver_is_released_by_its_last_owner_first() {
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(1000, 2, 4);
+        let first = pool.reserve(0, 64, 1).unwrap().unwrap();
+        let (block, _) = pool.assign(first, &knows(&[]), &knows(&[]));
+        let Commit::Committed(Some(backing)) = pool.commit(first) else { panic!("committed") };
+        assert_eq!((backing.block, backing.driver, backing.release_from), (block, 1, None));
+        pool.release(0).unwrap();
+        pool.retire(first, point(1, 2), &knows(&[point(1, 2)]));
+        let unbacking = pool.unbacking(first).unwrap();
+        assert_eq!(unbacking, Unbacking { block, driver: 1, kept: true });
+        pool.decommit(first).unwrap();
+
+        // Driver 0 reuses the block that died on driver 1: driver 1 lets its memory go.
+        let second = pool.reserve(1, 32, 0).unwrap().unwrap();
+        assert_eq!(pool.assign(second, &knows(&[point(1, 2)]), &knows(&[])), (block, true));
+        let Commit::Committed(Some(backing)) = pool.commit(second) else { panic!("committed") };
+        assert_eq!((backing.block, backing.driver, backing.release_from), (block, 0, Some(1)));
+    }
+
+    #[test]
+    fn a_failed_native_commit_frees_the_quota_and_leaves_its_dealloca_nothing_to_give_back() {
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 1, 2);
+        let id = pool.reserve(0, 100, 0).unwrap().unwrap();
+        pool.assign(id, &knows(&[]), &knows(&[]));
+        assert!(matches!(pool.commit(id), Commit::Committed(Some(_))));
+        pool.fail_commit(id);
+        assert_eq!(pool.committed(), 0);
+        assert_eq!(pool.unbacking(id), None);
+        pool.release(0).unwrap();
+        assert_eq!(pool.decommit(id), Ok(()));
+        assert!(pool.has_free_record());
+    }
+
+    #[test]
+    fn a_block_the_full_reuse_table_forgets_is_freed_by_its_owner() {
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(u64::MAX, REUSE_BLOCKS + 1, 64 * 4);
+        let mut last = None;
+        for buffer in 0..=REUSE_BLOCKS as u32 {
+            let id = pool.reserve(buffer, 8, 0).unwrap().unwrap();
+            pool.assign(id, &knows(&[]), &knows(&[]));
+            assert!(matches!(pool.commit(id), Commit::Committed(Some(_))));
+            pool.release(buffer).unwrap();
+            let dealloc = point(1, u64::from(buffer) + 1);
+            pool.retire(id, dealloc, &knows(&[dealloc]));
+            last = Some(id);
+        }
+        let last = last.unwrap();
+        assert!(!pool.unbacking(last).unwrap().kept, "the 65th dead block does not fit the table");
     }
 }

@@ -82,9 +82,9 @@ use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use causeway_runtime::contain::{contain, Panicked};
 use causeway_runtime::FRONTIER_CAPACITY;
 
-use crate::backend::{DeviceContext, Issue, Issued, QueueWaiters};
+use crate::backend::{DeviceContext, Issue, Issued, MemoryOp, QueueWaiters};
 use crate::hand_off::{self, Collecting};
-use crate::memory::{AllocationId, Commit};
+use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
 use crate::phase::{QueuePhase, Running, TakeOver};
 use crate::{DeviceShared, QueueId};
@@ -446,11 +446,9 @@ impl QueueShared {
                 Ran::Finished(OpStatus::Ok)
             }
             Work::Alloca { .. } => {
-                if !self.commit(allocation) {
-                    return Ran::Waiting;
-                }
+                let Some(backed) = self.commit(allocation) else { return Ran::Waiting };
                 started();
-                Ran::Finished(OpStatus::Ok)
+                Ran::Finished(backed)
             }
             Work::Dealloca(_) => {
                 started();
@@ -598,18 +596,39 @@ impl QueueShared {
         progress.load(Ordering::Acquire) >= epoch
     }
 
-    /// Commits an alloca's memory; `false` when the pool is over quota (the queue is registered
-    /// to be woken by the next decommit).
-    fn commit(&self, allocation: Option<AllocationId>) -> bool {
-        let Some(allocation) = allocation else { return true };
-        let mut memory = self.device().lock_memory();
-        match memory.pool.commit(allocation) {
-            Commit::Committed => true,
+    /// Commits an alloca's memory and has its owner back it natively: the alloca's status, or
+    /// `None` when the pool is over quota (the queue is registered to be woken by the next
+    /// decommit).
+    fn commit(&self, allocation: Option<AllocationId>) -> Option<OpStatus> {
+        let Some(allocation) = allocation else { return Some(OpStatus::Ok) };
+        let device = self.device();
+        let mut memory = device.lock_memory();
+        let backing = match memory.pool.commit(allocation) {
+            Commit::Committed(backing) => backing,
             Commit::OverQuota => {
                 // Registered under the same lock a decommit takes before waking, so the wake
                 // cannot slip between this check and the registration.
                 memory.waiting.register(QueueId(self.index));
-                false
+                return None;
+            }
+        };
+        drop(memory);
+        let Some(Backing { block, bytes, driver, release_from }) = backing else {
+            return Some(OpStatus::Ok);
+        };
+        // Outside the memory lock: native allocation may take a while. The block is this
+        // alloca's alone until its dealloca runs, which the alloca's retirement precedes.
+        if let Some(previous) = release_from {
+            let _ = device.backends[previous].memory(MemoryOp::Release { block });
+        }
+        match device.backends[driver].memory(MemoryOp::Commit { block, bytes }) {
+            Ok(()) => Some(OpStatus::Ok),
+            Err(failure) => {
+                let mut memory = device.lock_memory();
+                memory.pool.fail_commit(allocation);
+                // The bytes are back in the quota: queues waiting for it may commit now.
+                memory.waiting.wake_all(DeviceContext { shared: device });
+                Some(OpStatus::Failed(failure))
             }
         }
     }

@@ -1,12 +1,16 @@
 //! The drivers a scenario's queues may name (`driver = "cpu"` or `"vulkan"`): the one place the
 //! CLI names a driver — which work each runs, opening the Vulkan device, recording command
-//! buffers, registering the backends, and checking compute results after the run. Everything
-//! else in the runner speaks to the device layer only.
+//! buffers, registering the backends, and checking compute and copy results after the run.
+//! Everything else in the runner speaks to the device layer only.
 //!
 //! `compute` work runs on either driver, on buffers of its own: on a Vulkan queue a compute
 //! shader (`drivers/vulkan/shaders/`), on a CPU queue the same arithmetic in tiles on the block
 //! processor. Inputs are small multiples of one half, so every result is exact in `f32` and is
 //! compared bit for bit with the host's.
+//!
+//! `copy` work likewise: on a Vulkan queue `vkCmdCopyBuffer` between two device buffers, on a
+//! CPU queue the same copy in tiles on the block processor; the destination is compared word
+//! for word with the source's pattern after the run, beside the compute results.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -42,6 +46,24 @@ pub fn check_compute(elements: u32, tiles: u32, regions: u32) -> Result<(), Stri
     Ok(())
 }
 
+/// Most bytes one `copy` operation moves.
+pub const MAX_COPY_BYTES: u64 = 1 << 24;
+
+/// Words a CPU copy moves per tile of the block processor.
+const COPY_WORDS_PER_TILE: usize = 1 << 12;
+
+/// The bytes of `copy` work, if it can run.
+pub fn check_copy(bytes: u64) -> Result<u32, String> {
+    if bytes == 0 || bytes % 4 != 0 {
+        return Err(format!("copy work moves whole 4-byte words, at least one: {bytes} bytes"));
+    }
+    if bytes > MAX_COPY_BYTES {
+        return Err(format!("copy work moves at most {MAX_COPY_BYTES} bytes"));
+    }
+    // At most MAX_COPY_BYTES, which fits.
+    Ok(bytes as u32)
+}
+
 /// Whether a queue of `driver` runs `work`. The layer's own kinds (noop, host functions,
 /// stream-ordered memory) run on every driver's queues.
 pub fn runs(driver: DriverKind, work: &WorkSpec) -> bool {
@@ -58,8 +80,8 @@ pub fn kinds(driver: DriverKind) -> &'static str {
     match driver {
         DriverKind::Cpu => "CPU queues run every kind of work",
         DriverKind::Vulkan => {
-            "Vulkan queues run compute, host, noop, alloca and dealloca work (spin, sleep and \
-             tiles are CPU kernels)"
+            "Vulkan queues run compute, copy, host, noop, alloca and dealloca work (spin, sleep \
+             and tiles are CPU kernels)"
         }
     }
 }
@@ -102,7 +124,7 @@ impl Registered {
     }
 }
 
-/// A compute operation's output and what it must hold after the run.
+/// A compute or copy operation's output and what it must hold after the run.
 pub struct ComputeCheck {
     output: Output,
     expected: Vec<f32>,
@@ -138,6 +160,11 @@ fn input_x(i: usize) -> f32 {
 
 fn input_y(i: usize) -> f32 {
     (i % 7) as f32
+}
+
+/// The word `copy` work's source holds at `i` (as the bits of an `f32`, checked bit for bit).
+fn copy_pattern(i: usize) -> u32 {
+    (i as u32).wrapping_mul(0x9E37_79B9) ^ 0x5A5A_5A5A
 }
 
 /// What `kernel` leaves in its output after `regions` dispatches.
@@ -224,6 +251,55 @@ impl Drivers {
             }
             _ => {
                 let (id, output) = self.record_host_compute(kernel, elements, tiles, regions)?;
+                Ok((id, ComputeCheck { output: Output::Host(output), expected }))
+            }
+        }
+    }
+
+    /// Records `copy` work of `bytes` bytes for a queue naming `driver`, from a source holding
+    /// [`copy_pattern`] to a zeroed destination; returns the command buffer and the check of
+    /// the destination.
+    pub fn record_copy(
+        &mut self,
+        driver: DriverKind,
+        bytes: u32,
+    ) -> Result<(CommandBufferId, ComputeCheck), String> {
+        let words = bytes as usize / 4;
+        let pattern: Vec<u32> = (0..words).map(copy_pattern).collect();
+        let expected = pattern.iter().map(|&word| f32::from_bits(word)).collect();
+        match (&mut self.vulkan, driver == DriverKind::Vulkan && !self.all_cpu) {
+            (Some((backend, _)), true) => {
+                let vulkan = |error: VulkanError| format!("vulkan: {error}");
+                let gpu = backend.gpu().clone();
+                let source = Buffer::new(&gpu, u64::from(bytes)).map_err(vulkan)?;
+                let destination = Buffer::new(&gpu, u64::from(bytes)).map_err(vulkan)?;
+                let source_bytes: Vec<u8> = pattern.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                source.write(0, &source_bytes).map_err(vulkan)?;
+                let copy = Step::Copy {
+                    source,
+                    destination: destination.clone(),
+                    bytes: u64::from(bytes),
+                };
+                let id = backend.command_buffer(vec![vec![copy]]).map_err(vulkan)?;
+                Ok((id, ComputeCheck { output: Output::Vulkan(destination), expected }))
+            }
+            _ => {
+                let source: Arc<[u32]> = pattern.into();
+                let output: Arc<[AtomicU32]> = (0..words).map(|_| AtomicU32::new(0)).collect();
+                let tiles = words.div_ceil(COPY_WORDS_PER_TILE);
+                let destination = Arc::clone(&output);
+                let kernel: DeviceKernel = Box::new(move |tile: u32| {
+                    let start = tile as usize * COPY_WORDS_PER_TILE;
+                    let end = (start + COPY_WORDS_PER_TILE).min(words);
+                    for (word, value) in destination[start..end].iter().zip(&source[start..end]) {
+                        // Each word belongs to one tile, read back after the command buffer
+                        // completed: Relaxed suffices.
+                        word.store(*value, Ordering::Relaxed);
+                    }
+                });
+                // At most MAX_COPY_BYTES / 4 / COPY_WORDS_PER_TILE tiles: fits a u32.
+                let recorded = self.cpu.command_buffer(vec![(tiles as u32, kernel)]);
+                let id = recorded.map_err(|error| format!("copy: {error}"))?;
                 Ok((id, ComputeCheck { output: Output::Host(output), expected }))
             }
         }

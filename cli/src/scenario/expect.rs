@@ -22,14 +22,14 @@ pub fn unmet(outcome: &Outcome<'_>) -> (Vec<String>, usize) {
         let what = format!("vulkan validation: {} messages, the first: {first}", messages.len());
         expect(messages.is_empty(), what);
     }
-    // Compute results are checked whether or not the scenario expects anything of them.
+    // Compute and copy results are checked whether or not the scenario expects anything of them.
     for check in &outcome.compute {
         let Some(result) = &check.result else { continue };
         let spec = &outcome.scenario.ops[check.op];
         let wrong = match result {
             Ok(()) => String::new(),
             Err(error) => format!(
-                "op `{}` (line {}): compute result wrong: {error}",
+                "op `{}` (line {}): result wrong: {error}",
                 outcome.scenario.op_name(spec),
                 spec.line
             ),

@@ -306,6 +306,13 @@ pub enum WorkSpec {
         /// Dispatches, one per region.
         regions: u32,
     },
+    /// A copy of `bytes` bytes between two buffers of the operation's own (on a Vulkan queue
+    /// `vkCmdCopyBuffer`, on a CPU queue a copy in tiles on the block processor); the
+    /// destination is checked after the run.
+    Copy {
+        /// Bytes copied (a whole number of 4-byte words).
+        bytes: u32,
+    },
     /// A stream-ordered allocation.
     Alloca {
         /// Buffer index.

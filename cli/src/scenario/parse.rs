@@ -154,6 +154,9 @@ enum RawWork {
         #[serde(default = "one")]
         regions: u32,
     },
+    Copy {
+        bytes: u64,
+    },
     Alloca {
         buffer: String,
         bytes: u64,
@@ -689,6 +692,10 @@ impl Resolver<'_> {
                     regions: *regions,
                 }
             }
+            RawWork::Copy { bytes } => WorkSpec::Copy {
+                bytes: drivers::check_copy(*bytes)
+                    .map_err(|message| self.error(spanned, message))?,
+            },
             RawWork::Alloca { buffer, bytes } => {
                 WorkSpec::Alloca { buffer: self.buffer(buffer), bytes: *bytes }
             }

@@ -219,7 +219,7 @@ pub struct Outcome<'s> {
     pub wall: Duration,
     /// Per queue, in declaration order: the driver it ran on.
     pub queues: Vec<QueueRecord>,
-    /// Every compute operation's result check, in file order.
+    /// Every compute or copy operation's result check, in file order.
     pub compute: Vec<ComputeRecord>,
     /// What the Vulkan driver issued, when the scenario ran Vulkan queues.
     pub vulkan: Option<VulkanRecord>,
@@ -320,7 +320,7 @@ pub struct VulkanRecord {
     pub validation_messages: Vec<String>,
 }
 
-/// The check of one compute operation's results.
+/// The check of one compute or copy operation's results.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ComputeRecord {
     /// The operation's index.
@@ -499,7 +499,7 @@ struct Runner<'s> {
     host_calls: Vec<HostCallId>,
     command_buffers: Vec<CommandBufferId>,
     queues: Vec<QueueRecord>,
-    /// Per compute operation, in file order: its index and the check of its result.
+    /// Per compute or copy operation, in file order: its index and the check of its result.
     compute: Vec<(usize, ComputeCheck)>,
     registered: drivers::Registered,
     /// Per operation, once submitted or performed (`queued` false until then).
@@ -574,6 +574,15 @@ impl<'s> Runner<'s> {
                     let sizes = (kernel, elements, tiles, regions);
                     let (buffer, check) = drivers
                         .record_compute(driver, sizes)
+                        .map_err(|error| ScenarioError::at(&scenario.path, op.line, error))?;
+                    command_buffers.push(buffer);
+                    compute.push((index, check));
+                }
+                WorkSpec::Copy { bytes } => {
+                    let Target::Queue(queue) = op.target else { continue };
+                    let driver = scenario.queues[queue].driver;
+                    let (buffer, check) = drivers
+                        .record_copy(driver, bytes)
                         .map_err(|error| ScenarioError::at(&scenario.path, op.line, error))?;
                     command_buffers.push(buffer);
                     compute.push((index, check));
@@ -672,9 +681,9 @@ impl<'s> Runner<'s> {
                 Target::Queue(queue) => {
                     let registered = match op.work {
                         WorkSpec::Host { .. } => host_calls.next().map(Registered::Host),
-                        WorkSpec::Tiles { .. } | WorkSpec::Compute { .. } => {
-                            command_buffers.next().map(Registered::Buffer)
-                        }
+                        WorkSpec::Tiles { .. }
+                        | WorkSpec::Compute { .. }
+                        | WorkSpec::Copy { .. } => command_buffers.next().map(Registered::Buffer),
                         _ => None,
                     };
                     self.submit(index, op, queue, registered, deadline)?;
@@ -719,14 +728,20 @@ impl<'s> Runner<'s> {
             (WorkSpec::Sleep(duration), _) => Work::Sleep(duration),
             (WorkSpec::Host { .. }, Some(Registered::Host(call))) => Work::Host(call),
             (
-                WorkSpec::Tiles { .. } | WorkSpec::Compute { .. },
+                WorkSpec::Tiles { .. } | WorkSpec::Compute { .. } | WorkSpec::Copy { .. },
                 Some(Registered::Buffer(buffer)),
             ) => Work::Execute(buffer),
             (WorkSpec::Alloca { buffer, bytes }, _) => {
                 Work::Alloca { buffer: BufferId(buffer as u32), bytes }
             }
             (WorkSpec::Dealloca { buffer }, _) => Work::Dealloca(BufferId(buffer as u32)),
-            (WorkSpec::Host { .. } | WorkSpec::Tiles { .. } | WorkSpec::Compute { .. }, _) => {
+            (
+                WorkSpec::Host { .. }
+                | WorkSpec::Tiles { .. }
+                | WorkSpec::Compute { .. }
+                | WorkSpec::Copy { .. },
+                _,
+            ) => {
                 unreachable!("one host call or command buffer is registered per such op")
             }
         };

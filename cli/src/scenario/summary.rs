@@ -112,7 +112,7 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     let checked = outcome.compute.iter().filter(|check| check.result.is_some()).count();
     if !outcome.compute.is_empty() {
         let wrong = outcome.compute.iter().filter(|c| matches!(c.result, Some(Err(_)))).count();
-        let _ = writeln!(out, "  compute results: {checked} checked, {wrong} wrong");
+        let _ = writeln!(out, "  compute and copy results: {checked} checked, {wrong} wrong");
     }
     if !scenario.buffers.is_empty() {
         let _ = writeln!(

@@ -49,6 +49,8 @@ pub enum Failure {
     DeviceLost,
     /// Signals completed out of value order (a broken timeline contract).
     OutOfOrderSignal,
+    /// The device executing the signaller could not allocate the memory the work needed.
+    OutOfMemory,
     /// An application-defined status code.
     Application(u32),
 }
@@ -60,6 +62,7 @@ impl fmt::Display for Failure {
             Failure::Aborted => f.write_str("aborted"),
             Failure::DeviceLost => f.write_str("device lost"),
             Failure::OutOfOrderSignal => f.write_str("signals completed out of order"),
+            Failure::OutOfMemory => f.write_str("out of device memory"),
             Failure::Application(code) => write!(f, "application failure {code}"),
         }
     }
@@ -77,6 +80,7 @@ impl Failure {
             Failure::DeviceLost => (3, 0),
             Failure::OutOfOrderSignal => (4, 0),
             Failure::Application(code) => (5, code),
+            Failure::OutOfMemory => (6, 0),
         };
         tag << 32 | payload as u64
     }
@@ -91,6 +95,7 @@ impl Failure {
             3 => Some(Failure::DeviceLost),
             4 => Some(Failure::OutOfOrderSignal),
             5 => Some(Failure::Application(payload)),
+            6 => Some(Failure::OutOfMemory),
             _ => None,
         }
     }

@@ -230,6 +230,7 @@ fn failure_words_round_trip_and_are_never_zero() {
         Failure::Aborted,
         Failure::DeviceLost,
         Failure::OutOfOrderSignal,
+        Failure::OutOfMemory,
         Failure::Application(0),
         Failure::Application(u32::MAX),
     ];

@@ -24,10 +24,24 @@
 //! barrier, a host function, one failed by its waits) moves the queue's timeline with a host
 //! signal ([`Backend::completed_on_host`]): nothing later of that queue is on the device then.
 //!
-//! Errors: a failed submission or a device loss reported by Vulkan marks the device lost; from
-//! then on every operation fails with [`Failure::DeviceLost`] and the layer fails what waits on
-//! it. Work already on a lost device is not waited for past the shutdown's bound.
+//! Stream-ordered memory ([`Backend::memory`]): an alloca that runs on one of this driver's
+//! queues gets real device memory — a storage buffer bound to `VkDeviceMemory` of its own. The
+//! layer decides which block an alloca gets; the backend keeps a block's memory across its
+//! dealloca while the layer may hand the block on (so an alloca the layer lets reuse a dead
+//! block gets the same memory, with no new allocation), and frees it when the layer lets the
+//! block go. Memory Vulkan cannot give (`VK_ERROR_OUT_OF_DEVICE_MEMORY`, or a request larger
+//! than the heap) fails the alloca with [`Failure::OutOfMemory`]; the device stays usable.
+//!
+//! Errors: a failed submission, a failed wait of the watcher or a failed timeline query marks
+//! the device lost. The operation whose submission failed fails with what Vulkan said
+//! ([`Failure::OutOfMemory`] for running out of memory, [`Failure::DeviceLost`] otherwise);
+//! from then on every operation — pending or issued later — fails with
+//! [`Failure::DeviceLost`], and the layer fails what waits on them on every driver. A failed
+//! submission leaves its queue's timeline expecting a signal the device will never make, so the
+//! driver cannot go on even where Vulkan could. Work already on a lost device is not waited for
+//! past the shutdown's bound.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -36,10 +50,11 @@ use causeway_core::queue::Resolution;
 use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::Mutex;
 use causeway_device::{
-    Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
-    OpStatus, QueueConfig, QueueId, QueueWaiters, SubmitError, Work,
+    Backend, BackendCapabilities, BlockId, CommandBufferId, DeviceContext, DriverError, Issue,
+    Issued, MemoryOp, OpStatus, QueueConfig, QueueId, QueueWaiters, SubmitError, Work,
 };
 
+use crate::memory::DeviceBlock;
 use crate::{
     CommandBuffer, Gpu, Registration, Step, Timeline, VulkanError, Watcher, MAX_NATIVE_WAITS,
 };
@@ -54,6 +69,13 @@ struct QueueState {
     /// Whether a watcher registration of this queue is outstanding (one at a time: its report
     /// wakes the queue, whose next poll registers again if need be).
     watching: AtomicBool,
+}
+
+/// The device memory of a block this driver owns.
+struct OwnedBlock {
+    memory: DeviceBlock,
+    /// Between its alloca and its dealloca; otherwise kept for the layer to reuse.
+    live: bool,
 }
 
 /// A recorded command buffer and the queues waiting for its pending submission to end.
@@ -75,6 +97,8 @@ pub struct VulkanBackend {
     watcher: OnceLock<Watcher>,
     device: OnceLock<DeviceContext>,
     lost: AtomicBool,
+    /// Device memory of stream-ordered blocks, live or kept for reuse.
+    blocks: Mutex<HashMap<BlockId, OwnedBlock>>,
 }
 
 impl VulkanBackend {
@@ -88,6 +112,7 @@ impl VulkanBackend {
             watcher: OnceLock::new(),
             device: OnceLock::new(),
             lost: AtomicBool::new(false),
+            blocks: Mutex::new(HashMap::new()),
         }
     }
 
@@ -123,10 +148,43 @@ impl VulkanBackend {
         }
     }
 
-    /// Marks the device lost (see the module documentation) and returns the failure.
-    fn lose(&self) -> OpStatus {
+    /// Marks the device lost after `error` (see the module documentation) and returns the
+    /// failure of the operation it struck.
+    fn lose(&self, error: &VulkanError) -> OpStatus {
         self.lost.store(true, Ordering::Relaxed);
-        OpStatus::Failed(Failure::DeviceLost)
+        OpStatus::Failed(failure_of(error))
+    }
+
+    /// Backs `block` with at least `bytes` of device memory: the memory kept for it, or new.
+    fn commit(&self, block: BlockId, bytes: u64) -> Result<(), Failure> {
+        let mut blocks = self.blocks.lock();
+        match blocks.get_mut(&block) {
+            // The layer hands a block to one alloca at a time: a live one is a broken contract.
+            Some(owned) if owned.live => return Err(Failure::Aborted),
+            Some(owned) if owned.memory.size() >= bytes.max(1) => {
+                owned.live = true;
+                return Ok(());
+            }
+            // Kept memory too small for the request (the layer never asks for more than a dead
+            // block held): freed below, and the block backed anew.
+            _ => {}
+        }
+        let too_small = blocks.remove(&block);
+        // Nobody else touches this block until the alloca ends: allocate without the lock.
+        drop(blocks);
+        drop(too_small);
+        match DeviceBlock::new(&self.gpu, bytes) {
+            Ok(memory) => {
+                self.blocks.lock().insert(block, OwnedBlock { memory, live: true });
+                Ok(())
+            }
+            Err(error) if error.is_out_of_memory() => Err(Failure::OutOfMemory),
+            Err(error) if error.is_device_lost() => {
+                self.lost.store(true, Ordering::Relaxed);
+                Err(Failure::DeviceLost)
+            }
+            Err(_) => Err(Failure::Aborted),
+        }
     }
 
     /// Submits `issue`'s operation: `Busy` when its command buffer is still pending.
@@ -150,7 +208,7 @@ impl VulkanBackend {
         let signal = (&state.timeline, issue.epoch());
         let Some(watcher) = self.watcher.get() else {
             // Without a watcher nothing would report its completion.
-            return Issued::Finished(self.lose());
+            return Issued::Finished(self.lose(&VulkanError::WatcherStopped));
         };
         match watcher.submit(state.vk_queue, Some(&recorded.commands), &waits, signal) {
             Ok(()) => {
@@ -158,7 +216,7 @@ impl VulkanBackend {
                 Issued::Pending
             }
             Err(VulkanError::CommandBufferPending) => Issued::Busy,
-            Err(_) => Issued::Finished(self.lose()),
+            Err(error) => Issued::Finished(self.lose(&error)),
         }
     }
 
@@ -228,14 +286,20 @@ impl Backend for VulkanBackend {
         // One registration per queue at a time (see `poll`), and as many again for those
         // reported but not yet taken out when the next one arrives.
         let capacity = 2 * self.queues.len().max(1);
-        let wake = move |token: u64, _: Result<(), VulkanError>| {
+        let wake = move |token: u64, reported: Result<(), VulkanError>| {
             let queue = QueueId(token as usize);
+            // A device error fails what the queue has pending (its poll sees the loss). A stop
+            // only ends the watch: whatever still runs is the shutdown's.
+            if let Err(error) = reported {
+                if error != VulkanError::WatcherStopped {
+                    self.lost.store(true, Ordering::Relaxed);
+                }
+            }
             if let Some(state) = self.queue(queue) {
                 // The flag orders nothing else; the wake after it makes the queue poll (and
                 // register) again even if a poll running now still saw it set.
                 state.watching.store(false, Ordering::Relaxed);
             }
-            // Errors are read back by `poll` from the timeline itself.
             device.wake(queue);
         };
         // Without a watcher nothing reports completions: `poll` then fails the work.
@@ -282,7 +346,7 @@ impl Backend for VulkanBackend {
                 return Some(OpStatus::Ok);
             }
             Ok(_) => {}
-            Err(_) => return Some(self.lose()),
+            Err(error) => return Some(self.lose(&error)),
         }
         if !state.watching.swap(true, Ordering::Relaxed) {
             let registered = self
@@ -299,7 +363,7 @@ impl Backend for VulkanBackend {
                     return Some(OpStatus::Ok);
                 }
                 // Nothing would wake the queue: the device cannot be driven any more.
-                Err(_) => return Some(self.lose()),
+                Err(error) => return Some(self.lose(&error)),
             }
         }
         None
@@ -311,6 +375,28 @@ impl Backend for VulkanBackend {
         // valid; it fails only on a lost device, which fails everything waiting on it anyway.
         if state.timeline.signal_host(epoch).is_err() {
             self.lost.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Device memory for the blocks the layer assigns to allocas on this driver's queues (see
+    /// the module documentation).
+    fn memory(&self, op: MemoryOp) -> Result<(), Failure> {
+        match op {
+            MemoryOp::Commit { block, bytes } => self.commit(block, bytes),
+            MemoryOp::Decommit { block, keep: true } => {
+                if let Some(owned) = self.blocks.lock().get_mut(&block) {
+                    owned.live = false;
+                }
+                Ok(())
+            }
+            MemoryOp::Decommit { block, keep: false } | MemoryOp::Release { block } => {
+                let freed = self.blocks.lock().remove(&block);
+                // Freed outside the lock.
+                drop(freed);
+                Ok(())
+            }
+            // An operation this driver does not know backs nothing of its own.
+            _ => Ok(()),
         }
     }
 
@@ -329,5 +415,14 @@ impl Backend for VulkanBackend {
             matches!(state.timeline.wait_host(issued, left), Ok(true))
         });
         watcher_stopped && idle
+    }
+}
+
+/// The failure of an operation struck by `error`.
+fn failure_of(error: &VulkanError) -> Failure {
+    if error.is_out_of_memory() {
+        Failure::OutOfMemory
+    } else {
+        Failure::DeviceLost
     }
 }

@@ -49,6 +49,15 @@ pub enum VulkanError {
         /// The memory types the buffer could live in (`VkMemoryRequirements::memoryTypeBits`).
         type_bits: u32,
     },
+    /// An allocation is larger than the memory heap it would come from (or no memory type can
+    /// hold it): Vulkan forbids asking (VUID-vkAllocateMemory-pAllocateInfo-01713), so the
+    /// driver refuses it as the device would refuse memory it does not have.
+    OutOfDeviceMemory {
+        /// Bytes asked for.
+        bytes: u64,
+        /// The heap's size.
+        heap: u64,
+    },
     /// A host access to a buffer fell outside it.
     OutOfBounds {
         /// The first byte accessed.
@@ -123,6 +132,20 @@ impl VulkanError {
     pub fn is_device_lost(&self) -> bool {
         matches!(self, VulkanError::Vk { result: vk::Result::ERROR_DEVICE_LOST, .. })
     }
+
+    /// Whether memory ran out: the device's (`VK_ERROR_OUT_OF_DEVICE_MEMORY`, or a request
+    /// larger than its heap) or the host's (`VK_ERROR_OUT_OF_HOST_MEMORY`).
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(
+            self,
+            VulkanError::OutOfDeviceMemory { .. }
+                | VulkanError::Vk {
+                    result: vk::Result::ERROR_OUT_OF_DEVICE_MEMORY
+                        | vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+                    ..
+                }
+        )
+    }
 }
 
 impl fmt::Display for VulkanError {
@@ -164,6 +187,10 @@ impl fmt::Display for VulkanError {
                 f,
                 "no host-visible, host-coherent memory type among the buffer's types \
                  (bits {type_bits:#x})"
+            ),
+            VulkanError::OutOfDeviceMemory { bytes, heap } => write!(
+                f,
+                "cannot allocate {bytes} bytes of device memory: the memory heap holds {heap} bytes"
             ),
             VulkanError::OutOfBounds { offset, len, size } => write!(
                 f,

@@ -90,6 +90,52 @@ pub(crate) struct GpuShared {
     queues: Vec<QueueLock>,
     pub(crate) synchronization2: Synchronization2,
     native_waits: AtomicU64,
+    /// Device memory blocks of stream-ordered allocations made so far, and alive now.
+    memory_blocks_made: AtomicU64,
+    memory_blocks_alive: AtomicU64,
+    /// Results the next calls at each [`FaultPoint`] return instead of reaching Vulkan.
+    #[cfg(feature = "fault-injection")]
+    faults: Mutex<[Option<vk::Result>; FaultPoint::COUNT]>,
+}
+
+/// Device memory blocks of stream-ordered allocations ([`Gpu::memory_blocks`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemoryBlocks {
+    /// Blocks allocated so far (`vkAllocateMemory` calls that succeeded).
+    pub allocated: u64,
+    /// Blocks alive now: backing a live allocation, or kept for reuse.
+    pub alive: u64,
+}
+
+/// A Vulkan call of the driver that tests can make fail ([`Gpu::inject_fault`], with the cargo
+/// feature `fault-injection`, which only the driver's own tests turn on): the failures a
+/// working device never gives, such as `VK_ERROR_DEVICE_LOST` from a submission or from the
+/// watcher's wait, or that lavapipe never gives, such as `VK_ERROR_OUT_OF_DEVICE_MEMORY` from
+/// an allocation within its heap (it allocates lazily).
+#[cfg(feature = "fault-injection")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FaultPoint {
+    /// `vkQueueSubmit2` in [`submit`](crate::submit()).
+    QueueSubmit,
+    /// The [`Watcher`](crate::Watcher) thread's `vkWaitSemaphores`.
+    WatcherWait,
+    /// `vkAllocateMemory` of the device memory behind a stream-ordered allocation.
+    AllocateMemory,
+}
+
+#[cfg(feature = "fault-injection")]
+impl FaultPoint {
+    const COUNT: usize = 3;
+
+    fn index(self) -> usize {
+        match self {
+            FaultPoint::QueueSubmit => 0,
+            FaultPoint::WatcherWait => 1,
+            FaultPoint::AllocateMemory => 2,
+        }
+    }
 }
 
 /// What the debug messenger has seen (warnings and errors only).
@@ -168,6 +214,10 @@ impl Gpu {
                     queues: opened.queues.into_iter().map(Mutex::new).collect(),
                     synchronization2: opened.synchronization2,
                     native_waits: AtomicU64::new(0),
+                    memory_blocks_made: AtomicU64::new(0),
+                    memory_blocks_alive: AtomicU64::new(0),
+                    #[cfg(feature = "fault-injection")]
+                    faults: Mutex::new([None; FaultPoint::COUNT]),
                 }),
             }),
             Err(error) => {
@@ -206,6 +256,27 @@ impl Gpu {
         self.shared.native_waits.load(Ordering::Relaxed)
     }
 
+    /// Device memory blocks that back stream-ordered allocations: how many were allocated so
+    /// far, and how many are alive now (live, or kept for reuse by a later alloca).
+    pub fn memory_blocks(&self) -> MemoryBlocks {
+        MemoryBlocks {
+            // Statistics read after the allocations they count are joined: no ordering needed.
+            allocated: self.shared.memory_blocks_made.load(Ordering::Relaxed),
+            alive: self.shared.memory_blocks_alive.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Counts a device memory block made (`made`) or freed.
+    pub(crate) fn count_memory_block(&self, made: bool) {
+        // Statistics, as above.
+        if made {
+            self.shared.memory_blocks_made.fetch_add(1, Ordering::Relaxed);
+            self.shared.memory_blocks_alive.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.shared.memory_blocks_alive.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn count_native_waits(&self, waits: usize) {
         // A statistic read after the submissions it counts are joined: no ordering needed.
         self.shared.native_waits.fetch_add(waits as u64, Ordering::Relaxed);
@@ -241,6 +312,34 @@ impl Gpu {
             type_bits & (1 << index) != 0
                 && properties.memory_types[index as usize].property_flags.contains(flags)
         })
+    }
+
+    /// The size of the largest memory heap: no allocation can be larger.
+    pub(crate) fn largest_heap(&self) -> u64 {
+        let properties = &self.shared.memory_properties;
+        let heaps = &properties.memory_heaps[..properties.memory_heap_count as usize];
+        heaps.iter().map(|heap| heap.size).max().unwrap_or(0)
+    }
+
+    /// The size of the heap memory type `memory_type` allocates from.
+    pub(crate) fn heap_of(&self, memory_type: u32) -> u64 {
+        let properties = &self.shared.memory_properties;
+        let heap = properties.memory_types[memory_type as usize].heap_index;
+        properties.memory_heaps[heap as usize].size
+    }
+
+    /// Makes the next call at `point` return `result` (an error code that call may return)
+    /// without reaching Vulkan, as if the device had answered it: a test hook for the error
+    /// paths a working device never takes. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_fault(&self, point: FaultPoint, result: vk::Result) {
+        self.shared.faults.lock()[point.index()] = Some(result);
+    }
+
+    /// The result injected for the next call at `point`, taken (see `inject_fault`).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn injected_fault(&self, point: FaultPoint) -> Option<vk::Result> {
+        self.shared.faults.lock()[point.index()].take()
     }
 
     /// Waits until the device is idle. Destroying an object the device may still use needs it;

@@ -25,6 +25,9 @@
 //! - [`Watcher`]: one thread per device that follows the submissions made through it, one
 //!   semaphore wait at a time per VkQueue, and reports each registered `(timeline, value)`,
 //!   by token, to a callback once reached (the backend wakes the causeway queue from it).
+//! - Device memory for stream-ordered allocations: a storage buffer bound to `VkDeviceMemory` of
+//!   its own per block the device layer assigns to an alloca on a Vulkan queue, kept across its
+//!   dealloca while the layer may reuse the block ([`Gpu::memory_blocks`] counts them).
 //!
 //! How a backend drives it: each causeway queue has a [`Timeline`] and its operations epochs
 //! 1, 2, 3 …; issuing an operation is one [`Watcher::submit`] on the VkQueue the causeway
@@ -40,6 +43,11 @@
 //!
 //! Every fallible call returns a [`VulkanError`]; driver errors never panic. Where the cure is
 //! a missing package (the loader, an ICD, the validation layer), the error names it.
+//!
+//! The cargo feature `fault-injection` (off by default; the crate's own tests turn it on) adds
+//! `Gpu::inject_fault`, a test hook that makes the next `vkQueueSubmit2`, watcher
+//! `vkWaitSemaphores` or `vkAllocateMemory` of the driver return a chosen `vk::Result` without
+//! reaching Vulkan, as a broken device would: the error paths a working device never takes.
 //!
 //! ```
 //! use std::time::Duration;
@@ -64,6 +72,7 @@ mod buffers;
 mod error;
 mod gpu;
 mod kernels;
+mod memory;
 mod submit;
 mod timeline;
 mod watcher;
@@ -71,7 +80,9 @@ mod watcher;
 pub use backend::VulkanBackend;
 pub use buffers::Buffer;
 pub use error::VulkanError;
-pub use gpu::{Gpu, GpuOptions};
+#[cfg(feature = "fault-injection")]
+pub use gpu::FaultPoint;
+pub use gpu::{Gpu, GpuOptions, MemoryBlocks};
 pub use kernels::{Kernel, Launch};
 pub use submit::{submit, CommandBuffer, Step, MAX_NATIVE_WAITS};
 pub use timeline::Timeline;

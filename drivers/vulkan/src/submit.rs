@@ -268,15 +268,23 @@ pub(crate) fn submit_then(
     };
     signal.0.note_device_signal(signal.1)?;
     let vk_queue = queue_lock.lock();
-    // SAFETY: the queue is this device's and its lock is held (external synchronization); the
-    // pointer is the device's vkQueueSubmit2 (`Gpu::open`); every semaphore and the command
-    // buffer are live (their handles are borrowed for the call, and the command buffer waits
-    // for this submission before it is destroyed); the command buffer is executable and not
-    // pending (checked above); `submit_info` and its arrays live across the call.
-    let result = unsafe {
-        (gpu.shared.synchronization2.queue_submit2)(*vk_queue, 1, &submit_info, vk::Fence::null())
-    }
-    .result();
+    let result = match injected_submit_fault(gpu) {
+        Some(injected) => Err(injected),
+        // SAFETY: the queue is this device's and its lock is held (external synchronization); the
+        // pointer is the device's vkQueueSubmit2 (`Gpu::open`); every semaphore and the command
+        // buffer are live (their handles are borrowed for the call, and the command buffer waits
+        // for this submission before it is destroyed); the command buffer is executable and not
+        // pending (checked above); `submit_info` and its arrays live across the call.
+        None => unsafe {
+            (gpu.shared.synchronization2.queue_submit2)(
+                *vk_queue,
+                1,
+                &submit_info,
+                vk::Fence::null(),
+            )
+        }
+        .result(),
+    };
     if result.is_ok() {
         submitted();
     }
@@ -287,4 +295,17 @@ pub(crate) fn submit_then(
         **last = Some((signal.0.clone(), signal.1));
     }
     Ok(())
+}
+
+/// The error a test made this submission return instead of reaching Vulkan
+/// ([`Gpu::inject_fault`]).
+#[cfg(feature = "fault-injection")]
+fn injected_submit_fault(gpu: &Gpu) -> Option<vk::Result> {
+    gpu.injected_fault(crate::FaultPoint::QueueSubmit)
+}
+
+/// Without the `fault-injection` feature every submission reaches Vulkan.
+#[cfg(not(feature = "fault-injection"))]
+fn injected_submit_fault(_: &Gpu) -> Option<vk::Result> {
+    None
 }

@@ -1,6 +1,14 @@
 //! [`Timeline`]: a timeline `VkSemaphore`. The driver keeps one per causeway queue, whose value
 //! is the epoch of that queue's last completed operation; a device wait on the queue's work is a
 //! native wait on its timeline reaching the operation's epoch.
+//!
+//! A value query never overlaps a host signal of the same timeline: [`Timeline::value`] and
+//! [`Timeline::signal_host`] take one lock. The validation layer 1.3.239 reports
+//! `UNASSIGNED-VkSemaphore-state-timeout` ("most likely a validation bug", after stalling for
+//! seconds) when a thread observes a value whose `vkSignalSemaphore` has not yet returned on
+//! another thread (KhronosGroup/Vulkan-ValidationLayers#4649); a query that waits for the
+//! signal's call to return never observes one. Host *waits* are not so ordered (a wait cannot
+//! hold the lock): the driver waits on the host only for values a device signal reaches.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,6 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ash::vk;
+
+use causeway_core::unpoisoned::Mutex;
 
 use crate::{Gpu, VulkanError};
 
@@ -28,6 +38,8 @@ struct TimelineShared {
     /// The highest value a submitted device signal sets (0: none yet): a host signal must stay
     /// below every pending one.
     highest_device_signal: AtomicU64,
+    /// Held across every value query and host signal (see the module documentation).
+    host_signal: Mutex<()>,
 }
 
 impl Timeline {
@@ -46,6 +58,7 @@ impl Timeline {
                 gpu: gpu.clone(),
                 semaphore,
                 highest_device_signal: AtomicU64::new(0),
+                host_signal: Mutex::new(()),
             }),
         })
     }
@@ -57,6 +70,12 @@ impl Timeline {
 
     /// Its current value (`vkGetSemaphoreCounterValue`).
     pub fn value(&self) -> Result<u64, VulkanError> {
+        let _no_host_signal = self.shared.host_signal.lock();
+        self.value_unordered()
+    }
+
+    /// [`value`](Self::value) without the lock (the caller holds it).
+    fn value_unordered(&self) -> Result<u64, VulkanError> {
         // SAFETY: the semaphore is a live timeline semaphore of this device (we hold it).
         unsafe { self.shared.gpu.device().get_semaphore_counter_value(self.shared.semaphore) }
             .map_err(VulkanError::vk("vkGetSemaphoreCounterValue"))
@@ -79,7 +98,8 @@ impl Timeline {
     /// another thread is the caller's to order: the driver signals a timeline from the host or
     /// from the device, never both (host-signalled timelines are mirrors and the watcher's wake).
     pub fn signal_host(&self, value: u64) -> Result<(), VulkanError> {
-        let current = self.value()?;
+        let _no_query = self.shared.host_signal.lock();
+        let current = self.value_unordered()?;
         // The value is all the atomic carries (no other memory is published through it), and a
         // signal submitted before this call (ordered by the caller) is seen by coherence.
         let pending_device_signal = self.shared.highest_device_signal.load(Ordering::Relaxed);

@@ -355,10 +355,14 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
                 })
                 .semaphores(&semaphores)
                 .values(&values);
-            // SAFETY: every semaphore is a live timeline semaphore of this device: the wake one
-            // is ours, the others are held by `heads` across the call; the arrays live across
-            // the call.
-            match unsafe { device.wait_semaphores(&info, poll_ns) } {
+            let waited = match injected_wait_fault(&shared.gpu) {
+                Some(injected) => Err(injected),
+                // SAFETY: every semaphore is a live timeline semaphore of this device: the wake
+                // one is ours, the others are held by `heads` across the call; the arrays live
+                // across the call.
+                None => unsafe { device.wait_semaphores(&info, poll_ns) },
+            };
+            match waited {
                 Ok(()) | Err(vk::Result::TIMEOUT) => {}
                 Err(result) => break VulkanError::Vk { call: "vkWaitSemaphores", result },
             }
@@ -412,4 +416,16 @@ fn take_completed(state: &mut State, completed: &mut Vec<Watched>) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// The error a test made this wait return instead of reaching Vulkan ([`Gpu::inject_fault`]).
+#[cfg(feature = "fault-injection")]
+fn injected_wait_fault(gpu: &Gpu) -> Option<vk::Result> {
+    gpu.injected_fault(crate::FaultPoint::WatcherWait)
+}
+
+/// Without the `fault-injection` feature every wait reaches Vulkan.
+#[cfg(not(feature = "fault-injection"))]
+fn injected_wait_fault(_: &Gpu) -> Option<vk::Result> {
+    None
 }

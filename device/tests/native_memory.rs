@@ -1,0 +1,200 @@
+//! The native half of stream-ordered memory (`Backend::memory`): the layer tells the driver that
+//! owns a block to back it when its alloca runs, to let it go when its dealloca runs (keeping it
+//! while the reuse table may hand it on), and to free it when another driver's alloca reuses it;
+//! a driver that cannot back an alloca fails it, and what it signals, with its failure.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use causeway_core::scope::Scope;
+use causeway_core::semaphore::Failure;
+use causeway_device::{
+    Backend, BackendCapabilities, BlockId, BufferId, Device, DeviceContext, DriverError, DriverId,
+    Issue, Issued, MemoryOp, Op, OpStatus, QueueConfig, QueueId, SubmitError, Work,
+};
+use causeway_runtime::blocking::{wait, HostWaitError};
+use causeway_runtime::PoolConfig;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// A driver whose memory is a log of what it was asked to do; it cannot back more than
+/// `largest` bytes at once.
+struct LoggingDriver {
+    name: &'static str,
+    largest: u64,
+    log: Arc<Mutex<Vec<MemoryOp>>>,
+}
+
+impl LoggingDriver {
+    fn new(name: &'static str, largest: u64) -> (LoggingDriver, Arc<Mutex<Vec<MemoryOp>>>) {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        (LoggingDriver { name, largest, log: Arc::clone(&log) }, log)
+    }
+}
+
+impl Backend for LoggingDriver {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities::new(true)
+    }
+
+    fn open_queue(&mut self, _: QueueId, _: &QueueConfig) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    fn check(&self, _: QueueId, work: Work) -> Result<(), SubmitError> {
+        match work {
+            Work::Spin(_) => Ok(()),
+            _ => Err(SubmitError::Unsupported { driver: self.name }),
+        }
+    }
+
+    fn start(&'static self, _: DeviceContext) {}
+
+    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
+        issue.run_here(|| OpStatus::Ok)
+    }
+
+    fn poll(&'static self, _: QueueId, _: u64, _: Work) -> Option<OpStatus> {
+        Some(OpStatus::Ok)
+    }
+
+    fn memory(&self, op: MemoryOp) -> Result<(), Failure> {
+        self.log.lock().unwrap().push(op);
+        match op {
+            MemoryOp::Commit { bytes, .. } if bytes > self.largest => Err(Failure::OutOfMemory),
+            _ => Ok(()),
+        }
+    }
+
+    fn is_running(&self, _: QueueId, _: Work, _: bool) -> bool {
+        false
+    }
+
+    fn stop(&self, _: std::time::Instant) -> bool {
+        true
+    }
+}
+
+fn queue_of(driver: DriverId) -> QueueConfig {
+    let mut config = QueueConfig::default();
+    config.driver = driver;
+    config
+}
+
+fn alloca(buffer: u32, bytes: u64) -> Work {
+    Work::Alloca { buffer: BufferId(buffer), bytes }
+}
+
+fn op(work: Work, signals: &[(causeway_device::SemaphoreId, u64)]) -> Op<'_> {
+    Op { waits: &[], signals, work, tag: 0 }
+}
+
+fn block_of(op: &MemoryOp) -> BlockId {
+    match *op {
+        MemoryOp::Commit { block, .. }
+        | MemoryOp::Decommit { block, .. }
+        | MemoryOp::Release { block } => block,
+        _ => panic!("an operation this test does not know: {op:?}"),
+    }
+}
+
+#[test]
+fn a_block_is_backed_kept_for_reuse_and_backed_again_by_the_same_driver() {
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let (driver, log) = LoggingDriver::new("logging", u64::MAX);
+    let driver = builder.driver(driver);
+    let queue = builder.queue(queue_of(driver));
+    let done = builder.semaphore(0, Scope::DeviceLocal, builder.endpoint(queue).unwrap());
+    builder.memory(1, 1 << 20);
+    let device = builder.build().unwrap();
+    const ROUNDS: u64 = 1000;
+    for round in 1..=ROUNDS {
+        device.submit(queue, &op(alloca(0, 4096), &[])).unwrap();
+        device.submit(queue, &op(Work::Dealloca(BufferId(0)), &[(done, round)])).unwrap();
+    }
+    assert_eq!(wait(device.semaphore(done).unwrap(), ROUNDS, Some(LONG)), Ok(ROUNDS));
+    // Each alloca knows the dealloca before it (one queue, in order): one block, reused.
+    assert_eq!(device.memory_stats().reused, ROUNDS - 1);
+    let log = log.lock().unwrap();
+    assert_eq!(log.len() as u64, 2 * ROUNDS);
+    let block = block_of(&log[0]);
+    for pair in log.chunks(2) {
+        assert_eq!(
+            pair,
+            [MemoryOp::Commit { block, bytes: 4096 }, MemoryOp::Decommit { block, keep: true }]
+        );
+    }
+}
+
+#[test]
+fn a_driver_that_cannot_back_an_alloca_fails_it_and_what_waits_on_it_on_another_driver() {
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let (small, small_log) = LoggingDriver::new("small", 1024);
+    let (other, other_log) = LoggingDriver::new("other", u64::MAX);
+    let (small, other) = (builder.driver(small), builder.driver(other));
+    let (allocating, waiting) = (builder.queue(queue_of(small)), builder.queue(queue_of(other)));
+    let home = builder.endpoint(allocating).unwrap();
+    let [allocated, downstream, released] =
+        [(); 3].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    builder.memory(1, 1 << 20);
+    let device = builder.build().unwrap();
+
+    device.submit(allocating, &op(alloca(0, 4096), &[(allocated, 1)])).unwrap();
+    let uses = Op {
+        waits: &[(allocated, 1)],
+        signals: &[(downstream, 1)],
+        work: Work::Spin(Duration::ZERO),
+        tag: 1,
+    };
+    device.submit(waiting, &uses).unwrap();
+    device.submit(allocating, &op(Work::Dealloca(BufferId(0)), &[(released, 1)])).unwrap();
+
+    let out_of_memory = Err(HostWaitError::Failed(Failure::OutOfMemory));
+    assert_eq!(wait(device.semaphore(allocated).unwrap(), 1, Some(LONG)), out_of_memory);
+    assert_eq!(wait(device.semaphore(downstream).unwrap(), 1, Some(LONG)), out_of_memory);
+    // The dealloca has nothing to give back; it succeeds and the quota is whole again.
+    assert_eq!(wait(device.semaphore(released).unwrap(), 1, Some(LONG)), Ok(1));
+    assert_eq!(device.committed_bytes(), 0);
+    assert!(matches!(small_log.lock().unwrap()[..], [MemoryOp::Commit { bytes: 4096, .. }]));
+    assert!(other_log.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_block_reused_on_another_driver_is_released_by_the_driver_it_died_on() {
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let (first, first_log) = LoggingDriver::new("first", u64::MAX);
+    let (second, second_log) = LoggingDriver::new("second", u64::MAX);
+    let (first, second) = (builder.driver(first), builder.driver(second));
+    let (on_first, on_second) = (builder.queue(queue_of(first)), builder.queue(queue_of(second)));
+    let freed = builder.semaphore(0, Scope::DeviceLocal, builder.endpoint(on_first).unwrap());
+    builder.memory(2, 1 << 20);
+    let device = builder.build().unwrap();
+
+    device.submit(on_first, &op(alloca(0, 256), &[])).unwrap();
+    device.submit(on_first, &op(Work::Dealloca(BufferId(0)), &[(freed, 1)])).unwrap();
+    // The wait puts the dealloca in the alloca's past: it may take the dead block.
+    let reuse = Op { waits: &[(freed, 1)], signals: &[], work: alloca(1, 128), tag: 2 };
+    device.submit(on_second, &reuse).unwrap();
+    device.submit(on_second, &op(Work::Dealloca(BufferId(1)), &[(freed, 2)])).unwrap();
+    assert_eq!(wait(device.semaphore(freed).unwrap(), 2, Some(LONG)), Ok(2));
+    assert_eq!(device.memory_stats().reused, 1);
+
+    let first_log = first_log.lock().unwrap();
+    let block = block_of(&first_log[0]);
+    assert_eq!(
+        first_log[..],
+        [
+            MemoryOp::Commit { block, bytes: 256 },
+            MemoryOp::Decommit { block, keep: true },
+            MemoryOp::Release { block },
+        ]
+    );
+    assert_eq!(
+        second_log.lock().unwrap()[..],
+        [MemoryOp::Commit { block, bytes: 128 }, MemoryOp::Decommit { block, keep: true },]
+    );
+}
