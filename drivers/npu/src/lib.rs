@@ -108,7 +108,7 @@ mod sync;
 
 pub use descriptor::{
     Command, CompletionError, CompletionStatus, Descriptor, DescriptorError, Limits, RawDescriptor,
-    UnknownStatus,
+    UnknownStatus, DESCRIPTOR_BYTES, EXEC_ARGUMENTS,
 };
 pub use engine::{Engine, ExecRequest, Step};
 pub use memory::{SemaphoreState, Window};

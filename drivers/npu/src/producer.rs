@@ -40,7 +40,7 @@
 //! first, the host's re-check after arming sees the completion. A store followed by a load of
 //! another location is the one pattern acquire and release cannot order, hence SeqCst.
 
-use crate::descriptor::{word, CompletionStatus, Descriptor, UnknownStatus};
+use crate::descriptor::{word, CompletionStatus, Descriptor, RawDescriptor, UnknownStatus};
 use crate::memory::Window;
 use crate::registers::{Control, Register, RegisterIo};
 use crate::ring::{ConfigFault, RingFull, RingIndices, RingLayout};
@@ -132,9 +132,18 @@ impl<'a, R: RegisterIo> Producer<'a, R> {
     /// Writes `descriptor` into the next free slot, unpublished; its sequence number.
     /// [`RingFull`] when every slot holds a descriptor not yet reaped.
     pub fn try_push(&mut self, descriptor: &Descriptor) -> Result<u64, RingFull> {
+        self.try_push_raw(&descriptor.encode())
+    }
+
+    /// Writes `raw` as it is — any bit pattern, well-formed or not — into the next free slot,
+    /// unpublished, with its status word set pending; its sequence number. For fault injection
+    /// and for descriptors built elsewhere.
+    pub fn try_push_raw(&mut self, raw: &RawDescriptor) -> Result<u64, RingFull> {
         let index = self.indices.push()?;
         let base = self.layout.slot_address(index);
-        for (offset, value) in (0u32..).step_by(4).zip(descriptor.encode().0) {
+        let mut words = raw.0;
+        words[word::STATUS] = CompletionStatus::Pending.to_word();
+        for (offset, value) in (0u32..).step_by(4).zip(words) {
             // `start` validated the layout, so every slot word is inside the window.
             if let Some(word) = self.window.word(base + offset) {
                 word.store(value, Ordering::Relaxed);
