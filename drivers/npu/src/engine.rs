@@ -179,8 +179,9 @@ impl<R: RegisterIo> Engine<R> {
     fn fault(&mut self, fault: ConfigFault) {
         self.state = EngineState::Faulted(fault);
         self.registers.write(Register::Fault, fault.code());
-        // SeqCst: orders the fault write before the raise, as in `complete`.
-        fence(Ordering::SeqCst);
+        // Release: pairs with the producer's acquire fence after its status read, so a host the
+        // raise wakes sees the fault code.
+        fence(Ordering::Release);
         self.raise();
     }
 

@@ -310,12 +310,17 @@ fn run_engine(shared: &Shared, ring: usize) {
         return;
     };
     let mut engine = Engine::new(registers);
+    // The semaphore generation read after a stall was first seen; the engine steps once more
+    // (re-checking the slot) before sleeping on it, so a signal between the two bumped it.
+    let mut stalled_at: Option<u32> = None;
     loop {
         // Acquire: pairs with `shut_down`'s release store.
         if shared.stopping.load(StdOrdering::Acquire) {
             return;
         }
-        match engine.step(&window) {
+        let step = engine.step(&window);
+        let generation = stalled_at.take();
+        match step {
             Step::Completed { semaphore_changed, .. } => {
                 if semaphore_changed {
                     shared.semaphores_changed();
@@ -323,20 +328,21 @@ fn run_engine(shared: &Shared, ring: usize) {
             }
             Step::Exec(request) => {
                 let outcome = run_exec(shared, &request);
-                // An EXEC changes no semaphore.
+                // An EXEC changes no semaphore, so its completion needs no wake-up.
                 let _ = engine.finish(&window, request, outcome);
             }
-            Step::Stalled { .. } => {
+            Step::Stalled { .. } => match generation {
+                Some(generation) => FUTEX.wait(&shared.semaphore_generation, generation, None),
                 // Acquire: pairs with `semaphores_changed`'s release increment.
-                let generation = shared.semaphore_generation.load(Ordering::Acquire);
-                if matches!(engine.step(&window), Step::Stalled { .. })
-                    && !shared.stopping.load(StdOrdering::Acquire)
-                {
-                    FUTEX.wait(&shared.semaphore_generation, generation, None);
-                }
-            }
+                None => stalled_at = Some(shared.semaphore_generation.load(Ordering::Acquire)),
+            },
+            // A doorbell `shut_down` moved may be the one this step read: `stopping` is checked
+            // again (the engine's acquire fence after the doorbell read pairs with the release
+            // increment there), so the engine never sleeps on the last doorbell.
             Step::Idle { doorbell } => {
-                FUTEX.wait(registers.word(Register::Doorbell), doorbell, None);
+                if !shared.stopping.load(StdOrdering::Acquire) {
+                    FUTEX.wait(registers.word(Register::Doorbell), doorbell, None);
+                }
             }
             Step::Transitioned => {}
         }
