@@ -261,10 +261,13 @@ impl DeviceModel {
     }
 
     fn shut_down(&mut self) {
+        // Release: pairs with the engine threads' acquire loads of `stopping`.
         self.shared.stopping.store(true, StdOrdering::Release);
         // No host end outlives `self` (they borrow it), so the model may write the doorbells:
         // each engine asleep on one sees it move and finds `stopping`.
         for registers in self.shared.registers.iter() {
+            // Release: pairs with the engine's acquire fence after its doorbell read, so an
+            // engine that read this value sees `stopping` set.
             registers.word(Register::Doorbell).fetch_add(1, Ordering::Release);
             FUTEX.wake_all(registers.word(Register::Doorbell));
         }
@@ -340,6 +343,7 @@ fn run_engine(shared: &Shared, ring: usize) {
             // again (the engine's acquire fence after the doorbell read pairs with the release
             // increment there), so the engine never sleeps on the last doorbell.
             Step::Idle { doorbell } => {
+                // Acquire: pairs with `shut_down`'s release store.
                 if !shared.stopping.load(StdOrdering::Acquire) {
                     FUTEX.wait(registers.word(Register::Doorbell), doorbell, None);
                 }
