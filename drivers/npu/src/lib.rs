@@ -5,7 +5,7 @@
 //! 32-bit MMIO accesses. The host writes descriptors and publishes them; the device's engine
 //! consumes them in order — runs kernels (EXEC), stalls until a semaphore slot reaches a value
 //! (WAIT: the device's native wait), writes semaphore values with release semantics (SIGNAL) —
-//! and raises an interrupt. Everything but [`model`] is `no_std` without `alloc`, and uses only
+//! and raises an interrupt. Everything but `model` is `no_std` without `alloc`, and uses only
 //! 32-bit loads, stores and fences (no compare-and-swap), so the same code runs in the hosted
 //! driver and on the Cortex-M0 controller; the default `hosted` feature adds the model.
 //!
@@ -17,7 +17,7 @@
 //! | [`ring`] | both | [`RingLayout`], [`RingIndices`] (free-running index arithmetic) |
 //! | [`producer`] | host | [`Producer`]: publish, reap, arm the interrupt |
 //! | [`engine`] | device | [`Engine`]: consume, stall, signal, complete, raise |
-//! | [`model`] | device (hosted) | [`DeviceModel`](model::DeviceModel): engine threads, kernels, futex wake-ups |
+//! | `model` | device (hosted) | `DeviceModel`: engine threads, kernels, futex wake-ups |
 //!
 //! # Register map
 //!
