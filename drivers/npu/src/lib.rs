@@ -94,6 +94,13 @@
 //! an operation to its device WAITs, one EXEC, and its SIGNALs, the later ones chained to the
 //! first so that a failure fails the operation's signals. The ring's completion timeline tells
 //! the backend which operations completed.
+//!
+//! A semaphore slot has **one writer at a time** — the ring whose SIGNAL advances it, or the
+//! host mirroring a value reached elsewhere — because the device checks "does this value
+//! advance" and writes the slot without compare-and-swap. Causeway's own rule gives the backend
+//! what it needs: a semaphore's values are reached in order, so a second ring that signals the
+//! same semaphore has its SIGNAL ordered after the first one's (a WAIT on it, or the host
+//! holding the operation), and the host mirrors only slots no ring signals.
 #![cfg_attr(not(feature = "hosted"), no_std)]
 
 pub mod descriptor;

@@ -364,7 +364,8 @@ fn run_exec(shared: &Shared, request: &ExecRequest) -> Result<(), CompletionErro
 }
 
 /// The host's end of a model ring: a [`Producer`] plus the blocking waits the model's interrupt
-/// line allows.
+/// line allows. The waits block for as long as the device holds the descriptors waited for —
+/// a WAIT whose value never comes stalls its ring, as on hardware; deadlines are the caller's.
 #[derive(Debug)]
 pub struct HostRing<'a> {
     producer: Producer<'a, &'a ModelRegisters>,
