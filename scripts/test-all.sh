@@ -59,6 +59,8 @@ fi
 for target in "${CROSS_TARGETS[@]}"; do
   cargo build -p causeway-core --release --target "$target"
   cargo build -p causeway-core --release --target "$target" --features isr-safe
+  # The NPU ring protocol without its hosted model: what the controller firmware links.
+  cargo build -p causeway-driver-npu --release --target "$target" --no-default-features
 done
 passed
 
@@ -73,6 +75,8 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-runtime --release --test loom_stream --test loom_compute_sleep
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-driver-cpu --release --test loom_block
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p causeway-driver-npu --no-default-features --release --test loom_ring
 passed
 
 step "fuzzing: every cargo-fuzz target for 20s on its seed corpus"
