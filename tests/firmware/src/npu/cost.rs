@@ -57,6 +57,9 @@ pub enum CostError {
     WrongDisposition,
 }
 
+/// One ring's part in a round: the ring, and its descriptor for the round's value, if any.
+type RoundPart = (usize, fn(u64) -> Option<Command>);
+
 /// The measuring host: the producers, the worker and the value the slot has reached.
 struct Bench {
     rings: [HostRing; RINGS],
@@ -139,11 +142,7 @@ impl Bench {
 
     /// Total cycles of `ROUNDS` rounds, each publishing `first`'s descriptor, then
     /// `second`'s (rings woken in that order), then running the controller.
-    fn rounds(
-        &mut self,
-        first: (usize, fn(u64) -> Option<Command>),
-        second: Option<(usize, fn(u64) -> Option<Command>)>,
-    ) -> Result<u64, CostError> {
+    fn rounds(&mut self, first: RoundPart, second: Option<RoundPart>) -> Result<u64, CostError> {
         let mut total = 0;
         for _ in 0..ROUNDS {
             let value = self.value + 1;
