@@ -42,13 +42,13 @@ use causeway_core::semaphore::{Arm, Notify, Outcome, Timepoint};
 use causeway_core::{Capabilities, Failure, QueueClock};
 use causeway_driver_npu::{
     Command, CompletionError, CompletionStatus, Engine, ExecRequest, Limits, RawDescriptor,
-    Register, RegisterFile, RegisterIo, RingLayout, Step, Window, DESCRIPTOR_BYTES,
+    Register, RegisterIo, RingLayout, Step, Window, DESCRIPTOR_BYTES,
 };
 use portable_atomic::{fence, Ordering};
 use spin::Once;
 
 use super::compute::{self, Kernel};
-use super::{timelines, wake, window, Timeline, FRONTIER, HOME, RINGS};
+use super::{timelines, wake, window, RingRegisters, Timeline, FRONTIER, HOME, RINGS};
 
 /// The ring's device waits are WAIT descriptors: a wait may be published before its signal.
 const CAPABILITIES: Capabilities = Capabilities { wait_before_signal: true };
@@ -82,7 +82,7 @@ pub struct WaitCounts {
 /// One ring's controller state; only that ring's drain and the host between runs touch it.
 pub struct RingController {
     ring: usize,
-    engine: Engine<&'static RegisterFile>,
+    engine: Engine<RingRegisters>,
     clock: QueueClock<FRONTIER>,
     /// The EXEC running on the ring's compute engine, and the kernel it runs.
     running: Option<(ExecRequest, Kernel)>,
@@ -110,11 +110,7 @@ enum Head {
 
 impl RingController {
     /// The controller of ring `ring`, whose registers are `registers`, on queue axis `axis`.
-    pub fn new(
-        ring: usize,
-        registers: &'static RegisterFile,
-        axis: causeway_core::Axis,
-    ) -> RingController {
+    pub fn new(ring: usize, registers: RingRegisters, axis: causeway_core::Axis) -> RingController {
         RingController {
             ring,
             engine: Engine::new(registers),

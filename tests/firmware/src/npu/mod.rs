@@ -17,8 +17,9 @@
 //!
 //! The rings, the semaphore table, the completion timelines and the kernels' data share one
 //! memory window in RAM (a static array of words, as shared memory between host and device);
-//! each ring's register block is a [`RegisterFile`] in RAM. Everything lives in statics, built
-//! at start-up into zeroed RAM, nothing on a heap.
+//! each ring's register block is a RAM region both sides reach only through
+//! [`VolatileRegisters`], as they would a device's MMIO block. Everything lives in statics,
+//! built at start-up into zeroed RAM, nothing on a heap.
 
 pub mod compute;
 pub mod controller;
@@ -27,7 +28,12 @@ pub mod scenario;
 
 use causeway_core::executor::{Class, Executor, Process, RoundRobin, SpinPolicy, Worker};
 use causeway_core::{AxisAllocator, Domain, Endpoint, Scope, Semaphore};
-use causeway_driver_npu::{Producer, RegisterFile, RingLayout, Window, DESCRIPTOR_BYTES};
+use core::cell::UnsafeCell;
+use core::ptr::NonNull;
+
+use causeway_driver_npu::{
+    Producer, Register, RegisterIo, RingLayout, VolatileRegisters, Window, DESCRIPTOR_BYTES,
+};
 use causeway_platform_baremetal::BareMetalFutex;
 use portable_atomic::AtomicU32;
 use spin::{Mutex, Once};
@@ -73,8 +79,45 @@ pub const fn data_address(index: u32) -> u32 {
 /// The shared memory: zero at reset, so it costs no flash.
 static MEMORY: [AtomicU32; WINDOW_WORDS] = [const { AtomicU32::new(0) }; WINDOW_WORDS];
 
-/// Each ring's register block.
-static REGISTERS: [RegisterFile; RINGS] = [const { RegisterFile::new() }; RINGS];
+/// A ring's register block: RAM standing in for a device's MMIO block.
+#[repr(C, align(4))]
+struct RegisterBlock([UnsafeCell<u32>; Register::COUNT]);
+
+// SAFETY: the cells are reached only through `VolatileRegisters` (`ring_registers`), whose
+// accesses are single 32-bit volatile loads and stores; every register has one writer (the
+// protocol's register map), and the image runs on one core whose interrupt handlers never touch
+// the registers, so no access races another.
+unsafe impl Sync for RegisterBlock {}
+
+static REGISTER_BLOCKS: [RegisterBlock; RINGS] =
+    [const { RegisterBlock([const { UnsafeCell::new(0) }; Register::COUNT]) }; RINGS];
+
+/// One side's handle on a ring's register block.
+pub struct RingRegisters(VolatileRegisters);
+
+// SAFETY: the handle holds only the address of a static block (`REGISTER_BLOCKS`), valid in
+// any context for the program's whole life; moving it moves no access.
+unsafe impl Send for RingRegisters {}
+
+impl RegisterIo for RingRegisters {
+    fn read(&self, register: Register) -> u32 {
+        self.0.read(register)
+    }
+
+    fn write(&self, register: Register, value: u32) {
+        self.0.write(register, value);
+    }
+}
+
+/// A handle on ring `ring`'s register block (each side takes its own).
+fn ring_registers(ring: usize) -> RingRegisters {
+    let block = NonNull::from(&REGISTER_BLOCKS[ring].0).cast::<u32>();
+    // SAFETY: `block` is a static array of `Register::COUNT` 4-byte-aligned words, so it stays
+    // mapped for the program's life; its cells are `UnsafeCell`s, so writing through a pointer
+    // derived from a shared reference is allowed; and nothing reaches them except through
+    // volatile accesses of `VolatileRegisters` (`RegisterBlock`'s `Sync`).
+    RingRegisters(unsafe { VolatileRegisters::new(block) })
+}
 
 /// Each semaphore slot's core semaphore, built at start-up into zeroed RAM (an initialised
 /// static would also keep its image in flash: a frontier's empty entries are not zero).
@@ -121,7 +164,7 @@ pub const fn layout(ring: usize) -> RingLayout {
 }
 
 /// The host's end of a ring.
-pub type HostRing = Producer<'static, &'static RegisterFile>;
+pub type HostRing = Producer<'static, RingRegisters>;
 
 /// Brings the controller up — core semaphores, ring controllers on fresh queue axes, the
 /// executor with one process per ring — and the host's producers, which start the rings.
@@ -132,7 +175,7 @@ pub fn start() -> Option<(NpuWorker, [HostRing; RINGS])> {
     let mut controllers = [const { None }; RINGS];
     for (ring, controller) in controllers.iter_mut().enumerate() {
         let axis = axes.allocate(Domain::Queue).ok()?;
-        *controller = Some(Mutex::new(RingController::new(ring, &REGISTERS[ring], axis)));
+        *controller = Some(Mutex::new(RingController::new(ring, ring_registers(ring), axis)));
     }
     let [Some(c0), Some(c1), Some(c2)] = controllers else { return None };
     CONTROLLERS.call_once(|| [c0, c1, c2]);
@@ -141,6 +184,6 @@ pub fn start() -> Option<(NpuWorker, [HostRing; RINGS])> {
         executor.submit(process).ok()?;
     }
     let worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).ok()?;
-    let start = |ring: usize| Producer::start(&REGISTERS[ring], window(), layout(ring)).ok();
+    let start = |ring: usize| Producer::start(ring_registers(ring), window(), layout(ring)).ok();
     Some((worker, [start(0)?, start(1)?, start(2)?]))
 }
