@@ -184,8 +184,8 @@ impl RingController {
     /// Acts on what the engine did with the descriptor `head` describes.
     fn settle(&mut self, head: Head, step: Step) -> Drained {
         match step {
-            Step::Completed { status, .. } => {
-                self.completed(head, status);
+            Step::Completed { status, semaphore_changed } => {
+                self.completed(head, status, semaphore_changed);
                 Drained::Progress
             }
             Step::Exec(request) => match Kernel::from_index(request.kernel) {
@@ -225,7 +225,9 @@ impl RingController {
         };
         let slot = slot as usize;
         if let Some(previous) = self.armed_on.filter(|&armed| armed != slot) {
+            // Left armed by a WAIT whose value a host write reached: withdraw it first.
             timelines()[previous].cancel(&timepoint(self.ring));
+            self.armed_on = None;
         }
         // SAFETY: the timepoint and every core semaphore are statics (`TIMEPOINTS`,
         // `TIMELINES`), so they stay alive and in place for as long as the timepoint may be
@@ -243,7 +245,7 @@ impl RingController {
     }
 
     /// Applies a completed descriptor to the ring's clock and counts.
-    fn completed(&mut self, head: Head, status: CompletionStatus) {
+    fn completed(&mut self, head: Head, status: CompletionStatus, semaphore_changed: bool) {
         let failure = match status {
             CompletionStatus::Failed(error) => Some(error),
             CompletionStatus::Completed | CompletionStatus::Pending => None,
@@ -271,7 +273,14 @@ impl RingController {
                 let _ = self.clock.begin().commit();
             }
             // Never run: no operation of the ring.
-            Head::Malformed | Head::Empty => {}
+            Head::Malformed => {}
+            // Published after the controller looked (a host running beside it): had it been a
+            // SIGNAL, no timepoint saw it, so every ring checks its stall again.
+            Head::Empty => {
+                if semaphore_changed {
+                    (0..RINGS).for_each(wake);
+                }
+            }
         }
     }
 
