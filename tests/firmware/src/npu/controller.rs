@@ -18,6 +18,16 @@
 //! published, or mirrors a value into the table behind the controller's back, can make the
 //! controller know less, never complete a WAIT early.
 //!
+//! # The ring's clock
+//!
+//! Only a SIGNAL's point can ever be imported (a WAIT imports the frontier of the signal that
+//! reached its value), so the ring's clock moves only when it learns or signals something: a
+//! SIGNAL is an operation of its own (the next epoch, its frontier recorded with the value), a
+//! WAIT that imports is an operation that merges the import, and an elided WAIT, an EXEC, a
+//! BARRIER or a malformed descriptor leave the clock as it was. The epoch thus counts the
+//! ring's SIGNALs and importing WAITs rather than its descriptors, which no frontier can tell
+//! apart, and the controller spends no frontier copy on descriptors that change nothing.
+//!
 //! # One drain call
 //!
 //! 1. If the ring's EXEC is running on its compute engine: sleep until the engine's completion
@@ -27,7 +37,7 @@
 //!    engine. On completion, apply the descriptor to the ring's clock: a SIGNAL is committed
 //!    with its value and retired (waking the timepoints it reaches), or fails the slot's core
 //!    semaphore when the engine failed it; a WAIT is resolved and counted; every other
-//!    descriptor is an operation of the ring that signals nothing.
+//!    descriptor leaves the clock alone (above).
 //!
 //! A drain call repeats this for up to [`DRAIN_BUDGET`] descriptors while they complete, then
 //! reports [`Drained::Progress`], so rings take turns on the one worker without paying the
@@ -37,7 +47,7 @@
 use core::pin::Pin;
 
 use causeway_core::executor::{Drain, DrainContext, Drained};
-use causeway_core::queue::{self, Resolution};
+use causeway_core::queue::{self, Resolution, WaitResolution};
 use causeway_core::semaphore::{Arm, Notify, Outcome, Timepoint};
 use causeway_core::{Capabilities, Failure, QueueClock};
 use causeway_driver_npu::{
@@ -269,11 +279,11 @@ impl RingController {
                     }
                 }
             }
-            Head::Command(Command::Exec { .. } | Command::Barrier) | Head::Ran => {
-                let _ = self.clock.begin().commit();
-            }
-            // Never run: no operation of the ring.
-            Head::Malformed => {}
+            // Nothing imported, nothing signalled: the clock stays as it was (see the module
+            // documentation's "The ring's clock").
+            Head::Command(Command::Exec { .. } | Command::Barrier)
+            | Head::Ran
+            | Head::Malformed => {}
             // Published after the controller looked (a host running beside it): had it been a
             // SIGNAL, no timepoint saw it, so every ring checks its stall again.
             Head::Empty => {
@@ -312,6 +322,19 @@ impl RingController {
         let Some(timeline) = usize::try_from(slot).ok().and_then(|s| timelines().get(s)) else {
             return;
         };
+        // The elision test first, on the ring's frontier as it is: an elided WAIT imports
+        // nothing, so it needs no operation of its own (a WAIT that stalled never is one: the
+        // ring cannot have known a signal that had not happened). The price is a second lookup
+        // for a WAIT that imports.
+        if !stalled {
+            let lookup = timeline.lookup(value);
+            if let Ok((WaitResolution { resolution: Resolution::Elided, .. }, _)) =
+                queue::resolve(self.clock.frontier(), &lookup, CAPABILITIES)
+            {
+                self.waits.elided += 1;
+                return;
+            }
+        }
         let mut operation = self.clock.begin();
         let resolution = operation.wait(timeline, value).map(|resolved| resolved.resolution);
         let _ = operation.commit();
