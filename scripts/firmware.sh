@@ -87,7 +87,7 @@ for board in "${BOARDS[@]}"; do
     log="$LOGS/$name-$image.log"
     clock=""
     [[ $image == npu_cost ]] && clock=$ICOUNT
-    note "running $image on $qemu $machine $clock (timeout ${QEMU_TIMEOUT}s)"
+    note "running $image on $qemu $machine${clock:+ $clock} (timeout ${QEMU_TIMEOUT}s)"
     started=$SECONDS
     set +e
     # shellcheck disable=SC2086 # $machine and $clock are lists of arguments
