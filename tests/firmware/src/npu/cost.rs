@@ -15,15 +15,17 @@
 //! - **batches** — EXEC, SIGNAL, BARRIER, elided WAIT: `B` descriptors of one kind on one
 //!   ring; the cost is `(T(6) − T(2)) / 4` (both batches fit in one drain call, so the
 //!   difference holds descriptors only);
-//! - **rounds** — a WAIT that stalls is released by another ring's SIGNAL, one pair per
-//!   round: the cost is `T(WAIT + SIGNAL) − T(SIGNAL) − (T(idle drain of the waiting ring) −
-//!   T(nothing))`,
-//!   over four rounds; likewise a WAIT on a value another ring just signalled that the
-//!   waiting ring did not know (satisfied, importing its frontier).
+//! - **rounds** — a WAIT that stalls is released by another ring's SIGNAL, one pair per round:
+//!   the cost is `T(WAIT + SIGNAL) − T(SIGNAL) − (T(idle drain of the waiting ring) −
+//!   T(nothing))`, over four rounds; likewise a WAIT on a value another ring just signalled
+//!   that the waiting ring did not know (satisfied, importing its frontier).
 //!
-//! Each figure includes the executor's scheduling of the ring's process, the controller's
-//! read of the head descriptor, the engine's step and the clock bookkeeping; a stalled WAIT
-//! also its timepoint and the wake-up from the releasing SIGNAL's retire.
+//! A batch figure holds the controller's read of the head descriptor, the engine's step and
+//! the clock bookkeeping, but no executor scheduling (one drain call handles the batch) —
+//! except EXEC's: its drain sleeps until the engine's interrupt and is scheduled again. A round
+//! figure holds the waiting ring's drain calls beyond the idle one it would make anyway: for a
+//! stalled WAIT, the stall, its timepoint, the wake-up from the releasing SIGNAL's retire and
+//! the second drain call.
 
 use causeway_driver_npu::{
     Command, CompletionStatus, Descriptor, Register, RegisterIo, EXEC_ARGUMENTS,
