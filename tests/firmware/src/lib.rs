@@ -7,7 +7,7 @@
 //! | `riscv32imac-unknown-none-elf` | `qemu-system-riscv32 virt`  | RV32IMAC       |
 //!
 //! The same test body runs on all three; only [`board`] (timer, interrupt handler, name)
-//! differs. Two images:
+//! differs. Four images:
 //!
 //! - `selftest`: core's causal cases ([`causal`]), the executor driven by one worker stepping
 //!   ([`executor_cases`]), and the interrupt-driven activation test ([`activation`]): a timer
@@ -15,6 +15,11 @@
 //!   parked in the platform wait, which must wake and run that process exactly once.
 //! - `controller`: a 4-queue controller ([`controller`]), the image whose flash and RAM are
 //!   measured against the size budget.
+//! - `npu_controller`: the NPU controller ([`npu`]): three descriptor rings consumed by
+//!   causeway-core's executor with `causeway-driver-npu`'s engine, WAITs resolved with
+//!   frontiers, fed by a host in the image; it has a size budget of its own.
+//! - `npu_cost`: the same controller, measuring instructions per descriptor under qemu's
+//!   `-icount` and printing them.
 //!
 //! Each image reports through semihosting and exits with status 0 on success and non-zero on
 //! the first failed assertion (the panic handler exits 101), so qemu's own exit status is the
@@ -28,4 +33,5 @@ pub mod causal;
 pub mod controller;
 pub mod executor_cases;
 pub mod harness;
+pub mod npu;
 pub mod ticks;

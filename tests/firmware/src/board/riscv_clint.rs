@@ -16,6 +16,16 @@ const MTIMECMP: usize = 0x0200_4000;
 /// `mtime` counts at 10 MHz on `virt`: one tick per millisecond.
 const TICK_PERIOD: u64 = 10_000;
 
+/// `mtime`'s rate, which is also the cycle clock's.
+pub const CYCLE_CLOCK_HZ: u32 = 10_000_000;
+
+/// The cycle clock's width: the low word of `mtime`.
+pub const CYCLE_CLOCK_MASK: u32 = u32::MAX;
+
+/// Set while the periodic tick runs: the handler re-arms the timer only then (a tick raised by
+/// [`raise_tick`] while the ticks are stopped is a single one).
+static PERIODIC: AtomicBool = AtomicBool::new(false);
+
 /// Set while the machine-timer handler runs (the handler is never nested: machine interrupts
 /// stay masked in a trap).
 static IN_TICK_HANDLER: AtomicBool = AtomicBool::new(false);
@@ -58,6 +68,7 @@ pub fn init() {
 
 /// Starts the periodic tick interrupt.
 pub fn start_ticks() {
+    PERIODIC.store(true, Ordering::Relaxed);
     write_mtimecmp(read_mtime() + TICK_PERIOD);
     // SAFETY: the timer handler below is ready to run from now on.
     unsafe { mie::set_mtimer() };
@@ -68,7 +79,24 @@ pub fn stop_ticks() {
     // SAFETY: masking an interrupt source cannot break anything that relies on it firing;
     // callers that need ticks start them again.
     unsafe { mie::clear_mtimer() };
+    PERIODIC.store(false, Ordering::Relaxed);
     write_mtimecmp(u64::MAX);
+}
+
+/// `mtime` runs from reset: nothing to start.
+pub fn start_cycle_clock() {}
+
+/// `mtime` ticks since reset, modulo 2^32.
+pub fn cycle_clock() -> u32 {
+    read_mtime() as u32
+}
+
+/// Enters the timer handler as soon as interrupts allow: a compare value already passed.
+pub fn raise_tick() {
+    write_mtimecmp(0);
+    // SAFETY: the timer handler below is ready to run from now on; with the periodic tick
+    // stopped it disarms the timer again after this one tick.
+    unsafe { mie::set_mtimer() };
 }
 
 /// Whether the caller runs inside the tick handler.
@@ -79,7 +107,11 @@ pub fn in_tick_handler() -> bool {
 #[riscv_rt::core_interrupt(Interrupt::MachineTimer)]
 fn machine_timer() {
     IN_TICK_HANDLER.store(true, Ordering::Relaxed);
-    write_mtimecmp(read_mtime() + TICK_PERIOD);
+    if PERIODIC.load(Ordering::Relaxed) {
+        write_mtimecmp(read_mtime() + TICK_PERIOD);
+    } else {
+        write_mtimecmp(u64::MAX);
+    }
     crate::ticks::on_tick();
     IN_TICK_HANDLER.store(false, Ordering::Relaxed);
 }
