@@ -44,17 +44,7 @@ impl Buffer {
             return Err(VulkanError::InvalidLaunch("a buffer of 0 bytes"));
         }
         let device = gpu.device();
-        let info = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        // SAFETY: the device is alive (`gpu` is a handle to it); `info` lives across the call.
-        let buffer = unsafe { device.create_buffer(&info, None) }
-            .map_err(VulkanError::vk("vkCreateBuffer"))?;
+        let buffer = create_storage_buffer(gpu, size)?;
         match allocate_and_map(gpu, buffer) {
             Ok((memory, mapped)) => {
                 // SAFETY: `mapped` maps all `size` bytes of memory just allocated for it.
@@ -202,4 +192,19 @@ impl Drop for BufferShared {
             device.free_memory(self.memory, None);
         }
     }
+}
+
+/// An unbound buffer of `size` bytes usable as storage and as a copy source and destination:
+/// what both host-visible buffers and the device memory behind allocas are.
+pub(crate) fn create_storage_buffer(gpu: &Gpu, size: u64) -> Result<vk::Buffer, VulkanError> {
+    let info = vk::BufferCreateInfo::default()
+        .size(size)
+        .usage(
+            vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST,
+        )
+        .sharing_mode(vk::SharingMode::EXCLUSIVE);
+    // SAFETY: the device is alive (`gpu` is a handle to it); `info` lives across the call.
+    unsafe { gpu.device().create_buffer(&info, None) }.map_err(VulkanError::vk("vkCreateBuffer"))
 }

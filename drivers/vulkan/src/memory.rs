@@ -11,6 +11,7 @@ use std::fmt;
 
 use ash::vk;
 
+use crate::buffers::create_storage_buffer;
 use crate::{Gpu, VulkanError};
 
 /// A buffer bound to memory allocated for it alone.
@@ -36,17 +37,7 @@ impl DeviceBlock {
             return Err(VulkanError::OutOfDeviceMemory { bytes: size, heap });
         }
         let device = gpu.device();
-        let info = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        // SAFETY: the device is alive (`gpu` is a handle to it); `info` lives across the call.
-        let buffer = unsafe { device.create_buffer(&info, None) }
-            .map_err(VulkanError::vk("vkCreateBuffer"))?;
+        let buffer = create_storage_buffer(gpu, size)?;
         match allocate_and_bind(gpu, buffer) {
             Ok(memory) => {
                 gpu.count_memory_block(true);
