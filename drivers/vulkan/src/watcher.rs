@@ -25,10 +25,11 @@
 //!   callback may register more).
 //! - [`Watcher::register`], under the mutex: if the timeline has already reached the value it
 //!   answers [`Registration::Reached`] and records nothing; otherwise it records the
-//!   registration and answers [`Registration::Watching`]. It wakes nothing: the registered
-//!   value belongs to a submission in flight (or is reached by some other party, seen within
-//!   the poll interval), and the thread looks at every registration each time a head
-//!   completes.
+//!   registration and answers [`Registration::Watching`]. The registered value belongs to a
+//!   submission in flight (or is reached by some other party, seen within the poll interval),
+//!   and the thread looks at every registration each time a head completes; so a registration
+//!   wakes the thread only when it is the first one and nothing is in flight (the thread may
+//!   then be asleep with no deadline).
 //! - [`Watcher::stop`], under the mutex: sets `stopping`, notifies the condition variable and
 //!   signals the wake timeline; the thread sees it before its next wait (within the poll
 //!   interval), calls the callback with [`VulkanError::WatcherStopped`] for every registration
@@ -245,6 +246,11 @@ impl Watcher {
             return Err(VulkanError::WatcherFull { capacity: self.shared.capacity });
         }
         state.watched.push(Watched { timeline: timeline.clone(), value, token });
+        if state.watched.len() == 1 && !state.anything_in_flight() {
+            // The thread may sleep with no deadline (nothing watched, nothing in flight): from
+            // now on it must look every poll interval.
+            self.shared.submitted.notify_all();
+        }
         Ok(Registration::Watching)
     }
 
