@@ -51,6 +51,9 @@ pub enum Failure {
     OutOfOrderSignal,
     /// An application-defined status code.
     Application(u32),
+    /// The device ran the work and reported an error: the driver's status code (an NPU
+    /// descriptor's completion code, say).
+    Device(u32),
 }
 
 impl fmt::Display for Failure {
@@ -61,6 +64,7 @@ impl fmt::Display for Failure {
             Failure::DeviceLost => f.write_str("device lost"),
             Failure::OutOfOrderSignal => f.write_str("signals completed out of order"),
             Failure::Application(code) => write!(f, "application failure {code}"),
+            Failure::Device(code) => write!(f, "device error {code:#x}"),
         }
     }
 }
@@ -77,6 +81,7 @@ impl Failure {
             Failure::DeviceLost => (3, 0),
             Failure::OutOfOrderSignal => (4, 0),
             Failure::Application(code) => (5, code),
+            Failure::Device(code) => (6, code),
         };
         tag << 32 | payload as u64
     }
@@ -91,6 +96,7 @@ impl Failure {
             3 => Some(Failure::DeviceLost),
             4 => Some(Failure::OutOfOrderSignal),
             5 => Some(Failure::Application(payload)),
+            6 => Some(Failure::Device(payload)),
             _ => None,
         }
     }
