@@ -126,14 +126,18 @@ pub struct Engine<R: RegisterIo> {
 }
 
 impl<R: RegisterIo> Engine<R> {
-    /// An engine at reset (stopped, nothing completed) over a register block at reset.
+    /// A stopped engine over `registers`, resuming from the head and interrupt count they hold
+    /// (both 0 at reset; a restarted controller carries on where its predecessor stopped). The
+    /// completion timeline resumes from memory when the ring starts.
     pub fn new(registers: R) -> Engine<R> {
+        let head = registers.read(Register::Head);
+        let raised = registers.read(Register::InterruptStatus);
         Engine {
             registers,
             state: EngineState::Stopped,
-            head: 0,
+            head,
             completed: 0,
-            raised: 0,
+            raised,
             chain_failed: false,
         }
     }
@@ -162,7 +166,11 @@ impl<R: RegisterIo> Engine<R> {
     fn start(&mut self, window: &Window<'_>) -> Step {
         let layout = RingLayout::read(&self.registers);
         match layout.validate(window) {
-            Ok(()) => self.state = EngineState::Running(layout),
+            Ok(()) => {
+                // The layout is valid, so the timeline is inside the window; it only grows.
+                self.completed = window.load_u64(layout.completion_address).unwrap_or(0);
+                self.state = EngineState::Running(layout);
+            }
             Err(fault) => self.fault(fault),
         }
         Step::Transitioned
@@ -179,8 +187,9 @@ impl<R: RegisterIo> Engine<R> {
     fn fault(&mut self, fault: ConfigFault) {
         self.state = EngineState::Faulted(fault);
         self.registers.write(Register::Fault, fault.code());
-        // SeqCst: orders the fault write before the raise, as in `complete`.
-        fence(Ordering::SeqCst);
+        // Release: pairs with the producer's acquire fence after its status read, so a host the
+        // raise wakes sees the fault code.
+        fence(Ordering::Release);
         self.raise();
     }
 

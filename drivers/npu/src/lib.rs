@@ -5,7 +5,7 @@
 //! 32-bit MMIO accesses. The host writes descriptors and publishes them; the device's engine
 //! consumes them in order — runs kernels (EXEC), stalls until a semaphore slot reaches a value
 //! (WAIT: the device's native wait), writes semaphore values with release semantics (SIGNAL) —
-//! and raises an interrupt. Everything but [`model`] is `no_std` without `alloc`, and uses only
+//! and raises an interrupt. Everything but `model` is `no_std` without `alloc`, and uses only
 //! 32-bit loads, stores and fences (no compare-and-swap), so the same code runs in the hosted
 //! driver and on the Cortex-M0 controller; the default `hosted` feature adds the model.
 //!
@@ -17,8 +17,8 @@
 //! | [`ring`] | both | [`RingLayout`], [`RingIndices`] (free-running index arithmetic) |
 //! | [`producer`] | host | [`Producer`]: publish, reap, arm the interrupt |
 //! | [`engine`] | device | [`Engine`]: consume, stall, signal, complete, raise |
-//! | [`model`] | device (hosted) | [`DeviceModel`](model::DeviceModel): engine threads, kernels, futex wake-ups |
-//! | [`backend`] | host (hosted) | [`NpuBackend`]: the `npu` driver behind the device layer's seam, on the model |
+//! | `model` | device (hosted) | `DeviceModel`: engine threads, kernels, futex wake-ups |
+//! | `backend` | host (hosted) | `NpuBackend`: the `npu` driver behind the device layer's seam, on the model |
 //!
 //! # Register map
 //!
@@ -95,6 +95,13 @@
 //! an operation to its device WAITs, one EXEC, and its SIGNALs, the later ones chained to the
 //! first so that a failure fails the operation's signals. The ring's completion timeline tells
 //! the backend which operations completed.
+//!
+//! A semaphore slot has **one writer at a time** — the ring whose SIGNAL advances it, or the
+//! host mirroring a value reached elsewhere — because the device checks "does this value
+//! advance" and writes the slot without compare-and-swap. Causeway's own rule gives the backend
+//! what it needs: a semaphore's values are reached in order, so a second ring that signals the
+//! same semaphore has its SIGNAL ordered after the first one's (a WAIT on it, or the host
+//! holding the operation), and the host mirrors only slots no ring signals.
 #![cfg_attr(not(feature = "hosted"), no_std)]
 
 #[cfg(all(feature = "hosted", not(loom)))]

@@ -44,7 +44,7 @@ impl<'a> Window<'a> {
 
     /// Whether `bytes` bytes from bus address `address` lie inside the window, `align`-aligned.
     pub fn contains(&self, address: u32, bytes: u32, align: u32) -> bool {
-        address % align == 0
+        address.checked_rem(align) == Some(0)
             && address.checked_add(bytes).is_some_and(|end| end <= self.len_bytes())
     }
 

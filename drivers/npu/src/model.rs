@@ -261,10 +261,13 @@ impl DeviceModel {
     }
 
     fn shut_down(&mut self) {
+        // Release: pairs with the engine threads' acquire loads of `stopping`.
         self.shared.stopping.store(true, StdOrdering::Release);
         // No host end outlives `self` (they borrow it), so the model may write the doorbells:
         // each engine asleep on one sees it move and finds `stopping`.
         for registers in self.shared.registers.iter() {
+            // Release: pairs with the engine's acquire fence after its doorbell read, so an
+            // engine that read this value sees `stopping` set.
             registers.word(Register::Doorbell).fetch_add(1, Ordering::Release);
             FUTEX.wake_all(registers.word(Register::Doorbell));
         }
@@ -310,12 +313,17 @@ fn run_engine(shared: &Shared, ring: usize) {
         return;
     };
     let mut engine = Engine::new(registers);
+    // The semaphore generation read after a stall was first seen; the engine steps once more
+    // (re-checking the slot) before sleeping on it, so a signal between the two bumped it.
+    let mut stalled_at: Option<u32> = None;
     loop {
         // Acquire: pairs with `shut_down`'s release store.
         if shared.stopping.load(StdOrdering::Acquire) {
             return;
         }
-        match engine.step(&window) {
+        let step = engine.step(&window);
+        let generation = stalled_at.take();
+        match step {
             Step::Completed { semaphore_changed, .. } => {
                 if semaphore_changed {
                     shared.semaphores_changed();
@@ -323,20 +331,22 @@ fn run_engine(shared: &Shared, ring: usize) {
             }
             Step::Exec(request) => {
                 let outcome = run_exec(shared, &request);
-                // An EXEC changes no semaphore.
+                // An EXEC changes no semaphore, so its completion needs no wake-up.
                 let _ = engine.finish(&window, request, outcome);
             }
-            Step::Stalled { .. } => {
+            Step::Stalled { .. } => match generation {
+                Some(generation) => FUTEX.wait(&shared.semaphore_generation, generation, None),
                 // Acquire: pairs with `semaphores_changed`'s release increment.
-                let generation = shared.semaphore_generation.load(Ordering::Acquire);
-                if matches!(engine.step(&window), Step::Stalled { .. })
-                    && !shared.stopping.load(StdOrdering::Acquire)
-                {
-                    FUTEX.wait(&shared.semaphore_generation, generation, None);
-                }
-            }
+                None => stalled_at = Some(shared.semaphore_generation.load(Ordering::Acquire)),
+            },
+            // A doorbell `shut_down` moved may be the one this step read: `stopping` is checked
+            // again (the engine's acquire fence after the doorbell read pairs with the release
+            // increment there), so the engine never sleeps on the last doorbell.
             Step::Idle { doorbell } => {
-                FUTEX.wait(registers.word(Register::Doorbell), doorbell, None);
+                // Acquire: pairs with `shut_down`'s release store.
+                if !shared.stopping.load(StdOrdering::Acquire) {
+                    FUTEX.wait(registers.word(Register::Doorbell), doorbell, None);
+                }
             }
             Step::Transitioned => {}
         }
@@ -354,7 +364,8 @@ fn run_exec(shared: &Shared, request: &ExecRequest) -> Result<(), CompletionErro
 }
 
 /// The host's end of a model ring: a [`Producer`] plus the blocking waits the model's interrupt
-/// line allows.
+/// line allows. The waits block for as long as the device holds the descriptors waited for —
+/// a WAIT whose value never comes stalls its ring, as on hardware; deadlines are the caller's.
 #[derive(Debug)]
 pub struct HostRing<'a> {
     producer: Producer<'a, &'a ModelRegisters>,

@@ -32,14 +32,17 @@ pub struct RingLayout {
 }
 
 impl RingLayout {
-    /// Slots in the ring.
+    /// Slots in the ring (an order above [`MAX_RING_ORDER`], which [`validate`](Self::validate)
+    /// refuses, counts as the maximum here, so nothing overflows on unchecked registers).
     pub const fn capacity(&self) -> u32 {
-        1 << self.ring_order
+        let order = if self.ring_order > MAX_RING_ORDER { MAX_RING_ORDER } else { self.ring_order };
+        1 << order
     }
 
-    /// Bus address of the slot of descriptor `index`.
+    /// Bus address of the slot of descriptor `index` (wrapping, for a layout not validated).
     pub const fn slot_address(&self, index: u32) -> u32 {
-        self.ring_base + (index & (self.capacity() - 1)) * DESCRIPTOR_BYTES
+        let slot = index & (self.capacity() - 1);
+        self.ring_base.wrapping_add(slot * DESCRIPTOR_BYTES)
     }
 
     /// Checks the layout against `window`: every part inside it and aligned, the ring no larger

@@ -39,15 +39,9 @@ fn device() -> Arc<Device> {
     })
 }
 
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound.get_or_insert(3);
-    builder.check(f);
-}
-
 #[test]
 fn a_doorbell_written_while_the_engine_goes_idle_is_never_lost() {
-    model(|| {
+    loom::model(|| {
         let device = device();
         let host = {
             let device = Arc::clone(&device);
@@ -92,7 +86,7 @@ impl RegisterIo for Registers {
 
 #[test]
 fn a_completion_raised_while_the_host_arms_its_wait_is_never_lost() {
-    model(|| {
+    loom::model(|| {
         let device = device();
         let window = Window::new(&device.memory);
         let mut producer = Producer::start(&device.registers, window, LAYOUT).unwrap();

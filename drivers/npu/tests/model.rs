@@ -360,3 +360,16 @@ fn the_engine_refuses_a_layout_outside_its_window_and_raises_the_interrupt() {
     assert_eq!(registers.read(Register::Fault), 0);
     assert!(matches!(engine.step(&window), Step::Idle { .. }));
 }
+
+#[test]
+fn a_model_stops_with_an_engine_stalled_on_a_wait_never_reached() {
+    let config = ModelConfig { engines: 2, ring_order: 1, semaphore_slots: 1 };
+    let model = DeviceModel::start(config, vec![]).unwrap();
+    {
+        let mut ring = model.ring(0).unwrap();
+        ring.producer().try_push(&wait(0, 1)).unwrap();
+        ring.producer().publish();
+    }
+    // Ring 1 was never started: its engine sleeps on its doorbell. Stopping ends both.
+    model.stop();
+}
