@@ -35,6 +35,12 @@
 //!   (which reaps, freeing slots) and issue it again. Nothing is dropped.
 //! - **Lost device.** A model that fails to start or a ring the device refuses marks the
 //!   device lost: every operation then fails with [`Failure::DeviceLost`].
+//! - **Shutdown.** [`Backend::stop`] stops every ring (an engine finishes the descriptor it
+//!   runs and consumes no more) and ends the interrupt threads. The engines end when the model
+//!   is dropped with the backend, which joins them — so `stop` first waits, within its
+//!   deadline, for every EXEC running a kernel of this backend to return, and answers `false`
+//!   (the device keeps its state alive rather than blocking on the join) when one has not: a
+//!   kernel that never returns costs memory, never a hung shutdown.
 //!
 //! # The interrupt thread
 //!
@@ -55,7 +61,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -131,6 +137,45 @@ impl fmt::Display for NpuError {
 }
 
 impl std::error::Error for NpuError {}
+
+/// A recorded region's kernel, counting the EXECs that run it: `running` is raised before its
+/// first tile and lowered after its last (or when a tile panics, which ends the EXEC), so
+/// [`Backend::stop`] can tell whether an engine may still be inside a kernel. An EXEC with
+/// another tile count (written with [`NpuBackend::raw_command`]) is counted from its tile 0 to
+/// the recorded last tile: one with fewer tiles leaves the count raised, and shutdown then
+/// keeps the device's state rather than risk joining a running kernel.
+struct CountedKernel {
+    kernel: TileKernel,
+    tiles: u32,
+    running: Arc<AtomicUsize>,
+}
+
+/// Lowers the running count when the EXEC's last tile returns or any tile unwinds.
+struct EndOfExec<'a> {
+    running: &'a AtomicUsize,
+    last_tile: bool,
+}
+
+impl Drop for EndOfExec<'_> {
+    fn drop(&mut self) {
+        if self.last_tile || std::thread::panicking() {
+            // Release: pairs with the acquire load in `stop`, which then knows the kernel has
+            // returned.
+            self.running.fetch_sub(1, Ordering::Release);
+        }
+    }
+}
+
+impl ExecKernel for CountedKernel {
+    fn run(&self, arguments: &[u32; EXEC_ARGUMENTS], tile: u32) {
+        if tile == 0 {
+            // A count only: `stop` learns nothing else through it on the way up.
+            self.running.fetch_add(1, Ordering::Relaxed);
+        }
+        let _end = EndOfExec { running: &self.running, last_tile: tile + 1 >= self.tiles };
+        self.kernel.run(arguments, tile);
+    }
+}
 
 /// What an operation's EXEC part is.
 #[derive(Debug)]
@@ -248,6 +293,8 @@ pub struct NpuBackend {
     model: OnceLock<DeviceModel>,
     device: OnceLock<DeviceContext>,
     interrupts: Mutex<Vec<JoinHandle<()>>>,
+    /// EXECs inside a kernel of this backend (see [`CountedKernel`]).
+    running_kernels: Arc<AtomicUsize>,
     stopping: AtomicBool,
     lost: AtomicBool,
     tally: WaitTally,
@@ -267,6 +314,7 @@ impl NpuBackend {
             model: OnceLock::new(),
             device: OnceLock::new(),
             interrupts: Mutex::new(Vec::new()),
+            running_kernels: Arc::new(AtomicUsize::new(0)),
             stopping: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             tally: WaitTally::default(),
@@ -305,7 +353,8 @@ impl NpuBackend {
         let first = u32::try_from(kernels.len()).map_err(|_| NpuError::TooManyCommandBuffers)?;
         let mut execs = Vec::with_capacity(regions.len());
         for (index, (tiles, kernel)) in (first..).zip(regions) {
-            kernels.push(Box::new(TileKernel(kernel)));
+            let running = Arc::clone(&self.running_kernels);
+            kernels.push(Box::new(CountedKernel { kernel: TileKernel(kernel), tiles, running }));
             execs.push((index, tiles));
         }
         drop(kernels);
@@ -612,9 +661,9 @@ impl Backend for NpuBackend {
         })
     }
 
-    /// Stops every ring (each engine finishes the descriptor it runs and consumes no more) and
-    /// ends the interrupt threads. The engines themselves end when the backend is dropped with
-    /// the model, which wakes and joins them.
+    /// Stops every ring (each engine finishes the descriptor it runs and consumes no more),
+    /// ends the interrupt threads and waits for kernels still running (see [the module
+    /// documentation](self)): `false` when one has not returned by `deadline`.
     fn stop(&self, deadline: Instant) -> bool {
         // Release: pairs with the interrupt threads' acquire load.
         self.stopping.store(true, Ordering::Release);
@@ -637,6 +686,13 @@ impl Backend for NpuBackend {
             }
             // It returned (it contains no user code that could panic).
             let _ = thread.join();
+        }
+        // Acquire: pairs with `EndOfExec`'s release decrement.
+        while self.running_kernels.load(Ordering::Acquire) > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
         true
     }

@@ -465,3 +465,22 @@ fn shutdown_with_npu_work_in_flight_ends_every_operation_and_waiter() {
         .iter()
         .any(|&(queue, tag, status)| queue == cpu_queue.0 && tag == 99 && status != OpStatus::Ok));
 }
+
+#[test]
+fn a_kernel_that_does_not_return_by_the_deadline_leaves_the_npu_busy_instead_of_hanging_shutdown() {
+    let gate = Arc::new(KernelGate::default());
+    let mut npu = NpuBackend::new();
+    let blocked = Work::Execute(npu.command_buffer(vec![(1, gate.kernel())]).unwrap());
+    let mut builder = builder();
+    let npu = builder.driver(npu);
+    let queue = builder.queue(queue_of(npu));
+    let [done] = semaphores(&mut builder, queue);
+    let device = builder.build().unwrap();
+    device.submit(queue, &Op { waits: &[], signals: &[(done, 1)], work: blocked, tag: 1 }).unwrap();
+    gate.wait_entered();
+    // The gate opens only after shutdown returned: its kernel is still running then.
+    let report = device.shutdown(Duration::from_millis(100));
+    assert_eq!(report.busy_drivers, ["npu"], "{report:?}");
+    assert!(report.leaked, "the device keeps its state for the running kernel: {report:?}");
+    gate.open();
+}
