@@ -228,6 +228,16 @@ fn work_an_npu_queue_cannot_run_is_refused_at_load_naming_queue_and_driver() {
     assert!(message.contains("tiles-on-npu.toml:8"), "{message}");
     assert!(message.contains("queue `npu` (driver npu) cannot run this work"), "{message}");
     assert!(message.contains("NPU queues run compute"), "{message}");
+    // An operation's descriptors must fit one ring at once: at most 16 EXECs.
+    let path = write_scenario(
+        "regions-on-npu.toml",
+        "name = \"x\"\n[[queue]]\nname = \"npu\"\ndriver = \"npu\"\n[[op]]\nname = \"a\"\nqueue = \"npu\"\nwork = { kind = \"compute\", kernel = \"add\", elements = 64, tiles = 2, regions = 17 }\n",
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("queue `npu` (driver npu) cannot run this work"), "{message}");
+    assert!(message.contains("at most 16 regions"), "{message}");
 }
 
 #[test]

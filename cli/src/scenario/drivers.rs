@@ -24,6 +24,11 @@ use super::model::{ComputeKernel, DriverKind, Scenario, WorkSpec};
 /// Most regions a recorded command buffer (`tiles` or `compute` work) may hold.
 pub const MAX_REGIONS: usize = causeway::cpu::block::MAX_REGIONS;
 
+/// Most regions (EXEC descriptors) of `compute` work on an NPU queue.
+const NPU_MAX_REGIONS: usize = causeway::npu::backend::MAX_REGIONS;
+// `kinds` names the number.
+const _: () = assert!(NPU_MAX_REGIONS == 16);
+
 /// Most floats per buffer of one `compute` operation.
 pub const MAX_ELEMENTS: u32 = 1 << 22;
 
@@ -49,9 +54,14 @@ pub fn check_compute(elements: u32, tiles: u32, regions: u32) -> Result<(), Stri
 pub fn runs(driver: DriverKind, work: &WorkSpec) -> bool {
     match driver {
         DriverKind::Cpu => true,
-        DriverKind::Vulkan | DriverKind::Npu => {
+        DriverKind::Vulkan => {
             !matches!(work, WorkSpec::Spin(_) | WorkSpec::Sleep(_) | WorkSpec::Tiles { .. })
         }
+        DriverKind::Npu => match work {
+            WorkSpec::Spin(_) | WorkSpec::Sleep(_) | WorkSpec::Tiles { .. } => false,
+            WorkSpec::Compute { regions, .. } => *regions as usize <= NPU_MAX_REGIONS,
+            _ => true,
+        },
     }
 }
 
@@ -64,7 +74,8 @@ pub fn kinds(driver: DriverKind) -> &'static str {
              tiles are CPU kernels)"
         }
         DriverKind::Npu => {
-            "NPU queues run compute, host, noop, alloca and dealloca work (spin, sleep and tiles \
+            "NPU queues run compute (at most 16 regions: the ring takes an operation's \
+             descriptors at once), host, noop, alloca and dealloca work (spin, sleep and tiles \
              are CPU kernels)"
         }
     }
