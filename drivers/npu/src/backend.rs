@@ -1,6 +1,6 @@
 //! The NPU driver behind the device layer's seam: [`NpuBackend`] runs causeway queues on the
-//! rings of the software [`DeviceModel`], speaking the protocol through [`Producer`]s as it would
-//! to real MMIO.
+//! rings of the software [`DeviceModel`], speaking the protocol through a
+//! [`Producer`](crate::Producer) per ring as it would to real MMIO.
 //!
 //! # Mapping
 //!
