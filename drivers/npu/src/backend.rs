@@ -45,12 +45,12 @@
 //! # The interrupt thread
 //!
 //! ```text
-//!   ┌──► arm (acknowledge ← status; SeqCst fence) ──► head moved? ── yes ──► wake queue ──┐
-//!   │                                                     │ no                              │
-//!   │                                             stopping? ── yes ──► end                   │
-//!   │                                                     │ no                              │
-//!   └──── woken (status ≠ seen) ◄── sleep while status = seen                               │
-//!   └───────────────────────────────────────────────────────────────────────────────────────┘
+//!          ┌─────────────────────────────── wake queue ◄── yes ──┐
+//!          ▼                                                     │
+//!   arm (acknowledge ← status; SeqCst fence) ──► head moved past what was reported?
+//!          ▲                                                     │ no
+//!          │                                                     ▼
+//!   woken (status ≠ seen) ◄── sleep while status = seen ◄── no ── stopping? ── yes ──► end
 //! ```
 //!
 //! The producer's interrupt protocol ([`producer`](crate::producer#the-interrupt-wait)) makes
@@ -291,7 +291,6 @@ pub struct NpuBackend {
     queue_of: Vec<QueueId>,
     rings: OnceLock<Box<[Ring]>>,
     model: OnceLock<DeviceModel>,
-    device: OnceLock<DeviceContext>,
     interrupts: Mutex<Vec<JoinHandle<()>>>,
     /// EXECs inside a kernel of this backend (see [`CountedKernel`]).
     running_kernels: Arc<AtomicUsize>,
@@ -312,7 +311,6 @@ impl NpuBackend {
             queue_of: Vec::new(),
             rings: OnceLock::new(),
             model: OnceLock::new(),
-            device: OnceLock::new(),
             interrupts: Mutex::new(Vec::new()),
             running_kernels: Arc::new(AtomicUsize::new(0)),
             stopping: AtomicBool::new(false),
@@ -555,7 +553,6 @@ impl Backend for NpuBackend {
     }
 
     fn start(&'static self, device: DeviceContext) {
-        let _ = self.device.set(device);
         if self.queue_of.is_empty() {
             return;
         }
