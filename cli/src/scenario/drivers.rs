@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use causeway::cpu::{BlockError, CpuBackend, DeviceKernel};
 use causeway::device::{CommandBufferId, DeviceBuilder, DriverId};
-use causeway::npu::{NpuBackend, WaitCounts, WaitTally};
+use causeway::npu::{NpuBackend, NpuCounts, NpuTally};
 use causeway::runtime::spin_for;
 use causeway::vulkan::{Buffer, Gpu, GpuOptions, Kernel, Step, VulkanBackend, VulkanError};
 
@@ -96,7 +96,7 @@ pub struct Drivers {
 pub struct Registered {
     cpu: DriverId,
     vulkan: Option<(DriverId, String, Gpu)>,
-    npu: Option<(DriverId, &'static str, WaitTally)>,
+    npu: Option<(DriverId, &'static str, NpuTally)>,
     workers: usize,
 }
 
@@ -116,7 +116,7 @@ impl Registered {
 
     /// The NPU device's name and what the NPU driver did with its queues' waits so far (WAIT
     /// descriptors emitted, waits that emitted nothing), when the scenario runs NPU queues.
-    pub fn npu(&self) -> Option<(&'static str, WaitCounts)> {
+    pub fn npu(&self) -> Option<(&'static str, NpuCounts)> {
         self.npu.as_ref().map(|(_, adapter, tally)| (*adapter, tally.counts()))
     }
 
@@ -276,7 +276,7 @@ impl Drivers {
             (builder.driver(backend), adapter, gpu)
         });
         let npu = self.npu.map(|backend| {
-            let (adapter, tally) = (backend.adapter(), backend.wait_tally());
+            let (adapter, tally) = (backend.adapter(), backend.tally());
             (builder.driver(backend), adapter, tally)
         });
         Registered { cpu, vulkan, npu, workers }

@@ -334,6 +334,8 @@ pub struct NpuRecord {
     pub elided: u64,
     /// Waits of issued operations that emitted nothing: held by the device layer until reached.
     pub held: u64,
+    /// Issues the ring answered busy (full: backpressure, issued again later).
+    pub ring_full: u64,
 }
 
 /// The check of one compute operation's results.
@@ -1125,6 +1127,7 @@ impl<'s> Runner<'s> {
                 wait_descriptors: counts.emitted,
                 elided: counts.elided,
                 held: counts.held,
+                ring_full: counts.ring_full,
             }),
         }
     }

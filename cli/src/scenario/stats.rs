@@ -255,6 +255,8 @@ pub struct NpuStats {
     /// Every wait of operations on NPU queues: what one WAIT descriptor per dependency edge
     /// would have emitted.
     pub waits: u64,
+    /// Issues a full ring answered busy (backpressure: issued again once it had room).
+    pub ring_full: u64,
 }
 
 impl NpuStats {
@@ -269,6 +271,7 @@ impl NpuStats {
             elided: npu.elided,
             held: npu.held,
             waits,
+            ring_full: npu.ring_full,
         })
     }
 }

@@ -112,8 +112,8 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     if let Some(npu) = NpuStats::of(outcome) {
         let _ = writeln!(
             out,
-            "  npu ({}): {} WAIT descriptors for {} device waits; {} waits emitted nothing (elided or satisfied), {} were held; one WAIT per dependency edge would emit {}",
-            npu.adapter, npu.wait_descriptors, npu.device_waits, npu.elided, npu.held, npu.waits
+            "  npu ({}): {} WAIT descriptors for {} device waits; {} waits emitted nothing (elided or satisfied), {} were held; one WAIT per dependency edge would emit {}; full ring {} times",
+            npu.adapter, npu.wait_descriptors, npu.device_waits, npu.elided, npu.held, npu.waits, npu.ring_full
         );
     }
     let checked = outcome.compute.iter().filter(|check| check.result.is_some()).count();

@@ -13,7 +13,7 @@
 //!   command buffer (the kernels of the CPU driver, run by the model's engine); and the SIGNAL
 //!   `slot(q) = e`. Elided and satisfied waits never reach the driver, and held waits were
 //!   reached before issue: neither emits anything. So the WAIT descriptors emitted are exactly
-//!   the device-wait resolutions of the issued operations ([`WaitTally`]).
+//!   the device-wait resolutions of the issued operations ([`NpuTally`]).
 //! - **Chaining.** The WAITs and EXECs of an operation are chained to its first descriptor, so
 //!   a failed WAIT or EXEC skips the rest of the operation's work. Its SIGNAL is *not* chained:
 //!   the slot is the queue's progress, not its success, and a slot failed once stays failed,
@@ -186,10 +186,10 @@ enum Program {
     Raw(RawDescriptor),
 }
 
-/// What the driver did with the waits of the operations it issued (see [`WaitTally`]).
+/// What the driver emitted for the operations it issued (see [`NpuTally`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct WaitCounts {
+pub struct NpuCounts {
     /// WAIT descriptors emitted: one per device-wait resolution.
     pub emitted: u64,
     /// Waits that emitted nothing because causeway resolved them elided or satisfied.
@@ -197,27 +197,32 @@ pub struct WaitCounts {
     /// Waits that emitted nothing because the device layer held the operation until they were
     /// reached (a wait on another driver's queue, or on a value not yet submitted).
     pub held: u64,
+    /// Issues answered [`Issued::Busy`] because the ring had no room for the operation's
+    /// descriptors (backpressure; the operation was issued again later).
+    pub ring_full: u64,
 }
 
 #[derive(Debug, Default)]
-struct WaitCounters {
+struct Counters {
     emitted: AtomicU64,
     elided: AtomicU64,
     held: AtomicU64,
+    ring_full: AtomicU64,
 }
 
 /// A handle on an [`NpuBackend`]'s wait counts that outlives handing the backend to a device.
 #[derive(Clone, Debug, Default)]
-pub struct WaitTally(Arc<WaitCounters>);
+pub struct NpuTally(Arc<Counters>);
 
-impl WaitTally {
+impl NpuTally {
     /// The counts so far.
-    pub fn counts(&self) -> WaitCounts {
+    pub fn counts(&self) -> NpuCounts {
         // Counters only: nothing is published through them.
-        WaitCounts {
+        NpuCounts {
             emitted: self.0.emitted.load(Ordering::Relaxed),
             elided: self.0.elided.load(Ordering::Relaxed),
             held: self.0.held.load(Ordering::Relaxed),
+            ring_full: self.0.ring_full.load(Ordering::Relaxed),
         }
     }
 }
@@ -296,7 +301,7 @@ pub struct NpuBackend {
     running_kernels: Arc<AtomicUsize>,
     stopping: AtomicBool,
     lost: AtomicBool,
-    tally: WaitTally,
+    tally: NpuTally,
 }
 
 impl NpuBackend {
@@ -315,7 +320,7 @@ impl NpuBackend {
             running_kernels: Arc::new(AtomicUsize::new(0)),
             stopping: AtomicBool::new(false),
             lost: AtomicBool::new(false),
-            tally: WaitTally::default(),
+            tally: NpuTally::default(),
         }
     }
 
@@ -333,7 +338,7 @@ impl NpuBackend {
     }
 
     /// A handle on the wait counts, to read after the backend went to a device.
-    pub fn wait_tally(&self) -> WaitTally {
+    pub fn tally(&self) -> NpuTally {
         self.tally.clone()
     }
 
@@ -397,10 +402,9 @@ impl NpuBackend {
         issue: &Issue<'_>,
         slot: u32,
         program: &Program,
-    ) -> Option<(FixedVec<RawDescriptor, MAX_DESCRIPTORS>, WaitCounts)> {
+    ) -> Option<(FixedVec<RawDescriptor, MAX_DESCRIPTORS>, NpuCounts)> {
         let mut descriptors = FixedVec::new();
-        let mut counts =
-            WaitCounts { elided: issue.elided_waits() as u64, ..WaitCounts::default() };
+        let mut counts = NpuCounts { elided: issue.elided_waits() as u64, ..NpuCounts::default() };
         for wait in issue.waits() {
             match (wait.resolution, wait.origin) {
                 (Resolution::DeviceWait, Some(origin)) => {
@@ -596,6 +600,7 @@ impl Backend for NpuBackend {
         state.reap();
         if (state.host.producer().indices().free() as usize) < descriptors.len() {
             // The interrupt thread wakes the queue when the head moves; its next issue reaps.
+            self.tally.0.ring_full.fetch_add(1, Ordering::Relaxed);
             return Issued::Busy;
         }
         let mut last = 0;

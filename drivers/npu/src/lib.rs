@@ -117,7 +117,7 @@ pub mod ring;
 mod sync;
 
 #[cfg(all(feature = "hosted", not(loom)))]
-pub use backend::{NpuBackend, NpuError, WaitCounts, WaitTally};
+pub use backend::{NpuBackend, NpuCounts, NpuError, NpuTally};
 pub use descriptor::{
     Command, CompletionError, CompletionStatus, Descriptor, DescriptorError, Limits, RawDescriptor,
     UnknownStatus, DESCRIPTOR_BYTES, EXEC_ARGUMENTS,

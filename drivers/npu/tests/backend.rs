@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use causeway_core::queue::Resolution;
 use causeway_core::scope::Scope;
@@ -21,7 +21,7 @@ use causeway_device::{
 use causeway_driver_cpu::{CpuBackend, DeviceKernel};
 use causeway_driver_npu::backend::MIN_RING_ORDER;
 use causeway_driver_npu::{
-    Command, CompletionError, Descriptor, DescriptorError, NpuBackend, RawDescriptor, WaitCounts,
+    Command, CompletionError, Descriptor, DescriptorError, NpuBackend, NpuCounts, RawDescriptor,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -95,16 +95,21 @@ fn builder() -> DeviceBuilder {
     Device::builder(PoolConfig::with_workers(2))
 }
 
-/// What the resolutions of `queues` asked of the NPU driver, as its tally counts them.
-fn resolved_waits(device: &Device, queues: &[QueueId]) -> WaitCounts {
-    let mut counts = WaitCounts::default();
+/// WAIT descriptors emitted, waits elided (or satisfied) and waits held.
+fn waits(counts: NpuCounts) -> (u64, u64, u64) {
+    (counts.emitted, counts.elided, counts.held)
+}
+
+/// What the resolutions of `queues` asked of the NPU driver, as [`waits`] counts it.
+fn resolved_waits(device: &Device, queues: &[QueueId]) -> (u64, u64, u64) {
+    let (mut device_waits, mut elided, mut held) = (0, 0, 0);
     for &queue in queues {
         let resolved = device.resolution_counts(queue).unwrap();
-        counts.emitted += resolved.device;
-        counts.elided += resolved.elided + resolved.satisfied;
-        counts.held += resolved.held;
+        device_waits += resolved.device;
+        elided += resolved.elided + resolved.satisfied;
+        held += resolved.held;
     }
-    counts
+    (device_waits, elided, held)
 }
 
 #[test]
@@ -113,7 +118,7 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
     let (a, b, c, y) = (buffer(|_| 0.0), buffer(|_| 0.0), buffer(|_| 0.0), buffer(|_| 1.0));
     let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
     let scale = Work::Execute(npu.command_buffer(vec![(TILES, saxpy(&c, &y))]).unwrap());
-    let tally = npu.wait_tally();
+    let tally = npu.tally();
     let mut builder = builder();
     let cpu = builder.driver(CpuBackend::new());
     let npu = builder.driver(npu);
@@ -167,9 +172,8 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
         let resolved = resolution_of(&device.submit(consumer, &again).unwrap().waits);
         assert_eq!(resolved, Resolution::Elided);
     }
-    let counts = tally.counts();
-    assert_eq!((counts.emitted, counts.elided, counts.held), (1, 0, 1), "{counts:?}");
-    assert_eq!(tally.counts(), resolved_waits(&device, &[adder, scaler]));
+    assert_eq!(waits(tally.counts()), (1, 0, 1), "{:?}", tally.counts());
+    assert_eq!(waits(tally.counts()), resolved_waits(&device, &[adder, scaler]));
     let report = device.shutdown(HANG_GUARD);
     assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
 }
@@ -182,7 +186,7 @@ fn ten_thousand_operations_between_npu_queues_emit_one_wait_descriptor_per_devic
     let (a, b, c, y) = (buffer(|_| 1.0), buffer(|_| 0.5), buffer(|_| 0.0), buffer(|_| 0.0));
     let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
     let scale = Work::Execute(npu.command_buffer(vec![(TILES, saxpy(&c, &y))]).unwrap());
-    let tally = npu.wait_tally();
+    let tally = npu.tally();
     let mut builder = builder();
     let npu = builder.driver(npu);
     let (first, second) = (builder.queue(queue_of(npu)), builder.queue(queue_of(npu)));
@@ -219,7 +223,7 @@ fn ten_thousand_operations_between_npu_queues_emit_one_wait_descriptor_per_devic
     );
 
     let counts = tally.counts();
-    assert_eq!(counts, resolved_waits(&device, &[first, second]));
+    assert_eq!(waits(counts), resolved_waits(&device, &[first, second]));
     assert_eq!(counts.emitted + counts.elided + counts.held, 2 * ROUNDS - 1, "one per edge");
     assert!(counts.emitted > 0, "{counts:?}");
     let report = device.shutdown(HANG_GUARD);
@@ -264,6 +268,7 @@ fn a_full_ring_is_backpressure_and_loses_nothing() {
     let blocked = Work::Execute(npu.command_buffer(vec![(1, gate.kernel())]).unwrap());
     let (a, b, c) = (buffer(|_| 1.0), buffer(|_| 2.0), buffer(|_| 0.0));
     let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
+    let tally = npu.tally();
     let mut builder = builder();
     let npu = builder.driver(npu);
     let queue = builder.queue(queue_of(npu));
@@ -279,6 +284,12 @@ fn a_full_ring_is_backpressure_and_loses_nothing() {
         device.submit(queue, &Op { waits: &[], signals, work: sum, tag }).unwrap();
     }
     assert_eq!(device.semaphore(done).unwrap().value(), 0);
+    // The engine is held, so the layer, issuing ahead, fills the ring and is answered `Busy`.
+    let started = Instant::now();
+    while tally.counts().ring_full == 0 {
+        assert!(started.elapsed() < HANG_GUARD, "the ring never filled");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     gate.open();
     assert_eq!(wait(device.semaphore(done).unwrap(), 2, Some(HANG_GUARD)), Ok(2));
     assert!(read(&c).iter().all(|&v| v == 3.0));
