@@ -594,7 +594,10 @@ impl Backend for NpuBackend {
             return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
         }
         let Some((descriptors, counts)) = self.descriptors(issue, slot, program) else {
-            return Issued::Finished(OpStatus::Failed(Failure::Aborted));
+            // A wait the ring cannot order (the layer never hands one over). The operation's
+            // SIGNAL would never move the queue's progress slot, stalling every later WAIT on
+            // it, so the device is lost rather than left to hang.
+            return Issued::Finished(self.lose());
         };
         let mut state = ring.state.lock();
         state.reap();
