@@ -84,9 +84,16 @@ use crate::producer::Reaped;
 use crate::registers::{Register, RegisterIo};
 use crate::ring::MAX_RING_ORDER;
 
-/// The platform futex: the kernel's, keyed by the word's address, so this thread's waits meet
-/// the model's wakes on the same register word.
+/// The platform futex. On Linux it is the kernel's, keyed by the word's address, so the
+/// interrupt thread's waits meet the model's wakes on the same register word.
 static FUTEX: HostFutex = HostFutex::new();
+
+/// How long the interrupt thread sleeps at most. Elsewhere the platform futex is an emulation
+/// whose wait queues belong to each instance, so the model's wakes (on its own instance) never
+/// reach this one: the thread then looks again every millisecond rather than sleep through a
+/// completion, until the model exposes a wait on its interrupt line.
+const INTERRUPT_WAIT: Option<Duration> =
+    if cfg!(target_os = "linux") { None } else { Some(Duration::from_millis(1)) };
 
 /// Ring order of [`NpuBackend::new`]: 256 slots per ring.
 pub const DEFAULT_RING_ORDER: u32 = 8;
@@ -493,7 +500,7 @@ impl NpuBackend {
             if self.stopping.load(Ordering::Acquire) {
                 return;
             }
-            FUTEX.wait(status, armed.seen(), None);
+            FUTEX.wait(status, armed.seen(), INTERRUPT_WAIT);
         }
     }
 }
