@@ -495,3 +495,28 @@ fn a_kernel_that_does_not_return_by_the_deadline_leaves_the_npu_busy_instead_of_
     assert!(report.leaked, "the device keeps its state for the running kernel: {report:?}");
     gate.open();
 }
+
+#[test]
+fn an_operation_retired_on_the_host_moves_its_queue_s_progress_for_device_waits_on_it() {
+    let mut npu = NpuBackend::new();
+    let (a, b, c) = (buffer(|_| 1.0), buffer(|_| 2.0), buffer(|_| 0.0));
+    let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
+    let tally = npu.tally();
+    let mut builder = builder();
+    let npu = builder.driver(npu);
+    let (first, second) = (builder.queue(queue_of(npu)), builder.queue(queue_of(npu)));
+    let [gate, marked, summed] = semaphores(&mut builder, first);
+    let device = builder.build().unwrap();
+    // A barrier never reaches the driver: it retires on the host, which writes the first
+    // queue's progress slot. The second queue's device wait on it is a WAIT on that slot.
+    let barrier = Op { waits: &[(gate, 1)], signals: &[(marked, 1)], work: Work::Barrier, tag: 1 };
+    device.submit(first, &barrier).unwrap();
+    let op = Op { waits: &[(marked, 1)], signals: &[(summed, 1)], work: sum, tag: 2 };
+    assert_eq!(resolution_of(&device.submit(second, &op).unwrap().waits), Resolution::DeviceWait);
+    device.semaphore(gate).unwrap().signal_external(1).unwrap();
+    assert_eq!(wait(device.semaphore(summed).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
+    assert!(read(&c).iter().all(|&v| v == 3.0));
+    assert_eq!(tally.counts().emitted, 1, "{:?}", tally.counts());
+    let report = device.shutdown(HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+}
