@@ -71,8 +71,8 @@ fn every_bundled_scenario_meets_its_expectations() {
     let listing = String::from_utf8(listing.stdout).unwrap();
     let names: Vec<&str> =
         listing.lines().map(|line| line.split_whitespace().next().unwrap()).collect();
-    assert_eq!(names.len(), 19, "{listing}");
-    let mut on_vulkan = 0;
+    assert_eq!(names.len(), 20, "{listing}");
+    let (mut on_vulkan, mut on_npu) = (0, 0);
     for name in names {
         let file =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(format!("{name}.toml"));
@@ -87,6 +87,18 @@ fn every_bundled_scenario_meets_its_expectations() {
         assert!(stdout.contains("all met"), "{name}: {stdout}");
         let report: Value =
             serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let npu_queues =
+            report["queues"].as_array().unwrap().iter().filter(|q| q["driver"] == "npu").count();
+        if npu_queues == 0 {
+            assert!(report["npu"].is_null(), "{name}: {}", report["npu"]);
+        } else {
+            on_npu += 1;
+            // WAIT-descriptor accounting: every device wait on an NPU queue is one WAIT
+            // descriptor, and nothing else is.
+            let npu = &report["npu"];
+            assert_eq!(npu["wait_descriptors"], npu["device_waits"], "{name}: {npu}");
+            assert!(npu["waits"].as_u64() >= npu["device_waits"].as_u64(), "{name}: {npu}");
+        }
         let vulkan_queues =
             report["queues"].as_array().unwrap().iter().filter(|q| q["driver"] == "vulkan").count();
         if vulkan_queues == 0 {
@@ -107,7 +119,8 @@ fn every_bundled_scenario_meets_its_expectations() {
         assert!(vulkan["waits"].as_u64() >= vulkan["device_waits"].as_u64(), "{name}: {vulkan}");
     }
     if VULKAN {
-        assert_eq!(on_vulkan, 7, "the bundled scenarios whose queues model GPUs run on Vulkan");
+        assert_eq!(on_vulkan, 8, "the bundled scenarios whose queues model GPUs run on Vulkan");
+        assert_eq!(on_npu, 2, "multi-domain and cpu-npu-vulkan run NPU queues");
     } else {
         println!(
             "no Vulkan device on this platform: every queue ran on the CPU driver (--all-cpu)"
@@ -150,6 +163,90 @@ fn work_a_queue_s_driver_cannot_run_is_refused_at_load_naming_queue_and_driver()
     let message = stderr(&output);
     assert!(message.contains("spin-on-vulkan.toml:8"), "{message}");
     assert!(message.contains("queue `gpu` (driver vulkan) cannot run this work"), "{message}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn cpu_npu_vulkan_frontiers_span_three_drivers_and_the_npu_counts_its_wait_descriptors() {
+    let report = scratch("cpu-npu-vulkan-report.json");
+    let output =
+        causeway(&["run", "cpu-npu-vulkan", "--quiet", "--report", report.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let queue = |name: &str| {
+        let queues = report["queues"].as_array().unwrap();
+        queues.iter().find(|q| q["name"] == name).unwrap().clone()
+    };
+    assert_eq!(queue("upload")["driver"], "cpu");
+    for npu in ["encoder", "refiner"] {
+        assert_eq!(queue(npu)["driver"], "npu");
+        assert_eq!(queue(npu)["adapter"], "causeway software NPU model");
+    }
+    assert_eq!(queue("gpu")["driver"], "vulkan");
+    let op = |name: &str| {
+        let ops = report["ops"].as_array().unwrap();
+        ops.iter().find(|op| op["name"] == name).unwrap().clone()
+    };
+    let resolutions = |name: &str| -> Vec<String> {
+        let waits = op(name)["waits"].as_array().unwrap().clone();
+        waits.iter().map(|wait| wait["resolution"].as_str().unwrap().to_string()).collect()
+    };
+    // CPU → NPU and NPU → Vulkan are held; NPU → NPU is a device wait; what the GPU and the
+    // refiner learned transitively is elided.
+    assert_eq!(resolutions("encode"), ["held"]);
+    assert_eq!(resolutions("refine"), ["device"]);
+    assert_eq!(resolutions("refine-needs-inputs"), ["elided"]);
+    assert_eq!(resolutions("score"), ["held"]);
+    assert_eq!(resolutions("score-needs-inputs"), ["elided", "elided"]);
+    let axes = |name: &str| -> Vec<String> {
+        let frontier = op(name)["frontier"].as_array().unwrap().clone();
+        frontier.iter().map(|point| point["axis"].as_str().unwrap().to_string()).collect()
+    };
+    for axis in ["upload", "encoder", "refiner", "gpu", "host"] {
+        assert!(axes("done").iter().any(|a| a == axis), "{axis} in {:?}", axes("done"));
+    }
+    // One WAIT descriptor (refine's), none for the elided or the held waits.
+    let npu = &report["npu"];
+    assert_eq!(npu["adapter"], "causeway software NPU model");
+    assert_eq!(npu["wait_descriptors"], 1, "{npu}");
+    assert_eq!(npu["device_waits"], 1, "{npu}");
+    assert_eq!(npu["elided"], 1, "{npu}");
+    assert_eq!(npu["held"], 1, "{npu}");
+    assert_eq!(npu["waits"], 3, "{npu}");
+    assert!(report["ops"].as_array().unwrap().iter().all(|op| op["status"] == "ok"));
+}
+
+#[test]
+fn work_an_npu_queue_cannot_run_is_refused_at_load_naming_queue_and_driver() {
+    let path = write_scenario(
+        "tiles-on-npu.toml",
+        "name = \"x\"\n[[queue]]\nname = \"npu\"\ndriver = \"npu\"\n[[op]]\nname = \"a\"\nqueue = \"npu\"\nwork = { kind = \"tiles\", tiles = 4, us = 5 }\n",
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("tiles-on-npu.toml:8"), "{message}");
+    assert!(message.contains("queue `npu` (driver npu) cannot run this work"), "{message}");
+    assert!(message.contains("NPU queues run compute"), "{message}");
+    // An operation's descriptors must fit one ring at once: at most 16 EXECs.
+    let path = write_scenario(
+        "regions-on-npu.toml",
+        "name = \"x\"\n[[queue]]\nname = \"npu\"\ndriver = \"npu\"\n[[op]]\nname = \"a\"\nqueue = \"npu\"\nwork = { kind = \"compute\", kernel = \"add\", elements = 64, tiles = 2, regions = 17 }\n",
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("queue `npu` (driver npu) cannot run this work"), "{message}");
+    assert!(message.contains("at most 16 regions"), "{message}");
+    // The NPU model has no copy engine: copies are refused too.
+    let path = write_scenario(
+        "copy-on-npu.toml",
+        "name = \"x\"\n[[queue]]\nname = \"npu\"\ndriver = \"npu\"\n[[op]]\nname = \"a\"\nqueue = \"npu\"\nwork = { kind = \"copy\", bytes = 64 }\n",
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("queue `npu` (driver npu) cannot run this work"), "{message}");
 }
 
 #[test]

@@ -214,6 +214,7 @@ pub struct Issue<'a> {
     pub(crate) tag: u64,
     pub(crate) work: Work,
     pub(crate) waits: FixedVec<NativeWait, MAX_WAITS>,
+    pub(crate) elided_waits: usize,
     pub(crate) epoch: u64,
     pub(crate) worker: usize,
     pub(crate) started: bool,
@@ -239,6 +240,13 @@ impl Issue<'_> {
     /// driver turns into a native wait (a timeline wait in the submission).
     pub fn waits(&self) -> &[NativeWait] {
         &self.waits
+    }
+
+    /// How many of its waits the layer resolved elided or satisfied: they never reach a driver
+    /// ([`waits`](Self::waits) leaves them out), and a driver that counts what it did not emit
+    /// natively counts them from here.
+    pub fn elided_waits(&self) -> usize {
+        self.elided_waits
     }
 
     /// Its epoch on its queue (1 for the queue's first operation): what a driver with native

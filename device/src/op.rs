@@ -182,6 +182,14 @@ impl OpBody {
             .collect()
     }
 
+    /// How many of its waits resolved elided or satisfied: they reach no driver.
+    pub(crate) fn elided_waits(&self) -> usize {
+        let elided = |resolution: &Option<Resolution>| {
+            matches!(resolution, Some(Resolution::Elided | Resolution::Satisfied))
+        };
+        self.resolutions.iter().filter(|resolution| elided(resolution)).count()
+    }
+
     /// Whether every native device wait's origin has been issued to the driver or retired;
     /// otherwise registers the queue with the first origin queue that has not, to be woken
     /// when it issues or retires more.

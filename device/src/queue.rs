@@ -483,7 +483,7 @@ impl QueueShared {
     /// Issues the kernel in `slot` (the head, or the cursor on a native queue) to the driver.
     fn issue(&self, slot: &OpSlot, worker: usize) -> Issuing {
         let device = self.device();
-        let (tag, work, epoch, waits) = {
+        let (tag, work, epoch, waits, elided_waits) = {
             // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); the
             // shared reference ends with this block, before any user work runs.
             let body = unsafe { &*slot.body.get() };
@@ -491,10 +491,19 @@ impl QueueShared {
                 // Registered with the origin's queue, which wakes this one when it moves on.
                 return Issuing::NotYet;
             }
-            (body.tag, body.work, body.point.epoch, body.native_waits())
+            (body.tag, body.work, body.point.epoch, body.native_waits(), body.elided_waits())
         };
-        let mut issue =
-            Issue { queue: self, device, tag, work, waits, epoch, worker, started: false };
+        let mut issue = Issue {
+            queue: self,
+            device,
+            tag,
+            work,
+            waits,
+            elided_waits,
+            epoch,
+            worker,
+            started: false,
+        };
         let issued = device.backend(self).issue(&mut issue);
         let status = match issued {
             Issued::Finished(status) => Some(status),

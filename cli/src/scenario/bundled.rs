@@ -40,6 +40,7 @@ pub const ALL: &[Bundled] = bundled![
     "fork-join",
     "transitive",
     "cross-driver",
+    "cpu-npu-vulkan",
     "remote-pipeline",
     "buffer-reuse",
     "independent",

@@ -1,16 +1,19 @@
-//! The drivers a scenario's queues may name (`driver = "cpu"` or `"vulkan"`): the one place the
-//! CLI names a driver — which work each runs, opening the Vulkan device, recording command
-//! buffers, registering the backends, and checking compute and copy results after the run.
+//! The drivers a scenario's queues may name (`driver = "cpu"`, `"vulkan"` or `"npu"`): the one
+//! place the CLI names a driver — which work each runs, opening the Vulkan device, recording
+//! command buffers, registering the backends, and checking compute and copy results after the
+//! run.
 //! Everything else in the runner speaks to the device layer only.
 //!
-//! `compute` work runs on either driver, on buffers of its own: on a Vulkan queue a compute
+//! `compute` work runs on every driver, on buffers of its own: on a Vulkan queue a compute
 //! shader (`drivers/vulkan/shaders/`), on a CPU queue the same arithmetic in tiles on the block
-//! processor. Inputs are small multiples of one half, so every result is exact in `f32` and is
-//! compared bit for bit with the host's.
+//! processor, on an NPU queue that same tiled arithmetic as EXEC descriptors run by the software
+//! NPU model's engines. Inputs are small multiples of one half, so every result is exact in
+//! `f32` and is compared bit for bit with the host's.
 //!
-//! `copy` work likewise: on a Vulkan queue `vkCmdCopyBuffer` between two device buffers, on a
-//! CPU queue the same copy in tiles on the block processor; the destination is compared word
-//! for word with the source's pattern after the run, beside the compute results.
+//! `copy` work runs on the CPU and Vulkan drivers: on a Vulkan queue `vkCmdCopyBuffer` between
+//! two device buffers, on a CPU queue the same copy in tiles on the block processor; the
+//! destination is compared word for word with the source's pattern after the run, beside the
+//! compute results.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -18,6 +21,7 @@ use std::time::Duration;
 
 use causeway::cpu::{BlockError, CpuBackend, DeviceKernel};
 use causeway::device::{CommandBufferId, DeviceBuilder, DriverId};
+use causeway::npu::{NpuBackend, NpuCounts, NpuTally};
 use causeway::runtime::spin_for;
 use causeway::vulkan::{Buffer, Gpu, GpuOptions, Kernel, Step, VulkanBackend, VulkanError};
 
@@ -25,6 +29,11 @@ use super::model::{ComputeKernel, DriverKind, Scenario, WorkSpec};
 
 /// Most regions a recorded command buffer (`tiles` or `compute` work) may hold.
 pub const MAX_REGIONS: usize = causeway::cpu::block::MAX_REGIONS;
+
+/// Most regions (EXEC descriptors) of `compute` work on an NPU queue.
+const NPU_MAX_REGIONS: usize = causeway::npu::backend::MAX_REGIONS;
+// `kinds` names the number.
+const _: () = assert!(NPU_MAX_REGIONS == 16);
 
 /// Most floats per buffer of one `compute` operation.
 pub const MAX_ELEMENTS: u32 = 1 << 22;
@@ -72,6 +81,14 @@ pub fn runs(driver: DriverKind, work: &WorkSpec) -> bool {
         DriverKind::Vulkan => {
             !matches!(work, WorkSpec::Spin(_) | WorkSpec::Sleep(_) | WorkSpec::Tiles { .. })
         }
+        DriverKind::Npu => match work {
+            WorkSpec::Spin(_)
+            | WorkSpec::Sleep(_)
+            | WorkSpec::Tiles { .. }
+            | WorkSpec::Copy { .. } => false,
+            WorkSpec::Compute { regions, .. } => *regions as usize <= NPU_MAX_REGIONS,
+            _ => true,
+        },
     }
 }
 
@@ -83,6 +100,11 @@ pub fn kinds(driver: DriverKind) -> &'static str {
             "Vulkan queues run compute, copy, host, noop, alloca and dealloca work (spin, sleep \
              and tiles are CPU kernels)"
         }
+        DriverKind::Npu => {
+            "NPU queues run compute (at most 16 regions: the ring takes an operation's \
+             descriptors at once), host, noop, alloca and dealloca work (spin, sleep and tiles \
+             are CPU kernels; the model has no copy engine)"
+        }
     }
 }
 
@@ -91,6 +113,7 @@ pub fn kinds(driver: DriverKind) -> &'static str {
 pub struct Drivers {
     cpu: CpuBackend,
     vulkan: Option<(VulkanBackend, [Kernel; 2])>,
+    npu: Option<NpuBackend>,
     /// Every queue runs on the CPU driver, whatever it names.
     all_cpu: bool,
 }
@@ -100,18 +123,28 @@ pub struct Drivers {
 pub struct Registered {
     cpu: DriverId,
     vulkan: Option<(DriverId, String, Gpu)>,
+    npu: Option<(DriverId, &'static str, NpuTally)>,
     workers: usize,
 }
 
 impl Registered {
     /// The driver a queue naming `kind` runs on, and its adapter (the device it runs on).
     pub fn driver(&self, kind: DriverKind) -> (DriverKind, DriverId, String) {
-        match (kind, &self.vulkan) {
-            (DriverKind::Vulkan, Some((id, adapter, _))) => {
+        match (kind, &self.vulkan, &self.npu) {
+            (DriverKind::Vulkan, Some((id, adapter, _)), _) => {
                 (DriverKind::Vulkan, *id, adapter.clone())
+            }
+            (DriverKind::Npu, _, Some((id, adapter, _))) => {
+                (DriverKind::Npu, *id, (*adapter).to_string())
             }
             _ => (DriverKind::Cpu, self.cpu, format!("host ({} worker threads)", self.workers)),
         }
+    }
+
+    /// The NPU device's name and what the NPU driver did with its queues' waits so far (WAIT
+    /// descriptors emitted, waits that emitted nothing), when the scenario runs NPU queues.
+    pub fn npu(&self) -> Option<(&'static str, NpuCounts)> {
+        self.npu.as_ref().map(|(_, adapter, tally)| (*adapter, tally.counts()))
     }
 
     /// The Vulkan adapter's name, the native waits its queues have issued so far (each a
@@ -200,7 +233,9 @@ impl Drivers {
             }
             _ => None,
         };
-        Ok(Drivers { cpu: CpuBackend::new(), vulkan, all_cpu })
+        let wants_npu = scenario.queues.iter().any(|q| q.driver == DriverKind::Npu);
+        let npu = (wants_npu && !all_cpu).then(NpuBackend::new);
+        Ok(Drivers { cpu: CpuBackend::new(), vulkan, npu, all_cpu })
     }
 
     /// Records `tiles` work — `regions` regions of `tiles` tiles, each tile busy for
@@ -250,7 +285,16 @@ impl Drivers {
                 Ok((id, ComputeCheck { output: Output::Vulkan(output), expected }))
             }
             _ => {
-                let (id, output) = self.record_host_compute(kernel, elements, tiles, regions)?;
+                let (recording, output) = host_compute(kernel, elements, tiles, regions);
+                let id = match (&mut self.npu, driver == DriverKind::Npu && !self.all_cpu) {
+                    (Some(npu), true) => {
+                        npu.command_buffer(recording).map_err(|error| format!("npu: {error}"))?
+                    }
+                    _ => self
+                        .cpu
+                        .command_buffer(recording)
+                        .map_err(|error| format!("compute: {error}"))?,
+                };
                 Ok((id, ComputeCheck { output: Output::Host(output), expected }))
             }
         }
@@ -305,44 +349,6 @@ impl Drivers {
         }
     }
 
-    /// `compute` work on the CPU driver: the kernel's arithmetic, tile by tile.
-    fn record_host_compute(
-        &mut self,
-        kernel: ComputeKernel,
-        elements: u32,
-        tiles: u32,
-        regions: u32,
-    ) -> Result<(CommandBufferId, Arc<[AtomicU32]>), String> {
-        let n = elements as usize;
-        let x: Arc<[f32]> = (0..n).map(input_x).collect();
-        let y: Arc<[f32]> = (0..n).map(input_y).collect();
-        let output: Arc<[AtomicU32]> = match kernel {
-            ComputeKernel::Add => (0..n).map(|_| AtomicU32::new(0)).collect(),
-            ComputeKernel::Saxpy => y.iter().map(|v| AtomicU32::new(v.to_bits())).collect(),
-        };
-        let per_tile = n.div_ceil(tiles as usize);
-        let region = || -> DeviceKernel {
-            let (x, y, output) = (Arc::clone(&x), Arc::clone(&y), Arc::clone(&output));
-            Box::new(move |tile: u32| {
-                let start = (tile as usize * per_tile).min(n);
-                for i in start..(start + per_tile).min(n) {
-                    // Each element belongs to one tile, and regions are ordered by the block
-                    // processor's barrier: Relaxed suffices.
-                    let value = match kernel {
-                        ComputeKernel::Add => x[i] + y[i],
-                        ComputeKernel::Saxpy => {
-                            2.0 * x[i] + f32::from_bits(output[i].load(Ordering::Relaxed))
-                        }
-                    };
-                    output[i].store(value.to_bits(), Ordering::Relaxed);
-                }
-            })
-        };
-        let recorded = self.cpu.command_buffer((0..regions).map(|_| (tiles, region())).collect());
-        let id = recorded.map_err(|error| format!("compute: {error}"))?;
-        Ok((id, output))
-    }
-
     /// Registers every driver's backend with `builder`, run by `workers` worker threads.
     pub fn register(self, builder: &mut DeviceBuilder, workers: usize) -> Registered {
         let cpu = builder.driver(self.cpu);
@@ -350,6 +356,46 @@ impl Drivers {
             let (adapter, gpu) = (backend.adapter().to_string(), backend.gpu().clone());
             (builder.driver(backend), adapter, gpu)
         });
-        Registered { cpu, vulkan, workers }
+        let npu = self.npu.map(|backend| {
+            let (adapter, tally) = (backend.adapter(), backend.tally());
+            (builder.driver(backend), adapter, tally)
+        });
+        Registered { cpu, vulkan, npu, workers }
     }
+}
+
+/// `compute` work as tiled host arithmetic, the recording the CPU and NPU drivers share:
+/// `regions` regions of `tiles` tiles, and the buffer they leave the result in.
+fn host_compute(
+    kernel: ComputeKernel,
+    elements: u32,
+    tiles: u32,
+    regions: u32,
+) -> (Vec<(u32, DeviceKernel)>, Arc<[AtomicU32]>) {
+    let n = elements as usize;
+    let x: Arc<[f32]> = (0..n).map(input_x).collect();
+    let y: Arc<[f32]> = (0..n).map(input_y).collect();
+    let output: Arc<[AtomicU32]> = match kernel {
+        ComputeKernel::Add => (0..n).map(|_| AtomicU32::new(0)).collect(),
+        ComputeKernel::Saxpy => y.iter().map(|v| AtomicU32::new(v.to_bits())).collect(),
+    };
+    let per_tile = n.div_ceil(tiles as usize);
+    let region = || -> DeviceKernel {
+        let (x, y, output) = (Arc::clone(&x), Arc::clone(&y), Arc::clone(&output));
+        Box::new(move |tile: u32| {
+            let start = (tile as usize * per_tile).min(n);
+            for i in start..(start + per_tile).min(n) {
+                // Each element belongs to one tile, and regions are ordered (by the block
+                // processor's barrier, or the NPU ring's order): Relaxed suffices.
+                let value = match kernel {
+                    ComputeKernel::Add => x[i] + y[i],
+                    ComputeKernel::Saxpy => {
+                        2.0 * x[i] + f32::from_bits(output[i].load(Ordering::Relaxed))
+                    }
+                };
+                output[i].store(value.to_bits(), Ordering::Relaxed);
+            }
+        })
+    };
+    ((0..regions).map(|_| (tiles, region())).collect(), output)
 }

@@ -185,7 +185,7 @@ pub struct QueueSpec {
     pub driver: DriverKind,
 }
 
-/// A driver a queue may name (`driver = "cpu"`, the default, or `"vulkan"`).
+/// A driver a queue may name (`driver = "cpu"`, the default, `"vulkan"` or `"npu"`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DriverKind {
     /// The CPU driver: kernels on the worker pool.
@@ -193,17 +193,20 @@ pub enum DriverKind {
     Cpu,
     /// The Vulkan driver: compute work on a Vulkan device.
     Vulkan,
+    /// The NPU driver: compute work as EXEC descriptors on the rings of the software NPU model.
+    Npu,
 }
 
 impl DriverKind {
     /// Every driver, by the name a scenario gives it.
-    pub const ALL: &'static [DriverKind] = &[DriverKind::Cpu, DriverKind::Vulkan];
+    pub const ALL: &'static [DriverKind] = &[DriverKind::Cpu, DriverKind::Vulkan, DriverKind::Npu];
 
     /// The name a scenario gives it.
     pub const fn name(self) -> &'static str {
         match self {
             DriverKind::Cpu => "cpu",
             DriverKind::Vulkan => "vulkan",
+            DriverKind::Npu => "npu",
         }
     }
 }

@@ -223,6 +223,8 @@ pub struct Outcome<'s> {
     pub compute: Vec<ComputeRecord>,
     /// What the Vulkan driver issued, when the scenario ran Vulkan queues.
     pub vulkan: Option<VulkanRecord>,
+    /// What the NPU driver emitted, when the scenario ran NPU queues.
+    pub npu: Option<NpuRecord>,
 }
 
 impl Outcome<'_> {
@@ -305,7 +307,8 @@ pub struct RunOptions {
 pub struct QueueRecord {
     /// The driver.
     pub driver: DriverKind,
-    /// The device it ran on: the Vulkan adapter's name, or the host's worker pool.
+    /// The device it ran on: the Vulkan adapter's name, the NPU model's, or the host's worker
+    /// pool.
     pub adapter: String,
 }
 
@@ -318,6 +321,21 @@ pub struct VulkanRecord {
     pub native_waits: u64,
     /// What the Khronos validation layer reported (when it was on): any message fails the run.
     pub validation_messages: Vec<String>,
+}
+
+/// What the NPU driver emitted for its queues' waits in a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NpuRecord {
+    /// The device's name.
+    pub adapter: &'static str,
+    /// WAIT descriptors emitted (one per device-wait resolution of an issued operation).
+    pub wait_descriptors: u64,
+    /// Waits of issued operations that emitted nothing: resolved elided or satisfied.
+    pub elided: u64,
+    /// Waits of issued operations that emitted nothing: held by the device layer until reached.
+    pub held: u64,
+    /// Issues the ring answered busy (full: backpressure, issued again later).
+    pub ring_full: u64,
 }
 
 /// The check of one compute or copy operation's results.
@@ -1118,6 +1136,13 @@ impl<'s> Runner<'s> {
             compute,
             vulkan: self.registered.vulkan().map(|(adapter, native_waits, validation_messages)| {
                 VulkanRecord { adapter, native_waits, validation_messages }
+            }),
+            npu: self.registered.npu().map(|(adapter, counts)| NpuRecord {
+                adapter,
+                wait_descriptors: counts.emitted,
+                elided: counts.elided,
+                held: counts.held,
+                ring_full: counts.ring_full,
             }),
         }
     }

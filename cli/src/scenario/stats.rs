@@ -235,6 +235,66 @@ mod tests {
     }
 }
 
+/// What the NPU driver did in a run, beside what its queues' waits resolved to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NpuStats {
+    /// The device's name.
+    pub adapter: &'static str,
+    /// Device waits of operations on NPU queues: what causeway's resolution asked of the
+    /// device.
+    pub device_waits: u64,
+    /// WAIT descriptors the driver emitted (equal to `device_waits` when every operation was
+    /// issued).
+    pub wait_descriptors: u64,
+    /// Waits of the operations it issued that emitted no descriptor because causeway resolved
+    /// them elided or satisfied.
+    pub elided: u64,
+    /// Waits of the operations it issued that emitted no descriptor because the device layer
+    /// held the operation until they were reached (waits on other drivers' work).
+    pub held: u64,
+    /// Every wait of operations on NPU queues: what one WAIT descriptor per dependency edge
+    /// would have emitted.
+    pub waits: u64,
+    /// Issues a full ring answered busy (backpressure: issued again once it had room).
+    pub ring_full: u64,
+}
+
+impl NpuStats {
+    /// The NPU totals of `outcome`, when it ran NPU queues.
+    pub fn of(outcome: &Outcome<'_>) -> Option<NpuStats> {
+        let npu = outcome.npu?;
+        let (waits, device_waits) = waits_on(outcome, super::model::DriverKind::Npu);
+        Some(NpuStats {
+            adapter: npu.adapter,
+            device_waits,
+            wait_descriptors: npu.wait_descriptors,
+            elided: npu.elided,
+            held: npu.held,
+            waits,
+            ring_full: npu.ring_full,
+        })
+    }
+}
+
+/// Every wait of operations on queues of `driver`, and how many of them resolved as device
+/// waits.
+fn waits_on(outcome: &Outcome<'_>, driver: super::model::DriverKind) -> (u64, u64) {
+    let on_driver = |spec: &super::model::OpSpec| match spec.target {
+        super::model::Target::Queue(queue) => outcome.queues[queue].driver == driver,
+        super::model::Target::Host => false,
+    };
+    let (mut waits, mut device_waits) = (0, 0);
+    for (spec, record) in outcome.scenario.ops.iter().zip(&outcome.ops) {
+        if on_driver(spec) {
+            for wait in outcome.waits_of(record) {
+                waits += 1;
+                device_waits += u64::from(wait.resolution == Some(Resolution::DeviceWait));
+            }
+        }
+    }
+    (waits, device_waits)
+}
+
 /// What the Vulkan driver did in a run, beside what its queues' waits resolved to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VulkanStats {
@@ -254,22 +314,7 @@ impl VulkanStats {
     /// The Vulkan totals of `outcome`, when it ran Vulkan queues.
     pub fn of(outcome: &Outcome<'_>) -> Option<VulkanStats> {
         let vulkan = outcome.vulkan.as_ref()?;
-        let scenario = outcome.scenario;
-        let on_vulkan = |spec: &super::model::OpSpec| match spec.target {
-            super::model::Target::Queue(queue) => {
-                outcome.queues[queue].driver == super::model::DriverKind::Vulkan
-            }
-            super::model::Target::Host => false,
-        };
-        let (mut waits, mut device_waits) = (0, 0);
-        for (spec, record) in scenario.ops.iter().zip(&outcome.ops) {
-            if on_vulkan(spec) {
-                for wait in outcome.waits_of(record) {
-                    waits += 1;
-                    device_waits += u64::from(wait.resolution == Some(Resolution::DeviceWait));
-                }
-            }
-        }
+        let (waits, device_waits) = waits_on(outcome, super::model::DriverKind::Vulkan);
         Some(VulkanStats {
             adapter: vulkan.adapter.clone(),
             device_waits,

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::report::queue_name;
 use super::run::{FrontierRecord, Outcome};
-use super::stats::{Percentiles, Stats, VulkanStats};
+use super::stats::{NpuStats, Percentiles, Stats, VulkanStats};
 
 /// The summary text of `outcome`.
 pub fn summary(outcome: &Outcome<'_>) -> String {
@@ -107,6 +107,13 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
             out,
             "  vulkan ({}): {} native waits for {} device waits; one wait per dependency edge would issue {}",
             vulkan.adapter, vulkan.native_waits, vulkan.device_waits, vulkan.waits
+        );
+    }
+    if let Some(npu) = NpuStats::of(outcome) {
+        let _ = writeln!(
+            out,
+            "  npu ({}): {} WAIT descriptors for {} device waits; {} waits emitted nothing (elided or satisfied), {} were held; one WAIT per dependency edge would emit {}; full ring {} times",
+            npu.adapter, npu.wait_descriptors, npu.device_waits, npu.elided, npu.held, npu.waits, npu.ring_full
         );
     }
     let checked = outcome.compute.iter().filter(|check| check.result.is_some()).count();

@@ -53,6 +53,9 @@ pub enum Failure {
     OutOfMemory,
     /// An application-defined status code.
     Application(u32),
+    /// The device ran the work and reported an error: the driver's status code (an NPU
+    /// descriptor's completion code, say).
+    Device(u32),
 }
 
 impl fmt::Display for Failure {
@@ -64,6 +67,7 @@ impl fmt::Display for Failure {
             Failure::OutOfOrderSignal => f.write_str("signals completed out of order"),
             Failure::OutOfMemory => f.write_str("out of device memory"),
             Failure::Application(code) => write!(f, "application failure {code}"),
+            Failure::Device(code) => write!(f, "device error {code:#x}"),
         }
     }
 }
@@ -81,6 +85,7 @@ impl Failure {
             Failure::OutOfOrderSignal => (4, 0),
             Failure::Application(code) => (5, code),
             Failure::OutOfMemory => (6, 0),
+            Failure::Device(code) => (7, code),
         };
         tag << 32 | payload as u64
     }
@@ -96,6 +101,7 @@ impl Failure {
             4 => Some(Failure::OutOfOrderSignal),
             5 => Some(Failure::Application(payload)),
             6 => Some(Failure::OutOfMemory),
+            7 => Some(Failure::Device(payload)),
             _ => None,
         }
     }

@@ -233,6 +233,7 @@ fn failure_words_round_trip_and_are_never_zero() {
         Failure::OutOfMemory,
         Failure::Application(0),
         Failure::Application(u32::MAX),
+        Failure::Device(0x104),
     ];
     for failure in failures {
         assert_ne!(failure.to_word(), 0);

@@ -18,6 +18,7 @@
 //! | [`producer`] | host | [`Producer`]: publish, reap, arm the interrupt |
 //! | [`engine`] | device | [`Engine`]: consume, stall, signal, complete, raise |
 //! | `model` | device (hosted) | `DeviceModel`: engine threads, kernels, futex wake-ups |
+//! | `backend` | host (hosted) | `NpuBackend`: the `npu` driver behind the device layer's seam, on the model |
 //!
 //! # Register map
 //!
@@ -103,6 +104,8 @@
 //! holding the operation), and the host mirrors only slots no ring signals.
 #![cfg_attr(not(feature = "hosted"), no_std)]
 
+#[cfg(all(feature = "hosted", not(loom)))]
+pub mod backend;
 pub mod descriptor;
 pub mod engine;
 pub mod memory;
@@ -113,6 +116,8 @@ pub mod registers;
 pub mod ring;
 mod sync;
 
+#[cfg(all(feature = "hosted", not(loom)))]
+pub use backend::{NpuBackend, NpuCounts, NpuError, NpuTally};
 pub use descriptor::{
     Command, CompletionError, CompletionStatus, Descriptor, DescriptorError, Limits, RawDescriptor,
     UnknownStatus, DESCRIPTOR_BYTES, EXEC_ARGUMENTS,
