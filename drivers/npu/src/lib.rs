@@ -90,18 +90,20 @@
 //!
 //! # Mapping causeway onto the ring
 //!
-//! A device-layer backend maps each causeway queue to a ring, each semaphore its queues touch
-//! to a slot (mirrored from the host with a host write when a value is reached elsewhere), and
-//! an operation to its device WAITs, one EXEC, and its SIGNALs, the later ones chained to the
-//! first so that a failure fails the operation's signals. The ring's completion timeline tells
-//! the backend which operations completed.
+//! The `npu` driver ([`backend`]) maps each causeway queue to a ring and one semaphore slot, the
+//! queue's **progress**: the epoch of its last finished operation. An operation becomes one
+//! WAIT per device wait (origin queue's slot ≥ origin epoch), one EXEC per region, chained so
+//! that a failed WAIT skips the work, and a final SIGNAL of its own slot to its epoch. That
+//! SIGNAL is not chained: a failed slot stays failed, so chaining it would fail every later
+//! operation of the queue; the device layer fails the operation's causeway signals instead. An
+//! operation retired on the host moves the slot with a host write. The ring's completion
+//! timeline and head tell the driver which operations completed.
 //!
 //! A semaphore slot has **one writer at a time** — the ring whose SIGNAL advances it, or the
 //! host mirroring a value reached elsewhere — because the device checks "does this value
-//! advance" and writes the slot without compare-and-swap. Causeway's own rule gives the backend
-//! what it needs: a semaphore's values are reached in order, so a second ring that signals the
-//! same semaphore has its SIGNAL ordered after the first one's (a WAIT on it, or the host
-//! holding the operation), and the host mirrors only slots no ring signals.
+//! advance" and writes the slot without compare-and-swap. The driver's mapping gives it: a
+//! progress slot is signalled only by its own queue's ring, and written by the host only when
+//! nothing of that queue is on the ring (every earlier operation has retired).
 #![cfg_attr(not(feature = "hosted"), no_std)]
 
 #[cfg(all(feature = "hosted", not(loom)))]
