@@ -123,6 +123,7 @@ fn floor(c: &mut Criterion) {
                 // Release: pairs with the consumer's acquire load of the tail.
                 ring.tail.store(tail, Ordering::Release);
             }
+            // Acquire: pairs with the consumer's release store of the head (its last slot read).
             while ring.head.load(Ordering::Acquire) != end {
                 std::thread::yield_now();
             }
