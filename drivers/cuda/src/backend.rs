@@ -1,0 +1,634 @@
+//! The CUDA driver behind the device layer's seam: [`CudaBackend`].
+//!
+//! # Mapping
+//!
+//! - **Queue → stream.** Each causeway queue of this driver owns a non-blocking `CUstream`.
+//! - **Operation → stream commands.** Operation `e` of queue `q` is, in stream order: one
+//!   native wait per device wait with origin `o`; its kernels; its signal; and a host function
+//!   (`cuLaunchHostFunc`) that records `e` as the queue's completed epoch and wakes the queue.
+//!   Elided and satisfied waits never reach the driver, and held waits were reached before
+//!   issue (the layer holds them: a wait on another driver's queue, or on a value whose signal
+//!   is not submitted yet); neither makes a CUDA call.
+//! - **Timelines, two ways** ([`Emulation`], chosen per device):
+//!   - *stream memory operations*, when the device reports
+//!     `CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS`: a 64-bit timeline word per queue
+//!     ([`TimelineWords`]); the signal is `cuStreamWriteValue64_v2(word(q), e)`, a wait on
+//!     `o` is `cuStreamWaitValue64_v2(word(o.queue) ≥ o.epoch)`;
+//!   - *events* otherwise: the signal records a pooled `CU_EVENT_DISABLE_TIMING` event, a wait
+//!     on `o` is `cuStreamWaitEvent` on `o`'s event, or nothing when `o` already completed
+//!     ([`EventTable`]: the value → event map, the pool and its recycling).
+//! - **Completion.** The host function runs on CUDA's own callback thread when the stream
+//!   reaches it; it only stores the epoch and wakes the queue (no CUDA call, no busy thread).
+//!   [`Backend::poll`] answers from the stored epoch and, under events, gives the completed
+//!   operations' events back to the pool.
+//! - **Host progress.** An operation retired on the host moves its queue's timeline from the
+//!   host (the word written with a synchronous copy; the event table told it completed).
+//! - **Failure.** A CUDA call that fails while issuing marks the device lost: that operation
+//!   and every later one fail with [`Failure::DeviceLost`].
+
+use std::collections::VecDeque;
+use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use causeway_core::queue::Resolution;
+use causeway_core::semaphore::Failure;
+use causeway_core::unpoisoned::Mutex;
+use causeway_device::{
+    Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
+    OpStatus, QueueConfig, QueueId, SubmitError, Work,
+};
+use cudarc::driver::sys;
+
+use crate::error::{check, CudaError};
+use crate::events::{EventTable, WaitPlan};
+use crate::words::{TimelineWords, WordIndex};
+
+/// The PTX of the `tiles` kernel (source: `kernels/spin.cu`).
+pub const SPIN_PTX: &str = include_str!("../kernels/spin.ptx");
+
+/// The kernel's entry point in [`SPIN_PTX`].
+const SPIN_ENTRY: &str = "causeway_spin";
+
+/// Timeline words in a device's buffer: the most queues one CUDA device serves.
+pub const MAX_QUEUES: u32 = 256;
+
+/// Whether the CUDA driver library can be loaded here. Ask before any other CUDA call:
+/// cudarc panics on its first call when the library is missing.
+pub fn driver_present() -> bool {
+    // SAFETY: `is_culib_present` only tries to open the library by its usual names and drops
+    // what it opened; loading libcuda runs the vendor's initialisers, which is what using the
+    // driver means anyway.
+    unsafe { sys::is_culib_present() }
+}
+
+/// How a device's queues emulate timeline semaphores (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Emulation {
+    /// 64-bit stream memory operations on a timeline word per queue.
+    StreamMemOps,
+    /// An event per signalled value.
+    Events,
+}
+
+/// Which emulation [`CudaBackend::open`] uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EmulationChoice {
+    /// Stream memory operations where the device allows them, events otherwise.
+    #[default]
+    Best,
+    /// Events even where stream memory operations are available (to test that path).
+    Events,
+}
+
+/// Native waits issued, and waits that needed no CUDA call (see [`CudaTally`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CudaCounts {
+    /// `cuStreamWaitValue64_v2` or `cuStreamWaitEvent` calls made for device waits.
+    pub native: u64,
+    /// Device waits whose operation had completed by issue: no call (event emulation).
+    pub completed: u64,
+    /// Waits the layer resolved elided or satisfied: no call.
+    pub elided: u64,
+    /// Waits the layer held until reached: no call.
+    pub held: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    native: AtomicU64,
+    completed: AtomicU64,
+    elided: AtomicU64,
+    held: AtomicU64,
+}
+
+/// A handle on a [`CudaBackend`]'s wait counts that outlives handing it to a device.
+#[derive(Clone, Debug, Default)]
+pub struct CudaTally(Arc<Counters>);
+
+impl CudaTally {
+    /// The counts so far.
+    pub fn counts(&self) -> CudaCounts {
+        // Counters only: nothing is published through them.
+        CudaCounts {
+            native: self.0.native.load(Ordering::Relaxed),
+            completed: self.0.completed.load(Ordering::Relaxed),
+            elided: self.0.elided.load(Ordering::Relaxed),
+            held: self.0.held.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A CUDA handle (context, stream, event, module, function): an opaque pointer.
+#[derive(Clone, Copy, Debug)]
+struct Handle<T>(T);
+
+// SAFETY: the driver API is thread-safe; its handles name driver objects, not thread-local
+// state, and every call through them first makes the device's context current on the calling
+// thread (`CudaBackend::current`).
+unsafe impl<T> Send for Handle<T> {}
+// SAFETY: as for `Send`: the handles are only passed to the (thread-safe) driver API.
+unsafe impl<T> Sync for Handle<T> {}
+
+/// What the host function of a queue's operations reaches.
+struct QueueState {
+    queue: QueueId,
+    stream: Handle<sys::CUstream>,
+    /// Its timeline word (stream memory operations only).
+    word: Option<WordIndex>,
+    /// Epochs whose host function has been enqueued and has not run, in stream order.
+    launched: Mutex<VecDeque<u64>>,
+    /// The last epoch whose host function ran (or that retired on the host).
+    completed: AtomicU64,
+    /// The last epoch issued.
+    issued: AtomicU64,
+    device: OnceLock<DeviceContext>,
+}
+
+/// The `tiles` regions of a recorded command buffer: `(tiles, duration of each)`.
+type Regions = Box<[(u32, Duration)]>;
+
+/// The CUDA driver: open it on a device, record its command buffers, register it with
+/// [`DeviceBuilder::driver`](causeway_device::DeviceBuilder::driver).
+pub struct CudaBackend {
+    context: Handle<sys::CUcontext>,
+    device: sys::CUdevice,
+    emulation: Emulation,
+    module: Handle<sys::CUmodule>,
+    spin: Handle<sys::CUfunction>,
+    /// The timeline words' device buffer (stream memory operations only).
+    words_buffer: Option<sys::CUdeviceptr>,
+    words: Mutex<TimelineWords>,
+    /// By causeway queue index; `None` for other drivers' queues.
+    queues: Vec<Option<Box<QueueState>>>,
+    events: OnceLock<Mutex<EventTable<Handle<sys::CUevent>>>>,
+    command_buffers: Vec<Regions>,
+    lost: AtomicBool,
+    tally: CudaTally,
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal`: [`CudaError::NoDriver`] when no CUDA driver is installed
+    /// (nothing of CUDA is called then), a typed error for any call that fails.
+    pub fn open(ordinal: usize, choice: EmulationChoice) -> Result<CudaBackend, CudaError> {
+        if !driver_present() {
+            return Err(CudaError::NoDriver);
+        }
+        let ordinal_c = i32::try_from(ordinal).map_err(|_| CudaError::NoDevice(ordinal))?;
+        let mut device: sys::CUdevice = 0;
+        let mut context: sys::CUcontext = std::ptr::null_mut();
+        let mut can_mem_ops = 0;
+        // SAFETY: the library is present (checked above); every out-pointer is a live local.
+        unsafe {
+            check("cuInit", sys::cuInit(0))?;
+            check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal_c))?;
+            check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut context, device))?;
+            check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context))?;
+            check(
+                "cuDeviceGetAttribute",
+                sys::cuDeviceGetAttribute(
+                    &mut can_mem_ops,
+                    sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
+                    device,
+                ),
+            )?;
+        }
+        let emulation = match choice {
+            EmulationChoice::Best if can_mem_ops != 0 => Emulation::StreamMemOps,
+            _ => Emulation::Events,
+        };
+        let ptx = CString::new(SPIN_PTX).map_err(|_| CudaError::KernelText)?;
+        let entry = CString::new(SPIN_ENTRY).map_err(|_| CudaError::KernelText)?;
+        let mut module: sys::CUmodule = std::ptr::null_mut();
+        let mut spin: sys::CUfunction = std::ptr::null_mut();
+        let mut words_buffer = None;
+        // SAFETY: the context is current (above); `ptx` and `entry` are NUL-terminated and
+        // outlive the calls; out-pointers are live locals.
+        unsafe {
+            check("cuModuleLoadData", sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()))?;
+            check(
+                "cuModuleGetFunction",
+                sys::cuModuleGetFunction(&mut spin, module, entry.as_ptr()),
+            )?;
+            if emulation == Emulation::StreamMemOps {
+                let bytes = 8 * MAX_QUEUES as usize;
+                let mut buffer: sys::CUdeviceptr = 0;
+                check("cuMemAlloc", sys::cuMemAlloc_v2(&mut buffer, bytes))?;
+                check("cuMemsetD8", sys::cuMemsetD8_v2(buffer, 0, bytes))?;
+                words_buffer = Some(buffer);
+            }
+        }
+        Ok(CudaBackend {
+            context: Handle(context),
+            device,
+            emulation,
+            module: Handle(module),
+            spin: Handle(spin),
+            words_buffer,
+            words: Mutex::new(TimelineWords::new(MAX_QUEUES)),
+            queues: Vec::new(),
+            events: OnceLock::new(),
+            command_buffers: Vec::new(),
+            lost: AtomicBool::new(false),
+            tally: CudaTally::default(),
+        })
+    }
+
+    /// How this device's queues emulate timelines.
+    pub fn emulation(&self) -> Emulation {
+        self.emulation
+    }
+
+    /// A handle on the wait counts, to read after the backend went to a device.
+    pub fn tally(&self) -> CudaTally {
+        self.tally.clone()
+    }
+
+    /// Records a command buffer for [`Work::Execute`]: its regions run in order, each a grid
+    /// of `tiles` blocks that each busy-run for its duration (the `tiles` kernel).
+    pub fn command_buffer(
+        &mut self,
+        regions: Vec<(u32, Duration)>,
+    ) -> Result<CommandBufferId, CudaError> {
+        if regions.is_empty() || regions.iter().any(|(tiles, _)| *tiles == 0) {
+            return Err(CudaError::EmptyCommandBuffer);
+        }
+        let id = u32::try_from(self.command_buffers.len())
+            .map_err(|_| CudaError::TooManyCommandBuffers)?;
+        self.command_buffers.push(regions.into_boxed_slice());
+        Ok(CommandBufferId(id))
+    }
+
+    fn queue(&self, queue: QueueId) -> Option<&QueueState> {
+        self.queues.get(queue.0)?.as_deref()
+    }
+
+    /// Makes the device's context current on the calling thread.
+    fn current(&self) -> Result<(), CudaError> {
+        // SAFETY: the context was retained in `open` and is released only in `drop`.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.context.0) })
+    }
+
+    fn word_address(&self, queue: QueueId) -> Option<sys::CUdeviceptr> {
+        let word = self.queue(queue)?.word?;
+        Some(self.words_buffer? + word.offset())
+    }
+
+    fn lose(&self) -> OpStatus {
+        // A flag only: it orders nothing else.
+        self.lost.store(true, Ordering::Relaxed);
+        OpStatus::Failed(Failure::DeviceLost)
+    }
+
+    /// Enqueues operation `issue` on `state`'s stream.
+    fn enqueue(
+        &'static self,
+        issue: &Issue<'_>,
+        state: &'static QueueState,
+    ) -> Result<(), CudaError> {
+        self.current()?;
+        let stream = state.stream.0;
+        let counters = &self.tally.0;
+        counters.elided.fetch_add(issue.elided_waits() as u64, Ordering::Relaxed);
+        for wait in issue.waits() {
+            let origin = match (wait.resolution, wait.origin) {
+                (Resolution::DeviceWait, Some(origin)) => origin,
+                _ => {
+                    counters.held.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+            };
+            match self.emulation {
+                Emulation::StreamMemOps => {
+                    let address = self
+                        .word_address(origin.queue)
+                        .ok_or(CudaError::NotThisDriver { queue: origin.queue.0 })?;
+                    // SAFETY: the stream and the word buffer live as long as the backend; the
+                    // word is the origin queue's, allocated in `open_queue`.
+                    check("cuStreamWaitValue64_v2", unsafe {
+                        sys::cuStreamWaitValue64_v2(
+                            stream,
+                            address,
+                            origin.epoch,
+                            sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+                        )
+                    })?;
+                    counters.native.fetch_add(1, Ordering::Relaxed);
+                }
+                Emulation::Events => {
+                    let events = self.events.get().ok_or(CudaError::NotStarted)?;
+                    let plan = events.lock().wait(origin.queue.0, origin.epoch)?;
+                    match plan {
+                        WaitPlan::Satisfied => {
+                            counters.completed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        WaitPlan::Event { slot, event } => {
+                            // SAFETY: the event is pinned, so it is neither destroyed nor
+                            // recorded again until the unpin below.
+                            let waited = check("cuStreamWaitEvent", unsafe {
+                                sys::cuStreamWaitEvent(stream, event.0, 0)
+                            });
+                            events.lock().unpin(slot)?;
+                            waited?;
+                            counters.native.fetch_add(1, Ordering::Relaxed);
+                        }
+                        // The layer issues a native wait only after its origin was issued,
+                        // which recorded its event: this is a broken invariant, not a wait.
+                        WaitPlan::Unrecorded => {
+                            return Err(CudaError::Unrecorded {
+                                queue: origin.queue.0,
+                                epoch: origin.epoch,
+                            })
+                        }
+                    }
+                }
+            }
+        }
+        match issue.work() {
+            Work::Spin(duration) | Work::Sleep(duration) => {
+                self.launch_spin(stream, 1, duration)?
+            }
+            Work::Execute(id) => {
+                let regions = self
+                    .command_buffers
+                    .get(id.0 as usize)
+                    .ok_or(CudaError::UnknownCommandBuffer(id.0))?;
+                for &(tiles, duration) in regions.iter() {
+                    self.launch_spin(stream, tiles, duration)?;
+                }
+            }
+            // The layer's own kinds never reach a backend.
+            _ => {}
+        }
+        let epoch = issue.epoch();
+        match self.emulation {
+            Emulation::StreamMemOps => {
+                let address = self
+                    .word_address(issue.queue())
+                    .ok_or(CudaError::NotThisDriver { queue: issue.queue().0 })?;
+                // SAFETY: as for the wait above; the word is this queue's.
+                check("cuStreamWriteValue64_v2", unsafe {
+                    sys::cuStreamWriteValue64_v2(stream, address, epoch, 0)
+                })?;
+            }
+            Emulation::Events => {
+                let events = self.events.get().ok_or(CudaError::NotStarted)?;
+                let mut table = events.lock();
+                let (slot, event) = match table.take_free() {
+                    Some(free) => free,
+                    None => {
+                        let mut event: sys::CUevent = std::ptr::null_mut();
+                        // SAFETY: the context is current; the out-pointer is a live local.
+                        check("cuEventCreate", unsafe {
+                            sys::cuEventCreate(
+                                &mut event,
+                                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+                            )
+                        })?;
+                        let slot = table.add(Handle(event))?;
+                        (slot, Handle(event))
+                    }
+                };
+                // SAFETY: the slot is free (not recorded, no pins), so no waiter names it; the
+                // stream lives as long as the backend.
+                check("cuEventRecord", unsafe { sys::cuEventRecord(event.0, stream) })?;
+                table.record(issue.queue().0, epoch, slot)?;
+            }
+        }
+        state.launched.lock().push_back(epoch);
+        let data = std::ptr::from_ref::<QueueState>(state).cast_mut().cast::<c_void>();
+        // SAFETY: `data` points to a `QueueState` boxed inside a `'static` backend, so it
+        // outlives the callback; `completion` only reads through it.
+        let launched = check("cuLaunchHostFunc", unsafe {
+            sys::cuLaunchHostFunc(stream, Some(completion), data)
+        });
+        if launched.is_err() {
+            state.launched.lock().pop_back();
+        }
+        launched?;
+        // Read by `is_running` only.
+        state.issued.store(epoch, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn launch_spin(
+        &self,
+        stream: sys::CUstream,
+        tiles: u32,
+        duration: Duration,
+    ) -> Result<(), CudaError> {
+        let mut nanoseconds = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        let mut parameters = [std::ptr::from_mut(&mut nanoseconds).cast::<c_void>()];
+        // SAFETY: the function takes one u64 parameter, which `parameters` points to for the
+        // call (the driver copies parameters at launch); the stream lives with the backend.
+        check("cuLaunchKernel", unsafe {
+            sys::cuLaunchKernel(
+                self.spin.0,
+                tiles,
+                1,
+                1,
+                1,
+                1,
+                1,
+                0,
+                stream,
+                parameters.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        })
+    }
+}
+
+/// The host function after each operation: stores its epoch as completed and wakes the queue.
+/// Runs on CUDA's callback thread; calls no CUDA function (which a host function must not).
+unsafe extern "C" fn completion(data: *mut c_void) {
+    // SAFETY: `data` is the `QueueState` `enqueue` passed, which lives as long as the backend
+    // (`'static` once registered with a device).
+    let state = unsafe { &*data.cast::<QueueState>() };
+    let Some(epoch) = state.launched.lock().pop_front() else { return };
+    // Release: pairs with the acquire load in `poll`, which then sees the operation's end.
+    state.completed.fetch_max(epoch, Ordering::Release);
+    if let Some(device) = state.device.get() {
+        device.wake(state.queue);
+    }
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("device", &self.device)
+            .field("emulation", &self.emulation)
+            .field("command_buffers", &self.command_buffers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    /// No wait before signal (the layer holds waits whose signal is not submitted: an event
+    /// cannot be waited on before it is recorded), native waits between this driver's streams.
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities::new(false).with_native_waits()
+    }
+
+    fn open_queue(&mut self, queue: QueueId, _config: &QueueConfig) -> Result<(), DriverError> {
+        let error = |e: CudaError| DriverError::new("cuda", e);
+        self.current().map_err(error)?;
+        let word = match self.emulation {
+            Emulation::StreamMemOps => {
+                Some(self.words.lock().allocate().map_err(|e| error(e.into()))?)
+            }
+            Emulation::Events => None,
+        };
+        let mut stream: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: the context is current; the out-pointer is a live local.
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })
+        .map_err(error)?;
+        if self.queues.len() <= queue.0 {
+            self.queues.resize_with(queue.0 + 1, || None);
+        }
+        self.queues[queue.0] = Some(Box::new(QueueState {
+            queue,
+            stream: Handle(stream),
+            word,
+            launched: Mutex::new(VecDeque::new()),
+            completed: AtomicU64::new(0),
+            issued: AtomicU64::new(0),
+            device: OnceLock::new(),
+        }));
+        Ok(())
+    }
+
+    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
+        match work {
+            Work::Spin(_) | Work::Sleep(_) => Ok(()),
+            Work::Execute(id) if (id.0 as usize) < self.command_buffers.len() => Ok(()),
+            Work::Execute(id) => Err(SubmitError::UnknownCommandBuffer(id)),
+            _ => Err(SubmitError::Unsupported { driver: "cuda" }),
+        }
+    }
+
+    fn start(&'static self, device: DeviceContext) {
+        let _ = self.events.set(Mutex::new(EventTable::new(device.queues())));
+        for state in self.queues.iter().flatten() {
+            let _ = state.device.set(device);
+        }
+    }
+
+    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
+        let Some(state) = self.queue(issue.queue()) else {
+            return Issued::Finished(OpStatus::Failed(Failure::Aborted));
+        };
+        if self.lost.load(Ordering::Relaxed) {
+            return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
+        }
+        match self.enqueue(issue, state) {
+            Ok(()) => Issued::Pending,
+            Err(_) => Issued::Finished(self.lose()),
+        }
+    }
+
+    fn poll(&'static self, queue: QueueId, epoch: u64, _work: Work) -> Option<OpStatus> {
+        let Some(state) = self.queue(queue) else {
+            return Some(OpStatus::Failed(Failure::Aborted));
+        };
+        // Acquire: pairs with the release in `completion`.
+        if state.completed.load(Ordering::Acquire) >= epoch {
+            if let Some(events) = self.events.get() {
+                if events.lock().complete(queue.0, epoch).is_err() {
+                    return Some(self.lose());
+                }
+            }
+            return Some(OpStatus::Ok);
+        }
+        if self.lost.load(Ordering::Relaxed) {
+            return Some(OpStatus::Failed(Failure::DeviceLost));
+        }
+        None
+    }
+
+    fn completed_on_host(&'static self, queue: QueueId, epoch: u64) {
+        let Some(state) = self.queue(queue) else { return };
+        if let Some(address) = self.word_address(queue) {
+            // Every earlier operation of the queue retired (the layer's guarantee), so its
+            // stream's last write to the word has landed and the host is its only writer now;
+            // other streams only wait on it, and the value only grows.
+            let written = self.current().and_then(|()| {
+                // SAFETY: the word lies in the buffer allocated in `open`, alive until `drop`;
+                // the source is a live local of 8 bytes.
+                check("cuMemcpyHtoD", unsafe {
+                    sys::cuMemcpyHtoD_v2(address, std::ptr::from_ref(&epoch).cast(), 8)
+                })
+            });
+            if written.is_err() {
+                self.lost.store(true, Ordering::Relaxed);
+            }
+        }
+        if let Some(events) = self.events.get() {
+            if events.lock().complete(queue.0, epoch).is_err() {
+                self.lost.store(true, Ordering::Relaxed);
+            }
+        }
+        // Release: pairs with the acquire load in `poll`.
+        state.completed.fetch_max(epoch, Ordering::Release);
+    }
+
+    fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {
+        let Some(state) = self.queue(queue) else { return false };
+        // Acquire: pairs with the release in `completion`.
+        state.completed.load(Ordering::Acquire) < state.issued.load(Ordering::Relaxed)
+    }
+
+    /// Waits, within `deadline`, for every stream to drain (`cuStreamQuery`, a millisecond
+    /// apart: a kernel may run long and nothing else wakes the host).
+    fn stop(&self, deadline: Instant) -> bool {
+        if self.current().is_err() {
+            return false;
+        }
+        self.queues.iter().flatten().all(|state| loop {
+            // SAFETY: the stream lives as long as the backend.
+            match unsafe { sys::cuStreamQuery(state.stream.0) } {
+                sys::CUresult::CUDA_ERROR_NOT_READY if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                sys::CUresult::CUDA_SUCCESS => break true,
+                _ => break false,
+            }
+        })
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        if self.current().is_err() {
+            return;
+        }
+        // SAFETY: every handle below was created in `open`, `open_queue` or `enqueue` and is
+        // destroyed once, here; the driver defers destroying a stream or event still in use.
+        // Results are ignored: nothing more can be done about a failed teardown.
+        unsafe {
+            for state in self.queues.iter().flatten() {
+                let _ = sys::cuStreamDestroy_v2(state.stream.0);
+            }
+            if let Some(events) = self.events.get() {
+                for event in events.lock().all_events() {
+                    let _ = sys::cuEventDestroy_v2(event.0);
+                }
+            }
+            if let Some(buffer) = self.words_buffer {
+                let _ = sys::cuMemFree_v2(buffer);
+            }
+            let _ = sys::cuModuleUnload(self.module.0);
+            let _ = sys::cuDevicePrimaryCtxRelease_v2(self.device);
+        }
+    }
+}
