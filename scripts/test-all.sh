@@ -45,6 +45,14 @@ step "Vulkan: the Vulkan driver on lavapipe, validation and synchronization vali
 ./scripts/vulkan.sh
 passed
 
+step "CUDA: the CUDA driver's bookkeeping tests everywhere, its GPU tests where libcuda.so is installed"
+# The GPU tests print `skipped: <reason>` where no CUDA driver is installed; the summary
+# repeats the reason, so the skip is never silent.
+mkdir -p target
+cargo test -p causeway-driver-cuda -- --nocapture 2>&1 | tee target/cuda-tests.log
+cuda_skipped=$(grep -m1 '^skipped: ' target/cuda-tests.log | sed 's/^skipped: //' || true)
+passed
+
 step "tier 2: executor stress, zero-allocation tests and the 10^5-operation soak, optimised"
 cargo test --release --test executor_stress --test no_alloc --test device_no_alloc
 cargo test --release -p causeway-runtime --test no_alloc_stream
@@ -102,3 +110,6 @@ cargo run --release --example causal_walkthrough
 passed
 
 printf '\ntiers: %d passed, 0 failed\n' "$tiers_passed"
+if [ -n "${cuda_skipped:-}" ]; then
+  printf 'CUDA tier: GPU tests skipped: %s (the bookkeeping tests ran)\n' "$cuda_skipped"
+fi

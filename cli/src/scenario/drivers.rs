@@ -24,6 +24,7 @@ use causeway::device::{CommandBufferId, DeviceBuilder, DriverId};
 use causeway::npu::{NpuBackend, NpuCounts, NpuTally};
 use causeway::runtime::spin_for;
 use causeway::vulkan::{Buffer, Gpu, GpuOptions, Kernel, Step, VulkanBackend, VulkanError};
+use causeway_driver_cuda::{CudaBackend, EmulationChoice};
 
 use super::model::{ComputeKernel, DriverKind, Scenario, WorkSpec};
 
@@ -89,6 +90,7 @@ pub fn runs(driver: DriverKind, work: &WorkSpec) -> bool {
             WorkSpec::Compute { regions, .. } => *regions as usize <= NPU_MAX_REGIONS,
             _ => true,
         },
+        DriverKind::Cuda => !matches!(work, WorkSpec::Compute { .. } | WorkSpec::Copy { .. }),
     }
 }
 
@@ -105,6 +107,10 @@ pub fn kinds(driver: DriverKind) -> &'static str {
              descriptors at once), host, noop, alloca and dealloca work (spin, sleep and tiles \
              are CPU kernels; the model has no copy engine)"
         }
+        DriverKind::Cuda => {
+            "CUDA queues run spin, sleep, tiles (the driver's PTX kernel), host, noop, alloca and \
+             dealloca work (compute and copy have no CUDA kernels yet)"
+        }
     }
 }
 
@@ -114,6 +120,7 @@ pub struct Drivers {
     cpu: CpuBackend,
     vulkan: Option<(VulkanBackend, [Kernel; 2])>,
     npu: Option<NpuBackend>,
+    cuda: Option<CudaBackend>,
     /// Every queue runs on the CPU driver, whatever it names.
     all_cpu: bool,
 }
@@ -124,12 +131,16 @@ pub struct Registered {
     cpu: DriverId,
     vulkan: Option<(DriverId, String, Gpu)>,
     npu: Option<(DriverId, &'static str, NpuTally)>,
+    cuda: Option<(DriverId, String)>,
     workers: usize,
 }
 
 impl Registered {
     /// The driver a queue naming `kind` runs on, and its adapter (the device it runs on).
     pub fn driver(&self, kind: DriverKind) -> (DriverKind, DriverId, String) {
+        if let (DriverKind::Cuda, Some((id, adapter))) = (kind, &self.cuda) {
+            return (DriverKind::Cuda, *id, adapter.clone());
+        }
         match (kind, &self.vulkan, &self.npu) {
             (DriverKind::Vulkan, Some((id, adapter, _)), _) => {
                 (DriverKind::Vulkan, *id, adapter.clone())
@@ -235,19 +246,39 @@ impl Drivers {
         };
         let wants_npu = scenario.queues.iter().any(|q| q.driver == DriverKind::Npu);
         let npu = (wants_npu && !all_cpu).then(NpuBackend::new);
-        Ok(Drivers { cpu: CpuBackend::new(), vulkan, npu, all_cpu })
+        let cuda = match scenario.queues.iter().find(|q| q.driver == DriverKind::Cuda) {
+            // Without libcuda this is `CudaError::NoDriver`, found before any CUDA call.
+            Some(queue) if !all_cpu => {
+                Some(CudaBackend::open(0, EmulationChoice::Best).map_err(|error| {
+                    format!(
+                        "queue `{}` names the cuda driver, but no CUDA device opens: {error} \
+                         (or run every queue on the CPU with --all-cpu)",
+                        queue.name
+                    )
+                })?)
+            }
+            _ => None,
+        };
+        Ok(Drivers { cpu: CpuBackend::new(), vulkan, npu, cuda, all_cpu })
     }
 
     /// Records `tiles` work — `regions` regions of `tiles` tiles, each tile busy for
-    /// `per_tile` — for a queue of the CPU driver.
+    /// `per_tile` — for a queue naming `driver`: the CUDA driver's kernel on a CUDA queue, the
+    /// CPU driver's otherwise.
     pub fn record_tiles(
         &mut self,
+        driver: DriverKind,
         regions: u32,
         tiles: u32,
         per_tile: Duration,
-    ) -> Result<CommandBufferId, BlockError> {
+    ) -> Result<CommandBufferId, String> {
+        if let (Some(cuda), DriverKind::Cuda) = (&mut self.cuda, driver) {
+            let recording = (0..regions).map(|_| (tiles, per_tile)).collect();
+            return cuda.command_buffer(recording).map_err(|error| format!("cuda: {error}"));
+        }
         let kernel = || -> DeviceKernel { Box::new(move |_tile: u32| spin_for(per_tile)) };
-        self.cpu.command_buffer((0..regions).map(|_| (tiles, kernel())).collect())
+        let recorded = self.cpu.command_buffer((0..regions).map(|_| (tiles, kernel())).collect());
+        recorded.map_err(|error: BlockError| error.to_string())
     }
 
     /// Records `compute` work for a queue naming `driver`, on buffers of its own filled with
@@ -360,7 +391,11 @@ impl Drivers {
             let (adapter, tally) = (backend.adapter(), backend.tally());
             (builder.driver(backend), adapter, tally)
         });
-        Registered { cpu, vulkan, npu, workers }
+        let cuda = self.cuda.map(|backend| {
+            let adapter = format!("CUDA device 0 ({:?} timelines)", backend.emulation());
+            (builder.driver(backend), adapter)
+        });
+        Registered { cpu, vulkan, npu, cuda, workers }
     }
 }
 

@@ -195,11 +195,15 @@ pub enum DriverKind {
     Vulkan,
     /// The NPU driver: compute work as EXEC descriptors on the rings of the software NPU model.
     Npu,
+    /// The CUDA driver: `tiles`, `spin` and `sleep` work as the shipped PTX kernel on CUDA
+    /// streams.
+    Cuda,
 }
 
 impl DriverKind {
     /// Every driver, by the name a scenario gives it.
-    pub const ALL: &'static [DriverKind] = &[DriverKind::Cpu, DriverKind::Vulkan, DriverKind::Npu];
+    pub const ALL: &'static [DriverKind] =
+        &[DriverKind::Cpu, DriverKind::Vulkan, DriverKind::Npu, DriverKind::Cuda];
 
     /// The name a scenario gives it.
     pub const fn name(self) -> &'static str {
@@ -207,6 +211,7 @@ impl DriverKind {
             DriverKind::Cpu => "cpu",
             DriverKind::Vulkan => "vulkan",
             DriverKind::Npu => "npu",
+            DriverKind::Cuda => "cuda",
         }
     }
 }

@@ -581,11 +581,23 @@ impl<'s> Runner<'s> {
                         fail.map_or(Ok(()), |code| Err(Failure::Application(code)))
                     }))
                 }
-                WorkSpec::Tiles { regions, tiles, duration } => command_buffers.push(
-                    drivers.record_tiles(regions, tiles, duration).map_err(|error| {
-                        ScenarioError::at(&scenario.path, op.line, format!("tiles: {error}"))
-                    })?,
-                ),
+                WorkSpec::Tiles { regions, tiles, duration } => {
+                    let driver = match op.target {
+                        Target::Queue(queue) => scenario.queues[queue].driver,
+                        Target::Host => DriverKind::Cpu,
+                    };
+                    command_buffers.push(
+                        drivers.record_tiles(driver, regions, tiles, duration).map_err(
+                            |error| {
+                                ScenarioError::at(
+                                    &scenario.path,
+                                    op.line,
+                                    format!("tiles: {error}"),
+                                )
+                            },
+                        )?,
+                    )
+                }
                 WorkSpec::Compute { kernel, elements, tiles, regions } => {
                     let Target::Queue(queue) = op.target else { continue };
                     let driver = scenario.queues[queue].driver;
