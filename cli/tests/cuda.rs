@@ -39,3 +39,19 @@ fn a_cuda_scenario_runs_on_cuda_or_exits_2_naming_the_missing_driver() {
     let output = causeway(&["run", SCENARIO, "--quiet", "--all-cpu"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 }
+
+#[test]
+fn compute_on_a_cuda_queue_is_refused_at_load_naming_queue_and_driver() {
+    let dir = std::env::temp_dir().join(format!("causeway-cli-cuda-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("compute-on-cuda.toml");
+    let text = "name = \"x\"\n[[queue]]\nname = \"gpu\"\ndriver = \"cuda\"\n[[op]]\nname = \"a\"\n\
+                queue = \"gpu\"\nwork = { kind = \"compute\", kernel = \"add\", elements = 64, \
+                tiles = 1, regions = 1 }\n";
+    std::fs::write(&path, text).unwrap();
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(message.contains("queue `gpu` (driver cuda) cannot run this work"), "{message}");
+    assert!(message.contains("CUDA queues run spin, sleep, tiles"), "{message}");
+}
