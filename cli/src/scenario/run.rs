@@ -586,17 +586,11 @@ impl<'s> Runner<'s> {
                         Target::Queue(queue) => scenario.queues[queue].driver,
                         Target::Host => DriverKind::Cpu,
                     };
-                    command_buffers.push(
-                        drivers.record_tiles(driver, regions, tiles, duration).map_err(
-                            |error| {
-                                ScenarioError::at(
-                                    &scenario.path,
-                                    op.line,
-                                    format!("tiles: {error}"),
-                                )
-                            },
-                        )?,
-                    )
+                    let recorded = drivers.record_tiles(driver, regions, tiles, duration);
+                    let at = |error| {
+                        ScenarioError::at(&scenario.path, op.line, format!("tiles: {error}"))
+                    };
+                    command_buffers.push(recorded.map_err(at)?)
                 }
                 WorkSpec::Compute { kernel, elements, tiles, regions } => {
                     let Target::Queue(queue) = op.target else { continue };
