@@ -88,6 +88,10 @@ impl Browser {
                 Err(error) => panic!("no Chromium session from chromedriver: {error}"),
             }
         };
+        // A machine shared with builds can be slow: a timed script gets two minutes.
+        let mut timeouts = fantoccini::wd::TimeoutConfiguration::default();
+        timeouts.set_script(Some(Duration::from_secs(120)));
+        client.update_timeouts(timeouts).await.expect("chromedriver takes the timeouts");
         Browser { client, driver }
     }
 

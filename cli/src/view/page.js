@@ -117,6 +117,14 @@
     for (let i = 0; i < nOps; i++) next = Math.max(next, depth[i] + 1);
     for (let i = 0; i < nOps; i++) if (!placed[i]) depth[i] = next++;
   }
+  const lanePrevious = new Int32Array(nOps).fill(-1);
+  const laneFollowing = new Int32Array(nOps).fill(-1);
+  for (const list of opsOfLane) {
+    for (let k = 1; k < list.length; k++) {
+      lanePrevious[list[k]] = list[k - 1];
+      laneFollowing[list[k - 1]] = list[k];
+    }
+  }
   let columns = 0;
   for (let i = 0; i < nOps; i++) columns = Math.max(columns, depth[i] + 1);
   const columnStart = new Int32Array(columns + 1);
@@ -203,6 +211,7 @@
   function applyForward(step) {
     const e = eventOrder[step];
     view.opState[e >> 1] = e & 1 ? 2 : 1;
+    if (e & 1) running.delete(e >> 1); else running.add(e >> 1);
     for (let c = changeStart[step]; c < changeStart[step + 1]; c++) {
       view.semaphoreValue[changeSemaphore[c]] = changeAfter[c];
     }
@@ -210,6 +219,7 @@
   function applyBackward(step) {
     const e = eventOrder[step];
     view.opState[e >> 1] = e & 1 ? 1 : 0;
+    if (e & 1) running.add(e >> 1); else running.delete(e >> 1);
     for (let c = changeStart[step + 1] - 1; c >= changeStart[step]; c--) {
       view.semaphoreValue[changeSemaphore[c]] = changeBefore[c];
     }
@@ -262,20 +272,18 @@
   const lanesSize = $("lanes-size");
   const lanesHeight = laneNames.length * LANE_H + 18;
   const lanesScale = () => (Math.max(200, lanesScroll.clientWidth - LABEL_W - 8) * view.zoom) / timeSpan;
-  function drawLanes() {
-    const scale = lanesScale();
-    const totalWidth = LABEL_W + timeSpan * scale + 8;
-    lanesSize.style.width = `${totalWidth}px`;
-    lanesSize.style.height = `${lanesHeight}px`;
-    lanesScroll.style.height = `${Math.min(320, lanesHeight + 18)}px`;
-    const { context: g, w, h } = fitCanvas(lanesCanvas, lanesScroll, totalWidth, lanesHeight);
-    const left = lanesScroll.scrollLeft;
-    const top = lanesScroll.scrollTop;
-    const x = (ns) => LABEL_W + (ns - timeStart) * scale - left;
+  // The bars (coloured by how each op ended), the selection and the labels are drawn into a
+  // base layer only when the view moves, zooms, filters, selects or changes theme; a step
+  // copies it and draws the cursor, the not-yet-happened shade and the running ops on top.
+  const lanesBase = document.createElement("canvas");
+  let lanesBaseKey = "";
+  const running = new Set();
+  function drawLanesBase(g, w, h, x, top) {
     g.fillStyle = colours.bg;
     g.fillRect(0, 0, w, h);
     const firstLane = Math.max(0, Math.floor(top / LANE_H));
     const lastLane = Math.min(laneNames.length - 1, Math.ceil((top + h) / LANE_H));
+    g.font = "11px sans-serif";
     for (let l = firstLane; l <= lastLane; l++) {
       const y = l * LANE_H - top;
       g.fillStyle = l & 1 ? colours.panel : colours.bg;
@@ -286,15 +294,14 @@
         const x1 = Math.max(x0 + 2, x(op.end_ns));
         if (x1 < LABEL_W || x0 > w) continue;
         g.globalAlpha = view.matches[i] ? 1 : 0.15;
-        g.fillStyle = view.opState[i] === 1 ? colours.running : view.opState[i] === 2 ? statusColour(op) : colours.pending;
+        g.fillStyle = statusColour(op);
         g.fillRect(x0, y + 3, x1 - x0, LANE_H - 6);
         if (op.tainted) {
           g.fillStyle = colours.tainted;
           g.fillRect(x0, y + LANE_H - 5, x1 - x0, 2);
         }
         if (x1 - x0 > 40) {
-          g.fillStyle = view.opState[i] === 0 ? colours.fg : colours.bg;
-          g.font = "11px sans-serif";
+          g.fillStyle = colours.bg;
           g.fillText(op.name, x0 + 3, y + 15, x1 - x0 - 6);
         }
       }
@@ -307,24 +314,62 @@
       const x0 = x(op.start_ns);
       g.strokeRect(x0 - 1, lane[view.selected] * LANE_H - top + 1, Math.max(4, x(op.end_ns) - x0 + 2), LANE_H - 2);
     }
+  }
+  function drawLaneLabels(g, h, top) {
+    g.fillStyle = colours.panel;
+    g.fillRect(0, 0, LABEL_W, h);
+    g.fillStyle = colours.fg;
+    g.font = "12px sans-serif";
+    const firstLane = Math.max(0, Math.floor(top / LANE_H));
+    const lastLane = Math.min(laneNames.length - 1, Math.ceil((top + h) / LANE_H));
+    for (let l = firstLane; l <= lastLane; l++) {
+      const label = laneDriver[l] === laneNames[l] ? laneNames[l] : `${laneNames[l]} (${laneDriver[l]})`;
+      g.fillText(label, 4, l * LANE_H - top + 15, LABEL_W - 8);
+    }
+  }
+  let filterVersion = 0;
+  function drawLanes() {
+    const scale = lanesScale();
+    const totalWidth = LABEL_W + timeSpan * scale + 8;
+    lanesSize.style.width = `${totalWidth}px`;
+    lanesSize.style.height = `${lanesHeight}px`;
+    lanesScroll.style.height = `${Math.min(320, lanesHeight + 18)}px`;
+    const { context: g, w, h } = fitCanvas(lanesCanvas, lanesScroll, totalWidth, lanesHeight);
+    const left = lanesScroll.scrollLeft;
+    const top = lanesScroll.scrollTop;
+    const x = (ns) => LABEL_W + (ns - timeStart) * scale - left;
+    const key = [lanesCanvas.width, lanesCanvas.height, left, top, scale, filterVersion,
+      view.selected, document.documentElement.dataset.theme].join();
+    if (key !== lanesBaseKey) {
+      lanesBase.width = lanesCanvas.width;
+      lanesBase.height = lanesCanvas.height;
+      const base = lanesBase.getContext("2d");
+      const ratio = window.devicePixelRatio || 1;
+      base.setTransform(ratio, 0, 0, ratio, 0, 0);
+      drawLanesBase(base, w, h, x, top);
+      lanesBaseKey = key;
+    }
+    g.setTransform(1, 0, 0, 1, 0, 0);
+    g.drawImage(lanesBase, 0, 0);
+    const ratio = window.devicePixelRatio || 1;
+    g.setTransform(ratio, 0, 0, ratio, 0, 0);
     // The cursor: the instant of the current event; what lies right of it has not happened.
     const cursor = view.step > 0 ? x(eventTime(eventOrder[view.step - 1])) : LABEL_W;
     g.fillStyle = colours.future;
     g.fillRect(Math.max(LABEL_W, cursor), 0, w, h);
+    g.fillStyle = colours.running;
+    for (const i of running) {
+      const x0 = x(ops[i].start_ns);
+      const x1 = Math.max(x0 + 2, x(ops[i].end_ns));
+      if (x1 >= LABEL_W && x0 <= w) g.fillRect(x0, lane[i] * LANE_H - top + 3, x1 - x0, LANE_H - 6);
+    }
     g.strokeStyle = colours.cursor;
     g.lineWidth = 1;
     g.beginPath();
     g.moveTo(cursor, 0);
     g.lineTo(cursor, h);
     g.stroke();
-    g.fillStyle = colours.panel;
-    g.fillRect(0, 0, LABEL_W, h);
-    g.fillStyle = colours.fg;
-    g.font = "12px sans-serif";
-    for (let l = firstLane; l <= lastLane; l++) {
-      const label = laneDriver[l] === laneNames[l] ? laneNames[l] : `${laneNames[l]} (${laneDriver[l]})`;
-      g.fillText(label, 4, l * LANE_H - top + 15, LABEL_W - 8);
-    }
+    drawLaneLabels(g, h, top);
   }
   function laneHit(event) {
     const box = lanesCanvas.getBoundingClientRect();
@@ -387,13 +432,11 @@
     }
     // Lane order, then signal edges into and out of the visible columns.
     g.globalAlpha = 0.5;
-    for (const list of opsOfLane) {
-      for (let k = 1; k < list.length; k++) {
-        const a = list[k - 1];
-        const b = list[k];
-        if (depth[b] < firstColumn || depth[a] > lastColumn) continue;
-        edge(a, b, colours.line, false, 1);
-      }
+    for (const b of visible) {
+      const a = lanePrevious[b];
+      if (a >= 0) edge(a, b, colours.line, false, 1);
+      const c = laneFollowing[b];
+      if (c >= 0 && depth[c] > lastColumn) edge(b, c, colours.line, false, 1);
     }
     for (const i of visible) {
       const highlight = view.selected === i;
@@ -485,22 +528,51 @@
     }
     return shown.sort((a, b) => a - b);
   }
+  // Rows are kept by key and rewritten only when what they show changed: a step touches the
+  // few rows of the ops and semaphores it changed, not the whole table (a table's relayout is
+  // what a step would otherwise spend its frame on).
+  function reconcile(parent, keys, rows, row) {
+    const wanted = new Set(keys);
+    for (const [key, element] of rows) {
+      if (!wanted.has(key)) { element.remove(); rows.delete(key); }
+    }
+    let cursor = parent.firstElementChild;
+    for (const key of keys) {
+      const [signature, attributes, html] = row(key);
+      let element = rows.get(key);
+      if (!element) {
+        element = document.createElement(parent.tagName === "OL" ? "li" : "tr");
+        rows.set(key, element);
+      }
+      if (element.signature !== signature) {
+        element.signature = signature;
+        for (const [name, value] of Object.entries(attributes)) element.setAttribute(name, value);
+        element.innerHTML = html;
+      }
+      if (element !== cursor) parent.insertBefore(element, cursor);
+      else cursor = cursor.nextElementSibling;
+    }
+  }
+  const opRows = new Map();
+  const semaphoreRows = new Map();
+  const logRows = new Map();
   function renderOps() {
     const shown = shownOps();
     const current = view.step > 0 ? eventOp(view.step - 1) : -1;
     $("ops-note").textContent = view.matchCount > shown.length
       ? `(the ${shown.length} matching ops nearest this step of ${view.matchCount})` : `(${shown.length})`;
-    $("ops").tBodies[0].innerHTML = shown.map((i) => {
+    reconcile($("ops").tBodies[0], shown, opRows, (i) => {
       const op = ops[i];
       const state = stateName(i);
       const known = view.opState[i] !== 0;
-      return `<tr data-op="${i}" data-name="${escapeHtml(op.name)}" data-state="${state}"` +
-        ` data-frontier="${known ? escapeHtml(frontierText(op.frontier)) : ""}"` +
-        ` class="${i === view.selected ? "selected" : ""}${i === current ? " current" : ""}">` +
-        `<td>${escapeHtml(op.name)}</td><td>${escapeHtml(op.queue)}</td>` +
+      const flags = `${i === view.selected ? "selected" : ""}${i === current ? " current" : ""}`;
+      return [`${state}|${flags}`, {
+        "data-op": i, "data-name": op.name, "data-state": state,
+        "data-frontier": known ? frontierText(op.frontier) : "", class: flags,
+      }, `<td>${escapeHtml(op.name)}</td><td>${escapeHtml(op.queue)}</td>` +
         `<td class="state-${state}">${state}</td>` +
-        `<td>${known ? frontierHtml(op.frontier, op.tainted) : "—"}</td></tr>`;
-    }).join("");
+        `<td>${known ? frontierHtml(op.frontier, op.tainted) : "—"}</td>`];
+    });
   }
   // Semaphores: the ones the selected op or the current event touch first, then in order.
   function renderSemaphores() {
@@ -510,17 +582,17 @@
       const s = semaphoreOfName.get(name);
       if (s !== undefined && !seen.has(s)) { seen.add(s); wanted.push(s); }
     };
-    if (view.step > 0) for (const signal of ops[eventOp(view.step - 1)].signals || []) add(signal.semaphore);
     if (view.selected >= 0) {
       for (const wait of ops[view.selected].waits) add(wait.semaphore);
       for (const signal of ops[view.selected].signals || []) add(signal.semaphore);
     }
+    if (view.step > 0) for (const signal of ops[eventOp(view.step - 1)].signals || []) add(signal.semaphore);
     for (let s = 0; s < semaphores.length && wanted.length < TABLE_ROWS; s++) {
       if (!seen.has(s)) { seen.add(s); wanted.push(s); }
     }
     $("semaphores-note").textContent = semaphores.length > wanted.length
-      ? `(${wanted.length} of ${semaphores.length})` : `(${semaphores.length})`;
-    $("semaphores").tBodies[0].innerHTML = wanted.map((s) => {
+      ? `(${wanted.length} of ${semaphores.length}: the selected op's and this event's first)` : `(${semaphores.length})`;
+    reconcile($("semaphores").tBodies[0], wanted, semaphoreRows, (s) => {
       const semaphore = semaphores[s];
       const value = view.semaphoreValue[s];
       const history = semaphore.history;
@@ -530,23 +602,25 @@
         const mid = (low + high) >> 1;
         if (history[mid].value <= value) low = mid + 1; else high = mid;
       }
+      const failed = semaphore.failed && view.step === nEvents;
       const entries = history.slice(Math.max(0, low - 3), low).map((entry) =>
         `<span class="chip" data-value="${entry.value}">${entry.value} ${frontierHtml(entry.frontier, entry.tainted)}</span>`).join("");
       const more = low > 3 ? `<span class="hint">${low - 3} earlier… </span>` : "";
-      const failed = semaphore.failed && view.step === nEvents ? ' <span class="tainted">failed</span>' : "";
-      return `<tr data-semaphore="${escapeHtml(semaphore.name)}" data-value="${value}">` +
-        `<td>${escapeHtml(semaphore.name)}</td><td>${value}${failed}</td><td>${more}${entries}</td></tr>`;
-    }).join("");
+      return [`${value}|${failed}`, { "data-semaphore": semaphore.name, "data-value": value },
+        `<td>${escapeHtml(semaphore.name)}</td><td>${value}${failed ? ' <span class="tainted">failed</span>' : ""}</td>` +
+        `<td>${more}${entries}</td>`];
+    });
   }
   function renderLog() {
     const first = Math.max(0, view.step - LOG_ROWS);
     const log = $("event-log");
-    log.start = first + 1;
-    let html = "";
-    for (let step = first; step < view.step; step++) {
-      html += `<li data-step="${step + 1}"${step === view.step - 1 ? ' class="current"' : ""}>${escapeHtml(eventText(step))}</li>`;
-    }
-    log.innerHTML = html;
+    const steps = [];
+    for (let step = first; step < view.step; step++) steps.push(step);
+    reconcile(log, steps, logRows, (step) => {
+      const current = step === view.step - 1 ? "current" : "";
+      return [current, { "data-step": step + 1, class: current },
+        `<b>${step + 1}</b> ${escapeHtml(eventText(step))}`];
+    });
     logScrollPending = true;
   }
 
@@ -710,6 +784,7 @@
       count += match;
     }
     view.matchCount = count;
+    filterVersion++;
     $("filter-count").textContent = view.filter ? `${count} of ${nOps} ops` : "";
     renderOps();
     redraw();
