@@ -100,6 +100,10 @@ step "tier 4: firmware images on qemu (mps2-an386, microbit, riscv32 virt); Wind
 ./scripts/windows.sh
 passed
 
+step "browser: the HTML view of every bundled scenario in headless Chromium (chromedriver)"
+./scripts/browser.sh
+passed
+
 step "main job: every bundled scenario through the causeway CLI, expectations checked"
 cargo build --release -p causeway-cli --bin causeway
 for scenario in scenarios/*.toml; do

@@ -10,6 +10,7 @@ use causeway_cli::scenario::run::RunOptions;
 use causeway_cli::scenario::{
     bundled, check, expect, parse, report, run, summary, trace, Scenario, ScenarioError,
 };
+use causeway_cli::view;
 use clap::{Parser, Subcommand};
 
 /// Exit status when the scenario's own expectations were not met.
@@ -42,6 +43,9 @@ enum Command {
         /// Write a Chrome/Perfetto trace here.
         #[arg(long, value_name = "OUT.json")]
         trace: Option<PathBuf>,
+        /// Write the interactive HTML view of the run here (one file; it loads nothing).
+        #[arg(long, value_name = "OUT.html")]
+        html: Option<PathBuf>,
         /// Give up and report what is stuck after this many seconds.
         #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
         timeout: f64,
@@ -55,6 +59,17 @@ enum Command {
     },
     /// List the bundled scenarios.
     Scenarios,
+    /// Turn a saved `--report` into the interactive HTML view of its run.
+    View {
+        /// The report (`causeway run FILE --report REPORT.json`).
+        report: PathBuf,
+        /// Write the page here.
+        #[arg(short, long, value_name = "OUT.html")]
+        output: PathBuf,
+        /// The run's Perfetto trace, for the page to link to (as written, relative to the page).
+        #[arg(long, value_name = "TRACE.json")]
+        trace: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -65,7 +80,8 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Run { file, report, trace, timeout, quiet, all_cpu } => {
+        Command::View { report, output, trace } => view_report(&report, &output, trace.as_deref()),
+        Command::Run { file, report, trace, html, timeout, quiet, all_cpu } => {
             let timeout = match Duration::try_from_secs_f64(timeout) {
                 Ok(timeout) if !timeout.is_zero() => timeout,
                 _ => {
@@ -74,7 +90,12 @@ fn main() -> ExitCode {
                 }
             };
             let options = RunOptions { timeout, progress: !quiet, all_cpu };
-            run_scenario(&file, report.as_deref(), trace.as_deref(), options)
+            let documents = Documents {
+                report: report.as_deref(),
+                trace: trace.as_deref(),
+                html: html.as_deref(),
+            };
+            run_scenario(&file, documents, options)
         }
     }
 }
@@ -91,12 +112,16 @@ fn load(file: &Path) -> Result<Scenario, ScenarioError> {
 /// Streams one JSON document of the run to a file.
 type DocumentWriter<'a> = dyn Fn(&mut BufWriter<File>) -> io::Result<()> + 'a;
 
-fn run_scenario(
-    file: &Path,
-    report_path: Option<&Path>,
-    trace_path: Option<&Path>,
-    options: RunOptions,
-) -> ExitCode {
+/// Where `causeway run` writes what it was asked for.
+#[derive(Clone, Copy)]
+struct Documents<'a> {
+    report: Option<&'a Path>,
+    trace: Option<&'a Path>,
+    html: Option<&'a Path>,
+}
+
+fn run_scenario(file: &Path, documents: Documents<'_>, options: RunOptions) -> ExitCode {
+    let Documents { report: report_path, trace: trace_path, html: html_path } = documents;
     let failed = |error: ScenarioError| {
         eprintln!("error: {error}");
         ExitCode::from(if error.deadlock { EXIT_DEADLOCK } else { EXIT_INPUT })
@@ -112,9 +137,17 @@ fn run_scenario(
     if options.progress {
         print!("{}", summary::summary(&outcome));
     }
-    let documents: [(Option<&Path>, &DocumentWriter); 2] = [
+    let trace_link = html_path.zip(trace_path).map(|(html, trace)| view_link(html, trace));
+    let page = |out: &mut BufWriter<File>| {
+        let mut json = Vec::new();
+        report::write(&outcome, &mut json)?;
+        let links = view::PageLinks { trace: trace_link.as_deref() };
+        view::write(&json, links, out).map_err(io::Error::other)
+    };
+    let documents: [(Option<&Path>, &DocumentWriter); 3] = [
         (report_path, &|out| report::write(&outcome, out)),
         (trace_path, &|out| trace::write(&outcome, out)),
+        (html_path, &page),
     ];
     for (path, write) in documents {
         let Some(path) = path else { continue };
@@ -137,5 +170,40 @@ fn run_scenario(
             println!("  {line}");
         }
         ExitCode::from(EXIT_EXPECTATIONS)
+    }
+}
+
+/// The trace as the page at `html` should link to it: by file name when they share a folder,
+/// else by the path as given on the command line.
+fn view_link(html: &Path, trace: &Path) -> String {
+    let folder = |path: &Path| path.parent().map(Path::to_path_buf).unwrap_or_default();
+    match trace.file_name() {
+        Some(name) if folder(html) == folder(trace) => name.to_string_lossy().into_owned(),
+        _ => trace.to_string_lossy().into_owned(),
+    }
+}
+
+fn view_report(report: &Path, output: &Path, trace: Option<&str>) -> ExitCode {
+    let json = match std::fs::read(report) {
+        Ok(json) => json,
+        Err(error) => {
+            eprintln!("error: cannot read {}: {error}", report.display());
+            return ExitCode::from(EXIT_INPUT);
+        }
+    };
+    if let Err(error) = view::check(&json) {
+        eprintln!("error: {}: {error}", report.display());
+        return ExitCode::from(EXIT_INPUT);
+    }
+    let written = File::create(output).map(BufWriter::new).and_then(|mut out| {
+        view::write(&json, view::PageLinks { trace }, &mut out).map_err(io::Error::other)?;
+        out.flush()
+    });
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: cannot write {}: {error}", output.display());
+            ExitCode::from(EXIT_INPUT)
+        }
     }
 }

@@ -508,3 +508,51 @@ fn a_generated_scenario_runs_with_its_report_and_trace() {
     assert_eq!(events.iter().filter(|e| e["ph"] == "s").count(), ops - 1);
     assert_eq!(events.iter().filter(|e| e["ph"] == "f").count(), ops - 1);
 }
+
+/// `--html` beside `--report` and `--trace`, and `causeway view` of the saved report: the same
+/// page (the view is built from the report), linking to the trace; a truncated, foreign or
+/// non-JSON report is refused with exit 2 naming the problem. The browser tier
+/// (`cli/browser`) opens these pages in Chromium.
+#[test]
+fn the_html_view_is_written_by_run_and_view_and_bad_reports_exit_2() {
+    let (report, trace, html) =
+        (scratch("view-report.json"), scratch("view-trace.json"), scratch("view-run.html"));
+    let output = causeway(&[
+        "run",
+        "late-waiter",
+        "--quiet",
+        "--report",
+        report.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let from_run = std::fs::read_to_string(&html).unwrap();
+    assert!(from_run.contains(r#"href="view-trace.json""#), "the page links to the trace");
+    let viewed = scratch("view-view.html");
+    let output = causeway(&[
+        "view",
+        report.to_str().unwrap(),
+        "-o",
+        viewed.to_str().unwrap(),
+        "--trace",
+        "view-trace.json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(&viewed).unwrap(), from_run);
+
+    let text = std::fs::read_to_string(&report).unwrap();
+    let cut = write_scenario("view-cut.json", &text[..text.len() / 2]);
+    let not_json = write_scenario("view-text.json", "scenario = 'no'\n");
+    for (input, problem) in [
+        (&cut, "the report is truncated"),
+        (&trace, "not a causeway report: missing field `scenario`"),
+        (&not_json, "the report is not JSON"),
+    ] {
+        let output = causeway(&["view", input.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(problem), "{}: {}", input.display(), stderr(&output));
+    }
+}

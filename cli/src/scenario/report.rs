@@ -19,7 +19,14 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
     let report = Report {
         ops: LazyArray(|| {
             scenario.ops.iter().zip(&outcome.ops).map(|(spec, record)| {
-                op(outcome, scenario.op_name(spec), queue_name(outcome, spec.target), record)
+                let signals = scenario.signals(spec);
+                op(
+                    outcome,
+                    scenario.op_name(spec),
+                    queue_name(outcome, spec.target),
+                    record,
+                    signals,
+                )
             })
         }),
         queues: LazyArray(|| {
@@ -83,16 +90,25 @@ struct Report<'a, Ops, Queues, Semaphores> {
 }
 
 #[derive(Serialize)]
-struct OpJson<'a, Points, Waits> {
+struct OpJson<'a, Points, Signals, Waits> {
     end_ns: u64,
     epoch: u64,
     frontier: Points,
     name: &'a str,
     queue: &'a str,
+    signals: Signals,
     start_ns: u64,
     status: &'static str,
     tainted: bool,
     waits: Waits,
+}
+
+/// What an operation signals: the view draws an edge from it to each wait its signal was the
+/// first to reach.
+#[derive(Serialize)]
+struct SignalJson<'a> {
+    semaphore: &'a str,
+    value: u64,
 }
 
 #[derive(Serialize)]
@@ -136,13 +152,20 @@ fn op<'a>(
     name: &'a str,
     queue: &'a str,
     record: &'a OpRecord,
-) -> OpJson<'a, impl Serialize + 'a, impl Serialize + 'a> {
+    signals: &'a [(usize, u64)],
+) -> OpJson<'a, impl Serialize + 'a, impl Serialize + 'a, impl Serialize + 'a> {
     OpJson {
         end_ns: record.end_ns,
         epoch: record.epoch,
         frontier: frontier(outcome, record.frontier),
         name,
         queue,
+        signals: LazyArray(move || {
+            signals.iter().map(|&(semaphore, value)| SignalJson {
+                semaphore: &outcome.scenario.semaphores[semaphore].name,
+                value,
+            })
+        }),
         start_ns: record.start_ns,
         status: record.status.name(),
         tainted: record.frontier.tainted,
@@ -244,10 +267,12 @@ pub(super) mod tests {
         assert_eq!(
             keys(late),
             [
-                "end_ns", "epoch", "frontier", "name", "queue", "start_ns", "status", "tainted",
-                "waits"
+                "end_ns", "epoch", "frontier", "name", "queue", "signals", "start_ns", "status",
+                "tainted", "waits"
             ]
         );
+        let p2 = report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "p2");
+        assert_eq!(p2.unwrap()["signals"], serde_json::json!([{"semaphore": "s", "value": 2}]));
         assert_eq!(
             late["waits"],
             serde_json::json!([{"resolution": "satisfied", "semaphore": "s", "tainted": false, "value": 1}])

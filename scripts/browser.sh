@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The browser tier: the HTML view of real runs (`causeway run --html`, `causeway view`) opened
+# in Debian's headless Chromium and driven through chromedriver (cli/browser). Every bundled
+# scenario's page is stepped to the end with its own controls and read back against the run's
+# report; a 10^4-operation page's first paint and stepping are measured and printed.
+#
+# Installs chromium and chromium-driver through apt-get when missing and fails with a clear
+# message when they cannot be had: the tier is never skipped. Pages and screenshots land in
+# target/browser (or $CAUSEWAY_BROWSER_OUT).
+#
+# Usage: scripts/browser.sh [--setup-only]   (--setup-only: install and check, run no test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+die() { printf 'browser: error: %s\n' "$*" >&2; exit 1; }
+note() { printf 'browser: %s\n' "$*"; }
+# shellcheck source=scripts/apt.sh
+source scripts/apt.sh
+
+setup_only=false
+case "${1:-}" in
+  "") ;;
+  --setup-only) setup_only=true ;;
+  *) die "unknown argument $1 (usage: scripts/browser.sh [--setup-only])" ;;
+esac
+
+PACKAGES=(chromium chromium-driver)
+command -v dpkg >/dev/null || die "no dpkg to check for ${PACKAGES[*]}: install Chromium and its chromedriver by hand and set CAUSEWAY_CHROMIUM and CAUSEWAY_CHROMEDRIVER"
+missing=()
+for package in "${PACKAGES[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  apt_install "Chromium and its chromedriver" "${missing[@]}"
+fi
+
+export CAUSEWAY_CHROMIUM=${CAUSEWAY_CHROMIUM:-/usr/bin/chromium}
+export CAUSEWAY_CHROMEDRIVER=${CAUSEWAY_CHROMEDRIVER:-/usr/bin/chromedriver}
+[[ -x $CAUSEWAY_CHROMIUM ]] || die "$CAUSEWAY_CHROMIUM is not an executable; reinstall chromium"
+[[ -x $CAUSEWAY_CHROMEDRIVER ]] || die "$CAUSEWAY_CHROMEDRIVER is not an executable; reinstall chromium-driver"
+note "$("$CAUSEWAY_CHROMIUM" --version 2>/dev/null || echo "chromium: version unknown")"
+note "$("$CAUSEWAY_CHROMEDRIVER" --version 2>/dev/null | head -n1 || echo "chromedriver: version unknown")"
+
+if $setup_only; then
+  exit 0
+fi
+
+# The tests are #[ignore]d so that `cargo test --workspace` needs no browser; here they must run.
+cargo test -p causeway-cli-browser --test browser -- --ignored --test-threads=1 --nocapture
+note "pages and screenshots: ${CAUSEWAY_BROWSER_OUT:-target/browser}"
