@@ -246,5 +246,8 @@ fn cycle_among(nodes: &[Node], stuck: &[bool]) -> Vec<NodeId> {
     // through its node: report the node the author named.
     cycle.iter_mut().for_each(|n| *n = nodes[*n].part_of.unwrap_or(*n));
     cycle.dedup();
+    // Start at the node given first, so the same cycle is always reported the same way.
+    let first = cycle.iter().enumerate().min_by_key(|&(_, &n)| n).map_or(0, |(at, _)| at);
+    cycle.rotate_left(first);
     cycle
 }
