@@ -2,9 +2,10 @@
 //! (Kahn's algorithm over prebuilt successor lists) of the same graph, which any scheduler
 //! has to do at least.
 //!
-//! The graphs are random DAGs where each node depends on one to three of the 24 nodes before
-//! it, with eight commands — the shape of a deep network's operator graph, where width stays
-//! small however long the graph gets. `schedule` is the whole job from the node list: build
+//! The graphs are chains of fork-join blocks (two to six branches, with occasional edges
+//! between branches) over eight commands — the shape of a deep network's operator graph, whose
+//! width stays small however long the graph gets. (Where the width grows with the graph, the
+//! frontiers reach their capacity of 64 and the cost per edge stays bounded by it.) `schedule` is the whole job from the node list: build
 //! and check the graph, rank, assign streams, decide the signals.
 //!
 //! After the criterion functions the bench prints the growth per ×10 nodes of each: the
@@ -21,8 +22,10 @@ use criterion::{BenchmarkId, Criterion};
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 
-/// A deterministic random DAG of `count` nodes on one device.
-fn random_dag(count: usize) -> Vec<NodeSpec> {
+/// A deterministic operator-like graph of `count` nodes on one device: blocks that fan out
+/// into two to six branches of one to three nodes (a branch node now and then also reads a
+/// node of an earlier branch of its block) and join again, one block after another.
+fn blocks(count: usize) -> Vec<NodeSpec> {
     let mut state = 0x9E37_79B9_7F4A_7C15_u64;
     let mut next = move |bound: usize| {
         state ^= state << 13;
@@ -30,26 +33,36 @@ fn random_dag(count: usize) -> Vec<NodeSpec> {
         state ^= state << 17;
         (state % bound as u64) as usize
     };
-    (0..count)
-        .map(|index| {
-            let mut deps = Vec::new();
-            if index > 0 {
-                for _ in 0..1 + next(3) {
-                    let dep = index - 1 - next(index.min(24));
-                    if !deps.contains(&dep) {
-                        deps.push(dep);
+    let mut specs: Vec<NodeSpec> = Vec::with_capacity(count + 32);
+    let push = |specs: &mut Vec<NodeSpec>, deps: Vec<usize>, command: usize| {
+        let name = format!("n{}", specs.len());
+        let command = format!("op{command}");
+        specs.push(NodeSpec { name, command, devices: vec![0], deps, work_us: 0 });
+        specs.len() - 1
+    };
+    let mut head = push(&mut specs, Vec::new(), 0);
+    while specs.len() < count {
+        let block_start = specs.len();
+        let mut ends = Vec::new();
+        for _ in 0..2 + next(5) {
+            let mut at = head;
+            for _ in 0..1 + next(3) {
+                let mut deps = vec![at];
+                if specs.len() > block_start && next(4) == 0 {
+                    let other = block_start + next(specs.len() - block_start);
+                    if other != at {
+                        deps.push(other);
                     }
                 }
+                at = push(&mut specs, deps, next(8));
             }
-            NodeSpec {
-                name: format!("n{index}"),
-                command: format!("op{}", next(8)),
-                devices: vec![0],
-                deps,
-                work_us: 0,
-            }
-        })
-        .collect()
+            ends.push(at);
+        }
+        head = push(&mut specs, ends, 0);
+    }
+    // Dependencies only point back, so the first `count` nodes are a graph of their own.
+    specs.truncate(count);
+    specs
 }
 
 /// The floor: Kahn's algorithm over successor lists built beforehand.
@@ -117,8 +130,17 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("schedule");
     group.sample_size(10);
     for size in SIZES {
-        let specs = random_dag(size);
+        let specs = blocks(size);
         let devices = vec!["cpu".to_string()];
+        let graph = Graph::new(devices.clone(), specs.clone()).expect("a DAG");
+        let shape = schedule(&graph);
+        println!(
+            "{size} nodes: {} edges, {} streams, {} waits where an event per crossing edge needs {}",
+            graph.edge_count(),
+            shape.assignment.streams.len(),
+            shape.signals.waited,
+            shape.signals.cross_stream()
+        );
         group.bench_with_input(BenchmarkId::new("schedule", size), &specs, |b, specs| {
             b.iter_custom(|iters| {
                 fastest.time("schedule", size, iters, || {

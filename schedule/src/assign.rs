@@ -20,7 +20,7 @@
 //! past the largest a frontier that forgets entries only recycles less, never wrongly.
 
 use causeway_core::axis::{Axis, Domain};
-use causeway_core::frontier::{Frontier, Point};
+use causeway_core::frontier::Frontier;
 
 use crate::graph::{CommandId, DeviceId, Graph, NodeId};
 
@@ -124,15 +124,19 @@ fn assign_with<const N: usize>(graph: &Graph, rank: &[u32]) -> (Assignment, bool
         }
         if stream_of[node] == UNASSIGNED {
             let command = nodes[node].command;
-            let finished = |s: &Open, id: StreamId| {
-                s.device == nodes[node].device
-                    && known.knows(Point::new(stream_axis(id), s.nodes.len() as u64))
-            };
+            // Only a stream the node's frontier names can be known finished: look at those
+            // entries alone, so the search costs the frontier's size, not the stream count.
             let mut reuse: Option<StreamId> = None;
-            for (id, open) in streams.iter().enumerate() {
-                if finished(open, id)
-                    && reuse.is_none_or(|r| !streams[r].has_run(command) && open.has_run(command))
-                {
+            for point in known.iter() {
+                let id = point.axis.ordinal() as StreamId;
+                let open = &streams[id];
+                let finished =
+                    open.device == nodes[node].device && point.epoch == open.nodes.len() as u64;
+                let better = match reuse {
+                    None => true,
+                    Some(r) => !streams[r].has_run(command) && open.has_run(command),
+                };
+                if finished && better {
                     reuse = Some(id);
                 }
             }
