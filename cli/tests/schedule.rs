@@ -126,3 +126,60 @@ fn toml_errors_are_refused_at_their_line() {
     let graph = format!("{DEVICE}\n[[node]]\nname = \"a\"\ndevice = \"gpu\"\nus = \"x\"\n");
     refused("toml.toml", &graph, 7, "invalid type");
 }
+
+/// A generated graph of 10^3 nodes — fork-join blocks with edges between branches — emitted
+/// and run: every operation's frontier, as the schedule computed it, is what the run reports.
+#[test]
+fn a_thousand_node_graph_runs_with_every_edge_honoured() {
+    let mut state = 0x2545_F491_4F6C_DD1D_u64;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound as u64) as usize
+    };
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut head = 0;
+    while deps.len() < 1000 {
+        let block_start = deps.len();
+        let mut ends = Vec::new();
+        for _ in 0..2 + next(4) {
+            let mut at = head;
+            for _ in 0..1 + next(3) {
+                let mut these = vec![at];
+                if deps.len() > block_start && next(3) == 0 {
+                    let other = block_start + next(deps.len() - block_start);
+                    if other != at {
+                        these.push(other);
+                    }
+                }
+                deps.push(these);
+                at = deps.len() - 1;
+            }
+            ends.push(at);
+        }
+        deps.push(ends);
+        head = deps.len() - 1;
+    }
+    let mut graph = String::from(DEVICE);
+    for (node, after) in deps.iter().enumerate() {
+        let after: Vec<String> = after.iter().map(|d| format!("\"n{d}\"")).collect();
+        graph += &format!(
+            "\n[[node]]\nname = \"n{node}\"\ncommand = \"c{}\"\ndevice = \"gpu\"\nafter = [{}]\n",
+            node % 5,
+            after.join(", ")
+        );
+    }
+    let path = scratch("generated.toml");
+    std::fs::write(&path, graph).unwrap();
+    let scenario = scratch("generated.scenario.toml");
+    let scheduled =
+        causeway(&["schedule", path.to_str().unwrap(), "--emit", scenario.to_str().unwrap()]);
+    assert!(scheduled.status.success(), "{}", text(&scheduled.stderr));
+    let emitted = std::fs::read_to_string(&scenario).unwrap();
+    let frontiers = emitted.matches("expect_frontier").count();
+    assert!(frontiers > 900, "only {frontiers} operations carry their frontier");
+    let ran = causeway(&["run", scenario.to_str().unwrap(), "--quiet"]);
+    let verdict = text(&ran.stdout);
+    assert!(ran.status.success() && verdict.contains("all met"), "{verdict}{}", text(&ran.stderr));
+}
