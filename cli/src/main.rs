@@ -70,6 +70,15 @@ enum Command {
         #[arg(long, value_name = "TRACE.json")]
         trace: Option<String>,
     },
+    /// Schedule a graph file onto streams; print the streams and the signals beside a naive
+    /// schedule's, and optionally write a scenario that runs it.
+    Schedule {
+        /// The graph: a TOML file of devices and nodes (see the README).
+        graph: PathBuf,
+        /// Write the schedule as a scenario `causeway run` executes.
+        #[arg(long, value_name = "SCENARIO.toml")]
+        emit: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -81,6 +90,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::View { report, output, trace } => view_report(&report, &output, trace.as_deref()),
+        Command::Schedule { graph, emit } => schedule_graph(&graph, emit.as_deref()),
         Command::Run { file, report, trace, html, timeout, quiet, all_cpu } => {
             let timeout = match Duration::try_from_secs_f64(timeout) {
                 Ok(timeout) if !timeout.is_zero() => timeout,
@@ -98,6 +108,26 @@ fn main() -> ExitCode {
             run_scenario(&file, documents, options)
         }
     }
+}
+
+fn schedule_graph(path: &Path, emit: Option<&Path>) -> ExitCode {
+    let file = match causeway_cli::schedule::load(path) {
+        Ok(file) => file,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_INPUT);
+        }
+    };
+    let schedule = causeway_schedule::schedule(&file.graph);
+    print!("{}", causeway_cli::schedule::render(&file, &schedule));
+    if let Some(out) = emit {
+        if let Err(error) = std::fs::write(out, causeway_cli::schedule::emit(&file, &schedule)) {
+            eprintln!("error: cannot write {}: {error}", out.display());
+            return ExitCode::from(EXIT_INPUT);
+        }
+        println!("scenario written to {}", out.display());
+    }
+    ExitCode::SUCCESS
 }
 
 fn load(file: &Path) -> Result<Scenario, ScenarioError> {

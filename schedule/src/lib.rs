@@ -1,0 +1,40 @@
+//! # causeway-schedule
+//!
+//! Static scheduling of a known graph onto streams, so that independent commands run side by
+//! side with as few signals as possible.
+//!
+//! 1. [`graph`] — the graph: nodes, each a command on a device, and their dependencies; nodes
+//!    that span devices are split into one part per device; cycles are rejected by name.
+//! 2. [`assign`] — each node's rank (the longest chain that follows it), then streams opened
+//!    in topological order and walked down the highest-ranked successor, recycling a stream
+//!    that is certainly finished, ties broken by the command a stream has already run.
+//! 3. [`signals`] — a wait only for a cross-stream edge that neither stream order nor another
+//!    wait already implies, decided with causeway's frontiers at schedule time: the same
+//!    knowledge the runtime will have when the schedule runs.
+//!
+//! Everything here is plain data code: no threads, no devices. Scheduling grows linearly with
+//! nodes and edges (times the frontier capacity, at most 64).
+
+pub mod assign;
+pub mod graph;
+pub mod signals;
+
+pub use assign::{Assignment, Stream, StreamId};
+pub use graph::{Graph, GraphError, Node, NodeId, NodeSpec};
+pub use signals::Signals;
+
+/// A graph's schedule: where each node runs and which edges are signalled.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// The streams and each node's place on them.
+    pub assignment: Assignment,
+    /// The waits and signals that order every edge.
+    pub signals: Signals,
+}
+
+/// Schedules `graph`: assigns streams, then decides the signals.
+pub fn schedule(graph: &Graph) -> Schedule {
+    let assignment = assign::assign(graph);
+    let signals = signals::minimise(graph, &assignment);
+    Schedule { assignment, signals }
+}
