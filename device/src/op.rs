@@ -10,11 +10,13 @@ use std::time::Duration;
 use causeway_core::frontier::Point;
 use causeway_core::queue::Resolution;
 use causeway_core::semaphore::{Failure, Notify, Outcome, Timepoint};
+use causeway_core::speculation::Dependence;
 use heapless::Vec as FixedVec;
 
 use super::backend::{NativeWait, Origin};
 use super::memory::AllocationId;
 use super::queue::QueueShared;
+use super::speculation::{LineageCell, RunClaim};
 use super::{
     BufferId, CommandBufferId, DeviceShared, HostCallId, QueueId, SemaphoreId, MAX_SIGNALS,
     MAX_WAITS,
@@ -104,6 +106,19 @@ pub enum OpEvent {
         worker: usize,
         /// Nanoseconds since the device started.
         at_ns: u64,
+    },
+    /// A cancellation ([`Device::cancel_speculative`](crate::Device::cancel_speculative))
+    /// found that the operation depended on rejected speculation. Reported by its queue just
+    /// before `Finished`: with `started` false it never ran and finishes
+    /// [`OpStatus::Cancelled`]; with `started` true it was already running, ran to its end,
+    /// and what it signalled depends on rejected work.
+    Speculative {
+        /// Nanoseconds since the device started.
+        at_ns: u64,
+        /// Why: its frontier holds a rejected epoch, or it is tainted and might.
+        dependence: Dependence,
+        /// Whether it had already started when the rejection came.
+        started: bool,
     },
     /// The operation finished and its signals were completed or failed.
     Finished {
@@ -285,6 +300,10 @@ impl fmt::Debug for WaitGate {
 /// One entry of a queue's operation ring.
 pub(crate) struct OpSlot {
     pub(crate) gate: WaitGate,
+    /// Whether the queue process started it or a canceller cancelled it first.
+    pub(crate) claim: RunClaim,
+    /// Its frontier and signals, for cancellers (see `speculation`).
+    pub(crate) lineage: LineageCell,
     /// One timepoint per wait, pointing at `gate`; set once when the device is built.
     pub(crate) timepoints: [OnceLock<Timepoint<'static>>; MAX_WAITS],
     /// Written by the submitter before it publishes the slot, read by the queue process
@@ -296,6 +315,8 @@ impl OpSlot {
     pub(crate) fn new(point: Point) -> OpSlot {
         OpSlot {
             gate: WaitGate::new(),
+            claim: RunClaim::new(),
+            lineage: LineageCell::new(),
             timepoints: [const { OnceLock::new() }; MAX_WAITS],
             body: UnsafeCell::new(OpBody::empty(point)),
         }

@@ -76,7 +76,8 @@ use std::time::Instant;
 use causeway_core::axis::Axis;
 use causeway_core::executor::{Drain, DrainContext, Drained, Process};
 use causeway_core::queue::{QueueClock, ResolutionCounts};
-use causeway_core::semaphore::{Failure, Timepoint};
+use causeway_core::semaphore::{Cancelled, Failure, Timepoint};
+use causeway_core::speculation::{Dependence, Rejection};
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
 use causeway_runtime::contain::{contain, Panicked};
@@ -87,6 +88,7 @@ use crate::hand_off::{self, Collecting};
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
 use crate::phase::{QueuePhase, Running, TakeOver};
+use crate::speculation::{CancelReport, Claimed};
 use crate::{DeviceShared, QueueId};
 
 /// Operations one drain call runs before yielding the worker to other processes.
@@ -156,6 +158,8 @@ enum Issuing {
     NotYet,
     /// Taken over while the work ran.
     Abandoned,
+    /// A cancellation came first (`speculation`): not issued, and never will be.
+    Cancelled,
 }
 
 /// Where issuing ahead stopped.
@@ -349,7 +353,7 @@ impl QueueShared {
     /// Runs the head operation if it may run.
     fn step(&self, head: u64, worker: usize) -> Step {
         let slot = self.slot(head);
-        if !slot.gate.is_open() {
+        if !slot.gate.is_open() && (slot.claim.cancelled().is_none() || !self.release_waits(slot)) {
             return Step::Blocked;
         }
         let device = self.device();
@@ -394,6 +398,8 @@ impl QueueShared {
                     }
                 }
             }
+        } else if slot.claim.cancelled().is_some() {
+            OpStatus::Cancelled
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
             // on a signal whose operation then failed) still fails every current waiter.
@@ -401,7 +407,12 @@ impl QueueShared {
                 slot.gate.record_failure(failure);
             }
             match slot.gate.failure() {
-                Some(failure) => OpStatus::Failed(failure),
+                // Failing counts as starting: a cancellation either came first or reports it
+                // as having run.
+                Some(failure) => match slot.claim.start() {
+                    Ok(()) => OpStatus::Failed(failure),
+                    Err(_) => OpStatus::Cancelled,
+                },
                 None => match self.start(slot, work, tag, allocation, worker) {
                     Ran::Finished(status) => status,
                     Ran::Waiting => return Step::Blocked,
@@ -414,9 +425,79 @@ impl QueueShared {
         // queue was not taken over), and this is the only reference until `retire` returns.
         let body = unsafe { &mut *slot.body.get() };
         device.finish_signals(body, status);
+        report_speculation(device, self.index, slot, tag);
         device.observe(self.index, tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
         self.retire(head, body);
         Step::Retired
+    }
+
+    /// For a cancelled head whose gate is shut: unlinks its armed timepoints (held waits and
+    /// waits armed on the host), releasing the gate for each one unlinked. True when the gate
+    /// is open afterwards (the submitter may still hold it for a moment; its release wakes the
+    /// queue).
+    fn release_waits(&self, slot: &OpSlot) -> bool {
+        let device = self.device();
+        // SAFETY: the slot is the head, in [head, tail): only this queue process touches its
+        // body (invariant 1), and no other reference to it is live here.
+        let body = unsafe { &mut *slot.body.get() };
+        for (wait, &(semaphore, _)) in body.waits.iter().enumerate() {
+            if !body.armed[wait] {
+                continue;
+            }
+            body.armed[wait] = false;
+            // A timepoint that fired (or is firing) released the gate itself.
+            if device.semaphores[semaphore].cancel(&Self::timepoint(slot, wait))
+                == Cancelled::Unlinked
+            {
+                slot.gate.release();
+            }
+        }
+        slot.gate.is_open()
+    }
+
+    /// Walks the ring for [`Device::cancel_speculative`](crate::Device::cancel_speculative)
+    /// (see `speculation`): cancels the operations that depend on `rejection` and have not
+    /// started, failing their signals as cancelled, and marks those that started. True when
+    /// something was cancelled: the queue must be woken to retire it.
+    pub(crate) fn cancel_speculative(
+        &self,
+        device: &DeviceShared,
+        rejection: Rejection,
+        report: &mut CancelReport,
+    ) -> bool {
+        // Held for the walk: no slot from the head on is refilled meanwhile, so each lineage
+        // stays the one published, even for operations the queue process retires meanwhile.
+        let _side = self.lock_submit();
+        // Acquire pairs with the Release store of `head` in `retire` (as in `free_slot`).
+        let head = self.head.load(Ordering::Acquire);
+        // Written only under the submit lock, which this thread holds.
+        let tail = self.tail.load(Ordering::Relaxed);
+        let mut cancelled = false;
+        for index in head..tail {
+            let slot = self.slot(index);
+            // SAFETY: the submit lock is held and `index` is below `tail` (published).
+            let lineage = unsafe { slot.lineage.read() };
+            let dependence = rejection.classify(&lineage.frontier);
+            if !dependence.is_dependent() {
+                continue;
+            }
+            match slot.claim.cancel(dependence) {
+                Claimed::Cancelled => {
+                    report.cancelled += 1;
+                    report.conservative += usize::from(dependence == Dependence::Conservative);
+                    // Failed now rather than when the queue reaches it: waiters elsewhere
+                    // need not wait for this queue's earlier work. Failure is first-wins, so
+                    // the queue's own retirement later changes nothing.
+                    let signals =
+                        lineage.signals.iter().map(|&(id, value)| (&device.semaphores[id], value));
+                    causeway_core::queue::retire(signals, Err(Failure::Cancelled));
+                    cancelled = true;
+                }
+                Claimed::Running => report.running += 1,
+                Claimed::AlreadyDecided => {}
+            }
+        }
+        cancelled
     }
 
     /// The failure of a semaphore the operation in `slot` waits on, if one failed.
@@ -440,6 +521,11 @@ impl QueueShared {
         let device = self.device();
         let started =
             || device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
+        // Kernels are claimed in `issue`, once nothing but the driver stands between them and
+        // running.
+        if !work.is_kernel() && slot.claim.start().is_err() {
+            return Ran::Finished(OpStatus::Cancelled);
+        }
         match work {
             Work::Barrier => {
                 started();
@@ -476,6 +562,7 @@ impl QueueShared {
                 Issuing::Pending => Ran::Issued,
                 Issuing::NotYet => Ran::Waiting,
                 Issuing::Abandoned => Ran::Abandoned,
+                Issuing::Cancelled => Ran::Finished(OpStatus::Cancelled),
             },
         }
     }
@@ -493,6 +580,9 @@ impl QueueShared {
             }
             (body.tag, body.work, body.point.epoch, body.native_waits(), body.elided_waits())
         };
+        if slot.claim.start().is_err() {
+            return Issuing::Cancelled;
+        }
         let mut issue = Issue {
             queue: self,
             device,
@@ -556,8 +646,11 @@ impl QueueShared {
             }
             match self.issue(slot, worker) {
                 Issuing::Pending => {}
-                // Not at the head (the head is pending), so never finished in place.
-                Issuing::Finished(_) | Issuing::NotYet => return Ahead::Stopped,
+                // Not at the head (the head is pending), so never finished in place; a
+                // cancelled operation retires on the host once it is the head.
+                Issuing::Finished(_) | Issuing::NotYet | Issuing::Cancelled => {
+                    return Ahead::Stopped
+                }
                 Issuing::Abandoned => return Ahead::Abandoned,
             }
         }
@@ -775,6 +868,7 @@ impl QueueShared {
             if let Some(allocation) = body.allocation.take() {
                 device.abandon(allocation);
             }
+            report_speculation(device, self.index, slot, body.tag);
             let cancelled = |at_ns| OpEvent::Finished {
                 worker: usize::MAX,
                 at_ns,
@@ -821,7 +915,11 @@ impl QueueShared {
         for _ in 0..OPS_PER_DRAIN {
             let head = self.head.load(Ordering::Relaxed);
             // Acquire pairs with the Release store in `publish`.
-            let idle = head == self.tail.load(Ordering::Acquire) || !self.slot(head).gate.is_open();
+            let idle = head == self.tail.load(Ordering::Acquire) || {
+                let slot = self.slot(head);
+                // A cancelled head runs nothing: its shut gate is released in `step`.
+                !slot.gate.is_open() && slot.claim.cancelled().is_none()
+            };
             if let Some(woken) = collecting.take() {
                 if idle {
                     // This worker is about to be free: the woken queue runs here next.
@@ -852,4 +950,15 @@ impl fmt::Debug for QueueShared {
             .field("tail", &self.tail.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
+}
+
+/// Reports, just before an operation's `Finished`, that a cancellation found it dependent on
+/// rejected speculation: cancelled before it started, or marked while it ran.
+fn report_speculation(device: &DeviceShared, queue: usize, slot: &OpSlot, tag: u64) {
+    let (dependence, started) = match (slot.claim.cancelled(), slot.claim.ran_on_rejected()) {
+        (Some(dependence), _) => (dependence, false),
+        (None, Some(dependence)) => (dependence, true),
+        (None, None) => return,
+    };
+    device.observe(queue, tag, |at_ns| OpEvent::Speculative { at_ns, dependence, started });
 }
