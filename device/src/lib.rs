@@ -906,8 +906,14 @@ impl Device {
     /// the cascade instead.
     pub fn cancel_speculative(&self, rejection: Rejection) -> CancelReport {
         let mut report = CancelReport::default();
+        // Every queue decides and claims before any signal fails: a failure spreading ahead of
+        // the walk would fail a dependent operation on a later queue (as a failed wait) before
+        // the walk could cancel it.
         for queue in self.shared.queues.iter() {
-            if queue.cancel_speculative(self.shared, rejection, &mut report) {
+            queue.claim_speculative(rejection, &mut report);
+        }
+        for queue in self.shared.queues.iter() {
+            if queue.fail_cancelled(self.shared) {
                 queue.wake();
             }
         }

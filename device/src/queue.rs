@@ -455,16 +455,10 @@ impl QueueShared {
         slot.gate.is_open()
     }
 
-    /// Walks the ring for [`Device::cancel_speculative`](crate::Device::cancel_speculative)
-    /// (see `speculation`): cancels the operations that depend on `rejection` and have not
-    /// started, failing their signals as cancelled, and marks those that started. True when
-    /// something was cancelled: the queue must be woken to retire it.
-    pub(crate) fn cancel_speculative(
-        &self,
-        device: &DeviceShared,
-        rejection: Rejection,
-        report: &mut CancelReport,
-    ) -> bool {
+    /// The first walk of [`Device::cancel_speculative`](crate::Device::cancel_speculative)
+    /// (see `speculation`): claims the operations that depend on `rejection` and have not
+    /// started as cancelled, and marks those that started.
+    pub(crate) fn claim_speculative(&self, rejection: Rejection, report: &mut CancelReport) {
         // Held for the walk: no slot from the head on is refilled meanwhile, so each lineage
         // stays the one published, even for operations the queue process retires meanwhile.
         let _side = self.lock_submit();
@@ -472,7 +466,6 @@ impl QueueShared {
         let head = self.head.load(Ordering::Acquire);
         // Written only under the submit lock, which this thread holds.
         let tail = self.tail.load(Ordering::Relaxed);
-        let mut cancelled = false;
         for index in head..tail {
             let slot = self.slot(index);
             // SAFETY: the submit lock is held and `index` is below `tail` (published).
@@ -485,17 +478,37 @@ impl QueueShared {
                 Claimed::Cancelled => {
                     report.cancelled += 1;
                     report.conservative += usize::from(dependence == Dependence::Conservative);
-                    // Failed now rather than when the queue reaches it: waiters elsewhere
-                    // need not wait for this queue's earlier work. Failure is first-wins, so
-                    // the queue's own retirement later changes nothing.
-                    let signals =
-                        lineage.signals.iter().map(|&(id, value)| (&device.semaphores[id], value));
-                    causeway_core::queue::retire(signals, Err(Failure::Cancelled));
-                    cancelled = true;
                 }
                 Claimed::Running => report.running += 1,
                 Claimed::AlreadyDecided => {}
             }
+        }
+    }
+
+    /// The second walk of a cancellation: fails the signals of every cancelled operation still
+    /// in the ring, now rather than when the queue reaches it, so waiters elsewhere need not
+    /// wait for this queue's earlier work (failure is first-wins: the queue's own retirement
+    /// later changes nothing, and one retired meanwhile failed them itself). True when the
+    /// ring holds a cancelled operation: the queue must be woken to retire it.
+    pub(crate) fn fail_cancelled(&self, device: &DeviceShared) -> bool {
+        // As in `claim_speculative`: the lineages from the head on stay as published.
+        let _side = self.lock_submit();
+        // Acquire pairs with the Release store of `head` in `retire` (as in `free_slot`).
+        let head = self.head.load(Ordering::Acquire);
+        // Written only under the submit lock, which this thread holds.
+        let tail = self.tail.load(Ordering::Relaxed);
+        let mut cancelled = false;
+        for index in head..tail {
+            let slot = self.slot(index);
+            if slot.claim.cancelled().is_none() {
+                continue;
+            }
+            // SAFETY: the submit lock is held and `index` is below `tail` (published).
+            let lineage = unsafe { slot.lineage.read() };
+            let signals =
+                lineage.signals.iter().map(|&(id, value)| (&device.semaphores[id], value));
+            causeway_core::queue::retire(signals, Err(Failure::Cancelled));
+            cancelled = true;
         }
         cancelled
     }

@@ -5,8 +5,8 @@
 //! What this module adds is who may act on it. Each ring slot carries
 //!
 //! - its **lineage** — the operation's frontier and signals, written by the submitter before it
-//!   publishes the slot and only read afterwards (by the queue process and by a canceller),
-//!   kept apart from the body the queue process mutates; and
+//!   publishes the slot and only read afterwards, by cancellers, kept apart from the body the
+//!   queue process mutates; and
 //! - a **run claim**, the one word on which the queue process (about to start the operation)
 //!   and a canceller (about to cancel it) agree who came first.
 //!
@@ -28,13 +28,21 @@
 //!
 //! # Cancelling
 //!
-//! The canceller takes each queue's submit lock in turn: no slot is refilled while it holds it,
-//! so the lineage of every slot from the head to the tail stays as submitted even while the
-//! queue process retires some of them. For each operation that depends it claims the slot; if
-//! it wins, it fails the operation's signals as cancelled at once (the cascade: waiters on every
-//! driver wake with the failure, later submissions on those values fail at submission), and
-//! wakes the queue. The queue process retires the operation in order without running it: held
-//! and host-armed waits are released (their timepoints unlinked), and on a native queue the
+//! The canceller walks every queue twice, each time under that queue's submit lock: no slot is
+//! refilled while it is held, so the lineage of every slot from the head to the tail stays as
+//! submitted even while the queue process retires some of them.
+//!
+//! 1. **Claim**: for each operation that depends, claim the slot as cancelled (or mark it, if
+//!    it started). Nothing fails yet: a failure spreading ahead of the walk would reach a
+//!    dependent operation on a queue not walked yet as a failed wait, and it would retire as
+//!    failed instead of cancelled.
+//! 2. **Fail**: fail the signals of every operation claimed as cancelled that is still in the
+//!    ring, at once rather than when its queue reaches it (the cascade: waiters on every
+//!    driver wake with the failure, later submissions on those values fail at submission), and
+//!    wake the queue. Failure is first-wins, so the queue's own retirement changes nothing.
+//!
+//! The queue process retires a cancelled operation in order without running it: its held and
+//! host-armed waits are released (their timepoints unlinked), and on a native queue the
 //! operation, never issued, retires on the host, which moves the queue's native progress past
 //! it (`Backend::completed_on_host`), so a native wait on its epoch cannot stall the hardware
 //! queue. An operation already started — running on a worker or handed to its driver — runs to
@@ -79,9 +87,8 @@ pub(crate) struct Lineage {
 pub(crate) struct LineageCell(UnsafeCell<Lineage>);
 
 // SAFETY: written only by the submitter holding the queue's submit lock while the slot is
-// outside the published range (the ring's invariant 1, `queue`), read afterwards by the queue
-// process (the `tail` Release/Acquire pair orders the write before) and by cancellers, who hold
-// the same submit lock, so no write can overlap a read.
+// outside the published range (the ring's invariant 1, `queue`), read only by cancellers, who
+// hold the same submit lock, so no write can overlap a read.
 unsafe impl Sync for LineageCell {}
 
 impl LineageCell {
