@@ -1059,13 +1059,13 @@ impl Device {
             issued_status: None,
             issued_ns: 0,
         };
-        let lineage = speculation::Lineage {
-            frontier: submitted.frontier,
-            signals: op.signals.iter().copied().collect(),
-        };
+        let (frontier, signals) = queue.lineage(index);
         // SAFETY: as for the body: the submit lock is held and the slot is unpublished.
-        unsafe { slot.lineage.write(lineage) };
-        slot.claim.reset();
+        unsafe {
+            frontier.write(submitted.frontier);
+            signals.write(op.signals.iter().copied().collect());
+        }
+        queue.claim(index).reset();
         // The submission hold keeps the gate shut while timepoints are armed.
         slot.gate
             .failure

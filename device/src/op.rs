@@ -16,7 +16,6 @@ use heapless::Vec as FixedVec;
 use super::backend::{NativeWait, Origin};
 use super::memory::AllocationId;
 use super::queue::QueueShared;
-use super::speculation::{LineageCell, RunClaim};
 use super::{
     BufferId, CommandBufferId, DeviceShared, HostCallId, QueueId, SemaphoreId, MAX_SIGNALS,
     MAX_WAITS,
@@ -300,10 +299,6 @@ impl fmt::Debug for WaitGate {
 /// One entry of a queue's operation ring.
 pub(crate) struct OpSlot {
     pub(crate) gate: WaitGate,
-    /// Whether the queue process started it or a canceller cancelled it first.
-    pub(crate) claim: RunClaim,
-    /// Its frontier and signals, for cancellers (see `speculation`).
-    pub(crate) lineage: LineageCell,
     /// One timepoint per wait, pointing at `gate`; set once when the device is built.
     pub(crate) timepoints: [OnceLock<Timepoint<'static>>; MAX_WAITS],
     /// Written by the submitter before it publishes the slot, read by the queue process
@@ -315,8 +310,6 @@ impl OpSlot {
     pub(crate) fn new(point: Point) -> OpSlot {
         OpSlot {
             gate: WaitGate::new(),
-            claim: RunClaim::new(),
-            lineage: LineageCell::new(),
             timepoints: [const { OnceLock::new() }; MAX_WAITS],
             body: UnsafeCell::new(OpBody::empty(point)),
         }

@@ -88,7 +88,9 @@ use crate::hand_off::{self, Collecting};
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
 use crate::phase::{QueuePhase, Running, TakeOver};
-use crate::speculation::{CancelReport, Claimed};
+use crate::speculation::{
+    CancelReport, Claimed, LineageCell, LineageFrontier, LineageSignals, RunClaim,
+};
 use crate::{DeviceShared, QueueId};
 
 /// Operations one drain call runs before yielding the worker to other processes.
@@ -124,6 +126,14 @@ pub(crate) struct QueueShared {
     head: AtomicU64,
     tail: AtomicU64,
     slots: Box<[OpSlot]>,
+    /// Each slot's lineage (see `speculation`), apart from the slots and in two arrays: a
+    /// cancellation walks the frontiers in order (small records, no stride over whole slots)
+    /// and reads the signals of the operations it cancelled; nothing else reads them.
+    frontiers: Box<[LineageCell<LineageFrontier>]>,
+    signals: Box<[LineageCell<LineageSignals>]>,
+    /// Each slot's run claim (see `speculation`): one byte each, in order, so the walk that
+    /// fails what a cancellation claimed reads a few cache lines per thousand operations.
+    claims: Box<[RunClaim]>,
     /// Epoch of the last retired operation (what the device knows is complete).
     completed: AtomicU64,
     /// Submitters waiting for a free slot (see "Waiting for a free slot").
@@ -204,6 +214,9 @@ impl QueueShared {
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             slots: (0..capacity).map(|_| OpSlot::new(point)).collect(),
+            frontiers: (0..capacity).map(|_| LineageCell::new()).collect(),
+            signals: (0..capacity).map(|_| LineageCell::new()).collect(),
+            claims: (0..capacity).map(|_| RunClaim::new()).collect(),
             completed: AtomicU64::new(0),
             slot_waiters: AtomicUsize::new(0),
             slot_lock: Mutex::new(()),
@@ -247,6 +260,21 @@ impl QueueShared {
 
     pub(crate) fn slot(&self, index: u64) -> &OpSlot {
         &self.slots[(index % self.slots.len() as u64) as usize]
+    }
+
+    /// The lineage of the operation in slot `index` (see `speculation`): its frontier and its
+    /// signals.
+    pub(crate) fn lineage(
+        &self,
+        index: u64,
+    ) -> (&LineageCell<LineageFrontier>, &LineageCell<LineageSignals>) {
+        let at = (index % self.frontiers.len() as u64) as usize;
+        (&self.frontiers[at], &self.signals[at])
+    }
+
+    /// The run claim of the operation in slot `index` (see `speculation`).
+    pub(crate) fn claim(&self, index: u64) -> &RunClaim {
+        &self.claims[(index % self.claims.len() as u64) as usize]
     }
 
     pub(crate) fn timepoint(slot: &OpSlot, wait: usize) -> Pin<&Timepoint<'static>> {
@@ -353,7 +381,8 @@ impl QueueShared {
     /// Runs the head operation if it may run.
     fn step(&self, head: u64, worker: usize) -> Step {
         let slot = self.slot(head);
-        if !slot.gate.is_open() && (slot.claim.cancelled().is_none() || !self.release_waits(slot)) {
+        let claim = self.claim(head);
+        if !slot.gate.is_open() && (claim.cancelled().is_none() || !self.release_waits(slot)) {
             return Step::Blocked;
         }
         let device = self.device();
@@ -398,7 +427,7 @@ impl QueueShared {
                     }
                 }
             }
-        } else if slot.claim.cancelled().is_some() {
+        } else if claim.cancelled().is_some() {
             OpStatus::Cancelled
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
@@ -409,11 +438,11 @@ impl QueueShared {
             match slot.gate.failure() {
                 // Failing counts as starting: a cancellation either came first or reports it
                 // as having run.
-                Some(failure) => match slot.claim.start() {
+                Some(failure) => match claim.start() {
                     Ok(()) => OpStatus::Failed(failure),
                     Err(_) => OpStatus::Cancelled,
                 },
-                None => match self.start(slot, work, tag, allocation, worker) {
+                None => match self.start(slot, claim, work, tag, allocation, worker) {
                     Ran::Finished(status) => status,
                     Ran::Waiting => return Step::Blocked,
                     Ran::Issued => return Step::Issued,
@@ -425,7 +454,7 @@ impl QueueShared {
         // queue was not taken over), and this is the only reference until `retire` returns.
         let body = unsafe { &mut *slot.body.get() };
         device.finish_signals(body, status);
-        report_speculation(device, self.index, slot, tag);
+        report_speculation(device, self.index, claim, tag);
         device.observe(self.index, tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
         self.retire(head, body);
         Step::Retired
@@ -467,14 +496,13 @@ impl QueueShared {
         // Written only under the submit lock, which this thread holds.
         let tail = self.tail.load(Ordering::Relaxed);
         for index in head..tail {
-            let slot = self.slot(index);
             // SAFETY: the submit lock is held and `index` is below `tail` (published).
-            let lineage = unsafe { slot.lineage.read() };
-            let dependence = rejection.classify(&lineage.frontier);
+            let frontier = unsafe { self.lineage(index).0.read() };
+            let dependence = rejection.classify(frontier);
             if !dependence.is_dependent() {
                 continue;
             }
-            match slot.claim.cancel(dependence) {
+            match self.claim(index).cancel(dependence) {
                 Claimed::Cancelled => {
                     report.cancelled += 1;
                     report.conservative += usize::from(dependence == Dependence::Conservative);
@@ -499,14 +527,12 @@ impl QueueShared {
         let tail = self.tail.load(Ordering::Relaxed);
         let mut cancelled = false;
         for index in head..tail {
-            let slot = self.slot(index);
-            if slot.claim.cancelled().is_none() {
+            if self.claim(index).cancelled().is_none() {
                 continue;
             }
             // SAFETY: the submit lock is held and `index` is below `tail` (published).
-            let lineage = unsafe { slot.lineage.read() };
-            let signals =
-                lineage.signals.iter().map(|&(id, value)| (&device.semaphores[id], value));
+            let signals = unsafe { self.lineage(index).1.read() };
+            let signals = signals.iter().map(|&(id, value)| (&device.semaphores[id], value));
             causeway_core::queue::retire(signals, Err(Failure::Cancelled));
             cancelled = true;
         }
@@ -526,6 +552,7 @@ impl QueueShared {
     fn start(
         &self,
         slot: &OpSlot,
+        claim: &RunClaim,
         work: Work,
         tag: u64,
         allocation: Option<AllocationId>,
@@ -536,7 +563,7 @@ impl QueueShared {
             || device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
         // Kernels are claimed in `issue`, once nothing but the driver stands between them and
         // running.
-        if !work.is_kernel() && slot.claim.start().is_err() {
+        if !work.is_kernel() && claim.start().is_err() {
             return Ran::Finished(OpStatus::Cancelled);
         }
         match work {
@@ -569,7 +596,7 @@ impl QueueShared {
                 });
                 status.map_or(Ran::Abandoned, Ran::Finished)
             }
-            _ => match self.issue(slot, worker) {
+            _ => match self.issue(slot, claim, worker) {
                 Issuing::Finished(status) => Ran::Finished(status),
                 // The head is with the driver: the next step polls it and issues what follows.
                 Issuing::Pending => Ran::Issued,
@@ -581,7 +608,7 @@ impl QueueShared {
     }
 
     /// Issues the kernel in `slot` (the head, or the cursor on a native queue) to the driver.
-    fn issue(&self, slot: &OpSlot, worker: usize) -> Issuing {
+    fn issue(&self, slot: &OpSlot, claim: &RunClaim, worker: usize) -> Issuing {
         let device = self.device();
         let (tag, work, epoch, waits, elided_waits) = {
             // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); the
@@ -593,7 +620,7 @@ impl QueueShared {
             }
             (body.tag, body.work, body.point.epoch, body.native_waits(), body.elided_waits())
         };
-        if slot.claim.start().is_err() {
+        if claim.start().is_err() {
             return Issuing::Cancelled;
         }
         let mut issue = Issue {
@@ -657,7 +684,7 @@ impl QueueShared {
             if !work.is_kernel() || self.failed_wait(slot).is_some() {
                 return Ahead::Stopped;
             }
-            match self.issue(slot, worker) {
+            match self.issue(slot, self.claim(cursor), worker) {
                 Issuing::Pending => {}
                 // Not at the head (the head is pending), so never finished in place; a
                 // cancelled operation retires on the host once it is the head.
@@ -881,7 +908,7 @@ impl QueueShared {
             if let Some(allocation) = body.allocation.take() {
                 device.abandon(allocation);
             }
-            report_speculation(device, self.index, slot, body.tag);
+            report_speculation(device, self.index, self.claim(index), body.tag);
             let cancelled = |at_ns| OpEvent::Finished {
                 worker: usize::MAX,
                 at_ns,
@@ -931,7 +958,7 @@ impl QueueShared {
             let idle = head == self.tail.load(Ordering::Acquire) || {
                 let slot = self.slot(head);
                 // A cancelled head runs nothing: its shut gate is released in `step`.
-                !slot.gate.is_open() && slot.claim.cancelled().is_none()
+                !slot.gate.is_open() && self.claim(head).cancelled().is_none()
             };
             if let Some(woken) = collecting.take() {
                 if idle {
@@ -967,8 +994,8 @@ impl fmt::Debug for QueueShared {
 
 /// Reports, just before an operation's `Finished`, that a cancellation found it dependent on
 /// rejected speculation: cancelled before it started, or marked while it ran.
-fn report_speculation(device: &DeviceShared, queue: usize, slot: &OpSlot, tag: u64) {
-    let (dependence, started) = match (slot.claim.cancelled(), slot.claim.ran_on_rejected()) {
+fn report_speculation(device: &DeviceShared, queue: usize, claim: &RunClaim, tag: u64) {
+    let (dependence, started) = match (claim.cancelled(), claim.ran_on_rejected()) {
         (Some(dependence), _) => (dependence, false),
         (None, Some(dependence)) => (dependence, true),
         (None, None) => return,

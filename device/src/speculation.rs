@@ -2,13 +2,15 @@
 //! ([`Device::cancel_speculative`](crate::Device::cancel_speculative)).
 //!
 //! The decision is core's ([`Rejection::classify`]): one lookup in the operation's frontier.
-//! What this module adds is who may act on it. Each ring slot carries
+//! What this module adds is who may act on it. For each ring slot the queue keeps
 //!
 //! - its **lineage** — the operation's frontier and signals, written by the submitter before it
-//!   publishes the slot and only read afterwards, by cancellers, kept apart from the body the
-//!   queue process mutates; and
-//! - a **run claim**, the one word on which the queue process (about to start the operation)
-//!   and a canceller (about to cancel it) agree who came first.
+//!   publishes the slot and only read afterwards, by cancellers: kept in an array of its own
+//!   beside the ring, apart from the body the queue process mutates, so a cancellation walks
+//!   small records in order instead of striding over whole slots; and
+//! - a **run claim** (an array of one-byte words beside the ring too), the one word on which
+//!   the queue process (about to start the operation) and a canceller (about to cancel it)
+//!   agree who came first.
 //!
 //! # Run claim
 //!
@@ -73,37 +75,33 @@ pub struct CancelReport {
     pub running: usize,
 }
 
-/// The part of a slot a canceller reads: written before the slot is published, read-only while
-/// it is in the ring.
-#[derive(Debug)]
-pub(crate) struct Lineage {
-    /// The operation's frontier (what its signals carry).
-    pub(crate) frontier: Frontier<FRONTIER_CAPACITY>,
-    /// What it signals.
-    pub(crate) signals: FixedVec<(SemaphoreId, u64), MAX_SIGNALS>,
-}
+/// An operation's frontier (what its signals carry), as a canceller reads it.
+pub(crate) type LineageFrontier = Frontier<FRONTIER_CAPACITY>;
+/// What an operation signals, as a canceller fails it.
+pub(crate) type LineageSignals = FixedVec<(SemaphoreId, u64), MAX_SIGNALS>;
 
-/// A slot's [`Lineage`], shared between the submitter, the queue process and cancellers.
-pub(crate) struct LineageCell(UnsafeCell<Lineage>);
+/// One part of a slot's lineage: written before the slot is published, read-only while it is
+/// in the ring, by cancellers only.
+pub(crate) struct LineageCell<T>(UnsafeCell<T>);
 
 // SAFETY: written only by the submitter holding the queue's submit lock while the slot is
 // outside the published range (the ring's invariant 1, `queue`), read only by cancellers, who
-// hold the same submit lock, so no write can overlap a read.
-unsafe impl Sync for LineageCell {}
+// hold the same submit lock, so no write can overlap a read. `T: Send` because the value
+// written on one thread is read on another.
+unsafe impl<T: Send> Sync for LineageCell<T> {}
 
-impl LineageCell {
-    pub(crate) fn new() -> LineageCell {
-        LineageCell(UnsafeCell::new(Lineage {
-            frontier: Frontier::new(),
-            signals: FixedVec::new(),
-        }))
+impl<T: Default> LineageCell<T> {
+    pub(crate) fn new() -> LineageCell<T> {
+        LineageCell(UnsafeCell::new(T::default()))
     }
+}
 
+impl<T> LineageCell<T> {
     /// Writes the lineage of the operation about to be published.
     ///
     /// # Safety
     /// The caller holds the queue's submit lock and the slot is outside `[head, tail)`.
-    pub(crate) unsafe fn write(&self, lineage: Lineage) {
+    pub(crate) unsafe fn write(&self, lineage: T) {
         // SAFETY: the caller's contract: nobody else reads or writes it now.
         unsafe { *self.0.get() = lineage };
     }
@@ -113,7 +111,7 @@ impl LineageCell {
     /// # Safety
     /// The caller holds the queue's submit lock (so the slot cannot be refilled) and the slot
     /// was published (its index below `tail`).
-    pub(crate) unsafe fn read(&self) -> &Lineage {
+    pub(crate) unsafe fn read(&self) -> &T {
         // SAFETY: the caller's contract: only readers until the lock is released.
         unsafe { &*self.0.get() }
     }
