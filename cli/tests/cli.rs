@@ -71,7 +71,7 @@ fn every_bundled_scenario_meets_its_expectations() {
     let listing = String::from_utf8(listing.stdout).unwrap();
     let names: Vec<&str> =
         listing.lines().map(|line| line.split_whitespace().next().unwrap()).collect();
-    assert_eq!(names.len(), 20, "{listing}");
+    assert_eq!(names.len(), 21, "{listing}");
     let (mut on_vulkan, mut on_npu) = (0, 0);
     for name in names {
         let file =
@@ -89,14 +89,28 @@ fn every_bundled_scenario_meets_its_expectations() {
             serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
         let npu_queues =
             report["queues"].as_array().unwrap().iter().filter(|q| q["driver"] == "npu").count();
+        // Device waits of operations on `driver`'s queues that a rejection of speculation
+        // cancelled: never issued, so they reached no driver.
+        let cancelled_device_waits = |driver: &str| -> u64 {
+            let queues: Vec<&Value> = (report["queues"].as_array().unwrap().iter())
+                .filter(|q| q["driver"] == driver)
+                .map(|q| &q["name"])
+                .collect();
+            let ops = report["ops"].as_array().unwrap().iter();
+            let cancelled =
+                ops.filter(|op| op["status"] == "cancelled" && queues.contains(&&op["queue"]));
+            let waits = cancelled.flat_map(|op| op["waits"].as_array().unwrap().iter());
+            waits.filter(|wait| wait["resolution"] == "device").count() as u64
+        };
         if npu_queues == 0 {
             assert!(report["npu"].is_null(), "{name}: {}", report["npu"]);
         } else {
             on_npu += 1;
             // WAIT-descriptor accounting: every device wait on an NPU queue is one WAIT
-            // descriptor, and nothing else is.
+            // descriptor, and nothing else is (but those of cancelled operations, never issued).
             let npu = &report["npu"];
-            assert_eq!(npu["wait_descriptors"], npu["device_waits"], "{name}: {npu}");
+            let emitted = npu["wait_descriptors"].as_u64().unwrap() + cancelled_device_waits("npu");
+            assert_eq!(Some(emitted), npu["device_waits"].as_u64(), "{name}: {npu}");
             assert!(npu["waits"].as_u64() >= npu["device_waits"].as_u64(), "{name}: {npu}");
         }
         let vulkan_queues =
@@ -113,14 +127,18 @@ fn every_bundled_scenario_meets_its_expectations() {
             assert_eq!(compute.unwrap()["waits"][0]["resolution"], "held", "{name}");
         }
         // Native-wait accounting: every device wait on a Vulkan queue is one native wait in
-        // vkQueueSubmit2, and nothing else is.
+        // vkQueueSubmit2, and nothing else is (but those of cancelled operations, never issued).
         let vulkan = &report["vulkan"];
-        assert_eq!(vulkan["native_waits"], vulkan["device_waits"], "{name}: {vulkan}");
+        let native = vulkan["native_waits"].as_u64().unwrap() + cancelled_device_waits("vulkan");
+        assert_eq!(Some(native), vulkan["device_waits"].as_u64(), "{name}: {vulkan}");
         assert!(vulkan["waits"].as_u64() >= vulkan["device_waits"].as_u64(), "{name}: {vulkan}");
     }
     if VULKAN {
         assert_eq!(on_vulkan, 8, "the bundled scenarios whose queues model GPUs run on Vulkan");
-        assert_eq!(on_npu, 2, "multi-domain and cpu-npu-vulkan run NPU queues");
+        assert_eq!(
+            on_npu, 3,
+            "multi-domain, cpu-npu-vulkan and speculation-cascade run NPU queues"
+        );
     } else {
         println!(
             "no Vulkan device on this platform: every queue ran on the CPU driver (--all-cpu)"
@@ -214,6 +232,44 @@ fn cpu_npu_vulkan_frontiers_span_three_drivers_and_the_npu_counts_its_wait_descr
     assert_eq!(npu["held"], 1, "{npu}");
     assert_eq!(npu["waits"], 3, "{npu}");
     assert!(report["ops"].as_array().unwrap().iter().all(|op| op["status"] == "ok"));
+}
+
+#[test]
+fn a_rejection_cancels_exactly_the_dependent_work_across_drivers_with_reasons_in_the_report() {
+    let report = scratch("speculation-cascade-report.json");
+    let output =
+        causeway(&["run", "speculation-cascade", "--quiet", "--report", report.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let drivers: Vec<&str> = (report["queues"].as_array().unwrap().iter())
+        .map(|queue| queue["driver"].as_str().unwrap())
+        .collect();
+    assert_eq!(drivers, ["cpu", "npu", "npu", "cpu"]);
+    let dependent = ["draft3", "refine3", "rank3", "emit3"];
+    for op in report["ops"].as_array().unwrap() {
+        let name = op["name"].as_str().unwrap();
+        if dependent.contains(&name) {
+            assert_eq!(op["status"], "cancelled", "{op}");
+            assert_eq!(op["cancelled"], "speculation", "{op}");
+        } else {
+            assert_eq!(op["status"], "ok", "{op}");
+            assert!(op.get("cancelled").is_none(), "{op}");
+        }
+        assert!(op.get("ran_on_rejected").is_none(), "{op}");
+    }
+    // A cancel names a queue, on the host only.
+    let unknown = refused(
+        "cancel-unknown-queue.toml",
+        "[[op]]\nname = \"r\"\nqueue = \"host\"\ncancel = { axis = \"q9\", after = 1 }\n",
+        2,
+    );
+    assert!(unknown.contains("cancel: unknown queue `q9`"), "{unknown}");
+    let on_queue = refused(
+        "cancel-on-queue.toml",
+        "[[op]]\nname = \"r\"\nqueue = \"q0\"\ncancel = { axis = \"q0\", after = 1 }\n",
+        2,
+    );
+    assert!(on_queue.contains("are host steps"), "{on_queue}");
 }
 
 #[test]

@@ -10,6 +10,8 @@
 //! - [`scope`] — how far a semaphore's signals are visible.
 //! - [`queue`] — queue clocks and the resolution of every wait into elided, satisfied,
 //!   device wait or held.
+//! - [`speculation`] — whether an operation depended on rejected speculation, from its
+//!   frontier alone.
 //! - [`fence`] — sets of semaphore points for wait and signal lists.
 //! - [`collective`] — one shared axis for an N-participant collective.
 //! - [`reuse`] — death frontiers and the buffer reuse decision.
@@ -37,6 +39,7 @@ pub mod queue;
 pub mod reuse;
 pub mod scope;
 pub mod semaphore;
+pub mod speculation;
 mod sync;
 #[cfg(all(test, not(loom)))]
 mod testing;
@@ -54,3 +57,4 @@ pub use queue::{
 pub use reuse::{Acquire, DeathRecord, ReuseDecision, ReusePool};
 pub use scope::{Endpoint, Scope, UnknownScope};
 pub use semaphore::{Failure, Semaphore, SignalError};
+pub use speculation::{Dependence, Rejection};

@@ -44,6 +44,7 @@ mod op;
 mod phase;
 mod queue;
 mod semaphores;
+mod speculation;
 
 use std::fmt;
 use std::sync::Arc;
@@ -59,6 +60,7 @@ use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{
     Arm, Failure, HistoryEntry, Semaphore, SignalError, SlotCountError,
 };
+use causeway_core::speculation::Rejection;
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use heapless::Vec as FixedVec;
 
@@ -71,6 +73,7 @@ pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use memory::{MemoryError, MemoryStats};
 pub use op::{Observer, Op, OpEvent, OpStatus, Work};
 pub use semaphores::{SemaphoreError, SemaphoreId};
+pub use speculation::CancelReport;
 
 use causeway_runtime::{CpuPool, PoolError};
 use memory::{AllocationId, MemoryPool, Unbacking};
@@ -887,6 +890,36 @@ impl Device {
         }
     }
 
+    /// Cancels what depended on rejected speculation: every operation submitted so far whose
+    /// frontier holds `rejection.axis` beyond `rejection.accepted` — or is tainted and so might
+    /// ([`Dependence::Conservative`](causeway_core::speculation::Dependence::Conservative)) — and has not started is cancelled: its signals fail as
+    /// [`Failure::Cancelled`] now, so waiters on every driver wake with the failure and later
+    /// submissions waiting on those values fail, and its queue retires it in order without
+    /// running it (held waits released; on a native queue its epoch is moved past on the
+    /// device, so nothing waits natively on work that will never be issued). Operations that
+    /// already started run to their end and are reported as having run on rejected work
+    /// ([`OpEvent::Speculative`]). Everything else runs as submitted.
+    ///
+    /// One frontier lookup per operation in flight, so the cost is linear in them; each queue
+    /// is held against submissions only while its own ring is walked. An operation submitted
+    /// during the call may escape the walk; if it waits on a cancelled value it fails through
+    /// the cascade instead.
+    pub fn cancel_speculative(&self, rejection: Rejection) -> CancelReport {
+        let mut report = CancelReport::default();
+        // Every queue decides and claims before any signal fails: a failure spreading ahead of
+        // the walk would fail a dependent operation on a later queue (as a failed wait) before
+        // the walk could cancel it.
+        for queue in self.shared.queues.iter() {
+            queue.claim_speculative(rejection, &mut report);
+        }
+        for queue in self.shared.queues.iter() {
+            if queue.fail_cancelled(self.shared) {
+                queue.wake();
+            }
+        }
+        report
+    }
+
     /// Creates a semaphore at `initial` from the device's pool
     /// ([`DeviceBuilder::semaphore_pool`]), without waiting: [`SemaphoreError::Full`] when every
     /// pooled slot is live or still used by operations in flight.
@@ -1026,6 +1059,13 @@ impl Device {
             issued_status: None,
             issued_ns: 0,
         };
+        let (frontier, signals) = queue.lineage(index);
+        // SAFETY: as for the body: the submit lock is held and the slot is unpublished.
+        unsafe {
+            frontier.write(submitted.frontier);
+            signals.write(op.signals.iter().copied().collect());
+        }
+        queue.claim(index).reset();
         // The submission hold keeps the gate shut while timepoints are armed.
         slot.gate
             .failure

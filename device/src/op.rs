@@ -10,6 +10,7 @@ use std::time::Duration;
 use causeway_core::frontier::Point;
 use causeway_core::queue::Resolution;
 use causeway_core::semaphore::{Failure, Notify, Outcome, Timepoint};
+use causeway_core::speculation::Dependence;
 use heapless::Vec as FixedVec;
 
 use super::backend::{NativeWait, Origin};
@@ -104,6 +105,19 @@ pub enum OpEvent {
         worker: usize,
         /// Nanoseconds since the device started.
         at_ns: u64,
+    },
+    /// A cancellation ([`Device::cancel_speculative`](crate::Device::cancel_speculative))
+    /// found that the operation depended on rejected speculation. Reported by its queue just
+    /// before `Finished`: with `started` false it never ran and finishes
+    /// [`OpStatus::Cancelled`]; with `started` true it was already running, ran to its end,
+    /// and what it signalled depends on rejected work.
+    Speculative {
+        /// Nanoseconds since the device started.
+        at_ns: u64,
+        /// Why: its frontier holds a rejected epoch, or it is tainted and might.
+        dependence: Dependence,
+        /// Whether it had already started when the rejection came.
+        started: bool,
     },
     /// The operation finished and its signals were completed or failed.
     Finished {

@@ -76,7 +76,8 @@ use std::time::Instant;
 use causeway_core::axis::Axis;
 use causeway_core::executor::{Drain, DrainContext, Drained, Process};
 use causeway_core::queue::{QueueClock, ResolutionCounts};
-use causeway_core::semaphore::{Failure, Timepoint};
+use causeway_core::semaphore::{Cancelled, Failure, Timepoint};
+use causeway_core::speculation::{Dependence, Rejection};
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
 use causeway_runtime::contain::{contain, Panicked};
@@ -87,6 +88,9 @@ use crate::hand_off::{self, Collecting};
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
 use crate::phase::{QueuePhase, Running, TakeOver};
+use crate::speculation::{
+    CancelReport, Claimed, LineageCell, LineageFrontier, LineageSignals, RunClaim,
+};
 use crate::{DeviceShared, QueueId};
 
 /// Operations one drain call runs before yielding the worker to other processes.
@@ -122,6 +126,14 @@ pub(crate) struct QueueShared {
     head: AtomicU64,
     tail: AtomicU64,
     slots: Box<[OpSlot]>,
+    /// Each slot's lineage (see `speculation`), apart from the slots and in two arrays: a
+    /// cancellation walks the frontiers in order (small records, no stride over whole slots)
+    /// and reads the signals of the operations it cancelled; nothing else reads them.
+    frontiers: Box<[LineageCell<LineageFrontier>]>,
+    signals: Box<[LineageCell<LineageSignals>]>,
+    /// Each slot's run claim (see `speculation`): one byte each, in order, so the walk that
+    /// fails what a cancellation claimed reads a few cache lines per thousand operations.
+    claims: Box<[RunClaim]>,
     /// Epoch of the last retired operation (what the device knows is complete).
     completed: AtomicU64,
     /// Submitters waiting for a free slot (see "Waiting for a free slot").
@@ -156,6 +168,8 @@ enum Issuing {
     NotYet,
     /// Taken over while the work ran.
     Abandoned,
+    /// A cancellation came first (`speculation`): not issued, and never will be.
+    Cancelled,
 }
 
 /// Where issuing ahead stopped.
@@ -200,6 +214,9 @@ impl QueueShared {
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             slots: (0..capacity).map(|_| OpSlot::new(point)).collect(),
+            frontiers: (0..capacity).map(|_| LineageCell::new()).collect(),
+            signals: (0..capacity).map(|_| LineageCell::new()).collect(),
+            claims: (0..capacity).map(|_| RunClaim::new()).collect(),
             completed: AtomicU64::new(0),
             slot_waiters: AtomicUsize::new(0),
             slot_lock: Mutex::new(()),
@@ -243,6 +260,21 @@ impl QueueShared {
 
     pub(crate) fn slot(&self, index: u64) -> &OpSlot {
         &self.slots[(index % self.slots.len() as u64) as usize]
+    }
+
+    /// The lineage of the operation in slot `index` (see `speculation`): its frontier and its
+    /// signals.
+    pub(crate) fn lineage(
+        &self,
+        index: u64,
+    ) -> (&LineageCell<LineageFrontier>, &LineageCell<LineageSignals>) {
+        let at = (index % self.frontiers.len() as u64) as usize;
+        (&self.frontiers[at], &self.signals[at])
+    }
+
+    /// The run claim of the operation in slot `index` (see `speculation`).
+    pub(crate) fn claim(&self, index: u64) -> &RunClaim {
+        &self.claims[(index % self.claims.len() as u64) as usize]
     }
 
     pub(crate) fn timepoint(slot: &OpSlot, wait: usize) -> Pin<&Timepoint<'static>> {
@@ -349,7 +381,8 @@ impl QueueShared {
     /// Runs the head operation if it may run.
     fn step(&self, head: u64, worker: usize) -> Step {
         let slot = self.slot(head);
-        if !slot.gate.is_open() {
+        let claim = self.claim(head);
+        if !slot.gate.is_open() && (claim.cancelled().is_none() || !self.release_waits(slot)) {
             return Step::Blocked;
         }
         let device = self.device();
@@ -394,6 +427,8 @@ impl QueueShared {
                     }
                 }
             }
+        } else if claim.cancelled().is_some() {
+            OpStatus::Cancelled
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
             // on a signal whose operation then failed) still fails every current waiter.
@@ -401,8 +436,13 @@ impl QueueShared {
                 slot.gate.record_failure(failure);
             }
             match slot.gate.failure() {
-                Some(failure) => OpStatus::Failed(failure),
-                None => match self.start(slot, work, tag, allocation, worker) {
+                // Failing counts as starting: a cancellation either came first or reports it
+                // as having run.
+                Some(failure) => match claim.start() {
+                    Ok(()) => OpStatus::Failed(failure),
+                    Err(_) => OpStatus::Cancelled,
+                },
+                None => match self.start(slot, claim, work, tag, allocation, worker) {
                     Ran::Finished(status) => status,
                     Ran::Waiting => return Step::Blocked,
                     Ran::Issued => return Step::Issued,
@@ -414,9 +454,89 @@ impl QueueShared {
         // queue was not taken over), and this is the only reference until `retire` returns.
         let body = unsafe { &mut *slot.body.get() };
         device.finish_signals(body, status);
+        report_speculation(device, self.index, claim, tag);
         device.observe(self.index, tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
         self.retire(head, body);
         Step::Retired
+    }
+
+    /// For a cancelled head whose gate is shut: unlinks its armed timepoints (held waits and
+    /// waits armed on the host), releasing the gate for each one unlinked. True when the gate
+    /// is open afterwards (the submitter may still hold it for a moment; its release wakes the
+    /// queue).
+    fn release_waits(&self, slot: &OpSlot) -> bool {
+        let device = self.device();
+        // SAFETY: the slot is the head, in [head, tail): only this queue process touches its
+        // body (invariant 1), and no other reference to it is live here.
+        let body = unsafe { &mut *slot.body.get() };
+        for (wait, &(semaphore, _)) in body.waits.iter().enumerate() {
+            if !body.armed[wait] {
+                continue;
+            }
+            body.armed[wait] = false;
+            // A timepoint that fired (or is firing) released the gate itself.
+            if device.semaphores[semaphore].cancel(&Self::timepoint(slot, wait))
+                == Cancelled::Unlinked
+            {
+                slot.gate.release();
+            }
+        }
+        slot.gate.is_open()
+    }
+
+    /// The first walk of [`Device::cancel_speculative`](crate::Device::cancel_speculative)
+    /// (see `speculation`): claims the operations that depend on `rejection` and have not
+    /// started as cancelled, and marks those that started.
+    pub(crate) fn claim_speculative(&self, rejection: Rejection, report: &mut CancelReport) {
+        // Held for the walk: no slot from the head on is refilled meanwhile, so each lineage
+        // stays the one published, even for operations the queue process retires meanwhile.
+        let _side = self.lock_submit();
+        // Acquire pairs with the Release store of `head` in `retire` (as in `free_slot`).
+        let head = self.head.load(Ordering::Acquire);
+        // Written only under the submit lock, which this thread holds.
+        let tail = self.tail.load(Ordering::Relaxed);
+        for index in head..tail {
+            // SAFETY: the submit lock is held and `index` is below `tail` (published).
+            let frontier = unsafe { self.lineage(index).0.read() };
+            let dependence = rejection.classify(frontier);
+            if !dependence.is_dependent() {
+                continue;
+            }
+            match self.claim(index).cancel(dependence) {
+                Claimed::Cancelled => {
+                    report.cancelled += 1;
+                    report.conservative += usize::from(dependence == Dependence::Conservative);
+                }
+                Claimed::Running => report.running += 1,
+                Claimed::AlreadyDecided => {}
+            }
+        }
+    }
+
+    /// The second walk of a cancellation: fails the signals of every cancelled operation still
+    /// in the ring, now rather than when the queue reaches it, so waiters elsewhere need not
+    /// wait for this queue's earlier work (failure is first-wins: the queue's own retirement
+    /// later changes nothing, and one retired meanwhile failed them itself). True when the
+    /// ring holds a cancelled operation: the queue must be woken to retire it.
+    pub(crate) fn fail_cancelled(&self, device: &DeviceShared) -> bool {
+        // As in `claim_speculative`: the lineages from the head on stay as published.
+        let _side = self.lock_submit();
+        // Acquire pairs with the Release store of `head` in `retire` (as in `free_slot`).
+        let head = self.head.load(Ordering::Acquire);
+        // Written only under the submit lock, which this thread holds.
+        let tail = self.tail.load(Ordering::Relaxed);
+        let mut cancelled = false;
+        for index in head..tail {
+            if self.claim(index).cancelled().is_none() {
+                continue;
+            }
+            // SAFETY: the submit lock is held and `index` is below `tail` (published).
+            let signals = unsafe { self.lineage(index).1.read() };
+            let signals = signals.iter().map(|&(id, value)| (&device.semaphores[id], value));
+            causeway_core::queue::retire(signals, Err(Failure::Cancelled));
+            cancelled = true;
+        }
+        cancelled
     }
 
     /// The failure of a semaphore the operation in `slot` waits on, if one failed.
@@ -432,6 +552,7 @@ impl QueueShared {
     fn start(
         &self,
         slot: &OpSlot,
+        claim: &RunClaim,
         work: Work,
         tag: u64,
         allocation: Option<AllocationId>,
@@ -440,6 +561,11 @@ impl QueueShared {
         let device = self.device();
         let started =
             || device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
+        // Kernels are claimed in `issue`, once nothing but the driver stands between them and
+        // running.
+        if !work.is_kernel() && claim.start().is_err() {
+            return Ran::Finished(OpStatus::Cancelled);
+        }
         match work {
             Work::Barrier => {
                 started();
@@ -470,18 +596,19 @@ impl QueueShared {
                 });
                 status.map_or(Ran::Abandoned, Ran::Finished)
             }
-            _ => match self.issue(slot, worker) {
+            _ => match self.issue(slot, claim, worker) {
                 Issuing::Finished(status) => Ran::Finished(status),
                 // The head is with the driver: the next step polls it and issues what follows.
                 Issuing::Pending => Ran::Issued,
                 Issuing::NotYet => Ran::Waiting,
                 Issuing::Abandoned => Ran::Abandoned,
+                Issuing::Cancelled => Ran::Finished(OpStatus::Cancelled),
             },
         }
     }
 
     /// Issues the kernel in `slot` (the head, or the cursor on a native queue) to the driver.
-    fn issue(&self, slot: &OpSlot, worker: usize) -> Issuing {
+    fn issue(&self, slot: &OpSlot, claim: &RunClaim, worker: usize) -> Issuing {
         let device = self.device();
         let (tag, work, epoch, waits, elided_waits) = {
             // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); the
@@ -493,6 +620,9 @@ impl QueueShared {
             }
             (body.tag, body.work, body.point.epoch, body.native_waits(), body.elided_waits())
         };
+        if claim.start().is_err() {
+            return Issuing::Cancelled;
+        }
         let mut issue = Issue {
             queue: self,
             device,
@@ -554,10 +684,13 @@ impl QueueShared {
             if !work.is_kernel() || self.failed_wait(slot).is_some() {
                 return Ahead::Stopped;
             }
-            match self.issue(slot, worker) {
+            match self.issue(slot, self.claim(cursor), worker) {
                 Issuing::Pending => {}
-                // Not at the head (the head is pending), so never finished in place.
-                Issuing::Finished(_) | Issuing::NotYet => return Ahead::Stopped,
+                // Not at the head (the head is pending), so never finished in place; a
+                // cancelled operation retires on the host once it is the head.
+                Issuing::Finished(_) | Issuing::NotYet | Issuing::Cancelled => {
+                    return Ahead::Stopped
+                }
                 Issuing::Abandoned => return Ahead::Abandoned,
             }
         }
@@ -775,6 +908,7 @@ impl QueueShared {
             if let Some(allocation) = body.allocation.take() {
                 device.abandon(allocation);
             }
+            report_speculation(device, self.index, self.claim(index), body.tag);
             let cancelled = |at_ns| OpEvent::Finished {
                 worker: usize::MAX,
                 at_ns,
@@ -821,7 +955,11 @@ impl QueueShared {
         for _ in 0..OPS_PER_DRAIN {
             let head = self.head.load(Ordering::Relaxed);
             // Acquire pairs with the Release store in `publish`.
-            let idle = head == self.tail.load(Ordering::Acquire) || !self.slot(head).gate.is_open();
+            let idle = head == self.tail.load(Ordering::Acquire) || {
+                let slot = self.slot(head);
+                // A cancelled head runs nothing: its shut gate is released in `step`.
+                !slot.gate.is_open() && self.claim(head).cancelled().is_none()
+            };
             if let Some(woken) = collecting.take() {
                 if idle {
                     // This worker is about to be free: the woken queue runs here next.
@@ -852,4 +990,15 @@ impl fmt::Debug for QueueShared {
             .field("tail", &self.tail.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
+}
+
+/// Reports, just before an operation's `Finished`, that a cancellation found it dependent on
+/// rejected speculation: cancelled before it started, or marked while it ran.
+fn report_speculation(device: &DeviceShared, queue: usize, claim: &RunClaim, tag: u64) {
+    let (dependence, started) = match (claim.cancelled(), claim.ran_on_rejected()) {
+        (Some(dependence), _) => (dependence, false),
+        (None, Some(dependence)) => (dependence, true),
+        (None, None) => return,
+    };
+    device.observe(queue, tag, |at_ns| OpEvent::Speculative { at_ns, dependence, started });
 }

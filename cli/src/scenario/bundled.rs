@@ -45,6 +45,7 @@ pub const ALL: &[Bundled] = bundled![
     "buffer-reuse",
     "independent",
     "speculation",
+    "speculation-cascade",
     "pipeline",
     "late-waiter",
     "multi-domain",

@@ -997,6 +997,7 @@ mod tests {
                                 Target::Host => raw.fail.map(|s| (s % semaphores, 1)),
                                 Target::Queue(_) => None,
                             },
+                            cancel: None,
                             expect: OpExpect::default(),
                         }
                     })

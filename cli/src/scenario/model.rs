@@ -389,6 +389,9 @@ pub struct OpSpec {
     pub external: bool,
     /// Host only: fail this semaphore with this application code.
     pub fail: Option<(usize, u32)>,
+    /// Host only: reject the speculation of this queue after this epoch of its axis
+    /// (`Device::cancel_speculative`).
+    pub cancel: Option<(usize, u64)>,
     /// What it should end as.
     pub expect: OpExpect,
 }

@@ -118,10 +118,20 @@ struct RawOp {
     external: bool,
     fail: Option<Spanned<String>>,
     failure_code: Option<u32>,
+    cancel: Option<Spanned<RawCancel>>,
     expect_frontier: Option<Spanned<BTreeMap<String, u64>>>,
     expect_resolution: Option<Spanned<Vec<String>>>,
     expect_status: Option<Spanned<String>>,
     expect_tainted: Option<bool>,
+}
+
+/// A host step's `cancel = { axis = "queue", after = epoch }`: the queue's work after that
+/// epoch is rejected speculation.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCancel {
+    axis: String,
+    after: u64,
 }
 
 #[derive(Deserialize)]
@@ -622,11 +632,24 @@ impl Resolver<'_> {
                 ));
             }
         }
-        if target != Target::Host && (op.external || op.fail.is_some()) {
-            return Err(
-                self.error(&op.name, "`external` and `fail` are host steps (queue = \"host\")")
-            );
+        if target != Target::Host && (op.external || op.fail.is_some() || op.cancel.is_some()) {
+            return Err(self.error(
+                &op.name,
+                "`external`, `fail` and `cancel` are host steps (queue = \"host\")",
+            ));
         }
+        let cancel = match &op.cancel {
+            None => None,
+            Some(spanned) => {
+                let RawCancel { axis, after } = spanned.get_ref();
+                match names.queues.get(axis.as_str()) {
+                    Some(&queue) => Some((queue, *after)),
+                    None => {
+                        return Err(self.error(spanned, format!("cancel: unknown queue `{axis}`")))
+                    }
+                }
+            }
+        };
         let fail = match &op.fail {
             None => None,
             Some(name) => Some((
@@ -643,6 +666,7 @@ impl Resolver<'_> {
             work,
             external: op.external,
             fail,
+            cancel,
             expect,
         })
     }

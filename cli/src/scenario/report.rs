@@ -91,11 +91,18 @@ struct Report<'a, Ops, Queues, Semaphores> {
 
 #[derive(Serialize)]
 struct OpJson<'a, Points, Signals, Waits> {
+    /// Why a `cancel` step cancelled it: "speculation" or "conservative". (Fields in key
+    /// order: the report is streamed sorted.)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancelled: Option<&'static str>,
     end_ns: u64,
     epoch: u64,
     frontier: Points,
     name: &'a str,
     queue: &'a str,
+    /// Why a `cancel` step found it running on rejected work (it ran to its end).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ran_on_rejected: Option<&'static str>,
     signals: Signals,
     start_ns: u64,
     status: &'static str,
@@ -155,11 +162,13 @@ fn op<'a>(
     signals: &'a [(usize, u64)],
 ) -> OpJson<'a, impl Serialize + 'a, impl Serialize + 'a, impl Serialize + 'a> {
     OpJson {
+        cancelled: record.speculation.filter(|s| !s.started).map(|s| s.reason()),
         end_ns: record.end_ns,
         epoch: record.epoch,
         frontier: frontier(outcome, record.frontier),
         name,
         queue,
+        ran_on_rejected: record.speculation.filter(|s| s.started).map(|s| s.reason()),
         signals: LazyArray(move || {
             signals.iter().map(|&(semaphore, value)| SignalJson {
                 semaphore: &outcome.scenario.semaphores[semaphore].name,

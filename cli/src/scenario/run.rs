@@ -31,6 +31,7 @@ use causeway_core::frontier::Frontier;
 use causeway_core::queue::{self, Capabilities, QueueClock, Resolution, WaitResolution};
 use causeway_core::scope::Endpoint;
 use causeway_core::semaphore::{Failure, SignalError, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
+use causeway_core::speculation::{Dependence, Rejection};
 use causeway_core::unpoisoned::{Condvar, Mutex};
 
 use super::check::Plan;
@@ -157,6 +158,38 @@ pub struct OpRecord {
     pub queued: bool,
     /// How it ended.
     pub status: Status,
+    /// What a `cancel` host step found it to be, if it depended on rejected speculation.
+    pub speculation: Option<Speculation>,
+}
+
+/// How a rejection of speculation (a `cancel` host step) found an operation that depended on
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Speculation {
+    /// Only its tainted frontier made it dependent (it might have forgotten a rejected epoch).
+    pub conservative: bool,
+    /// It had already started, and ran to its end on rejected work (else it was cancelled).
+    pub started: bool,
+}
+
+impl Speculation {
+    /// The report's spelling of why: `"speculation"` or `"conservative"`.
+    pub fn reason(self) -> &'static str {
+        if self.conservative {
+            "conservative"
+        } else {
+            "speculation"
+        }
+    }
+
+    /// Packed into an [`OpEvents`] word (0 is none).
+    fn code(dependence: Dependence, started: bool) -> u32 {
+        1 + u32::from(dependence == Dependence::Conservative) + 2 * u32::from(started)
+    }
+
+    fn from_code(code: u32) -> Option<Speculation> {
+        (code != 0).then(|| Speculation { conservative: (code - 1) & 1 == 1, started: code >= 3 })
+    }
 }
 
 impl OpRecord {
@@ -171,6 +204,7 @@ impl OpRecord {
         worker: None,
         queued: false,
         status: Status::Cancelled,
+        speculation: None,
     };
 }
 
@@ -410,6 +444,8 @@ struct OpEvents {
     end_ns: AtomicU64,
     worker: AtomicU32,
     status: AtomicU32,
+    /// [`Speculation::code`], 0 for none.
+    speculation: AtomicU32,
 }
 
 /// Collects start and finish events, indexed by operation (the op tag).
@@ -428,6 +464,9 @@ impl Observer for Recorder {
                 op.start_ns.store(at_ns, Ordering::Relaxed);
                 let worker = u32::try_from(worker).expect("workers are few");
                 op.worker.store(worker, Ordering::Relaxed);
+            }
+            OpEvent::Speculative { dependence, started, .. } => {
+                op.speculation.store(Speculation::code(dependence, started), Ordering::Relaxed);
             }
             OpEvent::Finished { at_ns, status, .. } => {
                 if op.start_ns.load(Ordering::Relaxed) == 0 {
@@ -559,6 +598,7 @@ impl<'s> Runner<'s> {
                     end_ns: AtomicU64::new(0),
                     worker: AtomicU32::new(NO_WORKER),
                     status: AtomicU32::new(STATUS_PENDING),
+                    speculation: AtomicU32::new(0),
                 })
                 .collect(),
             finished: Mutex::new(0),
@@ -950,6 +990,11 @@ impl<'s> Runner<'s> {
         if let Some((semaphore, code)) = op.fail {
             self.semaphore(semaphore).fail(Failure::Application(code));
         }
+        if let Some((queue, after)) = op.cancel {
+            if let Some(axis) = self.device.axis(QueueId(queue)) {
+                self.device.cancel_speculative(Rejection::new(axis, after));
+            }
+        }
         let end_ns = self.device.now_ns();
         self.records[index] = OpRecord {
             epoch: submitted.point.epoch,
@@ -961,6 +1006,7 @@ impl<'s> Runner<'s> {
             worker: None,
             queued: false,
             status: if result.is_ok() { Status::Ok } else { Status::Failed },
+            speculation: None,
         };
         Ok(())
     }
@@ -1119,6 +1165,8 @@ impl<'s> Runner<'s> {
                     STATUS_FAILED => Status::Failed,
                     _ => Status::Cancelled,
                 };
+                record.speculation =
+                    Speculation::from_code(events.speculation.load(Ordering::Relaxed));
             }
         }
         let records = &self.records;

@@ -1,0 +1,247 @@
+//! Cancelling the operations that depended on rejected speculation
+//! ([`Device::cancel_speculative`](crate::Device::cancel_speculative)).
+//!
+//! The decision is core's ([`Rejection::classify`]): one lookup in the operation's frontier.
+//! What this module adds is who may act on it. For each ring slot the queue keeps
+//!
+//! - its **lineage** — the operation's frontier and signals, written by the submitter before it
+//!   publishes the slot and only read afterwards, by cancellers: kept in an array of its own
+//!   beside the ring, apart from the body the queue process mutates, so a cancellation walks
+//!   small records in order instead of striding over whole slots; and
+//! - a **run claim** (an array of one-byte words beside the ring too), the one word on which
+//!   the queue process (about to start the operation) and a canceller (about to cancel it)
+//!   agree who came first.
+//!
+//! # Run claim
+//!
+//! ```text
+//!            start (queue process)
+//!   Queued ───────────────────────► Started ──cancel──► Started, ran on rejected work
+//!     │                                                   (reported when it retires)
+//!     └──cancel (canceller)──► Cancelled(dependence)
+//!                               start fails: the queue process retires it as cancelled
+//! ```
+//!
+//! `start` is idempotent (an operation that started and waits for room — a full device ring,
+//! no quota — starts again). Both transitions are compare-and-swaps of one word, so exactly
+//! one side wins; no other memory is handed over through it (the lineage is published by the
+//! ring's `tail` store and read under the submit lock, the queue process is woken through the
+//! executor), so every access is Relaxed.
+//!
+//! # Cancelling
+//!
+//! The canceller walks every queue twice, each time under that queue's submit lock: no slot is
+//! refilled while it is held, so the lineage of every slot from the head to the tail stays as
+//! submitted even while the queue process retires some of them.
+//!
+//! 1. **Claim**: for each operation that depends, claim the slot as cancelled (or mark it, if
+//!    it started). Nothing fails yet: a failure spreading ahead of the walk would reach a
+//!    dependent operation on a queue not walked yet as a failed wait, and it would retire as
+//!    failed instead of cancelled.
+//! 2. **Fail**: fail the signals of every operation claimed as cancelled that is still in the
+//!    ring, at once rather than when its queue reaches it (the cascade: waiters on every
+//!    driver wake with the failure, later submissions on those values fail at submission), and
+//!    wake the queue. Failure is first-wins, so the queue's own retirement changes nothing.
+//!
+//! The queue process retires a cancelled operation in order without running it: its held and
+//! host-armed waits are released (their timepoints unlinked), and on a native queue the
+//! operation, never issued, retires on the host, which moves the queue's native progress past
+//! it (`Backend::completed_on_host`), so a native wait on its epoch cannot stall the hardware
+//! queue. An operation already started — running on a worker or handed to its driver — runs to
+//! its end and is reported as having run on rejected work.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use causeway_core::frontier::Frontier;
+use causeway_core::speculation::Dependence;
+use causeway_runtime::FRONTIER_CAPACITY;
+use heapless::Vec as FixedVec;
+
+use crate::{SemaphoreId, MAX_SIGNALS};
+
+/// What a cancellation found and did, over every queue of the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CancelReport {
+    /// Operations that had not started and were cancelled (their signals failed as
+    /// cancelled), the conservative ones included.
+    pub cancelled: usize,
+    /// Of those, the ones cancelled only because their frontier was tainted
+    /// ([`Dependence::Conservative`]).
+    pub conservative: usize,
+    /// Operations that depended but had already started: they run to their end and are
+    /// reported as having run on rejected work.
+    pub running: usize,
+}
+
+/// An operation's frontier (what its signals carry), as a canceller reads it.
+pub(crate) type LineageFrontier = Frontier<FRONTIER_CAPACITY>;
+/// What an operation signals, as a canceller fails it.
+pub(crate) type LineageSignals = FixedVec<(SemaphoreId, u64), MAX_SIGNALS>;
+
+/// One part of a slot's lineage: written before the slot is published, read-only while it is
+/// in the ring, by cancellers only.
+pub(crate) struct LineageCell<T>(UnsafeCell<T>);
+
+// SAFETY: written only by the submitter holding the queue's submit lock while the slot is
+// outside the published range (the ring's invariant 1, `queue`), read only by cancellers, who
+// hold the same submit lock, so no write can overlap a read. `T: Send` because the value
+// written on one thread is read on another.
+unsafe impl<T: Send> Sync for LineageCell<T> {}
+
+impl<T: Default> LineageCell<T> {
+    pub(crate) fn new() -> LineageCell<T> {
+        LineageCell(UnsafeCell::new(T::default()))
+    }
+}
+
+impl<T> LineageCell<T> {
+    /// Writes the lineage of the operation about to be published.
+    ///
+    /// # Safety
+    /// The caller holds the queue's submit lock and the slot is outside `[head, tail)`.
+    pub(crate) unsafe fn write(&self, lineage: T) {
+        // SAFETY: the caller's contract: nobody else reads or writes it now.
+        unsafe { *self.0.get() = lineage };
+    }
+
+    /// The lineage of a published operation.
+    ///
+    /// # Safety
+    /// The caller holds the queue's submit lock (so the slot cannot be refilled) and the slot
+    /// was published (its index below `tail`).
+    pub(crate) unsafe fn read(&self) -> &T {
+        // SAFETY: the caller's contract: only readers until the lock is released.
+        unsafe { &*self.0.get() }
+    }
+}
+
+const QUEUED: u8 = 0;
+const STARTED: u8 = 1;
+const CANCELLED_REJECTED: u8 = 2;
+const CANCELLED_CONSERVATIVE: u8 = 3;
+const STARTED_REJECTED: u8 = 4;
+const STARTED_CONSERVATIVE: u8 = 5;
+
+/// Who got to an operation first: the queue process starting it, or a canceller (see the
+/// [module documentation](self)).
+pub(crate) struct RunClaim(AtomicU8);
+
+/// What [`RunClaim::cancel`] came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Claimed {
+    /// The operation had not started: it is cancelled.
+    Cancelled,
+    /// It had started: marked as running on rejected work.
+    Running,
+    /// An earlier cancellation already decided it.
+    AlreadyDecided,
+}
+
+impl RunClaim {
+    pub(crate) const fn new() -> RunClaim {
+        RunClaim(AtomicU8::new(QUEUED))
+    }
+
+    /// For a slot about to be published (submit lock held, slot outside the ring).
+    pub(crate) fn reset(&self) {
+        self.0.store(QUEUED, Ordering::Relaxed);
+    }
+
+    /// The queue process is about to start the operation: `Err` with the reason when a
+    /// canceller came first.
+    pub(crate) fn start(&self) -> Result<(), Dependence> {
+        match self.0.compare_exchange(QUEUED, STARTED, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => Ok(()),
+            Err(state) => match cancelled(state) {
+                Some(dependence) => Err(dependence),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// Why the operation was cancelled, if it was.
+    pub(crate) fn cancelled(&self) -> Option<Dependence> {
+        cancelled(self.0.load(Ordering::Relaxed))
+    }
+
+    /// Why a started operation was marked as running on rejected work, if it was.
+    pub(crate) fn ran_on_rejected(&self) -> Option<Dependence> {
+        match self.0.load(Ordering::Relaxed) {
+            STARTED_REJECTED => Some(Dependence::Rejected),
+            STARTED_CONSERVATIVE => Some(Dependence::Conservative),
+            _ => None,
+        }
+    }
+
+    /// A canceller decided the operation depends (`dependence` is not `Independent`).
+    pub(crate) fn cancel(&self, dependence: Dependence) -> Claimed {
+        let conservative = dependence == Dependence::Conservative;
+        let (cancelled, marked) = if conservative {
+            (CANCELLED_CONSERVATIVE, STARTED_CONSERVATIVE)
+        } else {
+            (CANCELLED_REJECTED, STARTED_REJECTED)
+        };
+        let mut state = self.0.load(Ordering::Relaxed);
+        loop {
+            let (next, claimed) = match state {
+                QUEUED => (cancelled, Claimed::Cancelled),
+                STARTED => (marked, Claimed::Running),
+                _ => return Claimed::AlreadyDecided,
+            };
+            match self.0.compare_exchange_weak(state, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return claimed,
+                Err(now) => state = now,
+            }
+        }
+    }
+}
+
+fn cancelled(state: u8) -> Option<Dependence> {
+    match state {
+        CANCELLED_REJECTED => Some(Dependence::Rejected),
+        CANCELLED_CONSERVATIVE => Some(Dependence::Conservative),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_side_wins() {
+        let claim = RunClaim::new();
+        assert_eq!(claim.cancel(Dependence::Conservative), Claimed::Cancelled);
+        assert_eq!(claim.start(), Err(Dependence::Conservative));
+        assert_eq!(claim.cancel(Dependence::Rejected), Claimed::AlreadyDecided);
+        assert_eq!(claim.cancelled(), Some(Dependence::Conservative));
+
+        claim.reset();
+        assert_eq!(claim.start(), Ok(()));
+        assert_eq!(claim.start(), Ok(()), "starting again (after waiting for room) is fine");
+        assert_eq!(claim.cancel(Dependence::Rejected), Claimed::Running);
+        assert_eq!(claim.start(), Ok(()));
+        assert_eq!(claim.cancelled(), None);
+        assert_eq!(claim.ran_on_rejected(), Some(Dependence::Rejected));
+        assert_eq!(claim.cancel(Dependence::Rejected), Claimed::AlreadyDecided);
+    }
+
+    #[test]
+    fn racing_sides_agree() {
+        for _ in 0..2000 {
+            let claim = RunClaim::new();
+            let (started, claimed) = std::thread::scope(|scope| {
+                let start = scope.spawn(|| claim.start());
+                let cancel = scope.spawn(|| claim.cancel(Dependence::Rejected));
+                (start.join().unwrap(), cancel.join().unwrap())
+            });
+            match claimed {
+                Claimed::Cancelled => assert_eq!(started, Err(Dependence::Rejected)),
+                Claimed::Running => assert_eq!(started, Ok(())),
+                Claimed::AlreadyDecided => panic!("nothing decided it before"),
+            }
+        }
+    }
+}
