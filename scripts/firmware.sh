@@ -82,7 +82,7 @@ mkdir -p "$LOGS"
 failures=()
 for board in "${BOARDS[@]}"; do
   IFS='|' read -r target qemu machine name <<<"$board"
-  for image in selftest controller npu_controller npu_cost; do
+  for image in selftest controller npu_controller npu_waits npu_cost; do
     elf="$CARGO_TARGET_DIR/$target/release/$image"
     log="$LOGS/$name-$image.log"
     clock=""
@@ -95,7 +95,7 @@ for board in "${BOARDS[@]}"; do
       -serial none -semihosting-config enable=on,target=native -kernel "$elf" </dev/null >"$log" 2>&1
     status=$?
     set -e
-    if [[ $image == selftest || $image == npu_cost ]]; then
+    if [[ $image == selftest || $image == npu_waits || $image == npu_cost ]]; then
       sed 's/^/    /' "$log"
     fi
     case $status in

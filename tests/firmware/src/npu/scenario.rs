@@ -224,9 +224,10 @@ fn data_is_right() -> bool {
         && data_word(SUM2) == Some(total)
 }
 
-/// The WAIT counts the pipeline fixes, and ring 2's knowledge of all three rings.
-fn knowledge_is_right() -> bool {
-    let Some(controllers) = CONTROLLERS.get() else { return false };
+/// How every ring's controller disposed of its WAIT descriptors, summed, and the descriptors
+/// they completed with an error; `None` before [`run`] has started the controllers.
+pub fn totals() -> Option<(WaitCounts, u32)> {
+    let controllers = CONTROLLERS.get()?;
     let mut waits = WaitCounts::default();
     let mut errors = 0;
     for controller in controllers {
@@ -239,6 +240,14 @@ fn knowledge_is_right() -> bool {
         waits.failed += counts.failed;
         errors += controller.errors();
     }
+    Some((waits, errors))
+}
+
+/// The WAIT counts the pipeline fixes, and ring 2's knowledge of all three rings.
+fn knowledge_is_right() -> bool {
+    let (Some(controllers), Some((waits, errors))) = (CONTROLLERS.get(), totals()) else {
+        return false;
+    };
     let last = controllers[RINGS - 1].lock();
     let frontier = last.clock().frontier();
     let knows_every_ring = frontier.len() == RINGS
