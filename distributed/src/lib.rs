@@ -22,4 +22,5 @@ pub mod node;
 pub use message::{LinkId, Message, MessageError, MAX_MESSAGE_LEN};
 pub use node::{
     CollectiveOpError, HostWaitError, Links, Node, NodeError, ProgressStats, RemoteError,
+    CLUSTER_MACHINE,
 };

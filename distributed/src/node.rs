@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use causeway_core::axis::{Axis, Domain};
 use causeway_core::collective::CollectiveChannel;
 use causeway_core::executor::{Class, Drain, DrainContext, Drained, Process};
 use causeway_core::frontier::{Frontier, Point};
@@ -59,6 +60,10 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Source};
 use mpi::Threading;
 
 use crate::message::{LinkId, Message, MessageError};
+
+/// The machine index of axes that belong to the whole cluster rather than one rank (collective
+/// channels): ranks use `machine = rank`, so this is never a rank's own.
+pub const CLUSTER_MACHINE: u16 = u16::MAX;
 
 /// The MPI tag of semaphore messages.
 const LINK_TAG: i32 = 17;
@@ -580,6 +585,21 @@ impl Node {
             sent: self.inner.sent.load(Ordering::Relaxed),
             received: self.inner.received.load(Ordering::Relaxed),
         }
+    }
+
+    /// The collective channel `ordinal` of the whole world: an axis of
+    /// [`Domain::Collective`] on machine [`CLUSTER_MACHINE`], the same on every rank (no
+    /// rank's queues live there), with one participant per rank.
+    pub fn collective_channel(&self, ordinal: u64) -> Option<CollectiveChannel> {
+        let axis = Axis::try_new(CLUSTER_MACHINE, Domain::Collective, ordinal)?;
+        CollectiveChannel::new(axis, u16::try_from(self.inner.size).ok()?).ok()
+    }
+
+    /// Runs `f` with the world communicator, under the lock every MPI call of this node takes
+    /// (plain MPI beside the node: a peer measurement, an application's own exchange). `f`
+    /// must not block on another rank's progress: this rank's progress process waits for it.
+    pub fn with_world<R>(&self, f: impl FnOnce(&SimpleCommunicator) -> R) -> R {
+        f(&self.lock_mpi().world)
     }
 
     /// Sums `data` element-wise across every rank (an `MPI_Allreduce`), as round
