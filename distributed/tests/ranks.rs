@@ -16,8 +16,9 @@
 //! - `malformed` (2 ranks): rank 1 sends truncated and malformed bytes; the semaphores they
 //!   name fail on rank 0 with typed reasons, and nothing panics.
 //! - `killed` (4 ranks): rank 2 is killed (SIGKILL) while the others wait on it; the run ends
-//!   well within the timeout (Open MPI's mpirun tears the job down when a rank dies; a
-//!   survivor that outlives that gives up at its own wait's timeout).
+//!   well within the timeout. Run twice: by default Open MPI's mpirun tears the job down when
+//!   a rank dies; with `--enable-recovery` it lets the survivors run, and each gives up at its
+//!   own wait's timeout (10 s), its semaphore failed as device-lost.
 
 use std::mem::ManuallyDrop;
 use std::process::{Command, ExitCode};
@@ -58,15 +59,72 @@ struct Case {
     ranks: u32,
     succeeds: bool,
     limit: Duration,
+    /// Extra mpirun options.
+    options: &'static [&'static str],
+    /// Lines the run must print (beside `rank r: ok` from every rank when it succeeds).
+    prints: &'static [&'static str],
+}
+
+fn secs(seconds: u64) -> Duration {
+    Duration::from_secs(seconds)
 }
 
 fn launch_all() -> ExitCode {
     let cases = [
-        Case { name: "relay", ranks: 2, succeeds: true, limit: Duration::from_secs(120) },
-        Case { name: "relay", ranks: 4, succeeds: true, limit: Duration::from_secs(120) },
-        Case { name: "failure", ranks: 4, succeeds: true, limit: Duration::from_secs(60) },
-        Case { name: "malformed", ranks: 2, succeeds: true, limit: Duration::from_secs(60) },
-        Case { name: "killed", ranks: 4, succeeds: false, limit: Duration::from_secs(60) },
+        Case {
+            name: "relay",
+            ranks: 2,
+            succeeds: true,
+            limit: secs(120),
+            options: &[],
+            prints: &[],
+        },
+        Case {
+            name: "relay",
+            ranks: 4,
+            succeeds: true,
+            limit: secs(120),
+            options: &[],
+            prints: &[],
+        },
+        Case {
+            name: "failure",
+            ranks: 4,
+            succeeds: true,
+            limit: secs(60),
+            options: &[],
+            prints: &[],
+        },
+        Case {
+            name: "malformed",
+            ranks: 2,
+            succeeds: true,
+            limit: secs(60),
+            options: &[],
+            prints: &[],
+        },
+        // Open MPI's default: mpirun ends the whole job when a rank dies.
+        Case {
+            name: "killed",
+            ranks: 4,
+            succeeds: false,
+            limit: secs(60),
+            options: &[],
+            prints: &[],
+        },
+        // With recovery on, mpirun lets the survivors run: each gives up at its own timeout.
+        Case {
+            name: "killed",
+            ranks: 4,
+            succeeds: false,
+            limit: secs(60),
+            options: &["--enable-recovery"],
+            prints: &[
+                "rank 0: gave up on rank 2",
+                "rank 1: gave up on rank 2",
+                "rank 3: gave up on rank 2",
+            ],
+        },
     ];
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut failed = 0;
@@ -75,6 +133,7 @@ fn launch_all() -> ExitCode {
         let output = Command::new("timeout")
             .args(["--kill-after=5", &case.limit.as_secs().to_string(), "mpirun"])
             .args(["--oversubscribe", "-n", &case.ranks.to_string()])
+            .args(case.options)
             .arg(&exe)
             .arg(case.name)
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -100,12 +159,19 @@ fn launch_all() -> ExitCode {
             Err(format!("hung past {:?}", case.limit))
         } else if case.succeeds && !(output.status.success() && ok_lines == case.ranks as usize) {
             Err(format!("exit {code:?}, {ok_lines} of {} ranks ok", case.ranks))
-        } else if !case.succeeds && output.status.success() {
+        } else if let Some(missing) = case.prints.iter().find(|line| !stdout.contains(*line)) {
+            Err(format!("did not print {missing:?}"))
+        } else if !case.succeeds && output.status.success() && case.prints.is_empty() {
             Err("succeeded although a rank was killed".to_string())
         } else {
             Ok(())
         };
-        println!("mpirun -n {} {}: {elapsed:.1?}, exit {code:?}", case.ranks, case.name);
+        println!(
+            "mpirun {} -n {} {}: {elapsed:.1?}, exit {code:?}",
+            case.options.join(" "),
+            case.ranks,
+            case.name
+        );
         for line in stdout.lines() {
             println!("  {line}");
         }
@@ -239,6 +305,13 @@ fn relay(rank: i32, size: i32) -> Result<(), String> {
     println!("rank {rank}: final frontier has {} entries", receipt.frontier.len());
     let reached = blocking::wait(device.semaphore(own).ok_or("own")?, ROUNDS, Some(LONG));
     check(reached == Ok(ROUNDS), || format!("own semaphore: {reached:?}"))?;
+    // Nothing is outstanding any more: the progress process is parked, not polling.
+    let parked = node.progress_stats().drains;
+    std::thread::sleep(Duration::from_millis(200));
+    let later = node.progress_stats().drains;
+    check(later <= parked + 1, || {
+        format!("the progress process drained {} times while idle", later - parked)
+    })?;
     let stats = node.progress_stats();
     println!(
         "rank {rank}: progress drains {} (asleep after {}), sent {}, received {}",
@@ -386,7 +459,14 @@ fn killed(rank: i32) -> Result<(), String> {
     }
     let seen = node.wait(link, 1, Duration::from_secs(10));
     check(seen == Err(HostWaitError::TimedOut), || format!("waiting on the dead rank: {seen:?}"))?;
-    // Unreachable in practice: mpirun ends the job first. Finalising would wait on rank 2.
+    let failure = device.semaphore(semaphores[0]).and_then(|s| s.failure());
+    check(
+        node.link_error(link) == Some(RemoteError::TimedOut)
+            && failure == Some(Failure::DeviceLost),
+        || format!("after the timeout: {:?}, {failure:?}", node.link_error(link)),
+    )?;
+    // Reached only when mpirun lets survivors run (`--enable-recovery`); by default it ends
+    // the job first. Finalising would wait on rank 2, so the rank ends here.
     println!("rank {rank}: gave up on rank 2 after its timeout");
     std::process::exit(2);
 }
