@@ -28,6 +28,10 @@
 //! MPI is initialised with `MPI_THREAD_SERIALIZED`: the drain runs on whichever worker picks
 //! it up, and every MPI call is made under one lock.
 //!
+//! Work waiting on imported semaphores is submitted through [`Node::submit`], and host threads
+//! wait on them through [`Node::wait`] or [`Node::await_announced`]: these are what wake the
+//! progress process when it sleeps (a wait made on the device directly would not).
+//!
 //! ## Bytes from peers are untrusted
 //!
 //! A message that does not decode fails the semaphore it names with
@@ -127,6 +131,9 @@ pub enum RemoteError {
     Timeline(SignalError),
     /// A host wait on it ran out of time: the exporter is presumed gone.
     TimedOut,
+    /// Its exporter sent a message about a semaphore this rank does not import, so nothing
+    /// it says can be trusted.
+    UnknownLink(LinkId),
 }
 
 impl fmt::Display for RemoteError {
@@ -142,6 +149,11 @@ impl fmt::Display for RemoteError {
             RemoteError::TimedOut => {
                 f.write_str("a wait on it timed out: its exporter is presumed gone")
             }
+            RemoteError::UnknownLink(link) => write!(
+                f,
+                "its exporter sent a message about link {}, which is not imported here",
+                link.0
+            ),
         }
     }
 }
@@ -775,7 +787,7 @@ impl Inner {
         let Some(import) = self.import(message.link()) else {
             // A link this rank does not import: every semaphore the sender feeds is suspect.
             for import in self.imports.iter().filter(|import| import.from == sender) {
-                self.fail_import(import, RemoteError::WrongSender { exporter: -1, sender });
+                self.fail_import(import, RemoteError::UnknownLink(message.link()));
             }
             return;
         };

@@ -11,6 +11,8 @@
 //!   rank r-1's semaphore and signals its own. Every rank submits each round as soon as the
 //!   previous rank has *announced* it (one message, no round trip), and its operation's
 //!   frontier then holds every earlier rank's queue at that round — ranks it never heard from.
+//!   A late wait on an imported value reached long ago finds the signal that first reached
+//!   it (the late-waiter rule, across ranks); once idle, the progress process stays parked.
 //! - `failure` (4 ranks): a host function fails on rank 1; its semaphore fails on ranks 0 and
 //!   3, together with the operations there that wait on it, and nothing hangs.
 //! - `malformed` (2 ranks): rank 1 sends truncated and malformed bytes; the semaphores they
@@ -26,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use causeway_core::axis::Domain;
 use causeway_core::scope::{Endpoint, Scope};
-use causeway_core::semaphore::Failure;
+use causeway_core::semaphore::{Failure, Lookup};
 use causeway_device::{Device, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work};
 use causeway_distributed::{
     HostWaitError, LinkId, Links, Message, MessageError, Node, RemoteError,
@@ -305,6 +307,25 @@ fn relay(rank: i32, size: i32) -> Result<(), String> {
     println!("rank {rank}: final frontier has {} entries", receipt.frontier.len());
     let reached = blocking::wait(device.semaphore(own).ok_or("own")?, ROUNDS, Some(LONG));
     check(reached == Ok(ROUNDS), || format!("own semaphore: {reached:?}"))?;
+    if rank > 0 {
+        // The late-waiter rule on an imported timeline: a wait on a value reached long ago
+        // imports the signal that first reached it (upstream's operation of that round), not
+        // the newest one — and the import carries upstream's own upstream, one round earlier
+        // in its knowledge at most.
+        let late = ROUNDS - 10;
+        let mirror = device.semaphore(upstream).ok_or("upstream")?;
+        match mirror.lookup(late) {
+            Lookup::Tracked { origin, frontier, reached: true, aged_out: false } => {
+                check(origin.axis.machine() == rank as u16 - 1 && origin.epoch == late, || {
+                    format!("a late wait on {late} imports {origin:?}")
+                })?;
+                check(frontier.get(origin.axis) == Some(late), || {
+                    format!("the imported frontier {frontier:?} lacks its origin")
+                })?;
+            }
+            other => return Err(format!("a late wait on {late} finds {other:?}")),
+        }
+    }
     // Nothing is outstanding any more: the progress process is parked, not polling.
     let parked = node.progress_stats().drains;
     std::thread::sleep(Duration::from_millis(200));
