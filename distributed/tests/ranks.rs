@@ -7,8 +7,8 @@
 //! `scripts/mpi.sh` installs it.
 //!
 //! Cases:
-//! - `relay` (2 and 4 ranks): 10^4 rounds around a chain of ranks; rank r's queue waits on
-//!   rank r-1's semaphore and signals its own. Every rank submits each round as soon as the
+//! - `relay` (2 and 4 ranks): 10^5 operations in all, in rounds along a chain of ranks; rank
+//!   r's queue waits on rank r-1's semaphore and signals its own. Every rank submits each round as soon as the
 //!   previous rank has *announced* it (one message, no round trip), and its operation's
 //!   frontier then holds every earlier rank's queue at that round — ranks it never heard from.
 //!   A late wait on an imported value reached long ago finds the signal that first reached
@@ -36,7 +36,8 @@ use causeway_distributed::{
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::{blocking, PoolConfig};
 
-const ROUNDS: u64 = 10_000;
+/// Operations the relay submits across all its ranks.
+const RELAY_OPS: u64 = 100_000;
 const LONG: Duration = Duration::from_secs(60);
 
 fn main() -> ExitCode {
@@ -266,6 +267,7 @@ fn run_rank(case: &str) -> Result<(), String> {
 /// Rank r signals link r (its semaphore 0) each round and, past rank 0, waits on link r-1
 /// (its semaphore 1).
 fn relay(rank: i32, size: i32) -> Result<(), String> {
+    let rounds = RELAY_OPS / size as u64;
     let (device, queue, semaphores) = device(rank, 2, false);
     let (own, upstream) = (semaphores[0], semaphores[1]);
     let mut links = Links::new();
@@ -277,7 +279,7 @@ fn relay(rank: i32, size: i32) -> Result<(), String> {
     }
     let node = started(Node::start(device, &links))?;
     let mut last = None;
-    for round in 1..=ROUNDS {
+    for round in 1..=rounds {
         let waits = [(upstream, round)];
         let waits: &[(SemaphoreId, u64)] = if rank > 0 {
             let link = LinkId(rank as u32 - 1);
@@ -300,19 +302,19 @@ fn relay(rank: i32, size: i32) -> Result<(), String> {
                 point.axis.machine() == machine as u16 && point.axis.domain() == Domain::Queue
             })
             .map(|point| point.epoch);
-        check(epoch == Some(ROUNDS), || {
-            format!("frontier {:?} lacks machine {machine} at {ROUNDS}", receipt.frontier)
+        check(epoch == Some(rounds), || {
+            format!("frontier {:?} lacks machine {machine} at {rounds}", receipt.frontier)
         })?;
     }
     println!("rank {rank}: final frontier has {} entries", receipt.frontier.len());
-    let reached = blocking::wait(device.semaphore(own).ok_or("own")?, ROUNDS, Some(LONG));
-    check(reached == Ok(ROUNDS), || format!("own semaphore: {reached:?}"))?;
+    let reached = blocking::wait(device.semaphore(own).ok_or("own")?, rounds, Some(LONG));
+    check(reached == Ok(rounds), || format!("own semaphore: {reached:?}"))?;
     if rank > 0 {
         // The late-waiter rule on an imported timeline: a wait on a value reached long ago
         // imports the signal that first reached it (upstream's operation of that round), not
         // the newest one — and the import carries upstream's own upstream, one round earlier
         // in its knowledge at most.
-        let late = ROUNDS - 10;
+        let late = rounds - 10;
         let mirror = device.semaphore(upstream).ok_or("upstream")?;
         match mirror.lookup(late) {
             Lookup::Tracked { origin, frontier, reached: true, aged_out: false } => {
