@@ -19,7 +19,17 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
     let report = Report {
         ops: LazyArray(|| {
             scenario.ops.iter().zip(&outcome.ops).map(|(spec, record)| {
-                op(outcome, scenario.op_name(spec), queue_name(outcome, spec.target), record)
+                let machine = match spec.target {
+                    Target::Queue(queue) => scenario.queues[queue].machine,
+                    Target::Host => 0,
+                };
+                op(
+                    outcome,
+                    scenario.op_name(spec),
+                    queue_name(outcome, spec.target),
+                    machine,
+                    record,
+                )
             })
         }),
         queues: LazyArray(|| {
@@ -87,6 +97,8 @@ struct OpJson<'a, Points, Waits> {
     end_ns: u64,
     epoch: u64,
     frontier: Points,
+    /// The machine (MPI rank, when run across ranks) that ran it; host steps run on 0.
+    machine: u16,
     name: &'a str,
     queue: &'a str,
     start_ns: u64,
@@ -135,12 +147,14 @@ fn op<'a>(
     outcome: &'a Outcome<'_>,
     name: &'a str,
     queue: &'a str,
+    machine: u16,
     record: &'a OpRecord,
 ) -> OpJson<'a, impl Serialize + 'a, impl Serialize + 'a> {
     OpJson {
         end_ns: record.end_ns,
         epoch: record.epoch,
         frontier: frontier(outcome, record.frontier),
+        machine,
         name,
         queue,
         start_ns: record.start_ns,
@@ -244,8 +258,8 @@ pub(super) mod tests {
         assert_eq!(
             keys(late),
             [
-                "end_ns", "epoch", "frontier", "name", "queue", "start_ns", "status", "tainted",
-                "waits"
+                "end_ns", "epoch", "frontier", "machine", "name", "queue", "start_ns", "status",
+                "tainted", "waits"
             ]
         );
         assert_eq!(
