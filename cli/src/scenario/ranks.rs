@@ -11,7 +11,8 @@
 //! Outside `mpirun` (no rank in the environment) the CLI runs every machine's queues in one
 //! process, as it always has; [`World::from_env`] returns `None` then.
 //!
-//! [`gather`] then makes one [`Outcome`] of the records every rank kept: each operation's
+//! [`gather`] then makes one [`Outcome`] of the records every rank kept (sent to rank 0 as
+//! bytes by [`rank_records`](super::rank_records)): each operation's
 //! from the rank that ran it, each semaphore's from the rank that signals it, frontiers with
 //! their axes named alike whichever rank recorded them.
 //!
@@ -412,7 +413,7 @@ mod tests {
 
     use super::*;
     use crate::scenario::run::{RunOptions, Status};
-    use crate::scenario::{bundled, check, expect, parse, run};
+    use crate::scenario::{bundled, check, expect, parse, rank_records, run};
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> =
@@ -539,7 +540,9 @@ mod tests {
             .map(|rank| {
                 let mut part = run_all_cpu(&scenario);
                 spoil_others(&placement, &mut part, rank);
-                part
+                // As rank 0 receives it.
+                let bytes = rank_records::encode(&part).expect("encoded");
+                rank_records::decode(&scenario, &bytes).expect("decoded")
             })
             .collect();
         let gathered = gather(&placement, &scenario, &parts).expect("gathered");
