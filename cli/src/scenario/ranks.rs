@@ -726,5 +726,19 @@ wait = ["s>=1"]
             ]
         );
         assert_eq!(placement.rank_of(scenario.ops[1].target), 1);
+
+        // Run in one process, each rank's records through the bytes, gathered: the same.
+        let whole = run_all_cpu(&scenario);
+        let parts: Vec<Outcome<'_>> = (0..2)
+            .map(|_| {
+                let bytes = rank_records::encode(&whole).expect("encoded");
+                rank_records::decode(&scenario, &bytes).expect("decoded")
+            })
+            .collect();
+        let gathered = gather(&placement, &scenario, &parts).expect("gathered");
+        assert!(expect::unmet(&gathered).0.is_empty());
+        assert_eq!(gathered.ops, whole.ops);
+        assert_eq!(gathered.waits, whole.waits);
+        assert_eq!(gathered.points.len(), whole.points.len());
     }
 }
