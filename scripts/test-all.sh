@@ -32,6 +32,11 @@ step "set-up: the Vulkan loader, lavapipe, the validation layer and glslang"
 # the Khronos validation layer; any message it reports fails the test or the scenario.
 export CAUSEWAY_VULKAN_VALIDATION=1
 
+step "MPI: Open MPI set up; causeway-distributed on real ranks (mpirun -n 2 and -n 4, each under timeout)"
+# Before the workspace builds: rsmpi's bindings need Open MPI's headers and libclang.
+./scripts/mpi.sh
+passed
+
 step "style: rustfmt and clippy (warnings are errors)"
 cargo fmt --all -- --check || die "cargo fmt reports unformatted code"
 cargo clippy --workspace --all-targets -- -D warnings

@@ -28,6 +28,8 @@ pub mod expect;
 pub mod generate;
 pub mod model;
 pub mod parse;
+pub mod rank_records;
+pub mod ranks;
 pub mod report;
 pub mod run;
 mod segment;

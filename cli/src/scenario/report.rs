@@ -20,10 +20,15 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
         ops: LazyArray(|| {
             scenario.ops.iter().zip(&outcome.ops).map(|(spec, record)| {
                 let signals = scenario.signals(spec);
+                let machine = match spec.target {
+                    Target::Queue(queue) => scenario.queues[queue].machine,
+                    Target::Host => 0,
+                };
                 op(
                     outcome,
                     scenario.op_name(spec),
                     queue_name(outcome, spec.target),
+                    machine,
                     record,
                     signals,
                 )
@@ -98,6 +103,8 @@ struct OpJson<'a, Points, Signals, Waits> {
     end_ns: u64,
     epoch: u64,
     frontier: Points,
+    /// The machine (MPI rank, when run across ranks) that ran it; host steps run on 0.
+    machine: u16,
     name: &'a str,
     queue: &'a str,
     /// Why a `cancel` step found it running on rejected work (it ran to its end).
@@ -158,6 +165,7 @@ fn op<'a>(
     outcome: &'a Outcome<'_>,
     name: &'a str,
     queue: &'a str,
+    machine: u16,
     record: &'a OpRecord,
     signals: &'a [(usize, u64)],
 ) -> OpJson<'a, impl Serialize + 'a, impl Serialize + 'a, impl Serialize + 'a> {
@@ -166,6 +174,7 @@ fn op<'a>(
         end_ns: record.end_ns,
         epoch: record.epoch,
         frontier: frontier(outcome, record.frontier),
+        machine,
         name,
         queue,
         ran_on_rejected: record.speculation.filter(|s| s.started).map(|s| s.reason()),
@@ -276,8 +285,8 @@ pub(super) mod tests {
         assert_eq!(
             keys(late),
             [
-                "end_ns", "epoch", "frontier", "name", "queue", "signals", "start_ns", "status",
-                "tainted", "waits"
+                "end_ns", "epoch", "frontier", "machine", "name", "queue", "signals", "start_ns",
+                "status", "tainted", "waits"
             ]
         );
         let p2 = report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "p2");

@@ -74,7 +74,7 @@ pub struct Span {
 
 impl Span {
     /// The entries of `items` from `start` to its end.
-    fn since<T>(items: &[T], start: usize) -> Span {
+    pub(crate) fn since<T>(items: &[T], start: usize) -> Span {
         let index = |at: usize| u32::try_from(at).expect("an outcome holds under 2^32 entries");
         Span { start: index(start), len: index(items.len() - start) }
     }

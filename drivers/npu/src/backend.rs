@@ -112,7 +112,7 @@ const MAX_DESCRIPTORS: usize = MAX_WAITS + MAX_REGIONS + 1;
 const _: () = assert!(MAX_DESCRIPTORS <= 1 << MIN_RING_ORDER);
 
 /// The model's name for itself, in reports.
-const ADAPTER: &str = "causeway software NPU model";
+pub const ADAPTER: &str = "causeway software NPU model";
 
 /// Why the NPU driver refused a configuration or a recording.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,744 @@
+//! One scenario across MPI ranks: which rank this process is, and which rank runs what.
+//!
+//! Under `mpirun -n N`, every rank is one machine: a queue runs on the rank equal to its
+//! `machine`, and host steps run on rank 0 (where the summary, report and trace are written).
+//! A semaphore whose signals and waits fall on different ranks becomes a cross-rank link of
+//! `causeway-distributed`: *exported* by the one rank that signals it (or fails it) and
+//! *imported* by the ranks that wait on it, which receive each value with its frontier. This
+//! module decides all of that from the scenario alone, before anything runs, so that every
+//! rank derives the same plan without exchanging a message about it.
+//!
+//! Outside `mpirun` (no rank in the environment) the CLI runs every machine's queues in one
+//! process, as it always has; [`World::from_env`] returns `None` then.
+//!
+//! [`gather`] then makes one [`Outcome`] of the records every rank kept (sent to rank 0 as
+//! bytes by [`rank_records`](super::rank_records)): each operation's
+//! from the rank that ran it, each semaphore's from the rank that signals it, frontiers with
+//! their axes named alike whichever rank recorded them.
+//!
+//! All of it is plain data over the [`Scenario`]: nothing here calls MPI.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use super::model::{Scenario, ScenarioError, Target};
+use super::run::{FrontierRecord, NpuRecord, Outcome, PointRecord, Span, VulkanRecord};
+
+/// The environment variable in which Open MPI's `mpirun` gives each process its rank.
+pub const RANK_VAR: &str = "OMPI_COMM_WORLD_RANK";
+/// The environment variable in which Open MPI's `mpirun` gives the number of ranks.
+pub const SIZE_VAR: &str = "OMPI_COMM_WORLD_SIZE";
+
+/// The rank host steps run on, and that writes the summary, report and trace.
+pub const HOST_RANK: u16 = 0;
+
+/// This process's place among the ranks `mpirun` started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct World {
+    /// This process's rank.
+    pub rank: u16,
+    /// How many ranks there are (at least 1, more than `rank`).
+    pub size: u16,
+}
+
+/// Why the rank in the environment cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WorldError {
+    /// One of [`RANK_VAR`] and [`SIZE_VAR`] is set without the other.
+    Incomplete {
+        /// The variable that is missing.
+        missing: &'static str,
+    },
+    /// A variable is not a number a machine index can hold.
+    NotARank {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// The rank is not below the number of ranks (or there are none).
+    Outside {
+        /// The rank.
+        rank: u16,
+        /// The number of ranks.
+        size: u16,
+    },
+}
+
+impl fmt::Display for WorldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorldError::Incomplete { missing } => {
+                write!(f, "an MPI rank is in the environment but {missing} is not")
+            }
+            WorldError::NotARank { var, value } => {
+                write!(f, "{var}={value:?} is not a rank (0 to {})", u16::MAX - 1)
+            }
+            WorldError::Outside { rank, size } => {
+                write!(f, "rank {rank} is outside a world of {size} ranks")
+            }
+        }
+    }
+}
+
+impl std::error::Error for WorldError {}
+
+impl World {
+    /// The world `mpirun` put this process in, read through `var` (the process environment:
+    /// `|name| std::env::var(name).ok()`); `None` when no rank is set, i.e. a plain
+    /// single-process run.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<World>, WorldError> {
+        let number = |name: &'static str, value: String| {
+            // `u16::MAX` is the cluster's own machine index, never a rank's.
+            value
+                .trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&n| n < u16::MAX)
+                .ok_or(WorldError::NotARank { var: name, value })
+        };
+        match (var(RANK_VAR), var(SIZE_VAR)) {
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(WorldError::Incomplete { missing: SIZE_VAR }),
+            (None, Some(_)) => Err(WorldError::Incomplete { missing: RANK_VAR }),
+            (Some(rank), Some(size)) => {
+                let (rank, size) = (number(RANK_VAR, rank)?, number(SIZE_VAR, size)?);
+                if rank >= size {
+                    return Err(WorldError::Outside { rank, size });
+                }
+                Ok(Some(World { rank, size }))
+            }
+        }
+    }
+}
+
+/// A semaphore that crosses ranks: signalled on one, waited on by others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// The semaphore (its index in [`Scenario::semaphores`]; also its link id on every rank).
+    pub semaphore: usize,
+    /// The rank that signals (and fails) it.
+    pub exporter: u16,
+    /// The other ranks that wait on it, ascending.
+    pub importers: Vec<u16>,
+}
+
+/// Which rank runs each queue and operation of a scenario, and the semaphores that cross.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The number of ranks.
+    pub size: u16,
+    /// Each queue's rank (its machine), by queue index.
+    pub queue_ranks: Vec<u16>,
+    /// Each semaphore's rank, by semaphore index: the one that signals (or fails) it, or
+    /// [`HOST_RANK`] when nothing does (then every rank holds its initial value alike).
+    pub semaphore_ranks: Vec<u16>,
+    /// The cross-rank semaphores, by ascending semaphore index.
+    pub links: Vec<Link>,
+}
+
+impl Placement {
+    /// Places `scenario` on `size` ranks: each queue on the rank of its machine, host steps on
+    /// [`HOST_RANK`]. Refused, naming the line, when a queue's machine has no rank, or when a
+    /// semaphore is signalled (or failed) on more than one rank: a cross-rank semaphore's
+    /// values come from one exporter, whose timeline orders them.
+    pub fn new(scenario: &Scenario, size: u16) -> Result<Placement, ScenarioError> {
+        let mut queue_ranks = Vec::with_capacity(scenario.queues.len());
+        for queue in &scenario.queues {
+            if queue.machine >= size {
+                return Err(ScenarioError::at(
+                    &scenario.path,
+                    queue.line,
+                    format!(
+                        "queue '{}' is on machine {}, but only {size} rank(s) run: start at \
+                         least {} with mpirun -n",
+                        queue.name,
+                        queue.machine,
+                        u32::from(queue.machine) + 1
+                    ),
+                ));
+            }
+            queue_ranks.push(queue.machine);
+        }
+        let rank_of = |target: Target| match target {
+            Target::Queue(queue) => queue_ranks[queue],
+            Target::Host => HOST_RANK,
+        };
+
+        // Per semaphore: its signalling rank (with the line that made it so) and its waiters.
+        let mut exporter: Vec<Option<(u16, usize)>> = vec![None; scenario.semaphores.len()];
+        let mut waiters: Vec<Vec<u16>> = vec![Vec::new(); scenario.semaphores.len()];
+        for op in &scenario.ops {
+            let rank = rank_of(op.target);
+            let failed = op.fail.map(|(semaphore, _)| semaphore);
+            let signalled = scenario.signals(op).iter().map(|&(semaphore, _)| semaphore);
+            for semaphore in signalled.chain(failed) {
+                match exporter[semaphore] {
+                    None => exporter[semaphore] = Some((rank, op.line)),
+                    Some((first, _)) if first == rank => {}
+                    Some((first, first_line)) => {
+                        return Err(ScenarioError::at(
+                            &scenario.path,
+                            op.line,
+                            format!(
+                                "semaphore '{}' is signalled on rank {first} (line {first_line}) \
+                                 and on rank {rank} here: across ranks, a semaphore's values \
+                                 come from one rank",
+                                scenario.semaphores[semaphore].name
+                            ),
+                        ));
+                    }
+                }
+            }
+            for &(semaphore, _) in scenario.waits(op) {
+                waiters[semaphore].push(rank);
+            }
+        }
+
+        let semaphore_ranks =
+            exporter.iter().map(|exporter| exporter.map_or(HOST_RANK, |(rank, _)| rank)).collect();
+        let links = exporter
+            .into_iter()
+            .zip(waiters)
+            .enumerate()
+            .filter_map(|(semaphore, (exporter, mut importers))| {
+                // Never signalled: every rank holds its initial value, nothing crosses.
+                let (exporter, _) = exporter?;
+                importers.sort_unstable();
+                importers.dedup();
+                importers.retain(|&rank| rank != exporter);
+                (!importers.is_empty()).then_some(Link { semaphore, exporter, importers })
+            })
+            .collect();
+        Ok(Placement { size, queue_ranks, semaphore_ranks, links })
+    }
+
+    /// The rank that runs an operation with this target.
+    pub fn rank_of(&self, target: Target) -> u16 {
+        match target {
+            Target::Queue(queue) => self.queue_ranks[queue],
+            Target::Host => HOST_RANK,
+        }
+    }
+
+    /// The queues `rank` hosts, ascending.
+    pub fn queues_on(&self, rank: u16) -> impl Iterator<Item = usize> + '_ {
+        self.queue_ranks.iter().enumerate().filter(move |&(_, &r)| r == rank).map(|(q, _)| q)
+    }
+
+    /// The link of `semaphore`, when it crosses ranks.
+    pub fn link(&self, semaphore: usize) -> Option<&Link> {
+        let k = self.links.binary_search_by_key(&semaphore, |link| link.semaphore).ok()?;
+        Some(&self.links[k])
+    }
+}
+
+/// Why the ranks' records cannot be gathered into one outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GatherError {
+    /// Not one outcome per rank.
+    Ranks {
+        /// The number of ranks.
+        expected: u16,
+        /// The number of outcomes.
+        got: usize,
+    },
+    /// A rank's outcome does not have one record per operation, semaphore and queue of the
+    /// scenario.
+    Shape {
+        /// The rank.
+        rank: u16,
+    },
+}
+
+impl fmt::Display for GatherError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GatherError::Ranks { expected, got } => {
+                write!(f, "{got} outcome(s) gathered from a world of {expected} ranks")
+            }
+            GatherError::Shape { rank } => {
+                write!(f, "rank {rank}'s records do not match the scenario")
+            }
+        }
+    }
+}
+
+impl std::error::Error for GatherError {}
+
+/// Frontier points copied from the ranks' outcomes into the gathered one, their axes renamed
+/// to the gathered list of names (each rank numbers the axes it met in its own order).
+#[derive(Default)]
+struct Points {
+    points: Vec<PointRecord>,
+    axis_names: Vec<String>,
+    axis_of: HashMap<String, u32>,
+}
+
+impl Points {
+    fn copy(&mut self, part: &Outcome<'_>, frontier: FrontierRecord) -> FrontierRecord {
+        let start = self.points.len();
+        for &point in part.points_of(frontier) {
+            let name = part.axis_name(point);
+            let axis = match self.axis_of.get(name) {
+                Some(&axis) => axis,
+                None => {
+                    let axis = u32::try_from(self.axis_names.len())
+                        .expect("an outcome names under 2^32 axes");
+                    self.axis_names.push(name.to_string());
+                    self.axis_of.insert(name.to_string(), axis);
+                    axis
+                }
+            };
+            self.points.push(PointRecord { axis, epoch: point.epoch });
+        }
+        FrontierRecord { points: Span::since(&self.points, start), tainted: frontier.tainted }
+    }
+}
+
+/// Gathers the outcomes of one run made by every rank (`parts[r]` from rank `r`) into the
+/// whole run's: each operation's record (its waits and frontier) from the rank that ran it,
+/// each semaphore's (its history) from the rank that signals it, each queue's from its rank,
+/// result checks from the ranks that ran the operations. Counts are summed, the memory peak
+/// is the highest rank's (each rank has its own pool), the wall time the longest rank's.
+/// Linear in the records.
+pub fn gather<'s>(
+    placement: &Placement,
+    scenario: &'s Scenario,
+    parts: &[Outcome<'s>],
+) -> Result<Outcome<'s>, GatherError> {
+    if parts.len() != usize::from(placement.size) {
+        return Err(GatherError::Ranks { expected: placement.size, got: parts.len() });
+    }
+    for (rank, part) in (0..).zip(parts) {
+        if part.ops.len() != scenario.ops.len()
+            || part.semaphores.len() != scenario.semaphores.len()
+            || part.queues.len() != scenario.queues.len()
+            || part.compute.iter().any(|check| check.op >= scenario.ops.len())
+        {
+            return Err(GatherError::Shape { rank });
+        }
+    }
+    let part = |rank: u16| &parts[usize::from(rank)];
+    let mut points = Points::default();
+
+    let mut ops = Vec::with_capacity(scenario.ops.len());
+    let mut waits = Vec::new();
+    for (k, op) in scenario.ops.iter().enumerate() {
+        let from = part(placement.rank_of(op.target));
+        let mut record = from.ops[k];
+        let start = waits.len();
+        waits.extend_from_slice(from.waits_of(&record));
+        record.waits = Span::since(&waits, start);
+        record.frontier = points.copy(from, record.frontier);
+        ops.push(record);
+    }
+
+    let mut semaphores = Vec::with_capacity(scenario.semaphores.len());
+    let mut history = Vec::new();
+    for (k, &rank) in placement.semaphore_ranks.iter().enumerate() {
+        let from = part(rank);
+        let mut record = from.semaphores[k];
+        let start = history.len();
+        for &entry in from.history_of(&record) {
+            let frontier = points.copy(from, entry.frontier);
+            history.push(super::run::HistoryRecord { frontier, ..entry });
+        }
+        record.history = Span::since(&history, start);
+        semaphores.push(record);
+    }
+
+    let queues =
+        placement.queue_ranks.iter().enumerate().map(|(q, &r)| part(r).queues[q].clone()).collect();
+    let mut compute: Vec<_> = (0..)
+        .zip(parts)
+        .flat_map(|(rank, from)| {
+            from.compute
+                .iter()
+                .filter(move |check| placement.rank_of(scenario.ops[check.op].target) == rank)
+        })
+        .cloned()
+        .collect();
+    compute.sort_by_key(|check| check.op);
+
+    let mut memory = causeway::device::MemoryStats::default();
+    for from in parts {
+        memory.commits += from.memory.commits;
+        memory.reused += from.memory.reused;
+        memory.reuse_declined += from.memory.reuse_declined;
+        memory.over_quota_waits += from.memory.over_quota_waits;
+        memory.peak_committed = memory.peak_committed.max(from.memory.peak_committed);
+    }
+    let mut vulkan: Option<VulkanRecord> = None;
+    for rank in parts.iter().filter_map(|from| from.vulkan.as_ref()) {
+        match &mut vulkan {
+            None => vulkan = Some(rank.clone()),
+            Some(sum) => {
+                sum.native_waits += rank.native_waits;
+                sum.validation_messages.extend_from_slice(&rank.validation_messages);
+            }
+        }
+    }
+    let npu = parts.iter().filter_map(|from| from.npu).reduce(|sum, rank| NpuRecord {
+        adapter: sum.adapter,
+        wait_descriptors: sum.wait_descriptors + rank.wait_descriptors,
+        elided: sum.elided + rank.elided,
+        held: sum.held + rank.held,
+        ring_full: sum.ring_full + rank.ring_full,
+    });
+    let wall = parts.iter().map(|from| from.wall).max().unwrap_or_default();
+    Ok(Outcome {
+        scenario,
+        ops,
+        waits,
+        semaphores,
+        history,
+        points: points.points,
+        axis_names: points.axis_names,
+        memory,
+        wall,
+        queues,
+        compute,
+        vulkan,
+        npu,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    use super::*;
+    use crate::scenario::run::{RunOptions, Status};
+    use crate::scenario::{bundled, check, expect, parse, rank_records, run};
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|&(k, v)| (k.to_string(), v.to_string())).collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn bundled(name: &str) -> Scenario {
+        let found = bundled::find(name).expect("bundled scenario");
+        parse::parse(Path::new(found.file), found.source).expect("valid bundled scenario")
+    }
+
+    fn scenario(source: &str) -> Scenario {
+        parse::parse(Path::new("test.toml"), source).expect("valid scenario")
+    }
+
+    #[test]
+    fn no_rank_in_the_environment_is_a_single_process_run() {
+        assert_eq!(World::from_env(env(&[])), Ok(None));
+    }
+
+    #[test]
+    fn open_mpi_rank_and_size_are_read() {
+        let world = World::from_env(env(&[(RANK_VAR, "3"), (SIZE_VAR, "4")]));
+        assert_eq!(world, Ok(Some(World { rank: 3, size: 4 })));
+    }
+
+    #[test]
+    fn bad_ranks_are_typed_errors() {
+        assert_eq!(
+            World::from_env(env(&[(RANK_VAR, "0")])),
+            Err(WorldError::Incomplete { missing: SIZE_VAR })
+        );
+        assert_eq!(
+            World::from_env(env(&[(SIZE_VAR, "2")])),
+            Err(WorldError::Incomplete { missing: RANK_VAR })
+        );
+        for bad in ["", "-1", "x", "65535", "99999999999"] {
+            assert_eq!(
+                World::from_env(env(&[(RANK_VAR, bad), (SIZE_VAR, "2")])),
+                Err(WorldError::NotARank { var: RANK_VAR, value: bad.to_string() }),
+                "rank {bad:?}"
+            );
+        }
+        assert_eq!(
+            World::from_env(env(&[(RANK_VAR, "2"), (SIZE_VAR, "2")])),
+            Err(WorldError::Outside { rank: 2, size: 2 })
+        );
+        assert_eq!(
+            World::from_env(env(&[(RANK_VAR, "0"), (SIZE_VAR, "0")])),
+            Err(WorldError::Outside { rank: 0, size: 0 })
+        );
+    }
+
+    #[test]
+    fn remote_pipeline_places_gpu1_on_rank_1_and_links_what_crosses() {
+        let scenario = bundled("remote-pipeline");
+        let placement = Placement::new(&scenario, 2).expect("fits two ranks");
+        let queue = |name: &str| scenario.queues.iter().position(|q| q.name == name).unwrap();
+        let semaphore =
+            |name: &str| scenario.semaphores.iter().position(|s| s.name == name).unwrap();
+        assert_eq!(placement.queues_on(0).collect::<Vec<_>>(), [queue("gpu0"), queue("gpu2")]);
+        assert_eq!(placement.queues_on(1).collect::<Vec<_>>(), [queue("gpu1")]);
+        // `a` and `b` go from rank 0 to gpu1; `s` comes back to the host step on rank 0.
+        assert_eq!(
+            placement.links,
+            [
+                Link { semaphore: semaphore("a"), exporter: 0, importers: vec![1] },
+                Link { semaphore: semaphore("b"), exporter: 0, importers: vec![1] },
+                Link { semaphore: semaphore("s"), exporter: 1, importers: vec![0] },
+            ]
+        );
+        assert_eq!(placement.link(semaphore("s")).map(|link| link.exporter), Some(1));
+    }
+
+    fn run_all_cpu(scenario: &Scenario) -> Outcome<'_> {
+        let plan = check::check(scenario).expect("checked");
+        let options = RunOptions {
+            timeout: std::time::Duration::from_secs(60),
+            progress: false,
+            all_cpu: true,
+        };
+        run::run(scenario, &plan, options).expect("ran")
+    }
+
+    /// Spoils what `rank` did not run, as a rank's records of others' work would be: its
+    /// operations cancelled with empty frontiers, its semaphores failed without history.
+    fn spoil_others(placement: &Placement, outcome: &mut Outcome<'_>, rank: u16) {
+        let scenario = outcome.scenario;
+        for (record, op) in outcome.ops.iter_mut().zip(&scenario.ops) {
+            if placement.rank_of(op.target) != rank {
+                record.status = Status::Cancelled;
+                record.frontier.points = Span::default();
+                record.waits = Span::default();
+            }
+        }
+        for (k, record) in outcome.semaphores.iter_mut().enumerate() {
+            if placement.semaphore_ranks[k] != rank {
+                record.failed = true;
+                record.history = Span::default();
+            }
+        }
+        outcome.compute.retain(|check| placement.rank_of(scenario.ops[check.op].target) == rank);
+        // Each rank numbers its axes as it meets them.
+        if rank == 1 {
+            outcome.axis_names.reverse();
+            let last = outcome.axis_names.len() as u32 - 1;
+            for point in &mut outcome.points {
+                point.axis = last - point.axis;
+            }
+        }
+    }
+
+    #[test]
+    fn gathered_records_are_each_taken_from_the_rank_that_ran_them() {
+        let scenario = bundled("remote-pipeline");
+        let placement = Placement::new(&scenario, 2).unwrap();
+        let whole = run_all_cpu(&scenario);
+        assert!(
+            expect::unmet(&whole).0.is_empty(),
+            "the single-process run meets its expectations"
+        );
+        let parts: Vec<Outcome<'_>> = (0..2)
+            .map(|rank| {
+                let mut part = run_all_cpu(&scenario);
+                spoil_others(&placement, &mut part, rank);
+                // As rank 0 receives it.
+                let bytes = rank_records::encode(&part).expect("encoded");
+                rank_records::decode(&scenario, &bytes).expect("decoded")
+            })
+            .collect();
+        let gathered = gather(&placement, &scenario, &parts).expect("gathered");
+        let (unmet, checked) = expect::unmet(&gathered);
+        assert!(unmet.is_empty(), "{unmet:?}");
+        assert!(checked > 0);
+        for (k, (gathered_op, whole_op)) in gathered.ops.iter().zip(&whole.ops).enumerate() {
+            assert_eq!(gathered_op.status, whole_op.status, "op {k}");
+            let named = |outcome: &Outcome<'_>, op: &run::OpRecord| {
+                let mut points: Vec<(String, u64)> = outcome
+                    .points_of(op.frontier)
+                    .iter()
+                    .map(|&point| (outcome.axis_name(point).to_string(), point.epoch))
+                    .collect();
+                points.sort();
+                points
+            };
+            assert_eq!(named(&gathered, gathered_op), named(&whole, whole_op), "op {k}");
+            // How a wait resolved depends on timing: compare with the run that ran it.
+            let ran = &parts[usize::from(placement.rank_of(scenario.ops[k].target))];
+            assert_eq!(gathered.waits_of(gathered_op), ran.waits_of(&ran.ops[k]), "op {k}");
+            assert_eq!(gathered_op.start_ns, ran.ops[k].start_ns, "op {k}");
+        }
+        assert_eq!(gathered.compute.len(), whole.compute.len());
+        assert!(gathered.semaphores.iter().all(|semaphore| !semaphore.failed));
+        // The whole run's report tags each operation with the machine that ran it.
+        let mut bytes = Vec::new();
+        crate::scenario::report::write(&gathered, &mut bytes).expect("report written");
+        let report: serde_json::Value = serde_json::from_slice(&bytes).expect("report is JSON");
+        let machines: Vec<(&str, u64)> = report["ops"]
+            .as_array()
+            .expect("ops")
+            .iter()
+            .map(|op| (op["name"].as_str().unwrap(), op["machine"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(
+            machines,
+            [("feed0", 0), ("feed2", 0), ("task1", 1), ("task2", 1), ("client-sync", 0)]
+        );
+
+        assert_eq!(
+            gather(&placement, &scenario, &parts[..1]).err(),
+            Some(GatherError::Ranks { expected: 2, got: 1 })
+        );
+        let mut short = parts;
+        short[1].ops.pop();
+        assert_eq!(
+            gather(&placement, &scenario, &short).err(),
+            Some(GatherError::Shape { rank: 1 })
+        );
+    }
+
+    #[test]
+    fn a_machine_without_a_rank_is_refused_with_its_line() {
+        let scenario = bundled("remote-pipeline");
+        let error = Placement::new(&scenario, 1).expect_err("machine 1 needs two ranks");
+        assert_eq!(error.line, Some(scenario.queues[2].line));
+        assert!(error.message.contains("mpirun -n"), "{}", error.message);
+    }
+
+    #[test]
+    fn a_semaphore_signalled_on_two_ranks_is_refused() {
+        let scenario = scenario(
+            r#"
+name = "two-signallers"
+description = "s is signalled on both machines"
+[[queue]]
+name = "q0"
+[[queue]]
+name = "q1"
+machine = 1
+[[semaphore]]
+name = "s"
+scope = "system-wide"
+[[op]]
+name = "first"
+queue = "q0"
+signal = ["s=1"]
+[[op]]
+name = "second"
+queue = "q1"
+wait = ["s>=1"]
+signal = ["s=2"]
+"#,
+        );
+        let error = Placement::new(&scenario, 2).expect_err("two signalling ranks");
+        assert_eq!(error.line, Some(scenario.ops[1].line));
+        assert!(error.message.contains("rank 0") && error.message.contains("rank 1"));
+        // On one machine nothing crosses.
+        let single = Placement::new(&scenario, 1);
+        assert!(single.is_err(), "machine 1 needs a second rank");
+    }
+
+    #[test]
+    fn a_host_failure_is_a_signal_from_the_host_rank() {
+        let signalled = scenario(
+            r#"
+name = "failed-remotely"
+description = "the host fails what machine 1 signals"
+[[queue]]
+name = "q1"
+machine = 1
+[[semaphore]]
+name = "s"
+scope = "system-wide"
+[[op]]
+name = "signaller"
+queue = "q1"
+signal = ["s=1"]
+[[op]]
+name = "abort"
+queue = "host"
+fail = "s"
+"#,
+        );
+        let error = Placement::new(&signalled, 2).expect_err("failed on rank 0, signalled on 1");
+        assert_eq!(error.line, Some(signalled.ops[1].line));
+        // Failed alone, from the host, and waited on machine 1: exported by rank 0.
+        let waited = scenario(
+            r#"
+name = "failed-for-a-waiter"
+description = "the host fails what machine 1 waits on"
+[[queue]]
+name = "q1"
+machine = 1
+[[semaphore]]
+name = "s"
+scope = "system-wide"
+[[op]]
+name = "abort"
+queue = "host"
+fail = "s"
+[[op]]
+name = "waiter"
+queue = "q1"
+wait = ["s>=1"]
+"#,
+        );
+        let placement = Placement::new(&waited, 2).unwrap();
+        assert_eq!(placement.links, [Link { semaphore: 0, exporter: 0, importers: vec![1] }]);
+    }
+
+    #[test]
+    fn single_machine_scenarios_need_no_link() {
+        for found in bundled::ALL {
+            let scenario = parse::parse(Path::new(found.file), found.source).unwrap();
+            if scenario.queues.iter().all(|queue| queue.machine == 0) {
+                let placement = Placement::new(&scenario, 1).unwrap();
+                assert!(placement.links.is_empty(), "{}", found.name);
+                assert_eq!(placement.queues_on(0).count(), scenario.queues.len());
+            }
+        }
+    }
+
+    #[test]
+    fn placement_is_linear_at_scale() {
+        // 10^5 operations ping-ponging between two machines: two links, one each way.
+        let mut source = String::from(
+            "name = \"ping-pong\"\ndescription = \"two machines in turn\"\n\
+             [[queue]]\nname = \"q0\"\n[[queue]]\nname = \"q1\"\nmachine = 1\n\
+             [[semaphore]]\nname = \"a\"\nscope = \"system-wide\"\n\
+             [[semaphore]]\nname = \"b\"\nscope = \"system-wide\"\n",
+        );
+        for round in 1..=50_000u64 {
+            let previous = round - 1;
+            source.push_str(&format!(
+                "[[op]]\nname = \"ping{round}\"\nqueue = \"q0\"\nwait = [\"b>={previous}\"]\n\
+                 signal = [\"a={round}\"]\n\
+                 [[op]]\nname = \"pong{round}\"\nqueue = \"q1\"\nwait = [\"a>={round}\"]\n\
+                 signal = [\"b={round}\"]\n"
+            ));
+        }
+        let scenario = parse::parse(Path::new("ping-pong.toml"), &source).unwrap();
+        assert_eq!(scenario.ops.len(), 100_000);
+        let placement = Placement::new(&scenario, 2).unwrap();
+        assert_eq!(
+            placement.links,
+            [
+                Link { semaphore: 0, exporter: 0, importers: vec![1] },
+                Link { semaphore: 1, exporter: 1, importers: vec![0] },
+            ]
+        );
+        assert_eq!(placement.rank_of(scenario.ops[1].target), 1);
+
+        // Run in one process, each rank's records through the bytes, gathered: the same.
+        let whole = run_all_cpu(&scenario);
+        let parts: Vec<Outcome<'_>> = (0..2)
+            .map(|_| {
+                let bytes = rank_records::encode(&whole).expect("encoded");
+                rank_records::decode(&scenario, &bytes).expect("decoded")
+            })
+            .collect();
+        let gathered = gather(&placement, &scenario, &parts).expect("gathered");
+        assert!(expect::unmet(&gathered).0.is_empty());
+        assert_eq!(gathered.ops, whole.ops);
+        assert_eq!(gathered.waits, whole.waits);
+        assert_eq!(gathered.points.len(), whole.points.len());
+    }
+}

@@ -1,0 +1,265 @@
+//! Cross-rank benchmarks on real Open MPI ranks, each beside its peer in the same run.
+//!
+//! Run by `cargo bench` as an ordinary bench binary, this program launches itself under
+//! `mpirun` (`--oversubscribe` past two ranks; each run under `timeout`); launched by mpirun,
+//! it is one rank.
+//!
+//! - `cross_rank/signal_to_dependent_start` (2 ranks): rank 0 submits an operation that
+//!   signals a shared semaphore; an operation already submitted on rank 1 waits on it and
+//!   signals a second shared semaphore, which an operation already submitted on rank 0 waits
+//!   on. Timed on rank 0 from submitting the first to the last one's signal waking the bench
+//!   thread, halved: one signal → dependent-operation start across ranks (announcement and
+//!   reached messages, the receiver's progress process, its queue process), each way. Peer in
+//!   the same run: `cross_rank/raw_mpi_ping_pong`, a 1-byte rsmpi send/receive round trip
+//!   between the same two processes, halved.
+//! - `collective frontier` (2, 4 and 8 ranks, printed, not timed): after an all-reduce on a
+//!   collective channel, the step that waits on it knows its own queue and the channel — the
+//!   same two frontier entries at every rank count. Each rank checks it; rank 0 prints it.
+
+use std::hint::black_box;
+use std::mem::ManuallyDrop;
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use causeway_core::scope::{Endpoint, Scope};
+use causeway_device::{Device, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work};
+use causeway_distributed::{LinkId, Links, Node};
+use causeway_driver_cpu::CpuBackend;
+use causeway_runtime::{blocking, PoolConfig};
+use criterion::Criterion;
+use mpi::traits::{Communicator, Destination, Source};
+
+const LONG: Duration = Duration::from_secs(60);
+/// Tag of the commands rank 0 sends rank 1 (how many iterations of which measurement).
+const COMMAND_TAG: i32 = 99;
+const PING_TAG: i32 = 98;
+const RAW: u64 = 1;
+const CAUSEWAY: u64 = 2;
+const QUIT: u64 = 3;
+
+fn main() -> ExitCode {
+    match (std::env::var("OMPI_COMM_WORLD_RANK"), std::env::var("CAUSEWAY_BENCH_MODE")) {
+        (Ok(_), Ok(mode)) => rank_main(&mode),
+        _ => launch_all(),
+    }
+}
+
+fn launch_all() -> ExitCode {
+    let exe = std::env::current_exe().expect("the bench binary's path");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runs = [("latency", 2), ("collective", 2), ("collective", 4), ("collective", 8)];
+    for (mode, ranks) in runs {
+        let status = Command::new("timeout")
+            .args(["--kill-after=5", "600", "mpirun", "-n", &ranks.to_string()])
+            // Two ranks fit the two-core machine: Open MPI then polls aggressively (as it
+            // would on a real cluster) instead of yielding, which is fairer to the raw peer.
+            .args(if ranks > 2 { &["--oversubscribe"][..] } else { &[] })
+            .arg(&exe)
+            .args(&args)
+            .env("CAUSEWAY_BENCH_MODE", mode)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .status();
+        match status {
+            Ok(status) if status.success() => {}
+            Ok(status) => {
+                eprintln!("mpirun -n {ranks} ({mode}) failed: {status}");
+                return ExitCode::FAILURE;
+            }
+            Err(error) => {
+                eprintln!("cannot run timeout/mpirun ({error}); run scripts/mpi.sh");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// A device with two CPU queues on machine `rank` and `semaphores` system-wide semaphores.
+fn device(rank: i32, semaphores: usize) -> (&'static Device, [QueueId; 2], Vec<SemaphoreId>) {
+    let mut builder = Device::builder(PoolConfig::with_workers(1));
+    let driver = builder.driver(CpuBackend::new());
+    let mut config = QueueConfig::default();
+    config.machine = rank as u16;
+    config.driver = driver;
+    let queue = [builder.queue(config), builder.queue(config)];
+    let home: Endpoint = builder.endpoint(queue[0]).expect("the queue exists");
+    let ids = (0..semaphores)
+        .map(|_| builder.semaphore_config(SemaphoreConfig::new(0, Scope::SystemWide, home)))
+        .collect();
+    let device = builder.build().expect("the device builds");
+    (Box::leak(Box::new(device)), queue, ids)
+}
+
+fn rank_main(mode: &str) -> ExitCode {
+    let rank: i32 =
+        std::env::var("OMPI_COMM_WORLD_RANK").ok().and_then(|r| r.parse().ok()).unwrap_or(-1);
+    let result = match mode {
+        "latency" => latency(rank),
+        "collective" => collective(rank),
+        other => Err(format!("unknown mode {other:?}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("rank {rank}: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Semaphores: 0 = link 0 (rank 0 → 1), 1 = link 1 (rank 1 → 0), 2 = rank 0's local "done".
+fn latency(rank: i32) -> Result<(), String> {
+    // Rank 0 signals from one queue and depends from the other (one in-order queue would hold
+    // the signal behind the operation waiting for its answer).
+    let (device, [queue, dependent_queue], semaphores) = device(rank, 3);
+    let (there, back, done) = (semaphores[0], semaphores[1], semaphores[2]);
+    let mut links = Links::new();
+    if rank == 0 {
+        links.export(LinkId(0), there, &[1]).import(LinkId(1), back, 1);
+    } else {
+        links.import(LinkId(0), there, 0).export(LinkId(1), back, &[0]);
+    }
+    let node = ManuallyDrop::new(Node::start(device, &links).map_err(|e| e.to_string())?);
+    let mut round = 0u64;
+    if rank == 0 {
+        let mut criterion = Criterion::default().configure_from_args();
+        let mut group = criterion.benchmark_group("cross_rank");
+        group.bench_function("raw_mpi_ping_pong", |b| {
+            b.iter_custom(|iters| {
+                command(&node, RAW, iters);
+                let started = Instant::now();
+                node.with_world(|world| {
+                    let peer = world.process_at_rank(1);
+                    for _ in 0..iters {
+                        peer.send_with_tag(&[1u8][..], PING_TAG);
+                        let (byte, _) = peer.receive_with_tag::<u8>(PING_TAG);
+                        black_box(byte);
+                    }
+                });
+                started.elapsed() / 2
+            })
+        });
+        group.bench_function("signal_to_dependent_start", |b| {
+            b.iter_custom(|iters| {
+                command(&node, CAUSEWAY, iters);
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    round += 1;
+                    // Untimed: rank 1 has submitted its operation for this round, and ours
+                    // that depends on it is submitted (pipelined) before the signal.
+                    node.await_announced(LinkId(1), round, LONG).expect("rank 1 announces");
+                    let dependent = Op {
+                        waits: &[(back, round)],
+                        signals: &[(done, round)],
+                        work: Work::Barrier,
+                        tag: round,
+                    };
+                    node.submit(dependent_queue, &dependent).expect("submits");
+                    let started = Instant::now();
+                    let signal = Op {
+                        waits: &[],
+                        signals: &[(there, round)],
+                        work: Work::Barrier,
+                        tag: round,
+                    };
+                    node.submit(queue, &signal).expect("submits");
+                    let semaphore = device.semaphore(done).expect("done");
+                    blocking::wait(semaphore, round, Some(LONG)).expect("the round trip ends");
+                    total += started.elapsed();
+                }
+                total / 2
+            })
+        });
+        group.finish();
+        command(&node, QUIT, 0);
+    } else {
+        loop {
+            let mut command = [0u64; 2];
+            node.with_world(|world| {
+                world.process_at_rank(0).receive_into_with_tag(&mut command[..], COMMAND_TAG)
+            });
+            let [kind, iters] = command;
+            match kind {
+                RAW => node.with_world(|world| {
+                    let peer = world.process_at_rank(0);
+                    for _ in 0..iters {
+                        let (byte, _) = peer.receive_with_tag::<u8>(PING_TAG);
+                        peer.send_with_tag(&[byte][..], PING_TAG);
+                    }
+                }),
+                CAUSEWAY => {
+                    for _ in 0..iters {
+                        round += 1;
+                        let op = Op {
+                            waits: &[(there, round)],
+                            signals: &[(back, round)],
+                            work: Work::Barrier,
+                            tag: round,
+                        };
+                        node.submit(queue, &op).map_err(|e| e.to_string())?;
+                        node.wait(LinkId(1), round, LONG).map_err(|e| e.to_string())?;
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+    node.barrier();
+    ManuallyDrop::into_inner(node).finish();
+    Ok(())
+}
+
+/// Tells rank 1 what to serve next.
+fn command(node: &Node, kind: u64, iters: u64) {
+    node.with_world(|world| world.process_at_rank(1).send_with_tag(&[kind, iters], COMMAND_TAG));
+}
+
+/// An all-reduce on the world's collective channel, then a step that waits on it.
+fn collective(rank: i32) -> Result<(), String> {
+    let (device, [queue, _], semaphores) = device(rank, 3);
+    let (contributed, reduced, stepped) = (semaphores[0], semaphores[1], semaphores[2]);
+    let node = ManuallyDrop::new(Node::start(device, &Links::new()).map_err(|e| e.to_string())?);
+    let size = node.size();
+    let mut channel = node.collective_channel(0).ok_or("no collective channel")?;
+    let produce = Op { waits: &[], signals: &[(contributed, 1)], work: Work::Barrier, tag: 1 };
+    let produced = node.submit(queue, &produce).map_err(|e| e.to_string())?;
+    let semaphore = device.semaphore(contributed).ok_or("semaphore")?;
+    blocking::wait(semaphore, 1, Some(LONG)).map_err(|e| e.to_string())?;
+    let mut data = [f64::from(rank), 1.0];
+    node.all_reduce_sum(&mut channel, &mut data, &produced.frontier, (reduced, 1))
+        .map_err(|e| e.to_string())?;
+    let expected = [f64::from(size * (size - 1) / 2), f64::from(size)];
+    if data != expected {
+        return Err(format!("all-reduce gave {data:?}, not {expected:?}"));
+    }
+    let step = Op { waits: &[(reduced, 1)], signals: &[(stepped, 1)], work: Work::Barrier, tag: 2 };
+    let receipt = node.submit(queue, &step).map_err(|e| e.to_string())?;
+    let entries = receipt.frontier.len();
+    if entries != 2 || receipt.frontier.is_tainted() {
+        return Err(format!("the step's frontier is {:?}", receipt.frontier));
+    }
+    if rank == 0 {
+        let listed: Vec<String> = receipt
+            .frontier
+            .iter()
+            .map(|point| {
+                let axis = point.axis;
+                format!(
+                    "(machine {} {:?} #{}) = {}",
+                    axis.machine(),
+                    axis.domain(),
+                    axis.ordinal(),
+                    point.epoch
+                )
+            })
+            .collect();
+        println!(
+            "collective frontier: {size} ranks: the step after the all-reduce knows {entries} entries: {}",
+            listed.join(", ")
+        );
+    }
+    node.barrier();
+    ManuallyDrop::into_inner(node).finish();
+    Ok(())
+}

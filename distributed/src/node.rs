@@ -1,0 +1,986 @@
+//! One rank's view of the cluster: its device, the semaphores it shares with other ranks, and
+//! the process that moves their values over MPI.
+//!
+//! ## Values cross ranks as signals, not as round trips
+//!
+//! A shared semaphore is *exported* by the one rank whose queues signal it and *imported* by
+//! the ranks whose queues wait on it; every rank names it by the same [`LinkId`]. Submitting an
+//! operation through [`Node::submit`] sends each exported signal to the importing ranks the
+//! moment it is submitted ([`Message::Pending`], with the signalling operation's point and
+//! frontier). The importer records it in its own semaphore exactly as a local submitted
+//! signal, so its operations submitted afterwards import the signaller's whole causal past —
+//! including queues on ranks it never exchanged a message with — and are pipelined behind it
+//! without asking anyone. When the exporter's timeline reaches the value (or fails), a
+//! [`Message::Reached`] (or [`Message::Failed`]) follows and completes (or fails) it on the
+//! importer, which wakes the waiting operations there through the usual timepoints.
+//!
+//! ## Progress is a process, not a thread
+//!
+//! Open MPI 4.1 makes no progress on its own: someone must call into it. That someone is one
+//! process on the device's executor ([`Drain`]): each drain sends what is queued, reports
+//! exported values that were reached, and receives what has arrived (`MPI_Improbe`, then a
+//! matched receive). It keeps draining while a result is outstanding — a local operation or
+//! host thread waits on an imported value — and otherwise sleeps until a submission, an
+//! exported signal's completion or a host wait wakes it. Nothing spins while nothing is
+//! expected. Sends are small (at most [`MAX_MESSAGE_LEN`](crate::MAX_MESSAGE_LEN) bytes), so
+//! Open MPI's eager protocol completes them locally without waiting for the receiver.
+//!
+//! MPI is initialised with `MPI_THREAD_SERIALIZED`: the drain runs on whichever worker picks
+//! it up, and every MPI call is made under one lock.
+//!
+//! Work waiting on imported semaphores is submitted through [`Node::submit`], and host threads
+//! wait on them through [`Node::wait`] or [`Node::await_announced`]: these are what wake the
+//! progress process when it sleeps (a wait made on the device directly would not).
+//!
+//! ## Bytes from peers are untrusted
+//!
+//! A message that does not decode fails the semaphore it names with
+//! [`Failure::DeviceLost`] (its operations and host waiters see it) and keeps the typed
+//! reason, [`RemoteError::Malformed`], for [`Node::link_error`]; one too short to name a
+//! semaphore fails every semaphore imported from its sender. A message about a semaphore the
+//! sender does not export is refused the same way. Nothing panics on peer bytes.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use causeway_core::axis::{Axis, Domain};
+use causeway_core::collective::CollectiveChannel;
+use causeway_core::executor::{Class, Drain, DrainContext, Drained, Process};
+use causeway_core::frontier::{Frontier, Point};
+use causeway_core::semaphore::{Arm, Failure, Notify, Outcome, SignalError, Timepoint};
+use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
+use causeway_device::{
+    Device, HostExecutor, Op, QueueId, Receipt, SemaphoreId, SubmitError, FRONTIER_CAPACITY,
+};
+use mpi::collective::SystemOperation;
+use mpi::environment::Universe;
+use mpi::point_to_point::MatchedReceiveVec;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Source};
+use mpi::Threading;
+
+use crate::message::{LinkId, Message, MessageError};
+
+/// The machine index of axes that belong to the whole cluster rather than one rank (collective
+/// channels): ranks use `machine = rank`, so this is never a rank's own.
+pub const CLUSTER_MACHINE: u16 = u16::MAX;
+
+/// The MPI tag of semaphore messages.
+const LINK_TAG: i32 = 17;
+
+/// Why a node could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// MPI was already initialised, or could not be.
+    MpiInit,
+    /// MPI cannot serve calls from several threads one at a time (`MPI_THREAD_SERIALIZED`).
+    Threading,
+    /// Two links share an id, or a link names this rank as its peer.
+    BadLink(LinkId),
+    /// A link names a rank outside the world.
+    NoSuchRank(LinkId, i32),
+    /// A link names a semaphore the device does not have.
+    NoSuchSemaphore(LinkId),
+    /// The progress process could not be started.
+    Executor,
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeError::MpiInit => f.write_str("MPI could not be initialised (or already was)"),
+            NodeError::Threading => {
+                f.write_str("this MPI cannot serve serialized calls from several threads")
+            }
+            NodeError::BadLink(link) => {
+                write!(f, "semaphore link {} is declared twice or names this rank", link.0)
+            }
+            NodeError::NoSuchRank(link, rank) => {
+                write!(f, "semaphore link {} names rank {rank}, outside the world", link.0)
+            }
+            NodeError::NoSuchSemaphore(link) => {
+                write!(f, "semaphore link {} names a semaphore the device lacks", link.0)
+            }
+            NodeError::Executor => f.write_str("the MPI progress process could not start"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+/// Why an imported semaphore failed on this rank (beyond a failure its exporter reported).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RemoteError {
+    /// Its exporter sent bytes that are not a message.
+    Malformed(MessageError),
+    /// A rank other than its exporter sent a message about it.
+    WrongSender {
+        /// The rank that exports it.
+        exporter: i32,
+        /// The rank the message came from.
+        sender: i32,
+    },
+    /// The exporter's messages broke the timeline contract (a value not advancing, a
+    /// completion never submitted, a full history).
+    Timeline(SignalError),
+    /// A host wait on it ran out of time: the exporter is presumed gone.
+    TimedOut,
+    /// Its exporter sent a message about a semaphore this rank does not import, so nothing
+    /// it says can be trusted.
+    UnknownLink(LinkId),
+}
+
+impl fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RemoteError::Malformed(error) => {
+                write!(f, "malformed message from its exporter: {error}")
+            }
+            RemoteError::WrongSender { exporter, sender } => {
+                write!(f, "rank {sender} sent a message about a semaphore rank {exporter} exports")
+            }
+            RemoteError::Timeline(error) => write!(f, "its exporter broke the timeline: {error}"),
+            RemoteError::TimedOut => {
+                f.write_str("a wait on it timed out: its exporter is presumed gone")
+            }
+            RemoteError::UnknownLink(link) => write!(
+                f,
+                "its exporter sent a message about link {}, which is not imported here",
+                link.0
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RemoteError {}
+
+/// Why [`Node::wait`] returned without the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HostWaitError {
+    /// The link is not one of this node's.
+    UnknownLink(LinkId),
+    /// The timeline failed.
+    Failed(Failure),
+    /// The value did not arrive in time; an imported semaphore is failed as
+    /// [`Failure::DeviceLost`] ([`RemoteError::TimedOut`]).
+    TimedOut,
+}
+
+impl fmt::Display for HostWaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostWaitError::UnknownLink(link) => write!(f, "no semaphore link {}", link.0),
+            HostWaitError::Failed(failure) => write!(f, "the timeline failed: {failure}"),
+            HostWaitError::TimedOut => f.write_str("timed out"),
+        }
+    }
+}
+
+impl std::error::Error for HostWaitError {}
+
+/// What a node was told to share, collected before it starts ([`Node::start`]).
+#[derive(Clone, Debug, Default)]
+pub struct Links {
+    exports: Vec<(LinkId, SemaphoreId, Vec<i32>)>,
+    imports: Vec<(LinkId, SemaphoreId, i32)>,
+}
+
+impl Links {
+    /// No shared semaphores yet.
+    pub fn new() -> Links {
+        Links::default()
+    }
+
+    /// This rank signals `semaphore` as `link`; ranks `to` wait on it.
+    pub fn export(&mut self, link: LinkId, semaphore: SemaphoreId, to: &[i32]) -> &mut Links {
+        self.exports.push((link, semaphore, to.to_vec()));
+        self
+    }
+
+    /// This rank waits on `link`, signalled on rank `from`, through its own `semaphore`.
+    pub fn import(&mut self, link: LinkId, semaphore: SemaphoreId, from: i32) -> &mut Links {
+        self.imports.push((link, semaphore, from));
+        self
+    }
+}
+
+/// What the progress process did, for tests and reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProgressStats {
+    /// Drain calls.
+    pub drains: u64,
+    /// Drains that ended asleep (nothing outstanding).
+    pub sleeps: u64,
+    /// Messages sent.
+    pub sent: u64,
+    /// Messages received (well-formed or not).
+    pub received: u64,
+}
+
+/// Wakes the progress process from a semaphore callback or a submitting thread.
+struct Waker {
+    executor: &'static HostExecutor<'static>,
+    process: OnceLock<&'static Process<'static>>,
+}
+
+impl Waker {
+    fn wake(&self) {
+        if let Some(process) = self.process.get() {
+            self.executor.wake(process);
+        }
+    }
+}
+
+/// The callback of an exported semaphore's watch timepoint.
+struct Watch {
+    fired: AtomicBool,
+    waker: &'static Waker,
+}
+
+impl Notify for Watch {
+    fn notify(&self, _outcome: Outcome) {
+        // Release pairs with the Acquire swap in `Inner::report`: the drain that sees the flag
+        // sees the timeline state that fired it.
+        self.fired.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    fn while_firing(&self) {
+        std::thread::yield_now();
+    }
+}
+
+/// An exported semaphore's reporting state (under its lock).
+#[derive(Default)]
+struct ExportState {
+    /// Values announced (their pending message sent) and not yet reported reached, in order.
+    announced: VecDeque<u64>,
+    /// Whether the watch timepoint is linked into the semaphore.
+    armed: bool,
+    /// Whether the failure went out.
+    failure_sent: bool,
+}
+
+struct Export {
+    link: LinkId,
+    semaphore: SemaphoreId,
+    to: Box<[i32]>,
+    watch: &'static Watch,
+    timepoint: Timepoint<'static>,
+    state: Mutex<ExportState>,
+}
+
+/// An imported semaphore's receiving state (under its lock).
+#[derive(Default)]
+struct ImportState {
+    /// Values recorded as pending and not yet reached, in order.
+    pending: VecDeque<u64>,
+    /// The newest value announced (recorded as pending).
+    announced: u64,
+    /// Why it failed here, when the reason is this link's own.
+    error: Option<RemoteError>,
+}
+
+struct Import {
+    link: LinkId,
+    semaphore: SemaphoreId,
+    from: i32,
+    state: Mutex<ImportState>,
+    /// Signalled (under `state`) when a value is announced or the link fails.
+    announced_signal: Condvar,
+}
+
+/// A message waiting for the progress process.
+struct Outgoing {
+    /// The export and value it announces (a pending signal), if it is an announcement.
+    announces: Option<(usize, u64)>,
+    to: Box<[i32]>,
+    bytes: Vec<u8>,
+}
+
+/// The world communicator; every MPI call is made through it under [`Inner::mpi`].
+struct Mpi {
+    world: SimpleCommunicator,
+}
+
+// SAFETY: MPI was initialised with MPI_THREAD_SERIALIZED (checked in `Node::start`), which
+// allows calls from any thread as long as no two overlap; `Mpi` is only reached through the
+// `Inner::mpi` mutex, which serialises them.
+unsafe impl Send for Mpi {}
+
+/// Everything the progress process reaches; leaked when the node starts (the process and the
+/// watch timepoints hold `'static` references into it).
+struct Inner {
+    device: &'static Device,
+    rank: i32,
+    size: i32,
+    mpi: Mutex<Mpi>,
+    exports: Box<[Export]>,
+    imports: Box<[Import]>,
+    export_of: HashMap<usize, usize>,
+    outbox: Mutex<VecDeque<Outgoing>>,
+    host_waiters: AtomicUsize,
+    stopping: AtomicBool,
+    stopped: Mutex<bool>,
+    stopped_signal: Condvar,
+    waker: &'static Waker,
+    drains: AtomicU64,
+    sleeps: AtomicU64,
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
+/// One rank of a cluster: its device plus the semaphores it shares, with MPI progress running
+/// on the device's executor. Dropping it without [`finish`](Node::finish) still finalises MPI.
+pub struct Node {
+    inner: &'static Inner,
+    /// Finalises MPI when dropped; after the progress process has stopped.
+    universe: Option<Universe>,
+}
+
+impl Node {
+    /// Initialises MPI, links `device`'s semaphores as `links` says and starts the progress
+    /// process on the device's executor. Queues on this rank should use `machine =`
+    /// [`rank`](Self::rank), so their axes are distinct from every other rank's.
+    pub fn start(device: &'static Device, links: &Links) -> Result<Node, NodeError> {
+        let (universe, threading) =
+            mpi::initialize_with_threading(Threading::Serialized).ok_or(NodeError::MpiInit)?;
+        if threading < Threading::Serialized {
+            return Err(NodeError::Threading);
+        }
+        let world = universe.world();
+        let (rank, size) = (world.rank(), world.size());
+        let waker: &'static Waker =
+            Box::leak(Box::new(Waker { executor: device.executor(), process: OnceLock::new() }));
+
+        let mut seen = std::collections::HashSet::new();
+        let mut check = |link: LinkId, semaphore: SemaphoreId, peers: &[i32]| {
+            if !seen.insert(link) || peers.contains(&rank) {
+                return Err(NodeError::BadLink(link));
+            }
+            if let Some(&bad) = peers.iter().find(|&&peer| peer < 0 || peer >= size) {
+                return Err(NodeError::NoSuchRank(link, bad));
+            }
+            device.semaphore(semaphore).map(|_| ()).ok_or(NodeError::NoSuchSemaphore(link))
+        };
+        for (link, semaphore, to) in &links.exports {
+            check(*link, *semaphore, to)?;
+        }
+        for &(link, semaphore, from) in &links.imports {
+            check(link, semaphore, &[from])?;
+        }
+
+        let mut exports: Vec<Export> = links
+            .exports
+            .iter()
+            .map(|(link, semaphore, to)| {
+                let watch: &'static Watch =
+                    Box::leak(Box::new(Watch { fired: AtomicBool::new(false), waker }));
+                Export {
+                    link: *link,
+                    semaphore: *semaphore,
+                    to: to.clone().into_boxed_slice(),
+                    watch,
+                    timepoint: Timepoint::new(watch),
+                    state: Mutex::new(ExportState::default()),
+                }
+            })
+            .collect();
+        exports.sort_by_key(|export| export.link);
+        let mut imports: Vec<Import> = links
+            .imports
+            .iter()
+            .map(|&(link, semaphore, from)| Import {
+                link,
+                semaphore,
+                from,
+                state: Mutex::new(ImportState::default()),
+                announced_signal: Condvar::new(),
+            })
+            .collect();
+        imports.sort_by_key(|import| import.link);
+        let export_of =
+            exports.iter().enumerate().map(|(k, export)| (export.semaphore.index(), k)).collect();
+
+        let inner: &'static Inner = Box::leak(Box::new(Inner {
+            device,
+            rank,
+            size,
+            mpi: Mutex::new(Mpi { world }),
+            exports: exports.into_boxed_slice(),
+            imports: imports.into_boxed_slice(),
+            export_of,
+            outbox: Mutex::new(VecDeque::new()),
+            host_waiters: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            stopped: Mutex::new(false),
+            stopped_signal: Condvar::new(),
+            waker,
+            drains: AtomicU64::new(0),
+            sleeps: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+        }));
+        let progress: &'static Progress = Box::leak(Box::new(Progress(inner)));
+        let process: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(progress, Class::Immediate)));
+        let _ = waker.process.set(process);
+        device.executor().submit(process).map_err(|_| NodeError::Executor)?;
+        Ok(Node { inner, universe: Some(universe) })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> i32 {
+        self.inner.rank
+    }
+
+    /// How many ranks there are.
+    pub fn size(&self) -> i32 {
+        self.inner.size
+    }
+
+    /// The device this rank runs.
+    pub fn device(&self) -> &'static Device {
+        self.inner.device
+    }
+
+    /// Submits `op` to `queue` ([`Device::submit`]) and sends each of its signals on an
+    /// exported semaphore, with the operation's point and frontier, to the ranks that import
+    /// it. When it waits on an imported value not yet reached, the progress process is woken
+    /// to receive it.
+    pub fn submit(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
+        let receipt = self.inner.device.submit(queue, op)?;
+        let mut wake = false;
+        for &(semaphore, value) in op.signals {
+            let Some(&k) = self.inner.export_of.get(&semaphore.index()) else { continue };
+            let export = &self.inner.exports[k];
+            let message = Message::Pending {
+                link: export.link,
+                value,
+                origin: receipt.point,
+                frontier: receipt.frontier,
+            };
+            let mut bytes = Vec::new();
+            message.encode(&mut bytes);
+            self.inner.outbox.lock().push_back(Outgoing {
+                announces: Some((k, value)),
+                to: export.to.clone(),
+                bytes,
+            });
+            wake = true;
+        }
+        wake |= op.waits.iter().any(|&(semaphore, value)| {
+            self.inner.imports.iter().any(|import| import.semaphore == semaphore)
+                && self.inner.device.semaphore(semaphore).is_some_and(|s| s.value() < value)
+        });
+        if wake {
+            self.inner.waker.wake();
+        }
+        Ok(receipt)
+    }
+
+    /// Blocks the calling thread until `link` reaches `value` (`Ok(value seen)`), fails, or
+    /// `timeout` passes. A timed-out imported semaphore is failed as [`Failure::DeviceLost`]
+    /// (so operations waiting on it fail too) with [`RemoteError::TimedOut`].
+    pub fn wait(&self, link: LinkId, value: u64, timeout: Duration) -> Result<u64, HostWaitError> {
+        let semaphore = self.inner.semaphore_of(link).ok_or(HostWaitError::UnknownLink(link))?;
+        let semaphore =
+            self.inner.device.semaphore(semaphore).ok_or(HostWaitError::UnknownLink(link))?;
+        let woken = HostWake { outcome: Mutex::new(None), signal: Condvar::new() };
+        self.inner.host_waiters.fetch_add(1, Ordering::Relaxed);
+        self.inner.waker.wake();
+        let deadline = Instant::now() + timeout;
+        let outcome = semaphore.wait_scoped(value, &woken, |arm| match arm {
+            Arm::Ready(outcome) => Some(outcome),
+            Arm::Armed => {
+                let mut outcome = woken.outcome.lock();
+                loop {
+                    if let Some(outcome) = *outcome {
+                        break Some(outcome);
+                    }
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break None;
+                    }
+                    outcome = woken.signal.wait_timeout(outcome, deadline - now).0;
+                }
+            }
+        });
+        self.inner.host_waiters.fetch_sub(1, Ordering::Relaxed);
+        match outcome {
+            Some(Ok(seen)) => Ok(seen),
+            Some(Err(failure)) => Err(HostWaitError::Failed(failure)),
+            None => {
+                if let Some(import) = self.inner.import(link) {
+                    self.inner.fail_import(import, RemoteError::TimedOut);
+                }
+                Err(HostWaitError::TimedOut)
+            }
+        }
+    }
+
+    /// Blocks until the exporter of imported `link` has announced a signal to `value` or more
+    /// (recorded here as pending, with its frontier), the link fails, or `timeout` passes.
+    ///
+    /// This is what pipelining needs, and no more: an operation submitted afterwards that
+    /// waits on `link ≥ value` imports the signaller's frontier at once and is queued behind
+    /// it, while the signalling work may not have started yet. It costs one message from the
+    /// exporter, never a round trip. A timeout fails the link as [`Node::wait`]'s does.
+    pub fn await_announced(
+        &self,
+        link: LinkId,
+        value: u64,
+        timeout: Duration,
+    ) -> Result<(), HostWaitError> {
+        let import = self.inner.import(link).ok_or(HostWaitError::UnknownLink(link))?;
+        let semaphore = self
+            .inner
+            .device
+            .semaphore(import.semaphore)
+            .ok_or(HostWaitError::UnknownLink(link))?;
+        let deadline = Instant::now() + timeout;
+        self.inner.host_waiters.fetch_add(1, Ordering::Relaxed);
+        self.inner.waker.wake();
+        let mut state = import.state.lock();
+        let outcome = loop {
+            if let Some(failure) = semaphore.failure() {
+                break Err(HostWaitError::Failed(failure));
+            }
+            if state.announced >= value || semaphore.value() >= value {
+                break Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break Err(HostWaitError::TimedOut);
+            }
+            state = import.announced_signal.wait_timeout(state, deadline - now).0;
+        };
+        drop(state);
+        self.inner.host_waiters.fetch_sub(1, Ordering::Relaxed);
+        if outcome == Err(HostWaitError::TimedOut) {
+            self.inner.fail_import(import, RemoteError::TimedOut);
+        }
+        outcome
+    }
+
+    /// Why imported `link` failed on this rank, when the reason is the link's own (malformed
+    /// bytes, a wrong sender, a broken timeline, a timeout) rather than a failure its
+    /// exporter reported.
+    pub fn link_error(&self, link: LinkId) -> Option<RemoteError> {
+        self.inner.import(link).and_then(|import| import.state.lock().error)
+    }
+
+    /// Sends `bytes` to `rank` as if they were a semaphore message: for fault-injection
+    /// tests of a receiver's handling of malformed input.
+    pub fn send_raw(&self, rank: i32, bytes: &[u8]) {
+        self.inner.outbox.lock().push_back(Outgoing {
+            announces: None,
+            to: Box::new([rank]),
+            bytes: bytes.to_vec(),
+        });
+        self.inner.waker.wake();
+    }
+
+    /// What the progress process has done so far.
+    pub fn progress_stats(&self) -> ProgressStats {
+        ProgressStats {
+            drains: self.inner.drains.load(Ordering::Relaxed),
+            sleeps: self.inner.sleeps.load(Ordering::Relaxed),
+            sent: self.inner.sent.load(Ordering::Relaxed),
+            received: self.inner.received.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The collective channel `ordinal` of the whole world: an axis of
+    /// [`Domain::Collective`] on machine [`CLUSTER_MACHINE`], the same on every rank (no
+    /// rank's queues live there), with one participant per rank.
+    pub fn collective_channel(&self, ordinal: u64) -> Option<CollectiveChannel> {
+        let axis = Axis::try_new(CLUSTER_MACHINE, Domain::Collective, ordinal)?;
+        CollectiveChannel::new(axis, u16::try_from(self.inner.size).ok()?).ok()
+    }
+
+    /// Runs `f` with the world communicator, under the lock every MPI call of this node takes
+    /// (plain MPI beside the node: a peer measurement, an application's own exchange). `f`
+    /// must not block on another rank's progress: this rank's progress process waits for it.
+    pub fn with_world<R>(&self, f: impl FnOnce(&SimpleCommunicator) -> R) -> R {
+        f(&self.lock_mpi().world)
+    }
+
+    /// Sums `data` element-wise across every rank (an `MPI_Allreduce`), as round
+    /// `channel.begin_round()` of a collective on `channel`, then signals `done` to `value` on
+    /// this rank with that round's point as its origin. The signal's frontier is `knowing`
+    /// (what this rank's contribution depended on) plus the one channel entry — not one entry
+    /// per rank — so whatever waits on `done` learns the collective with a single entry at any
+    /// rank count. Every rank must call it, in the same order, with equally long `data`;
+    /// other ranks' semaphore messages keep flowing while it waits.
+    pub fn all_reduce_sum(
+        &self,
+        channel: &mut CollectiveChannel,
+        data: &mut [f64],
+        knowing: &Frontier<FRONTIER_CAPACITY>,
+        done: (SemaphoreId, u64),
+    ) -> Result<Point, CollectiveOpError> {
+        let round = channel.begin_round().map_err(|_| CollectiveOpError::RoundsExhausted)?;
+        let semaphore =
+            self.inner.device.semaphore(done.0).ok_or(CollectiveOpError::NoSuchSemaphore)?;
+        let send = data.to_vec();
+        mpi::request::scope(|scope| {
+            let mut request = Some({
+                let mpi = self.lock_mpi();
+                mpi.world.immediate_all_reduce_into(scope, &send[..], data, SystemOperation::sum())
+            });
+            // Tested with the lock released in between, so this rank's progress process keeps
+            // delivering messages other ranks may need before they reach the collective.
+            while let Some(pending) = request.take() {
+                let tested = {
+                    let _mpi = self.lock_mpi();
+                    pending.test()
+                };
+                if let Err(pending) = tested {
+                    request = Some(pending);
+                    self.inner.waker.wake();
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let mut frontier = *knowing;
+        frontier.insert_or_raise(round.point().axis, round.point().epoch);
+        semaphore.signal(done.1, round.point(), &frontier).map_err(CollectiveOpError::Signal)?;
+        Ok(round.point())
+    }
+
+    /// Waits until every rank has called it (an `MPI_Ibarrier` tested in a loop, so this
+    /// rank's progress process keeps delivering messages meanwhile).
+    pub fn barrier(&self) {
+        let mut request = Some(self.lock_mpi().world.immediate_barrier());
+        while let Some(pending) = request.take() {
+            let tested = {
+                let _mpi = self.lock_mpi();
+                pending.test()
+            };
+            if let Err(pending) = tested {
+                request = Some(pending);
+                self.inner.waker.wake();
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Stops the progress process (after it has sent what is queued), then finalises MPI.
+    pub fn finish(mut self) {
+        self.stop();
+        drop(self.universe.take());
+    }
+
+    fn stop(&self) {
+        self.inner.stopping.store(true, Ordering::Relaxed);
+        self.inner.waker.wake();
+        let mut stopped = self.inner.stopped.lock();
+        while !*stopped {
+            stopped = self.inner.stopped_signal.wait(stopped);
+        }
+    }
+
+    fn lock_mpi(&self) -> MutexGuard<'_, Mpi> {
+        self.inner.mpi.lock()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.universe.is_some() {
+            self.stop();
+        }
+    }
+}
+
+/// Why [`Node::all_reduce_sum`] failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CollectiveOpError {
+    /// The channel has no round left.
+    RoundsExhausted,
+    /// `done` names a semaphore the device lacks.
+    NoSuchSemaphore,
+    /// Signalling `done` was refused.
+    Signal(SignalError),
+}
+
+impl fmt::Display for CollectiveOpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CollectiveOpError::RoundsExhausted => f.write_str("collective channel exhausted"),
+            CollectiveOpError::NoSuchSemaphore => f.write_str("no such completion semaphore"),
+            CollectiveOpError::Signal(error) => write!(f, "completion signal refused: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for CollectiveOpError {}
+
+/// A host thread blocked in [`Node::wait`].
+struct HostWake {
+    outcome: Mutex<Option<Outcome>>,
+    signal: Condvar,
+}
+
+impl Notify for HostWake {
+    fn notify(&self, outcome: Outcome) {
+        *self.outcome.lock() = Some(outcome);
+        self.signal.notify_all();
+    }
+
+    fn while_firing(&self) {
+        std::thread::yield_now();
+    }
+}
+
+impl Inner {
+    fn import(&self, link: LinkId) -> Option<&Import> {
+        let k = self.imports.binary_search_by_key(&link, |import| import.link).ok()?;
+        Some(&self.imports[k])
+    }
+
+    fn semaphore_of(&self, link: LinkId) -> Option<SemaphoreId> {
+        if let Some(import) = self.import(link) {
+            return Some(import.semaphore);
+        }
+        let k = self.exports.binary_search_by_key(&link, |export| export.link).ok()?;
+        Some(self.exports[k].semaphore)
+    }
+
+    /// Fails imported semaphore `import` with `Failure::DeviceLost`, keeping `error` as the
+    /// reason (the first reason wins, as the first failure does).
+    fn fail_import(&self, import: &Import, error: RemoteError) {
+        if let Some(semaphore) = self.device.semaphore(import.semaphore) {
+            semaphore.fail(Failure::DeviceLost);
+        }
+        import.state.lock().error.get_or_insert(error);
+        import.announced_signal.notify_all();
+    }
+
+    /// Applies one received message from `sender`.
+    fn deliver(&self, sender: i32, bytes: &[u8]) {
+        let message = match Message::decode(bytes) {
+            Ok(message) => message,
+            Err(error) => {
+                match error.link().and_then(|link| self.import(link)) {
+                    Some(import) => self.fail_import(import, RemoteError::Malformed(error)),
+                    // Not attributable to one semaphore: every one this sender feeds fails.
+                    None => {
+                        for import in self.imports.iter().filter(|import| import.from == sender) {
+                            self.fail_import(import, RemoteError::Malformed(error));
+                        }
+                    }
+                }
+                return;
+            }
+        };
+        let Some(import) = self.import(message.link()) else {
+            // A link this rank does not import: every semaphore the sender feeds is suspect.
+            for import in self.imports.iter().filter(|import| import.from == sender) {
+                self.fail_import(import, RemoteError::UnknownLink(message.link()));
+            }
+            return;
+        };
+        if import.from != sender {
+            self.fail_import(import, RemoteError::WrongSender { exporter: import.from, sender });
+            return;
+        }
+        let Some(semaphore) = self.device.semaphore(import.semaphore) else { return };
+        let result = match message {
+            Message::Pending { value, origin, frontier, .. } => {
+                semaphore.submit_signal(value, origin, &frontier).map(|()| {
+                    let mut state = import.state.lock();
+                    state.pending.push_back(value);
+                    state.announced = value;
+                    import.announced_signal.notify_all();
+                })
+            }
+            Message::Reached { value, .. } => {
+                let mut state = import.state.lock();
+                let mut result = Ok(());
+                while let Some(&next) = state.pending.front().filter(|&&next| next <= value) {
+                    state.pending.pop_front();
+                    result = semaphore.complete_signal(next);
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                result
+            }
+            Message::Failed { failure, .. } => {
+                semaphore.fail(failure);
+                let _state = import.state.lock();
+                import.announced_signal.notify_all();
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => {}
+            // Failed already: the failure reached its waiters; nothing more to record.
+            Err(SignalError::Failed(_)) => {}
+            Err(error) => self.fail_import(import, RemoteError::Timeline(error)),
+        }
+    }
+
+    /// Reports to its importers what exported semaphore `export` reached among the values
+    /// already announced to them (or its failure), and arms its watch while announced values
+    /// are still pending.
+    fn report(&self, mpi: &Mpi, export: &'static Export) {
+        // Acquire pairs with the Release store in `Watch::notify`.
+        if export.watch.fired.swap(false, Ordering::Acquire) {
+            export.state.lock().armed = false;
+        }
+        let Some(semaphore) = self.device.semaphore(export.semaphore) else { return };
+        loop {
+            let mut state = export.state.lock();
+            if state.failure_sent {
+                return;
+            }
+            if let Some(failure) = semaphore.failure() {
+                state.failure_sent = true;
+                state.announced.clear();
+                drop(state);
+                let mut bytes = Vec::new();
+                Message::Failed { link: export.link, failure }.encode(&mut bytes);
+                self.send(mpi, &export.to, &bytes);
+                return;
+            }
+            let reached = semaphore.value();
+            let mut newest = None;
+            while let Some(&value) = state.announced.front().filter(|&&value| value <= reached) {
+                state.announced.pop_front();
+                newest = Some(value);
+            }
+            if let Some(value) = newest {
+                let mut bytes = Vec::new();
+                Message::Reached { link: export.link, value }.encode(&mut bytes);
+                self.send(mpi, &export.to, &bytes);
+            }
+            if state.armed {
+                return;
+            }
+            let Some(&next) = state.announced.front() else { return };
+            let timepoint = Pin::static_ref(&export.timepoint);
+            // SAFETY: the timepoint lives in the leaked `Inner` (never moved or freed), the
+            // semaphore in the device the caller of `Node::start` gave as `'static`, so both
+            // outlive the arming; it is armed only while `armed` is false, i.e. idle (`armed`
+            // is cleared only after it fired), and `arm` refuses a busy one anyway.
+            let armed = unsafe { semaphore.arm(timepoint, next) };
+            match armed {
+                Ok(Arm::Armed) => {
+                    state.armed = true;
+                    return;
+                }
+                // Reached or failed meanwhile: report again.
+                Ok(Arm::Ready(_)) => continue,
+                // Still firing (the flag is not yet set): its notify wakes us again.
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn send(&self, mpi: &Mpi, to: &[i32], bytes: &[u8]) {
+        for &rank in to {
+            mpi.world.process_at_rank(rank).send_with_tag(bytes, LINK_TAG);
+            self.sent.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends what was queued, in order. Before each announcement, the values of its semaphore
+    /// reached so far are reported: the timelines are read after the queue was taken, so a
+    /// signal that had to wait for a history slot follows the report of the value that freed
+    /// it, and an importer never holds more pending values than its exporter did. Returns
+    /// whether anything was sent.
+    fn send_queued(&'static self, mpi: &Mpi) -> bool {
+        let queued = std::mem::take(&mut *self.outbox.lock());
+        let any = !queued.is_empty();
+        for outgoing in queued {
+            let Some((k, value)) = outgoing.announces else {
+                self.send(mpi, &outgoing.to, &outgoing.bytes);
+                continue;
+            };
+            let export = &self.exports[k];
+            self.report(mpi, export);
+            self.send(mpi, &outgoing.to, &outgoing.bytes);
+            let mut state = export.state.lock();
+            if !state.failure_sent {
+                state.announced.push_back(value);
+            }
+        }
+        any
+    }
+
+    fn receive_arrived(&self, mpi: &Mpi) -> bool {
+        let mut any = false;
+        while let Some(matched) = mpi.world.any_process().immediate_matched_probe_with_tag(LINK_TAG)
+        {
+            let sender = matched.1.source_rank();
+            let (bytes, _) = matched.matched_receive_vec::<u8>();
+            self.received.fetch_add(1, Ordering::Relaxed);
+            self.deliver(sender, &bytes);
+            any = true;
+        }
+        any
+    }
+
+    /// Whether a result is awaited from another rank: a host thread or an operation waits on
+    /// an imported value, or messages wait to be sent.
+    fn outstanding(&self) -> bool {
+        self.host_waiters.load(Ordering::Relaxed) > 0
+            || !self.outbox.lock().is_empty()
+            || self.imports.iter().any(|import| {
+                self.device.semaphore(import.semaphore).is_some_and(|s| s.has_waiters())
+            })
+    }
+}
+
+/// The progress process's behaviour: one drain over the leaked [`Inner`].
+struct Progress(&'static Inner);
+
+impl Drain for Progress {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        let this = self.0;
+        this.drains.fetch_add(1, Ordering::Relaxed);
+        let mpi = this.mpi.lock();
+        let mut moved = this.send_queued(&mpi);
+        for export in this.exports.iter() {
+            this.report(&mpi, export);
+        }
+        moved |= this.receive_arrived(&mpi);
+        // What arrived may have failed an export (an operation that waited on it failed):
+        // that failure goes out in the same drain.
+        for export in this.exports.iter() {
+            this.report(&mpi, export);
+        }
+        drop(mpi);
+        if this.stopping.load(Ordering::Relaxed) {
+            return Drained::Done(Ok(()));
+        }
+        if this.outstanding() {
+            if !moved {
+                // Waiting on a peer: let other work on this core (another rank, when ranks
+                // outnumber cores) run before testing again.
+                std::thread::yield_now();
+            }
+            Drained::Progress
+        } else {
+            this.sleeps.fetch_add(1, Ordering::Relaxed);
+            Drained::Sleep
+        }
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {
+        *self.0.stopped.lock() = true;
+        self.0.stopped_signal.notify_all();
+    }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The MPI tier: causeway-distributed on real Open MPI ranks over loopback.
+#
+# Installs what it needs when missing (Debian's Open MPI 4.1: libopenmpi-dev and openmpi-bin;
+# libclang-dev for the bindings rsmpi generates at build time) through apt-get, checks that
+# mpirun and Open MPI's compiler wrapper are there, and fails with a clear message when
+# something cannot be had: nothing is skipped. Then runs the crate's tests; its `ranks` test
+# launches `mpirun --oversubscribe -n 2` and `-n 4` itself, every run under `timeout`.
+#
+# Usage: scripts/mpi.sh [--setup-only]   (--setup-only: install and check, run no test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+die() { printf 'mpi: error: %s\n' "$*" >&2; exit 1; }
+note() { printf 'mpi: %s\n' "$*"; }
+# shellcheck source=scripts/apt.sh
+source scripts/apt.sh
+
+setup_only=false
+case "${1:-}" in
+  "") ;;
+  --setup-only) setup_only=true ;;
+  *) die "unknown argument $1 (usage: scripts/mpi.sh [--setup-only])" ;;
+esac
+
+PACKAGES=(libopenmpi-dev openmpi-bin libclang-dev)
+command -v dpkg >/dev/null || die "no dpkg to check for ${PACKAGES[*]}: install them (or their equivalents) by hand"
+missing=()
+for package in "${PACKAGES[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  apt_install "Open MPI and libclang" "${missing[@]}"
+fi
+
+command -v mpirun >/dev/null || die "mpirun is not on PATH; reinstall openmpi-bin"
+command -v mpicc >/dev/null || die "mpicc (rsmpi's build finds Open MPI through it) is not on PATH; reinstall libopenmpi-dev"
+version=$(mpirun --version 2>/dev/null | head -n1)
+[[ $version == *"Open MPI"* ]] || die "mpirun is not Open MPI's (it says: ${version:-nothing})"
+note "$version"
+
+if $setup_only; then
+  exit 0
+fi
+
+# CI runs as root; Open MPI refuses that unless told it is deliberate.
+if [[ $(id -u) -eq 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+cargo test -p causeway-distributed
