@@ -16,3 +16,27 @@ apt_install() {
     die "could not install $* (needs root or passwordless sudo, and apt sources)"
   fi
 }
+
+# apt_require WHAT PACKAGE... — installs those of the Debian packages that are not installed.
+apt_require() {
+  local what=$1 package missing=()
+  shift
+  command -v dpkg >/dev/null || die "no dpkg to check for $*: install $what by hand"
+  for package in "$@"; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+  done
+  apt_install "$what" "${missing[@]}"
+}
+
+# tier_arguments SCRIPT [ARG] — the tier scripts' one optional argument: sets `setup_only`
+# (true for --setup-only: install and check, run no test); dies on anything else.
+tier_arguments() {
+  local script=$1
+  shift
+  setup_only=false
+  case "${1:-}" in
+    "") ;;
+    --setup-only) setup_only=true ;;
+    *) die "unknown argument $1 (usage: $script [--setup-only])" ;;
+  esac
+}

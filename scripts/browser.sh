@@ -17,22 +17,10 @@ note() { printf 'browser: %s\n' "$*"; }
 # shellcheck source=scripts/apt.sh
 source scripts/apt.sh
 
-setup_only=false
-case "${1:-}" in
-  "") ;;
-  --setup-only) setup_only=true ;;
-  *) die "unknown argument $1 (usage: scripts/browser.sh [--setup-only])" ;;
-esac
+tier_arguments scripts/browser.sh "$@"
 
 PACKAGES=(chromium chromium-driver)
-command -v dpkg >/dev/null || die "no dpkg to check for ${PACKAGES[*]}: install Chromium and its chromedriver by hand and set CAUSEWAY_CHROMIUM and CAUSEWAY_CHROMEDRIVER"
-missing=()
-for package in "${PACKAGES[@]}"; do
-  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  apt_install "Chromium and its chromedriver" "${missing[@]}"
-fi
+apt_require "Chromium and its chromedriver (or set CAUSEWAY_CHROMIUM and CAUSEWAY_CHROMEDRIVER)" "${PACKAGES[@]}"
 
 export CAUSEWAY_CHROMIUM=${CAUSEWAY_CHROMIUM:-/usr/bin/chromium}
 export CAUSEWAY_CHROMEDRIVER=${CAUSEWAY_CHROMEDRIVER:-/usr/bin/chromedriver}

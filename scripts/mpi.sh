@@ -16,22 +16,10 @@ note() { printf 'mpi: %s\n' "$*"; }
 # shellcheck source=scripts/apt.sh
 source scripts/apt.sh
 
-setup_only=false
-case "${1:-}" in
-  "") ;;
-  --setup-only) setup_only=true ;;
-  *) die "unknown argument $1 (usage: scripts/mpi.sh [--setup-only])" ;;
-esac
+tier_arguments scripts/mpi.sh "$@"
 
 PACKAGES=(libopenmpi-dev openmpi-bin libclang-dev)
-command -v dpkg >/dev/null || die "no dpkg to check for ${PACKAGES[*]}: install them (or their equivalents) by hand"
-missing=()
-for package in "${PACKAGES[@]}"; do
-  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  apt_install "Open MPI and libclang" "${missing[@]}"
-fi
+apt_require "Open MPI and libclang" "${PACKAGES[@]}"
 
 command -v mpirun >/dev/null || die "mpirun is not on PATH; reinstall openmpi-bin"
 command -v mpicc >/dev/null || die "mpicc (rsmpi's build finds Open MPI through it) is not on PATH; reinstall libopenmpi-dev"

@@ -17,22 +17,10 @@ note() { printf 'vulkan: %s\n' "$*"; }
 # shellcheck source=scripts/apt.sh
 source scripts/apt.sh
 
-setup_only=false
-case "${1:-}" in
-  "") ;;
-  --setup-only) setup_only=true ;;
-  *) die "unknown argument $1 (usage: scripts/vulkan.sh [--setup-only])" ;;
-esac
+tier_arguments scripts/vulkan.sh "$@"
 
 PACKAGES=(mesa-vulkan-drivers vulkan-validationlayers libvulkan1 glslang-tools)
-command -v dpkg >/dev/null || die "no dpkg to check for ${PACKAGES[*]}: install them (or their equivalents) by hand"
-missing=()
-for package in "${PACKAGES[@]}"; do
-  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  apt_install "the Vulkan loader, lavapipe, the validation layer and glslang" "${missing[@]}"
-fi
+apt_require "the Vulkan loader, lavapipe, the validation layer and glslang" "${PACKAGES[@]}"
 
 # The loader finds ICDs and explicit layers through these manifests (system-wide locations
 # searched by default, XDG_DATA_DIRS aside).
