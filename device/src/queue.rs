@@ -620,6 +620,18 @@ impl QueueShared {
             }
             (body.tag, body.work, body.point.epoch, body.native_waits(), body.elided_waits())
         };
+        // Checked again now that the origins are issued: an origin that failed without being
+        // issued failed its signals before its queue moved on (`finish_signals` before
+        // `retire`, whose Release store `origins_issued` acquired), so a failure the caller's
+        // earlier check missed is visible here, and the operation is never handed over.
+        let failed = if self.native { self.failed_wait(slot) } else { None };
+        if let Some(failure) = failed {
+            // Failing counts as starting, as in `step`.
+            return match claim.start() {
+                Ok(()) => Issuing::Finished(OpStatus::Failed(failure)),
+                Err(_) => Issuing::Cancelled,
+            };
+        }
         if claim.start().is_err() {
             return Issuing::Cancelled;
         }
