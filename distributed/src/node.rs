@@ -633,23 +633,11 @@ impl Node {
             self.inner.device.semaphore(done.0).ok_or(CollectiveOpError::NoSuchSemaphore)?;
         let send = data.to_vec();
         mpi::request::scope(|scope| {
-            let mut request = Some({
+            let request = {
                 let mpi = self.lock_mpi();
                 mpi.world.immediate_all_reduce_into(scope, &send[..], data, SystemOperation::sum())
-            });
-            // Tested with the lock released in between, so this rank's progress process keeps
-            // delivering messages other ranks may need before they reach the collective.
-            while let Some(pending) = request.take() {
-                let tested = {
-                    let _mpi = self.lock_mpi();
-                    pending.test()
-                };
-                if let Err(pending) = tested {
-                    request = Some(pending);
-                    self.inner.waker.wake();
-                    std::thread::yield_now();
-                }
-            }
+            };
+            self.complete(request);
         });
         let mut frontier = *knowing;
         frontier.insert_or_raise(round.point().axis, round.point().epoch);
@@ -660,7 +648,18 @@ impl Node {
     /// Waits until every rank has called it (an `MPI_Ibarrier` tested in a loop, so this
     /// rank's progress process keeps delivering messages meanwhile).
     pub fn barrier(&self) {
-        let mut request = Some(self.lock_mpi().world.immediate_barrier());
+        let request = self.lock_mpi().world.immediate_barrier();
+        self.complete(request);
+    }
+
+    /// Tests `request` until it completes, with the MPI lock released in between, so this
+    /// rank's progress process keeps delivering messages other ranks may need before they
+    /// reach the same collective.
+    fn complete<'a, D: ?Sized, S: mpi::request::Scope<'a>>(
+        &self,
+        request: mpi::request::Request<'a, D, S>,
+    ) {
+        let mut request = Some(request);
         while let Some(pending) = request.take() {
             let tested = {
                 let _mpi = self.lock_mpi();

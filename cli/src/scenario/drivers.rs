@@ -234,13 +234,7 @@ impl Drivers {
                     let kernels = [Kernel::add(&gpu)?, Kernel::saxpy(&gpu)?];
                     Ok((VulkanBackend::new(gpu), kernels))
                 };
-                Some(open().map_err(|error| {
-                    format!(
-                        "queue `{}` names the vulkan driver, but no Vulkan device opens: {error} \
-                         (or run every queue on the CPU with --all-cpu)",
-                        queue.name
-                    )
-                })?)
+                Some(open().map_err(|error| no_device(&queue.name, "vulkan", "Vulkan", &error))?)
             }
             _ => None,
         };
@@ -249,13 +243,8 @@ impl Drivers {
         let cuda = match scenario.queues.iter().find(|q| q.driver == DriverKind::Cuda) {
             // Without libcuda this is `CudaError::NoDriver`, found before any CUDA call.
             Some(queue) if !all_cpu => {
-                Some(CudaBackend::open(0, EmulationChoice::Best).map_err(|error| {
-                    format!(
-                        "queue `{}` names the cuda driver, but no CUDA device opens: {error} \
-                         (or run every queue on the CPU with --all-cpu)",
-                        queue.name
-                    )
-                })?)
+                let opened = CudaBackend::open(0, EmulationChoice::Best);
+                Some(opened.map_err(|error| no_device(&queue.name, "cuda", "CUDA", &error))?)
             }
             _ => None,
         };
@@ -433,4 +422,12 @@ fn host_compute(
         })
     };
     ((0..regions).map(|_| (tiles, region())).collect(), output)
+}
+
+/// Why a scenario cannot run: `queue` names a driver whose device does not open.
+fn no_device(queue: &str, driver: &str, device: &str, error: &dyn std::fmt::Display) -> String {
+    format!(
+        "queue `{queue}` names the {driver} driver, but no {device} device opens: {error} \
+         (or run every queue on the CPU with --all-cpu)"
+    )
 }
