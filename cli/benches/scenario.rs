@@ -25,15 +25,20 @@
 //!   (times, waits, frontier) and every semaphore's history.
 //!
 //! After the criterion functions the bench prints, per phase and shape, the growth per ×10 in
-//! operations: the fastest iteration at 10n over the fastest at n (the fastest, because the
-//! machine is shared and noise only ever adds time). Linear growth is 10×, n log n a little
-//! more, and a quadratic phase shows about 100×; the target is at most [`GROWTH_TARGET`]×.
-//! Each line also gives the peer's growth and the phase's growth over it.
+//! operations: the fastest *block* at 10n over the fastest at n, per iteration. A block is as
+//! many consecutive iterations as make [`BLOCK_OPS`] operations (100 at 10^3, 10 at 10^4, one
+//! at 10^5), so every size is timed over the same amount of work. The fastest, because the
+//! machine is shared and noise only ever adds time; over equal work, because the fastest of
+//! thousands of short iterations is one that no timer tick or preemption touched, while an
+//! iteration of 10^5 operations always meets some — comparing single iterations would charge
+//! that difference in luck to the larger size. Linear growth is 10×, n log n a little more,
+//! and a quadratic phase shows about 100×; the target is at most [`GROWTH_TARGET`]×. Each line
+//! also gives the peer's growth and the phase's growth over it.
 //!
 //! It prints the table twice. *Warm*: criterion's iterations, back to back, so at 10^3 and 10^4
 //! operations the data stays in the caches from one iteration to the next while at 10^5 it
 //! does not fit (2 MB of L2 per core here); even the plain peer passes then grow far beyond
-//! 10× per ×10. *Cold*: [`COLD_ITERATIONS`] more iterations of each, each after reading
+//! 10× per ×10. *Cold*: [`COLD_BLOCKS`] more blocks of each, every iteration after reading
 //! [`EVICTION_BYTES`] of other memory, so that every size starts from caches that do not hold
 //! its data — as a phase of the CLI does, which runs once over data the one before left
 //! behind. The cold table shows how the work itself grows.
@@ -60,8 +65,13 @@ const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 /// The most a phase may grow per ×10 in operations.
 const GROWTH_TARGET: f64 = 12.0;
 
-/// Cold iterations of each phase, shape and size.
-const COLD_ITERATIONS: usize = 5;
+/// Operations in a timed block: each size is timed over this much work (see the module
+/// documentation).
+const BLOCK_OPS: usize = SIZES[SIZES.len() - 1];
+
+/// Cold blocks of each phase, shape and size (one under `--test`, which only checks that the
+/// bench runs).
+const COLD_BLOCKS: usize = 2;
 
 /// Memory read before each cold iteration: twice the last-level cache here (32 MB).
 const EVICTION_BYTES: usize = 64 << 20;
@@ -101,26 +111,54 @@ enum Caches {
 /// A timed (phase, shape, size) at one cache temperature.
 type Key = (Caches, &'static str, &'static str, usize);
 
-/// The fastest iteration seen of each measurement, and the memory read to make caches cold.
+/// Iterations of a block at `size` operations (see [`BLOCK_OPS`]).
+fn block_iterations(size: usize) -> u32 {
+    (BLOCK_OPS / size).max(1) as u32
+}
+
+/// A block being timed: the iterations so far and their total time.
+#[derive(Clone, Copy, Default)]
+struct Block {
+    iterations: u32,
+    took: Duration,
+}
+
+/// The fastest block seen of each measurement (per iteration), the blocks being timed, and the
+/// memory read to make caches cold.
 struct Fastest {
     times: RefCell<BTreeMap<Key, Duration>>,
+    open: RefCell<BTreeMap<Key, Block>>,
     eviction: Vec<u8>,
+    cold_blocks: usize,
 }
 
 impl Fastest {
     fn new() -> Fastest {
         // Distinct bytes, so the pages are really there to be read.
         let eviction = (0..EVICTION_BYTES).map(|at| at as u8).collect();
-        Fastest { times: RefCell::default(), eviction }
+        let cold_blocks = if std::env::args().any(|arg| arg == "--test") { 1 } else { COLD_BLOCKS };
+        Fastest { times: RefCell::default(), open: RefCell::default(), eviction, cold_blocks }
     }
 
+    /// Adds one iteration to `key`'s open block; a block that is complete records its time per
+    /// iteration if it is the fastest yet, and the next iteration opens a new one.
     fn record(&self, key: Key, took: Duration) {
+        let (_, _, _, size) = key;
+        let mut open = self.open.borrow_mut();
+        let block = open.entry(key).or_default();
+        block.iterations += 1;
+        block.took += took;
+        if block.iterations < block_iterations(size) {
+            return;
+        }
+        let per_iteration = block.took / block.iterations;
+        *block = Block::default();
         let mut times = self.times.borrow_mut();
-        let entry = times.entry(key).or_insert(took);
-        *entry = (*entry).min(took);
+        let entry = times.entry(key).or_insert(per_iteration);
+        *entry = (*entry).min(per_iteration);
     }
 
-    /// Runs `work` `iters` times for criterion, remembering the fastest iteration.
+    /// Runs `work` `iters` times for criterion, timing each iteration into its block.
     fn time<T>(
         &self,
         (phase, shape, size): (&'static str, &'static str, usize),
@@ -138,13 +176,13 @@ impl Fastest {
         total
     }
 
-    /// Runs `work` [`COLD_ITERATIONS`] times, each after reading the eviction memory.
+    /// Runs `work` for [`COLD_BLOCKS`] blocks, each iteration after reading the eviction memory.
     fn time_cold<T>(
         &self,
         (phase, shape, size): (&'static str, &'static str, usize),
         mut work: impl FnMut() -> T,
     ) {
-        for _ in 0..COLD_ITERATIONS {
+        for _ in 0..self.cold_blocks as u32 * block_iterations(size) {
             let lines = self.eviction.iter().step_by(64);
             black_box(lines.fold(0u8, |sum, &byte| sum.wrapping_add(byte)));
             let started = Instant::now();
@@ -162,7 +200,8 @@ impl Fastest {
 
     fn print_growth(&self, caches: Caches) {
         eprintln!(
-            "{caches:?}: growth per ×10 operations (fastest iteration at 10n / at n; target ≤ \
+            "{caches:?}: growth per ×10 operations (fastest block of {BLOCK_OPS} operations, per \
+             iteration, at 10n / at n; target ≤ \
              {GROWTH_TARGET}×), beside the peer's growth and the phase's growth over the peer's:"
         );
         for phase in &PHASES {
