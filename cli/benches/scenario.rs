@@ -71,7 +71,7 @@ const BLOCK_OPS: usize = SIZES[SIZES.len() - 1];
 
 /// Cold blocks of each phase, shape and size (one under `--test`, which only checks that the
 /// bench runs).
-const COLD_BLOCKS: usize = 2;
+const COLD_BLOCKS: usize = 3;
 
 /// Memory read before each cold iteration: twice the last-level cache here (32 MB).
 const EVICTION_BYTES: usize = 64 << 20;
