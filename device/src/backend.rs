@@ -260,7 +260,8 @@ impl Issue<'_> {
         self.tag
     }
 
-    /// The worker issuing it.
+    /// The worker issuing it, or [`SUBMITTING_THREAD`](crate::SUBMITTING_THREAD) when its
+    /// submitter issues it to a driver with native waits itself.
     pub fn worker(&self) -> usize {
         self.worker
     }

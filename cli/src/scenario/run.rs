@@ -462,7 +462,8 @@ impl Observer for Recorder {
         match event {
             OpEvent::Started { worker, at_ns } => {
                 op.start_ns.store(at_ns, Ordering::Relaxed);
-                let worker = u32::try_from(worker).expect("workers are few");
+                // Issued by the submitting thread (`SUBMITTING_THREAD`): on no worker.
+                let worker = u32::try_from(worker).unwrap_or(NO_WORKER);
                 op.worker.store(worker, Ordering::Relaxed);
             }
             OpEvent::Speculative { dependence, started, .. } => {
