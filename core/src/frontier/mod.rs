@@ -24,14 +24,6 @@
 //! A merge that may overflow walks the union into a stack scratch while keeping the four
 //! smallest epochs it wrote in registers; those fix the eviction cut, and one backward pass
 //! writes the survivors into place. More than four evictions take a second pass to find the cut.
-//!
-//! # Instruction sets
-//!
-//! Baseline x86-64 (SSE2, what a hosted build targets unless told otherwise) has no 64-bit lane
-//! compare, so the same-axes fast path would join epochs one at a time. Hosted builds (the `std`
-//! feature) on x86-64 therefore check once per merge whether the CPU has AVX2 and, if so, run
-//! the same merge code compiled for AVX2. Bare-metal targets and Miri compile only the portable
-//! build; a property test holds the two builds to the same results on every input.
 
 mod wire;
 
@@ -196,33 +188,6 @@ impl<const N: usize> Frontier<N> {
     /// Component-wise maximum with `other` (the join of two causal histories). A tainted input
     /// taints the result; overflow evicts the smallest epochs and taints.
     pub fn merge<const M: usize>(&mut self, other: &Frontier<M>) {
-        #[cfg(all(target_arch = "x86_64", any(test, feature = "std"), not(miri)))]
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: `merge_avx2` only requires a CPU with AVX2, which the detection just above
-            // reported for the CPU this runs on.
-            return unsafe { self.merge_avx2(other) };
-        }
-        self.merge_portable(other);
-    }
-
-    /// The same merge compiled for AVX2. Baseline x86-64 (SSE2) has no 64-bit lane compare,
-    /// so the same-axes fast path joins epochs one at a time there; with AVX2 the axis check
-    /// and the element-wise maximum are two vector compares each, and the copies move 32 bytes
-    /// at a time. Only the hosted builds dispatch here (runtime detection needs `std`); Miri
-    /// and bare-metal targets keep the portable build.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must support AVX2.
-    #[cfg(all(target_arch = "x86_64", any(test, feature = "std"), not(miri)))]
-    #[target_feature(enable = "avx2")]
-    unsafe fn merge_avx2<const M: usize>(&mut self, other: &Frontier<M>) {
-        self.merge_portable(other);
-    }
-
-    /// The merge itself, written once for every instruction set it is compiled for.
-    #[inline(always)]
-    fn merge_portable<const M: usize>(&mut self, other: &Frontier<M>) {
         self.tainted |= other.tainted;
         if other.len == 0 {
             return;
