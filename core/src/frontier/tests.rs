@@ -332,3 +332,24 @@ proptest! {
         }
     }
 }
+
+/// Epoch pairs over one shared axis set (ordinals `1..=len`): the inputs of the same-axes fast
+/// paths of `merge` and `dominates`, which random axis sets almost never produce.
+fn same_axes_pairs(max_len: usize) -> impl Strategy<Value = Vec<(u64, u64)>> {
+    proptest::collection::vec((1u64..40, 1u64..40), 0..=max_len)
+}
+
+proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
+    #[test]
+    fn same_axes_merge_matches_model(pairs in same_axes_pairs(8)) {
+        let left: Vec<(u64, u64)> = pairs.iter().zip(1..).map(|(&(e, _), k)| (k, e)).collect();
+        let right: Vec<(u64, u64)> = pairs.iter().zip(1..).map(|(&(_, e), k)| (k, e)).collect();
+        let (fa, fb): (Frontier<8>, Frontier<8>) = (frontier(&left), frontier(&right));
+        let mut merged = fa;
+        merged.merge(&fb);
+        prop_assert_eq!(model_of(&merged), model_join(&model_of(&fa), &model_of(&fb)));
+        prop_assert!(!merged.is_tainted());
+        prop_assert_eq!(fa.dominates(&fb), model_dominates(&model_of(&fa), &model_of(&fb)));
+    }
+}
