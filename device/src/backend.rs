@@ -260,8 +260,7 @@ impl Issue<'_> {
         self.tag
     }
 
-    /// The worker issuing it, or [`SUBMITTING_THREAD`](crate::SUBMITTING_THREAD) when its
-    /// submitter issues it to a driver with native waits itself.
+    /// The worker issuing it.
     pub fn worker(&self) -> usize {
         self.worker
     }

@@ -71,7 +71,7 @@ pub use backend::{
 pub use causeway_core::reuse::BlockId;
 pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use memory::{MemoryError, MemoryStats};
-pub use op::{Observer, Op, OpEvent, OpStatus, Work, SUBMITTING_THREAD};
+pub use op::{Observer, Op, OpEvent, OpStatus, Work};
 pub use semaphores::{SemaphoreError, SemaphoreId};
 pub use speculation::CancelReport;
 
@@ -1093,12 +1093,8 @@ impl Device {
         }
         queue.publish(index);
         drop(side);
-        // An open gate on a native queue may be issued here, sparing the queue process its wake
-        // (see "Issuing on the submitting thread" in `queue`); a gate still shut is opened, and
-        // the queue woken, by the last of its timepoints.
-        if !(slot.gate.release_quietly() && queue.issue_inline()) {
-            queue.wake();
-        }
+        slot.gate.release();
+        queue.wake();
         match submitted.failed_signal {
             Some((signal, failure)) => Err(SubmitError::Signal {
                 signal,

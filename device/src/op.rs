@@ -95,19 +95,13 @@ pub struct Op<'a> {
     pub tag: u64,
 }
 
-/// The `worker` of an [`OpEvent::Started`] that no pool worker started: on a queue whose driver
-/// orders waits natively, a submitting thread that finds the queue's process idle issues what
-/// it just published to the driver itself, as a program calling the native API would.
-pub const SUBMITTING_THREAD: usize = usize::MAX;
-
 /// A point in an operation's execution, as an [`Observer`] sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OpEvent {
     /// The operation's waits were satisfied and a worker started it.
     Started {
-        /// Worker index, or [`SUBMITTING_THREAD`] when the thread that submitted it (or a later
-        /// operation of its queue) handed it to a driver with native waits itself.
+        /// Worker index.
         worker: usize,
         /// Nanoseconds since the device started.
         at_ns: u64,
@@ -263,21 +257,14 @@ impl WaitGate {
 
     /// Drops one outstanding wait; the last one wakes the queue.
     pub(crate) fn release(&self) {
-        if self.release_quietly() {
+        // AcqRel: Release publishes this thread's failure record to the queue process, which
+        // loads `pending` with Acquire; Acquire makes the last releaser see earlier releasers'
+        // records before it wakes the queue.
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Some(queue) = self.queue.get() {
                 queue.wake();
             }
         }
-    }
-
-    /// Drops one count without waking the queue: true when that opened the gate, and the
-    /// caller then owes the queue its wake (or runs what the wake would have, see
-    /// `QueueShared::issue_inline`).
-    pub(crate) fn release_quietly(&self) -> bool {
-        // AcqRel: Release publishes this thread's failure record to the queue process, which
-        // loads `pending` with Acquire; Acquire makes the last releaser see earlier releasers'
-        // records before it wakes the queue.
-        self.pending.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
     pub(crate) fn is_open(&self) -> bool {

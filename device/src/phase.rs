@@ -11,11 +11,9 @@
 //! ```
 //!
 //! Invariants:
-//! 1. Only the queue's drainer moves the phase out of Idle, Stepping or Working — its queue
-//!    process (an immediate process: one drainer at a time), or on a native queue a submitter
-//!    issuing inline, each holding the queue's drainer lock (`queue`, "Issuing on the
-//!    submitting thread") — except `take_over`, which moves Idle or Working to Abandoned and
-//!    is final: a drain that finds Abandoned touches nothing.
+//! 1. Only the queue process (one drainer at a time: it is an immediate process) moves the
+//!    phase out of Idle, Stepping or Working, except `take_over`, which moves Idle or Working
+//!    to Abandoned and is final: a drain that finds Abandoned touches nothing.
 //! 2. In Idle the queue process holds no reference into the ring, so after taking over an
 //!    Idle queue the device owns the whole ring. `leave` (Release) pairs with the Acquire of
 //!    `take_over`'s exchange: everything the last drain wrote is visible to the device.

@@ -55,28 +55,6 @@
 //! queue may wait on. The driver keeps one queue's operations in order on the device (each
 //! waits for its predecessor natively), which the queue clock's elision relies on.
 //!
-//! # Issuing on the submitting thread
-//!
-//! On a native queue the work of issuing is one driver call, which the submitting thread can
-//! make as well as a worker: waking the queue process for it costs a hand-over between threads
-//! (and, with the pool parked, a futex wake and a context switch) that a program calling the
-//! native API directly never pays. So a submitter whose submission opened its operation's gate
-//! tries to issue it itself ([`QueueShared::issue_inline`]) before falling back to the wake.
-//!
-//! Both sides take the queue's `drainer` lock: the queue process for the whole of each drain
-//! (native queues only), the submitter with `try_lock`, never waiting. Whoever holds it is the
-//! queue's one drainer — it owns `cursor`, the bodies of the slots in `[head, tail)` and the
-//! phase (see `phase`) — so the ring protocol above holds with "the queue process" read as
-//! "the drainer". The lock's release and acquisition order what one drainer wrote before the
-//! next reads it.
-//!
-//! The submitter issues only while the head is with the driver (`head < cursor`): the queue
-//! process then sleeps until the driver reports the head done, and the operations issued behind
-//! it need nothing more from it until they reach the head. It runs `issue_ahead` as the process
-//! would; if that leaves anything unissued (an operation not ready, a layer kind, the driver
-//! busy), or the lock was held, or the head was not with the driver, it wakes the queue process
-//! as every submission did before, so nothing is left for a wake that never comes.
-//!
 //! # Waiting for a free slot
 //!
 //! A submitter that finds the ring full ([`QueueShared::wait_for_slot`]) counts itself in
@@ -143,8 +121,6 @@ pub(crate) struct QueueShared {
     issued_through: AtomicU64,
     /// Native queues waiting for `issued_through` to advance.
     issue_waiters: Mutex<QueueWaiters>,
-    /// Held by the queue's drainer on a native queue (see "Issuing on the submitting thread").
-    drainer: Mutex<()>,
     axis: Axis,
     pub(crate) submit: Mutex<SubmitSide>,
     head: AtomicU64,
@@ -233,7 +209,6 @@ impl QueueShared {
             cursor: AtomicU64::new(0),
             issued_through: AtomicU64::new(0),
             issue_waiters: Mutex::new(QueueWaiters::new(if native { queues } else { 0 })),
-            drainer: Mutex::new(()),
             axis: clock.axis(),
             submit: Mutex::new(SubmitSide { clock, counts: ResolutionCounts::default() }),
             head: AtomicU64::new(0),
@@ -733,35 +708,6 @@ impl QueueShared {
         }
     }
 
-    /// On a native queue, issues what the caller just published on the calling thread if the
-    /// queue's head is with the driver and nobody else is draining (see "Issuing on the
-    /// submitting thread"). True when everything submitted is now issued, so the queue process
-    /// needs no wake; false when the caller must wake it.
-    pub(crate) fn issue_inline(&self) -> bool {
-        if !self.native {
-            return false;
-        }
-        let Some(_drainer) = self.drainer.try_lock() else { return false };
-        if !self.phase.enter() {
-            // Taken over at shutdown: the ring is the device's.
-            return false;
-        }
-        // Under the drainer lock `head` and `cursor` change only here; the lock's acquisition
-        // ordered the last drainer's stores before these loads.
-        let with_driver = self.head.load(Ordering::Relaxed) < self.cursor.load(Ordering::Relaxed);
-        let issued_all = with_driver
-            && match self.issue_ahead(crate::op::SUBMITTING_THREAD) {
-                // Acquire pairs with the Release store in `publish` (a later submission's).
-                Ahead::Stopped => {
-                    self.cursor.load(Ordering::Relaxed) == self.tail.load(Ordering::Acquire)
-                }
-                // The phase stays Abandoned: the device owns the ring.
-                Ahead::Abandoned => return false,
-            };
-        self.phase.leave();
-        issued_all
-    }
-
     /// Publishes that the operations through `epoch` were issued or retired, and wakes the
     /// native queues waiting for either (`has_issued_or_waits`, `has_retired_or_waits`).
     fn advance_issued(&self, epoch: u64) {
@@ -1001,8 +947,6 @@ impl QueueShared {
 
 impl Drain for QueueShared {
     fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
-        // A submitter issuing inline holds it briefly (see "Issuing on the submitting thread").
-        let _drainer = self.native.then(|| self.drainer.lock());
         if !self.phase.enter() {
             // Taken over at shutdown: the ring is the device's now.
             return Drained::Sleep;

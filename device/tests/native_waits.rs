@@ -18,7 +18,7 @@ use causeway_core::semaphore::Failure;
 use causeway_device::{
     Backend, BackendCapabilities, Device, DeviceContext, DriverError, DriverId, Issue, Issued,
     Observer, Op, OpEvent, OpStatus, Origin, QueueConfig, QueueId, SemaphoreId, SubmitError,
-    WaitOutcome, Work, SUBMITTING_THREAD,
+    WaitOutcome, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -265,23 +265,6 @@ impl Observer for Events {
 }
 
 impl Events {
-    /// The worker that started `tag`, if it started.
-    fn started_by(&self, tag: u64) -> Option<usize> {
-        self.0.lock().unwrap().iter().find_map(|&(_, t, event)| match event {
-            OpEvent::Started { worker, .. } if t == tag => Some(worker),
-            _ => None,
-        })
-    }
-
-    /// Operations the submitting thread issued itself.
-    fn issued_by_submitters(&self) -> usize {
-        let events = self.0.lock().unwrap();
-        let inline = |&&(_, _, event): &&(usize, u64, OpEvent)| {
-            matches!(event, OpEvent::Started { worker: SUBMITTING_THREAD, .. })
-        };
-        events.iter().filter(inline).count()
-    }
-
     /// Position of `tag`'s first event matching `started`/finished in the observed order.
     fn position(&self, tag: u64, started: bool) -> Option<usize> {
         self.0.lock().unwrap().iter().position(|&(_, t, event)| {
@@ -511,45 +494,8 @@ fn shutdown_ends_every_issued_operation_and_cancels_the_rest() {
 }
 
 #[test]
-fn a_submission_behind_work_already_with_the_driver_is_issued_by_the_submitting_thread() {
-    let Rig { device, gpu, gpu_queues: [a, _], semaphores, events, .. } = rig(1);
-    let s = semaphores[0];
-    let quick = Work::Spin(Duration::from_micros(100));
-    // Nothing completes while paused, so the head stays with the driver and the queue process,
-    // having issued it, sleeps until the driver reports it done.
-    gpu.pause();
-    device.submit(a, &Op { waits: &[], signals: &[(s, 1)], work: quick, tag: 1 }).unwrap();
-    gpu.wait_queued(1);
-    // The process may still be finishing the drain that issued the head (the submitter then
-    // wakes it instead); once it sleeps, a submission is issued before `submit` returns, on the
-    // submitting thread.
-    let mut tag = 1;
-    let inline = loop {
-        tag += 1;
-        device.submit(a, &Op { waits: &[], signals: &[(s, tag)], work: quick, tag }).unwrap();
-        if events.started_by(tag) == Some(SUBMITTING_THREAD) {
-            break true;
-        }
-        if tag == 200 {
-            break false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    };
-    assert!(inline, "no submission was issued on the submitting thread");
-    gpu.wait_queued(tag as usize);
-    {
-        // In submission order, whoever issued each.
-        let hardware = gpu.hardware.lock().unwrap();
-        let epochs: Vec<u64> = hardware.queued.iter().map(|op| op.epoch).collect();
-        assert_eq!(epochs, (1..=tag).collect::<Vec<_>>());
-    }
-    gpu.resume();
-    assert_eq!(wait(device.semaphore(s).unwrap(), tag, Some(LONG)), Ok(tag));
-}
-
-#[test]
 fn ten_thousand_operations_across_two_native_queues_complete_in_order() {
-    let Rig { device, gpu, gpu_queues: [a, b], semaphores, events, .. } = rig(2);
+    let Rig { device, gpu, gpu_queues: [a, b], semaphores, .. } = rig(2);
     let (s, t) = (semaphores[0], semaphores[1]);
     let tiny = Work::Spin(Duration::ZERO);
     const N: u64 = 10_000;
@@ -563,6 +509,4 @@ fn ten_thousand_operations_across_two_native_queues_complete_in_order() {
     assert_eq!(wait(device.semaphore(t).unwrap(), N, Some(LONG)), Ok(N));
     let hardware = gpu.hardware.lock().unwrap();
     assert_eq!(hardware.native_waits, device.resolution_counts(b).unwrap().device);
-    // How many the submitting thread issued itself depends on timing; printed, not asserted.
-    println!("issued by the submitting thread: {} of {}", events.issued_by_submitters(), 2 * N);
 }

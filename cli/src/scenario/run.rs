@@ -462,8 +462,7 @@ impl Observer for Recorder {
         match event {
             OpEvent::Started { worker, at_ns } => {
                 op.start_ns.store(at_ns, Ordering::Relaxed);
-                // Issued by the submitting thread (`SUBMITTING_THREAD`): on no worker.
-                let worker = u32::try_from(worker).unwrap_or(NO_WORKER);
+                let worker = u32::try_from(worker).expect("workers are few");
                 op.worker.store(worker, Ordering::Relaxed);
             }
             OpEvent::Speculative { dependence, started, .. } => {
