@@ -90,6 +90,8 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-driver-cpu --release --test loom_block
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-driver-npu --no-default-features --release --test loom_ring
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p causeway-device --release --test loom_run_claim
 passed
 
 step "fuzzing: every cargo-fuzz target for 20s on its seed corpus"

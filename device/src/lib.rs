@@ -43,6 +43,7 @@ mod memory;
 mod op;
 mod phase;
 mod queue;
+mod run_claim;
 mod semaphores;
 mod speculation;
 

@@ -88,9 +88,8 @@ use crate::hand_off::{self, Collecting};
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
 use crate::phase::{QueuePhase, Running, TakeOver};
-use crate::speculation::{
-    CancelReport, Claimed, LineageCell, LineageFrontier, LineageSignals, RunClaim,
-};
+use crate::run_claim::{Claimed, RunClaim};
+use crate::speculation::{CancelReport, LineageCell, LineageFrontier, LineageSignals};
 use crate::{DeviceShared, QueueId};
 
 /// Operations one drain call runs before yielding the worker to other processes.

@@ -14,6 +14,9 @@
 //!
 //! # Run claim
 //!
+//! The claim's word and its transitions are in `run_claim` (its own file, so that the loom
+//! model `tests/loom_run_claim.rs` compiles it against loom's atomics):
+//!
 //! ```text
 //!            start (queue process)
 //!   Queued ───────────────────────► Started ──cancel──► Started, ran on rejected work
@@ -51,10 +54,8 @@
 //! its end and is reported as having run on rejected work.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use causeway_core::frontier::Frontier;
-use causeway_core::speculation::Dependence;
 use causeway_runtime::FRONTIER_CAPACITY;
 use heapless::Vec as FixedVec;
 
@@ -114,134 +115,5 @@ impl<T> LineageCell<T> {
     pub(crate) unsafe fn read(&self) -> &T {
         // SAFETY: the caller's contract: only readers until the lock is released.
         unsafe { &*self.0.get() }
-    }
-}
-
-const QUEUED: u8 = 0;
-const STARTED: u8 = 1;
-const CANCELLED_REJECTED: u8 = 2;
-const CANCELLED_CONSERVATIVE: u8 = 3;
-const STARTED_REJECTED: u8 = 4;
-const STARTED_CONSERVATIVE: u8 = 5;
-
-/// Who got to an operation first: the queue process starting it, or a canceller (see the
-/// [module documentation](self)).
-pub(crate) struct RunClaim(AtomicU8);
-
-/// What [`RunClaim::cancel`] came to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Claimed {
-    /// The operation had not started: it is cancelled.
-    Cancelled,
-    /// It had started: marked as running on rejected work.
-    Running,
-    /// An earlier cancellation already decided it.
-    AlreadyDecided,
-}
-
-impl RunClaim {
-    pub(crate) const fn new() -> RunClaim {
-        RunClaim(AtomicU8::new(QUEUED))
-    }
-
-    /// For a slot about to be published (submit lock held, slot outside the ring).
-    pub(crate) fn reset(&self) {
-        self.0.store(QUEUED, Ordering::Relaxed);
-    }
-
-    /// The queue process is about to start the operation: `Err` with the reason when a
-    /// canceller came first.
-    pub(crate) fn start(&self) -> Result<(), Dependence> {
-        match self.0.compare_exchange(QUEUED, STARTED, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => Ok(()),
-            Err(state) => match cancelled(state) {
-                Some(dependence) => Err(dependence),
-                None => Ok(()),
-            },
-        }
-    }
-
-    /// Why the operation was cancelled, if it was.
-    pub(crate) fn cancelled(&self) -> Option<Dependence> {
-        cancelled(self.0.load(Ordering::Relaxed))
-    }
-
-    /// Why a started operation was marked as running on rejected work, if it was.
-    pub(crate) fn ran_on_rejected(&self) -> Option<Dependence> {
-        match self.0.load(Ordering::Relaxed) {
-            STARTED_REJECTED => Some(Dependence::Rejected),
-            STARTED_CONSERVATIVE => Some(Dependence::Conservative),
-            _ => None,
-        }
-    }
-
-    /// A canceller decided the operation depends (`dependence` is not `Independent`).
-    pub(crate) fn cancel(&self, dependence: Dependence) -> Claimed {
-        let conservative = dependence == Dependence::Conservative;
-        let (cancelled, marked) = if conservative {
-            (CANCELLED_CONSERVATIVE, STARTED_CONSERVATIVE)
-        } else {
-            (CANCELLED_REJECTED, STARTED_REJECTED)
-        };
-        let mut state = self.0.load(Ordering::Relaxed);
-        loop {
-            let (next, claimed) = match state {
-                QUEUED => (cancelled, Claimed::Cancelled),
-                STARTED => (marked, Claimed::Running),
-                _ => return Claimed::AlreadyDecided,
-            };
-            match self.0.compare_exchange_weak(state, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return claimed,
-                Err(now) => state = now,
-            }
-        }
-    }
-}
-
-fn cancelled(state: u8) -> Option<Dependence> {
-    match state {
-        CANCELLED_REJECTED => Some(Dependence::Rejected),
-        CANCELLED_CONSERVATIVE => Some(Dependence::Conservative),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_first_side_wins() {
-        let claim = RunClaim::new();
-        assert_eq!(claim.cancel(Dependence::Conservative), Claimed::Cancelled);
-        assert_eq!(claim.start(), Err(Dependence::Conservative));
-        assert_eq!(claim.cancel(Dependence::Rejected), Claimed::AlreadyDecided);
-        assert_eq!(claim.cancelled(), Some(Dependence::Conservative));
-
-        claim.reset();
-        assert_eq!(claim.start(), Ok(()));
-        assert_eq!(claim.start(), Ok(()), "starting again (after waiting for room) is fine");
-        assert_eq!(claim.cancel(Dependence::Rejected), Claimed::Running);
-        assert_eq!(claim.start(), Ok(()));
-        assert_eq!(claim.cancelled(), None);
-        assert_eq!(claim.ran_on_rejected(), Some(Dependence::Rejected));
-        assert_eq!(claim.cancel(Dependence::Rejected), Claimed::AlreadyDecided);
-    }
-
-    #[test]
-    fn racing_sides_agree() {
-        for _ in 0..2000 {
-            let claim = RunClaim::new();
-            let (started, claimed) = std::thread::scope(|scope| {
-                let start = scope.spawn(|| claim.start());
-                let cancel = scope.spawn(|| claim.cancel(Dependence::Rejected));
-                (start.join().unwrap(), cancel.join().unwrap())
-            });
-            match claimed {
-                Claimed::Cancelled => assert_eq!(started, Err(Dependence::Rejected)),
-                Claimed::Running => assert_eq!(started, Ok(())),
-                Claimed::AlreadyDecided => panic!("nothing decided it before"),
-            }
-        }
     }
 }

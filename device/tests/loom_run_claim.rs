@@ -1,0 +1,151 @@
+//! Loom model of the run claim (`src/run_claim.rs`, compiled here as it is, against loom's
+//! atomics): every interleaving of the queue process starting an operation and cancellers
+//! cancelling it.
+//!
+//! What each model checks is the claim's contract with the code around it: exactly one side
+//! wins and both see the same winner; an operation whose start succeeded runs and is never
+//! failed as cancelled; one whose cancellation succeeded never runs and its signals fail; a
+//! start repeated after waiting for room answers as the first did.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
+//! loom_run_claim` (the test command's loom tier does).
+#![cfg(loom)]
+
+// Only what the models use is called; the rest of the file is the crate's.
+#[allow(dead_code)]
+#[path = "../src/run_claim.rs"]
+mod run_claim;
+
+use causeway_core::speculation::Dependence;
+use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use run_claim::{Claimed, RunClaim};
+
+/// An operation's fate as the model's threads leave it: whether its work ran, and its signal's
+/// failure word (first wins, as a semaphore's).
+#[derive(Default)]
+struct Fate {
+    ran: AtomicBool,
+    /// 0: no failure; otherwise the cancellation's dependence (see `word`).
+    failed: AtomicU32,
+}
+
+/// A failure word per reason a canceller gives.
+fn word(dependence: Dependence) -> u32 {
+    match dependence {
+        Dependence::Rejected => 1,
+        Dependence::Conservative => 2,
+        other => panic!("a canceller never cancels for {other:?}"),
+    }
+}
+
+impl Fate {
+    fn fail_cancelled(&self, dependence: Dependence) {
+        let failure = word(dependence);
+        let _ = self.failed.compare_exchange(0, failure, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// The signal's failure word (0 for none).
+    fn failed(&self) -> u32 {
+        self.failed.load(Ordering::Relaxed)
+    }
+}
+
+/// The queue process: starts the operation (`tries` times, as one waiting for room does) and
+/// runs its work if the start succeeded; the answers of every try.
+fn queue_process(claim: &RunClaim, fate: &Fate, tries: usize) -> Vec<Result<(), Dependence>> {
+    let answers: Vec<_> = (0..tries).map(|_| claim.start()).collect();
+    if answers[0].is_ok() {
+        fate.ran.store(true, Ordering::Relaxed);
+    }
+    answers
+}
+
+/// A canceller: claims the operation and, if that cancelled it, fails its signals.
+fn canceller(claim: &RunClaim, fate: &Fate, dependence: Dependence) -> Claimed {
+    let claimed = claim.cancel(dependence);
+    if claimed == Claimed::Cancelled {
+        fate.fail_cancelled(dependence);
+    }
+    claimed
+}
+
+fn spawn_canceller(
+    claim: &Arc<RunClaim>,
+    fate: &Arc<Fate>,
+    dependence: Dependence,
+) -> thread::JoinHandle<Claimed> {
+    let (claim, fate) = (Arc::clone(claim), Arc::clone(fate));
+    thread::spawn(move || canceller(&claim, &fate, dependence))
+}
+
+#[test]
+fn a_start_and_a_cancel_agree_on_one_winner_and_the_work_runs_or_fails_never_both() {
+    loom::model(|| {
+        let (claim, fate) = (Arc::new(RunClaim::new()), Arc::new(Fate::default()));
+        let cancelling = spawn_canceller(&claim, &fate, Dependence::Rejected);
+        let started = queue_process(&claim, &fate, 1).remove(0);
+        let claimed = cancelling.join().unwrap();
+        let ran = fate.ran.load(Ordering::Relaxed);
+        match claimed {
+            Claimed::Cancelled => {
+                assert_eq!(started, Err(Dependence::Rejected));
+                assert!(!ran, "a cancelled operation never runs");
+                assert_eq!(fate.failed(), word(Dependence::Rejected));
+                assert_eq!(claim.cancelled(), Some(Dependence::Rejected));
+            }
+            Claimed::Running => {
+                assert_eq!(started, Ok(()));
+                assert!(ran);
+                assert_eq!(fate.failed(), 0, "a started operation's signals are its own");
+                assert_eq!(claim.ran_on_rejected(), Some(Dependence::Rejected));
+                assert_eq!(claim.cancelled(), None);
+            }
+            Claimed::AlreadyDecided => panic!("nothing decided it before"),
+        }
+    });
+}
+
+#[test]
+fn a_start_repeated_after_waiting_for_room_answers_as_the_first_did() {
+    loom::model(|| {
+        let (claim, fate) = (Arc::new(RunClaim::new()), Arc::new(Fate::default()));
+        let cancelling = spawn_canceller(&claim, &fate, Dependence::Conservative);
+        let answers = queue_process(&claim, &fate, 2);
+        let claimed = cancelling.join().unwrap();
+        assert_eq!(answers[0], answers[1], "{claimed:?}");
+        assert_eq!(answers[0].is_ok(), claimed == Claimed::Running);
+    });
+}
+
+#[test]
+fn of_two_cancellers_and_a_start_one_canceller_decides_and_the_start_sees_its_reason() {
+    loom::model(|| {
+        let (claim, fate) = (Arc::new(RunClaim::new()), Arc::new(Fate::default()));
+        let rejected = spawn_canceller(&claim, &fate, Dependence::Rejected);
+        let conservative = spawn_canceller(&claim, &fate, Dependence::Conservative);
+        let started = queue_process(&claim, &fate, 1).remove(0);
+        let claims = [
+            (Dependence::Rejected, rejected.join().unwrap()),
+            (Dependence::Conservative, { conservative.join().unwrap() }),
+        ];
+        let deciding: Vec<_> =
+            claims.iter().filter(|(_, claimed)| *claimed != Claimed::AlreadyDecided).collect();
+        assert_eq!(deciding.len(), 1, "exactly one canceller decides: {claims:?}");
+        let &(dependence, claimed) = deciding[0];
+        match claimed {
+            Claimed::Cancelled => {
+                assert_eq!(started, Err(dependence));
+                assert!(!fate.ran.load(Ordering::Relaxed));
+                assert_eq!(fate.failed(), word(dependence));
+            }
+            Claimed::Running => {
+                assert_eq!(started, Ok(()));
+                assert_eq!(claim.ran_on_rejected(), Some(dependence));
+                assert_eq!(fate.failed(), 0);
+            }
+            Claimed::AlreadyDecided => unreachable!("filtered above"),
+        }
+    });
+}
