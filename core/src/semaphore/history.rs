@@ -458,7 +458,9 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     /// The entry of the *first* signal to reach ≥ `value` — not the latest — because the waiter
     /// depends on "S reached `value`", not on whatever advanced S further.
     pub fn lookup(&mut self, value: u64) -> Lookup<N> {
-        if let Some(failure) = self.failure {
+        // A value reached before the failure keeps what reached it; only values beyond the
+        // reached one fail.
+        if let Some(failure) = self.failure.filter(|_| value > self.reached) {
             return Lookup::Failed(failure);
         }
         if value <= self.initial {
@@ -657,6 +659,18 @@ mod tests {
         assert_eq!(h.lookup(3), Lookup::External { reached: true });
         assert!(matches!(h.lookup(5), Lookup::Tracked { reached: true, .. }));
         assert_eq!(h.lookup(7), Lookup::Unsignalled);
+    }
+
+    #[test]
+    fn a_failure_leaves_reached_values_reached() {
+        let mut h = History::<4, 4>::new(0);
+        tracked(&mut h, 3, 1);
+        h.record(5, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        assert!(h.fail(Failure::Cancelled));
+        assert!(matches!(h.lookup(2), Lookup::Tracked { reached: true, .. }));
+        assert!(matches!(h.lookup(3), Lookup::Tracked { reached: true, .. }));
+        assert_eq!(h.lookup(4), Lookup::Failed(Failure::Cancelled));
+        assert_eq!(h.lookup(5), Lookup::Failed(Failure::Cancelled));
     }
 
     #[test]
