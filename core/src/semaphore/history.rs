@@ -762,6 +762,43 @@ mod tests {
             }
         }
 
+        /// A failure at any point of any history: a lookup of a value reached before it answers
+        /// exactly what the same history without the failure answers; every other value fails.
+        #[test]
+        fn a_failure_concerns_only_unreached_values(
+            steps in proptest::collection::vec((1u64..4, any::<bool>(), any::<bool>()), 1..40),
+            probes in proptest::collection::vec(1u64..120, 1..10),
+        ) {
+            let build = || {
+                let mut h = History::<4, 4>::new(0);
+                let mut next = 0;
+                for &(gap, external, reach_now) in &steps {
+                    let value = next + gap;
+                    let origin = (!external).then(|| point(1, value));
+                    if h.record(value, origin, &Frontier::<4>::new()).is_ok() {
+                        next = value;
+                    }
+                    if reach_now || !h.has_room() {
+                        let oldest_pending = h.iter().find(|e| !e.reached).map(|e| e.value);
+                        if let Some(value) = oldest_pending {
+                            h.reach(value).unwrap();
+                        }
+                    }
+                }
+                h
+            };
+            let mut intact = build();
+            let mut failed = build();
+            prop_assert!(failed.fail(Failure::Cancelled));
+            for v in probes {
+                if v <= failed.reached() {
+                    prop_assert_eq!(failed.lookup(v), intact.lookup(v));
+                } else {
+                    prop_assert_eq!(failed.lookup(v), Lookup::Failed(Failure::Cancelled));
+                }
+            }
+        }
+
         /// Reservations against a model that keeps every signal forever: recording, reserving,
         /// filling, withdrawing and reaching in any order. A lookup that lands on a reservation
         /// learns nothing; a filled one reads as the signal it became; a withdrawn one leaves
