@@ -538,13 +538,17 @@ impl QueueShared {
         cancelled
     }
 
-    /// The failure of a semaphore the operation in `slot` waits on, if one failed.
+    /// The failure of a semaphore the operation in `slot` waits on, if one failed before
+    /// reaching the waited value (a value reached before the failure stays reached).
     fn failed_wait(&self, slot: &OpSlot) -> Option<Failure> {
         let device = self.device();
         // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); shared
         // and short-lived.
         let body = unsafe { &*slot.body.get() };
-        body.waits.iter().find_map(|&(semaphore, _)| device.semaphores[semaphore].failure())
+        body.waits.iter().find_map(|&(semaphore, minimum)| {
+            let semaphore = &device.semaphores[semaphore];
+            semaphore.failure().filter(|_| semaphore.value() < minimum)
+        })
     }
 
     /// Starts the operation's work: the layer's own kinds here, kernels through the driver.

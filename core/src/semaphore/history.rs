@@ -458,7 +458,9 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     /// The entry of the *first* signal to reach ≥ `value` — not the latest — because the waiter
     /// depends on "S reached `value`", not on whatever advanced S further.
     pub fn lookup(&mut self, value: u64) -> Lookup<N> {
-        if let Some(failure) = self.failure {
+        // A value reached before the failure keeps what reached it; only values beyond the
+        // reached one fail.
+        if let Some(failure) = self.failure.filter(|_| value > self.reached) {
             return Lookup::Failed(failure);
         }
         if value <= self.initial {
@@ -660,6 +662,18 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_leaves_reached_values_reached() {
+        let mut h = History::<4, 4>::new(0);
+        tracked(&mut h, 3, 1);
+        h.record(5, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        assert!(h.fail(Failure::Cancelled));
+        assert!(matches!(h.lookup(2), Lookup::Tracked { reached: true, .. }));
+        assert!(matches!(h.lookup(3), Lookup::Tracked { reached: true, .. }));
+        assert_eq!(h.lookup(4), Lookup::Failed(Failure::Cancelled));
+        assert_eq!(h.lookup(5), Lookup::Failed(Failure::Cancelled));
+    }
+
+    #[test]
     fn first_failure_wins() {
         let mut h = History::<4, 4>::new(0);
         assert!(h.fail(Failure::Aborted));
@@ -744,6 +758,43 @@ mod tests {
                     }
                     (Lookup::External { reached: true }, Some(&(_, _, true))) => {}
                     (got, want) => prop_assert!(false, "lookup({}) = {:?}, truth {:?}", v, got, want),
+                }
+            }
+        }
+
+        /// A failure at any point of any history: a lookup of a value reached before it answers
+        /// exactly what the same history without the failure answers; every other value fails.
+        #[test]
+        fn a_failure_concerns_only_unreached_values(
+            steps in proptest::collection::vec((1u64..4, any::<bool>(), any::<bool>()), 1..40),
+            probes in proptest::collection::vec(1u64..120, 1..10),
+        ) {
+            let build = || {
+                let mut h = History::<4, 4>::new(0);
+                let mut next = 0;
+                for &(gap, external, reach_now) in &steps {
+                    let value = next + gap;
+                    let origin = (!external).then(|| point(1, value));
+                    if h.record(value, origin, &Frontier::<4>::new()).is_ok() {
+                        next = value;
+                    }
+                    if reach_now || !h.has_room() {
+                        let oldest_pending = h.iter().find(|e| !e.reached).map(|e| e.value);
+                        if let Some(value) = oldest_pending {
+                            h.reach(value).unwrap();
+                        }
+                    }
+                }
+                h
+            };
+            let mut intact = build();
+            let mut failed = build();
+            prop_assert!(failed.fail(Failure::Cancelled));
+            for v in probes {
+                if v <= failed.reached() {
+                    prop_assert_eq!(failed.lookup(v), intact.lookup(v));
+                } else {
+                    prop_assert_eq!(failed.lookup(v), Lookup::Failed(Failure::Cancelled));
                 }
             }
         }

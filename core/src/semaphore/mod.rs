@@ -16,8 +16,13 @@
 //!
 //! # Failure
 //!
-//! The first [`Failure`] wins and is sticky: every current waiter is notified with it, every
-//! later lookup and wait returns it, and further signals are refused.
+//! The first [`Failure`] wins and is sticky for every value the timeline had not reached: every
+//! current waiter is notified with it, every later lookup and wait on such a value returns it,
+//! and further signals are refused. A value reached before the failure stays reached — a wait
+//! on it succeeds and its lookup imports the signal that reached it — because that signal
+//! completed before anything failed, so the waiter depends on nothing the failure concerns
+//! (cancelling speculative work that shares a semaphore with accepted work leaves the waits on
+//! the accepted values alone).
 
 mod history;
 pub mod timepoint;
@@ -445,12 +450,14 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             if !timepoint::is_armable(timepoint) {
                 return Err(ArmError::Busy);
             }
-            if let Some(failure) = state.history.failure() {
-                return Ok(Arm::Ready(Err(failure)));
-            }
+            // A value reached before the failure stays reached: the failure only concerns
+            // values the timeline had not reached yet.
             let reached = state.history.reached();
             if reached >= minimum {
                 return Ok(Arm::Ready(Ok(reached)));
+            }
+            if let Some(failure) = state.history.failure() {
+                return Ok(Arm::Ready(Err(failure)));
             }
             // SAFETY: the caller upholds the arm contract above (alive and pinned until
             // unlinked); the lock is held.

@@ -154,6 +154,23 @@ fn failure_is_sticky_and_reaches_current_and_later_waiters() {
 }
 
 #[test]
+fn a_failure_spares_waits_on_values_reached_before_it() {
+    let s = semaphore();
+    let r = Recorder::default();
+    assert_eq!(signal(&s, 2, 1, 1), Ok(()));
+    let t = pin!(Timepoint::new(&r));
+    // SAFETY: pinned here; fires below.
+    unsafe { assert_eq!(s.arm(t.as_ref(), 3), Ok(Arm::Armed)) };
+    assert!(s.fail(Failure::Cancelled));
+    assert_eq!(r.seen(), [Err(Failure::Cancelled)]);
+    let reached = pin!(Timepoint::new(&r));
+    // SAFETY: `Ready` links nothing.
+    assert_eq!(unsafe { s.arm(reached.as_ref(), 2) }, Ok(Arm::Ready(Ok(2))));
+    assert!(matches!(s.lookup(2), Lookup::Tracked { reached: true, .. }));
+    assert_eq!(s.lookup(3), Lookup::Failed(Failure::Cancelled));
+}
+
+#[test]
 fn out_of_order_completion_fails_waiters_instead_of_lying() {
     let s = semaphore();
     let r = Recorder::default();

@@ -287,3 +287,45 @@ fn ten_thousand_queued_operations_are_decided_and_the_dependent_half_cancelled()
         assert_eq!(seen[&(100 + k)].status, Some(expected), "op {k}");
     }
 }
+
+/// Accepted and rejected drafts signal one shared semaphore: the accepted draft reaches 1, the
+/// rejected one (held behind a gate) would reach 2. Cancelling fails the semaphore, yet an
+/// accepted consumer queued on `shared ≥ 1` runs, and a host wait on 1 succeeds; waits on 2
+/// fail.
+#[test]
+fn accepted_waiters_on_a_semaphore_shared_with_rejected_work_complete() {
+    let events = Arc::new(Events::default());
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let cpu = builder.driver(CpuBackend::new());
+    let draft = queue(&mut builder, cpu, 8);
+    let consumer = queue(&mut builder, cpu, 8);
+    let home = builder.endpoint(draft).unwrap();
+    let [gate, consumer_gate, shared] =
+        [(); 3].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    builder.observer(Arc::clone(&events) as Arc<dyn Observer>);
+    let device = builder.build().unwrap();
+    let submit = |queue, waits: &[(SemaphoreId, u64)], signals: &[(SemaphoreId, u64)], tag| {
+        device.submit(queue, &Op { waits, signals, work: Work::Barrier, tag })
+    };
+    submit(draft, &[], &[(shared, 1)], 1).unwrap();
+    wait(device.semaphore(shared).unwrap(), 1, Some(HANG_GUARD)).unwrap();
+    submit(draft, &[(gate, 1)], &[], 2).unwrap();
+    submit(draft, &[], &[(shared, 2)], 3).unwrap();
+    submit(consumer, &[(consumer_gate, 1)], &[], 10).unwrap();
+    submit(consumer, &[(shared, 1)], &[], 11).unwrap();
+    submit(consumer, &[(shared, 2)], &[], 12).unwrap();
+    let accepted = 2; // the gated op's epoch: everything up to it is accepted
+    let report = device.cancel_speculative(Rejection::new(device.axis(draft).unwrap(), accepted));
+    assert_eq!(report.cancelled, 2, "the rejected draft and its consumer");
+    assert_eq!(
+        wait(device.semaphore(shared).unwrap(), 2, Some(HANG_GUARD)),
+        Err(HostWaitError::Failed(Failure::Cancelled))
+    );
+    assert_eq!(wait(device.semaphore(shared).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
+    device.semaphore(gate).unwrap().signal_external(1).unwrap();
+    device.semaphore(consumer_gate).unwrap().signal_external(1).unwrap();
+    let seen = events.finished(6);
+    assert_eq!(seen[&11].status, Some(OpStatus::Ok), "the accepted consumer runs");
+    assert_eq!(seen[&3].status, Some(OpStatus::Cancelled));
+    assert_eq!(seen[&12].status, Some(OpStatus::Cancelled));
+}
