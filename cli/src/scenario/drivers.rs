@@ -24,7 +24,7 @@ use causeway::device::{CommandBufferId, DeviceBuilder, DriverId};
 use causeway::npu::{NpuBackend, NpuCounts, NpuTally};
 use causeway::runtime::spin_for;
 use causeway::vulkan::{Buffer, Gpu, GpuOptions, Kernel, Step, VulkanBackend, VulkanError};
-use causeway_driver_cuda::{CudaBackend, EmulationChoice};
+use causeway_driver_cuda::{CudaBackend, CudaCounts, CudaTally, EmulationChoice};
 
 use super::model::{ComputeKernel, DriverKind, Scenario, WorkSpec};
 
@@ -131,14 +131,14 @@ pub struct Registered {
     cpu: DriverId,
     vulkan: Option<(DriverId, String, Gpu)>,
     npu: Option<(DriverId, &'static str, NpuTally)>,
-    cuda: Option<(DriverId, String)>,
+    cuda: Option<(DriverId, String, CudaTally)>,
     workers: usize,
 }
 
 impl Registered {
     /// The driver a queue naming `kind` runs on, and its adapter (the device it runs on).
     pub fn driver(&self, kind: DriverKind) -> (DriverKind, DriverId, String) {
-        if let (DriverKind::Cuda, Some((id, adapter))) = (kind, &self.cuda) {
+        if let (DriverKind::Cuda, Some((id, adapter, _))) = (kind, &self.cuda) {
             return (DriverKind::Cuda, *id, adapter.clone());
         }
         match (kind, &self.vulkan, &self.npu) {
@@ -156,6 +156,12 @@ impl Registered {
     /// descriptors emitted, waits that emitted nothing), when the scenario runs NPU queues.
     pub fn npu(&self) -> Option<(&'static str, NpuCounts)> {
         self.npu.as_ref().map(|(_, adapter, tally)| (*adapter, tally.counts()))
+    }
+
+    /// The CUDA device's name and what the CUDA driver did with its queues' waits so far
+    /// (stream waits issued, waits that issued nothing), when the scenario runs CUDA queues.
+    pub fn cuda(&self) -> Option<(String, CudaCounts)> {
+        self.cuda.as_ref().map(|(_, adapter, tally)| (adapter.clone(), tally.counts()))
     }
 
     /// The Vulkan adapter's name, the native waits its queues have issued so far (each a
@@ -382,7 +388,8 @@ impl Drivers {
         });
         let cuda = self.cuda.map(|backend| {
             let adapter = format!("CUDA device 0 ({:?} timelines)", backend.emulation());
-            (builder.driver(backend), adapter)
+            let tally = backend.tally();
+            (builder.driver(backend), adapter, tally)
         });
         Registered { cpu, vulkan, npu, cuda, workers }
     }

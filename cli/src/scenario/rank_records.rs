@@ -15,12 +15,12 @@ use causeway_core::queue::Resolution;
 
 use super::model::{DriverKind, Scenario};
 use super::run::{
-    ComputeRecord, FrontierRecord, HistoryRecord, NpuRecord, OpRecord, Outcome, PointRecord,
-    QueueRecord, SemaphoreRecord, Span, Speculation, Status, VulkanRecord, WaitRecord,
+    ComputeRecord, CudaRecord, FrontierRecord, HistoryRecord, NpuRecord, OpRecord, Outcome,
+    PointRecord, QueueRecord, SemaphoreRecord, Span, Speculation, Status, VulkanRecord, WaitRecord,
 };
 
 /// The encoding's version: the first byte.
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// Why bytes are not a rank's records (or records cannot be encoded).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -192,6 +192,13 @@ pub fn encode(outcome: &Outcome<'_>) -> Result<Vec<u8>, RecordsError> {
     if let Some(npu) = outcome.npu {
         out.str(npu.adapter);
         for value in [npu.wait_descriptors, npu.elided, npu.held, npu.ring_full] {
+            out.u64(value);
+        }
+    }
+    out.bool(outcome.cuda.is_some());
+    if let Some(cuda) = &outcome.cuda {
+        out.str(&cuda.adapter);
+        for value in [cuda.native_waits, cuda.completed, cuda.elided, cuda.held] {
             out.u64(value);
         }
     }
@@ -423,6 +430,17 @@ pub fn decode<'s>(scenario: &'s Scenario, bytes: &[u8]) -> Result<Outcome<'s>, R
     } else {
         None
     };
+    let cuda = if input.bool("cuda record")? {
+        Some(CudaRecord {
+            adapter: input.string()?,
+            native_waits: input.u64()?,
+            completed: input.u64()?,
+            elided: input.u64()?,
+            held: input.u64()?,
+        })
+    } else {
+        None
+    };
     if !input.bytes.is_empty() {
         return Err(RecordsError::Trailing);
     }
@@ -440,6 +458,7 @@ pub fn decode<'s>(scenario: &'s Scenario, bytes: &[u8]) -> Result<Outcome<'s>, R
         compute,
         vulkan,
         npu,
+        cuda,
     })
 }
 
@@ -483,6 +502,50 @@ mod tests {
             assert_eq!(decoded.compute, outcome.compute, "{}", found.name);
             assert_eq!(decoded.axis_names, outcome.axis_names, "{}", found.name);
         }
+    }
+
+    #[test]
+    fn the_cuda_counts_cross_ranks_and_reach_the_report_and_the_summary() {
+        // No machine here has a CUDA driver, so the run is on the CPU driver and the counts are
+        // set by hand, as a run with CUDA queues would leave them.
+        let scenario = scenario("fork-join");
+        let mut outcome = outcome_of(&scenario);
+        outcome.queues[0].driver = crate::scenario::model::DriverKind::Cuda;
+        let on_cuda = |spec: &crate::scenario::model::OpSpec| {
+            matches!(spec.target, crate::scenario::model::Target::Queue(0))
+        };
+        let waits: usize = scenario
+            .ops
+            .iter()
+            .zip(&outcome.ops)
+            .filter(|(spec, _)| on_cuda(spec))
+            .map(|(_, record)| outcome.waits_of(record).len())
+            .sum();
+        assert!(waits > 0, "fork-join's first queue waits on something");
+        let counts = CudaRecord {
+            adapter: String::from("CUDA device 0 (Words timelines)"),
+            native_waits: 3,
+            completed: 1,
+            elided: 5,
+            held: 2,
+        };
+        outcome.cuda = Some(counts.clone());
+        let decoded = decode(&scenario, &encode(&outcome).expect("encodes")).expect("decodes");
+        assert_eq!(decoded.cuda, Some(counts));
+        let report: serde_json::Value = serde_json::from_str(&report_of(&decoded)).unwrap();
+        let cuda = &report["cuda"];
+        assert_eq!(cuda["adapter"], "CUDA device 0 (Words timelines)");
+        assert_eq!(
+            [&cuda["native_waits"], &cuda["completed"], &cuda["elided"], &cuda["held"]],
+            [3, 1, 5, 2]
+        );
+        assert_eq!(cuda["waits"], waits);
+        let summary = crate::scenario::summary::summary(&decoded);
+        assert!(
+            summary.contains("cuda (CUDA device 0 (Words timelines)): 3 stream waits"),
+            "{summary}"
+        );
+        assert!(summary.contains(&format!("per dependency edge would issue {waits}")), "{summary}");
     }
 
     #[test]

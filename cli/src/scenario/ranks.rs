@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::model::{Scenario, ScenarioError, Target};
-use super::run::{FrontierRecord, NpuRecord, Outcome, PointRecord, Span, VulkanRecord};
+use super::run::{CudaRecord, FrontierRecord, NpuRecord, Outcome, PointRecord, Span, VulkanRecord};
 
 /// The environment variable in which Open MPI's `mpirun` gives each process its rank.
 pub const RANK_VAR: &str = "OMPI_COMM_WORLD_RANK";
@@ -388,6 +388,18 @@ pub fn gather<'s>(
         held: sum.held + rank.held,
         ring_full: sum.ring_full + rank.ring_full,
     });
+    let mut cuda: Option<CudaRecord> = None;
+    for rank in parts.iter().filter_map(|from| from.cuda.as_ref()) {
+        match &mut cuda {
+            None => cuda = Some(rank.clone()),
+            Some(sum) => {
+                sum.native_waits += rank.native_waits;
+                sum.completed += rank.completed;
+                sum.elided += rank.elided;
+                sum.held += rank.held;
+            }
+        }
+    }
     let wall = parts.iter().map(|from| from.wall).max().unwrap_or_default();
     Ok(Outcome {
         scenario,
@@ -403,6 +415,7 @@ pub fn gather<'s>(
         compute,
         vulkan,
         npu,
+        cuda,
     })
 }
 

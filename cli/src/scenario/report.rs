@@ -11,7 +11,7 @@ use serde::{Serialize, Serializer};
 
 use super::model::Target;
 use super::run::{FrontierRecord, HistoryRecord, OpRecord, Outcome, WaitRecord};
-use super::stats::{NpuStats, Stats, VulkanStats};
+use super::stats::{CudaStats, NpuStats, Stats, VulkanStats};
 
 /// Writes the report of `outcome` to `out` as pretty-printed JSON.
 pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
@@ -57,6 +57,7 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
         stats: Stats::of(outcome),
         vulkan: VulkanStats::of(outcome),
         npu: NpuStats::of(outcome),
+        cuda: CudaStats::of(outcome),
     };
     serde_json::to_writer_pretty(out, &report).map_err(io::Error::from)
 }
@@ -85,6 +86,7 @@ where
 
 #[derive(Serialize)]
 struct Report<'a, Ops, Queues, Semaphores> {
+    cuda: Option<CudaStats>,
     npu: Option<NpuStats>,
     ops: Ops,
     queues: Queues,
@@ -269,7 +271,7 @@ pub(super) mod tests {
             |value: &Value| -> Vec<String> { value.as_object().unwrap().keys().cloned().collect() };
         assert_eq!(
             keys(&report),
-            ["npu", "ops", "queues", "scenario", "semaphores", "stats", "vulkan"]
+            ["cuda", "npu", "ops", "queues", "scenario", "semaphores", "stats", "vulkan"]
         );
         assert_eq!(
             keys(&report["queues"][0]),
@@ -280,6 +282,7 @@ pub(super) mod tests {
         assert_eq!(report["queues"][0]["driver"], "cpu");
         assert!(report["vulkan"].is_null(), "no Vulkan queue: {}", report["vulkan"]);
         assert!(report["npu"].is_null(), "no NPU queue: {}", report["npu"]);
+        assert!(report["cuda"].is_null(), "no CUDA queue: {}", report["cuda"]);
         let late = report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "late");
         let late = late.unwrap();
         assert_eq!(

@@ -259,6 +259,8 @@ pub struct Outcome<'s> {
     pub vulkan: Option<VulkanRecord>,
     /// What the NPU driver emitted, when the scenario ran NPU queues.
     pub npu: Option<NpuRecord>,
+    /// What the CUDA driver called for its queues' waits, when the scenario ran CUDA queues.
+    pub cuda: Option<CudaRecord>,
 }
 
 impl Outcome<'_> {
@@ -370,6 +372,23 @@ pub struct NpuRecord {
     pub held: u64,
     /// Issues the ring answered busy (full: backpressure, issued again later).
     pub ring_full: u64,
+}
+
+/// What the CUDA driver did with its queues' waits in a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaRecord {
+    /// The device and the timeline emulation it ran.
+    pub adapter: String,
+    /// Stream waits issued for device waits (`cuStreamWaitValue64_v2` or
+    /// `cuStreamWaitEvent`).
+    pub native_waits: u64,
+    /// Device waits whose signalling operation had completed by issue: no call (the event
+    /// emulation).
+    pub completed: u64,
+    /// Waits of issued operations resolved elided or satisfied: no call.
+    pub elided: u64,
+    /// Waits of issued operations held by the device layer until reached: no call.
+    pub held: u64,
 }
 
 /// The check of one compute or copy operation's results.
@@ -1197,6 +1216,13 @@ impl<'s> Runner<'s> {
                 elided: counts.elided,
                 held: counts.held,
                 ring_full: counts.ring_full,
+            }),
+            cuda: self.registered.cuda().map(|(adapter, counts)| CudaRecord {
+                adapter,
+                native_waits: counts.native,
+                completed: counts.completed,
+                elided: counts.elided,
+                held: counts.held,
             }),
         }
     }

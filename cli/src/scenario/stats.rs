@@ -295,6 +295,47 @@ fn waits_on(outcome: &Outcome<'_>, driver: super::model::DriverKind) -> (u64, u6
     (waits, device_waits)
 }
 
+/// What the CUDA driver did in a run, beside what its queues' waits resolved to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CudaStats {
+    /// The device and the timeline emulation it ran.
+    pub adapter: String,
+    /// Device waits of operations on CUDA queues: what causeway's resolution asked of the
+    /// device.
+    pub device_waits: u64,
+    /// Stream waits the driver issued (`cuStreamWaitValue64_v2` or `cuStreamWaitEvent`).
+    pub native_waits: u64,
+    /// Device waits that issued no call because their signalling operation had completed by
+    /// then (the event emulation).
+    pub completed: u64,
+    /// Waits of the operations it issued that made no call because causeway resolved them
+    /// elided or satisfied: the calls elision saved.
+    pub elided: u64,
+    /// Waits of the operations it issued that made no call because the device layer held the
+    /// operation until they were reached (waits on other drivers' work).
+    pub held: u64,
+    /// Every wait of operations on CUDA queues: what one stream wait per dependency edge would
+    /// have issued.
+    pub waits: u64,
+}
+
+impl CudaStats {
+    /// The CUDA totals of `outcome`, when it ran CUDA queues.
+    pub fn of(outcome: &Outcome<'_>) -> Option<CudaStats> {
+        let cuda = outcome.cuda.as_ref()?;
+        let (waits, device_waits) = waits_on(outcome, super::model::DriverKind::Cuda);
+        Some(CudaStats {
+            adapter: cuda.adapter.clone(),
+            device_waits,
+            native_waits: cuda.native_waits,
+            completed: cuda.completed,
+            elided: cuda.elided,
+            held: cuda.held,
+            waits,
+        })
+    }
+}
+
 /// What the Vulkan driver did in a run, beside what its queues' waits resolved to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VulkanStats {

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::report::queue_name;
 use super::run::{FrontierRecord, Outcome};
-use super::stats::{NpuStats, Percentiles, Stats, VulkanStats};
+use super::stats::{CudaStats, NpuStats, Percentiles, Stats, VulkanStats};
 
 /// The summary text of `outcome`.
 pub fn summary(outcome: &Outcome<'_>) -> String {
@@ -114,6 +114,13 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
             out,
             "  npu ({}): {} WAIT descriptors for {} device waits; {} waits emitted nothing (elided or satisfied), {} were held; one WAIT per dependency edge would emit {}; full ring {} times",
             npu.adapter, npu.wait_descriptors, npu.device_waits, npu.elided, npu.held, npu.waits, npu.ring_full
+        );
+    }
+    if let Some(cuda) = CudaStats::of(outcome) {
+        let _ = writeln!(
+            out,
+            "  cuda ({}): {} stream waits for {} device waits ({} already complete at issue); {} waits made no call (elided or satisfied), {} were held; one stream wait per dependency edge would issue {}",
+            cuda.adapter, cuda.native_waits, cuda.device_waits, cuda.completed, cuda.elided, cuda.held, cuda.waits
         );
     }
     let checked = outcome.compute.iter().filter(|check| check.result.is_some()).count();
