@@ -545,10 +545,9 @@ impl QueueShared {
         // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); shared
         // and short-lived.
         let body = unsafe { &*slot.body.get() };
-        body.waits.iter().find_map(|&(semaphore, minimum)| {
-            let semaphore = &device.semaphores[semaphore];
-            semaphore.failure().filter(|_| semaphore.value() < minimum)
-        })
+        body.waits
+            .iter()
+            .find_map(|&(semaphore, minimum)| device.semaphores[semaphore].failure_for(minimum))
     }
 
     /// Starts the operation's work: the layer's own kinds here, kernels through the driver.

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::model::{Scenario, ScenarioError, Target};
-use super::run::{CudaRecord, FrontierRecord, NpuRecord, Outcome, PointRecord, Span, VulkanRecord};
+use super::run::{FrontierRecord, NpuRecord, Outcome, PointRecord, Span};
 
 /// The environment variable in which Open MPI's `mpirun` gives each process its rank.
 pub const RANK_VAR: &str = "OMPI_COMM_WORLD_RANK";
@@ -371,16 +371,10 @@ pub fn gather<'s>(
         memory.over_quota_waits += from.memory.over_quota_waits;
         memory.peak_committed = memory.peak_committed.max(from.memory.peak_committed);
     }
-    let mut vulkan: Option<VulkanRecord> = None;
-    for rank in parts.iter().filter_map(|from| from.vulkan.as_ref()) {
-        match &mut vulkan {
-            None => vulkan = Some(rank.clone()),
-            Some(sum) => {
-                sum.native_waits += rank.native_waits;
-                sum.validation_messages.extend_from_slice(&rank.validation_messages);
-            }
-        }
-    }
+    let vulkan = sum_ranks(parts.iter().filter_map(|from| from.vulkan.as_ref()), |sum, rank| {
+        sum.native_waits += rank.native_waits;
+        sum.validation_messages.extend_from_slice(&rank.validation_messages);
+    });
     let npu = parts.iter().filter_map(|from| from.npu).reduce(|sum, rank| NpuRecord {
         adapter: sum.adapter,
         wait_descriptors: sum.wait_descriptors + rank.wait_descriptors,
@@ -388,18 +382,12 @@ pub fn gather<'s>(
         held: sum.held + rank.held,
         ring_full: sum.ring_full + rank.ring_full,
     });
-    let mut cuda: Option<CudaRecord> = None;
-    for rank in parts.iter().filter_map(|from| from.cuda.as_ref()) {
-        match &mut cuda {
-            None => cuda = Some(rank.clone()),
-            Some(sum) => {
-                sum.native_waits += rank.native_waits;
-                sum.completed += rank.completed;
-                sum.elided += rank.elided;
-                sum.held += rank.held;
-            }
-        }
-    }
+    let cuda = sum_ranks(parts.iter().filter_map(|from| from.cuda.as_ref()), |sum, rank| {
+        sum.native_waits += rank.native_waits;
+        sum.completed += rank.completed;
+        sum.elided += rank.elided;
+        sum.held += rank.held;
+    });
     let wall = parts.iter().map(|from| from.wall).max().unwrap_or_default();
     Ok(Outcome {
         scenario,
@@ -417,6 +405,22 @@ pub fn gather<'s>(
         npu,
         cuda,
     })
+}
+
+/// One driver's record for the whole run from the ranks that ran its queues: the first rank's,
+/// with every later rank's added by `add`; `None` when no rank ran the driver.
+fn sum_ranks<'r, T: Clone + 'r>(
+    ranks: impl Iterator<Item = &'r T>,
+    add: impl Fn(&mut T, &T),
+) -> Option<T> {
+    let mut sum: Option<T> = None;
+    for rank in ranks {
+        match &mut sum {
+            None => sum = Some(rank.clone()),
+            Some(sum) => add(sum, rank),
+        }
+    }
+    sum
 }
 
 #[cfg(test)]

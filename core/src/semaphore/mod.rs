@@ -297,6 +297,13 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         self.state.with(|state| state.history.failure())
     }
 
+    /// The failure a wait for `minimum` meets, if any: the timeline's failure, unless the
+    /// timeline had reached `minimum` before it failed (see "Failure" in the module docs). A
+    /// failed timeline never advances again, so a `None` for a failed timeline is final.
+    pub fn failure_for(&self, minimum: u64) -> Option<Failure> {
+        self.failure().filter(|_| self.value() < minimum)
+    }
+
     /// The scope fixed at creation.
     pub fn scope(&self) -> Scope {
         self.scope

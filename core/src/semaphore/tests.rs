@@ -168,6 +168,8 @@ fn a_failure_spares_waits_on_values_reached_before_it() {
     assert_eq!(unsafe { s.arm(reached.as_ref(), 2) }, Ok(Arm::Ready(Ok(2))));
     assert!(matches!(s.lookup(2), Lookup::Tracked { reached: true, .. }));
     assert_eq!(s.lookup(3), Lookup::Failed(Failure::Cancelled));
+    assert_eq!(s.failure_for(2), None);
+    assert_eq!(s.failure_for(3), Some(Failure::Cancelled));
 }
 
 #[test]

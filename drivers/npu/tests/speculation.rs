@@ -91,6 +91,29 @@ fn queue(
     builder.queue(config)
 }
 
+/// A CPU device with a draft queue and a consumer queue (room for 8 each) and `N` semaphores
+/// homed on the draft queue, observed by `events`.
+struct DraftAndConsumer<const N: usize> {
+    device: Device,
+    events: Arc<Events>,
+    draft: QueueId,
+    consumer: QueueId,
+    semaphores: [SemaphoreId; N],
+}
+
+fn draft_and_consumer<const N: usize>() -> DraftAndConsumer<N> {
+    let events = Arc::new(Events::default());
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let cpu = builder.driver(CpuBackend::new());
+    let draft = queue(&mut builder, cpu, 8);
+    let consumer = queue(&mut builder, cpu, 8);
+    let home = builder.endpoint(draft).unwrap();
+    let semaphores = [(); N].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    builder.observer(Arc::clone(&events) as Arc<dyn Observer>);
+    let device = builder.build().unwrap();
+    DraftAndConsumer { device, events, draft, consumer, semaphores }
+}
+
 /// Which drivers the downstream queues run on.
 #[derive(Clone, Copy, Debug)]
 enum Downstream {
@@ -207,15 +230,8 @@ fn a_rejection_cancels_exactly_the_dependent_work_across_cpu_and_npu_queues() {
 
 #[test]
 fn an_operation_already_running_finishes_and_is_reported() {
-    let events = Arc::new(Events::default());
-    let mut builder = Device::builder(PoolConfig::with_workers(2));
-    let cpu = builder.driver(CpuBackend::new());
-    let draft = queue(&mut builder, cpu, 8);
-    let consumer = queue(&mut builder, cpu, 8);
-    let home = builder.endpoint(draft).unwrap();
-    let [drafted, consumed] = [(); 2].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
-    builder.observer(Arc::clone(&events) as Arc<dyn Observer>);
-    let device = builder.build().unwrap();
+    let DraftAndConsumer { device, events, draft, consumer, semaphores: [drafted, consumed] } =
+        draft_and_consumer();
     let first = device
         .submit(draft, &Op { waits: &[], signals: &[(drafted, 1)], work: Work::Barrier, tag: 1 })
         .unwrap();
@@ -294,16 +310,13 @@ fn ten_thousand_queued_operations_are_decided_and_the_dependent_half_cancelled()
 /// fail.
 #[test]
 fn accepted_waiters_on_a_semaphore_shared_with_rejected_work_complete() {
-    let events = Arc::new(Events::default());
-    let mut builder = Device::builder(PoolConfig::with_workers(2));
-    let cpu = builder.driver(CpuBackend::new());
-    let draft = queue(&mut builder, cpu, 8);
-    let consumer = queue(&mut builder, cpu, 8);
-    let home = builder.endpoint(draft).unwrap();
-    let [gate, consumer_gate, shared] =
-        [(); 3].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
-    builder.observer(Arc::clone(&events) as Arc<dyn Observer>);
-    let device = builder.build().unwrap();
+    let DraftAndConsumer {
+        device,
+        events,
+        draft,
+        consumer,
+        semaphores: [gate, consumer_gate, shared],
+    } = draft_and_consumer();
     let submit = |queue, waits: &[(SemaphoreId, u64)], signals: &[(SemaphoreId, u64)], tag| {
         device.submit(queue, &Op { waits, signals, work: Work::Barrier, tag })
     };
