@@ -5,7 +5,9 @@
 # libclang-dev for the bindings rsmpi generates at build time) through apt-get, checks that
 # mpirun and Open MPI's compiler wrapper are there, and fails with a clear message when
 # something cannot be had: nothing is skipped. Then runs the crate's tests; its `ranks` test
-# launches `mpirun --oversubscribe -n 2` and `-n 4` itself, every run under `timeout`.
+# launches `mpirun --oversubscribe -n 2` and `-n 4` itself, every run under `timeout`. Then the
+# CLI built with its `mpi` feature runs scenarios under `mpirun -n 2`, `-n 4` and `-n 8`
+# (`cli/tests/ranks.rs`, each launch under `timeout`).
 #
 # Usage: scripts/mpi.sh [--setup-only]   (--setup-only: install and check, run no test)
 set -euo pipefail
@@ -36,3 +38,8 @@ if [[ $(id -u) -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 cargo test -p causeway-distributed
+# The CLI across ranks: `mpirun -n N causeway run FILE` (its `mpi` feature; the workspace's
+# lint and test steps build the CLI without it). One launch at a time: ranks oversubscribe the
+# cores already.
+cargo clippy -p causeway-cli --features mpi --all-targets -- -D warnings
+cargo test -p causeway-cli --features mpi --test ranks -- --test-threads=1

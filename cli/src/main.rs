@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use causeway_cli::scenario::run::RunOptions;
+use causeway_cli::scenario::check::Plan;
+use causeway_cli::scenario::ranks::{World, HOST_RANK};
+use causeway_cli::scenario::run::{Outcome, RunOptions};
 use causeway_cli::scenario::{
     bundled, check, expect, parse, report, run, summary, trace, Scenario, ScenarioError,
 };
@@ -150,33 +152,108 @@ struct Documents<'a> {
     html: Option<&'a Path>,
 }
 
-fn run_scenario(file: &Path, documents: Documents<'_>, options: RunOptions) -> ExitCode {
-    let Documents { report: report_path, trace: trace_path, html: html_path } = documents;
+fn run_scenario(file: &Path, documents: Documents<'_>, mut options: RunOptions) -> ExitCode {
+    let world = match World::from_env(|name| std::env::var(name).ok()) {
+        Ok(world) => world,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_INPUT);
+        }
+    };
+    // Under mpirun every rank loads and checks the same file: rank 0 alone reports what it
+    // finds, and the run.
+    let reports = world.is_none_or(|world| world.rank == HOST_RANK);
+    options.progress &= reports;
     let failed = |error: ScenarioError| {
-        eprintln!("error: {error}");
+        if reports {
+            eprintln!("error: {error}");
+        }
         ExitCode::from(if error.deadlock { EXIT_DEADLOCK } else { EXIT_INPUT })
     };
     let (scenario, plan) = match load(file).and_then(|s| check::check(&s).map(|plan| (s, plan))) {
         Ok(checked) => checked,
         Err(error) => return failed(error),
     };
-    let outcome = match run::run(&scenario, &plan, options) {
-        Ok(outcome) => outcome,
-        Err(error) => return failed(error),
+    let outcome = match world {
+        Some(world) if world.size > 1 => match run_across(&scenario, &plan, options, world) {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(code) => return code,
+        },
+        _ => match run::run(&scenario, &plan, options) {
+            Ok(outcome) => outcome,
+            Err(error) => return failed(error),
+        },
     };
+    present(&outcome, documents, options)
+}
+
+/// Runs this rank's share of a scenario across the ranks `mpirun` started; rank 0 gets the
+/// whole run's outcome, the others `None` once their records are sent. `Err` is the exit
+/// status, after the errors were printed (every rank's on rank 0).
+#[cfg(feature = "mpi")]
+fn run_across<'s>(
+    scenario: &'s Scenario,
+    plan: &Plan,
+    options: RunOptions,
+    world: World,
+) -> Result<Option<Outcome<'s>>, ExitCode> {
+    use causeway_cli::scenario::mpi_run::{self, Ended};
+    use causeway_cli::scenario::ranks::Share;
+    let share = Share::new(scenario, world).map_err(|error| {
+        if world.rank == HOST_RANK {
+            eprintln!("error: {error}");
+        }
+        ExitCode::from(EXIT_INPUT)
+    })?;
+    match mpi_run::run(scenario, plan, options, &share) {
+        Ok(Ended::Gathered(outcome)) => Ok(Some(*outcome)),
+        Ok(Ended::Sent) => Ok(None),
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("error: rank {}: {}", error.rank, error.message);
+            }
+            let deadlock = errors.iter().any(|error| error.deadlock);
+            Err(ExitCode::from(if deadlock { EXIT_DEADLOCK } else { EXIT_INPUT }))
+        }
+    }
+}
+
+/// Without the `mpi` feature a run across ranks is refused (exit 2), naming the feature.
+#[cfg(not(feature = "mpi"))]
+fn run_across<'s>(
+    _scenario: &'s Scenario,
+    _plan: &Plan,
+    _options: RunOptions,
+    world: World,
+) -> Result<Option<Outcome<'s>>, ExitCode> {
+    if world.rank == HOST_RANK {
+        eprintln!(
+            "error: this causeway was built without the `mpi` feature, so it cannot run as one \
+             of {} MPI ranks: build it with `cargo build --release -p causeway-cli --features \
+             mpi` (Open MPI's headers and libclang are needed: scripts/mpi.sh --setup-only)",
+            world.size
+        );
+    }
+    Err(ExitCode::from(EXIT_INPUT))
+}
+
+/// Prints the summary, writes the documents asked for and checks the scenario's expectations.
+fn present(outcome: &Outcome<'_>, documents: Documents<'_>, options: RunOptions) -> ExitCode {
+    let Documents { report: report_path, trace: trace_path, html: html_path } = documents;
     if options.progress {
-        print!("{}", summary::summary(&outcome));
+        print!("{}", summary::summary(outcome));
     }
     let trace_link = html_path.zip(trace_path).map(|(html, trace)| view_link(html, trace));
     let page = |out: &mut BufWriter<File>| {
         let mut json = Vec::new();
-        report::write(&outcome, &mut json)?;
+        report::write(outcome, &mut json)?;
         let links = view::PageLinks { trace: trace_link.as_deref() };
         view::write(&json, links, out).map_err(io::Error::other)
     };
     let documents: [(Option<&Path>, &DocumentWriter); 3] = [
-        (report_path, &|out| report::write(&outcome, out)),
-        (trace_path, &|out| trace::write(&outcome, out)),
+        (report_path, &|out| report::write(outcome, out)),
+        (trace_path, &|out| trace::write(outcome, out)),
         (html_path, &page),
     ];
     for (path, write) in documents {
@@ -190,7 +267,7 @@ fn run_scenario(file: &Path, documents: Documents<'_>, options: RunOptions) -> E
             return ExitCode::from(EXIT_INPUT);
         }
     }
-    let (unmet, checked) = expect::unmet(&outcome);
+    let (unmet, checked) = expect::unmet(outcome);
     if unmet.is_empty() {
         println!("expectations: {checked} checked, all met");
         ExitCode::SUCCESS

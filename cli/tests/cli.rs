@@ -71,7 +71,7 @@ fn every_bundled_scenario_meets_its_expectations() {
     let listing = String::from_utf8(listing.stdout).unwrap();
     let names: Vec<&str> =
         listing.lines().map(|line| line.split_whitespace().next().unwrap()).collect();
-    assert_eq!(names.len(), 21, "{listing}");
+    assert_eq!(names.len(), 22, "{listing}");
     let (mut on_vulkan, mut on_npu) = (0, 0);
     for name in names {
         let file =

@@ -458,25 +458,27 @@ impl Node {
     /// to receive it.
     pub fn submit(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
         let receipt = self.inner.device.submit(queue, op)?;
-        let mut wake = false;
-        for &(semaphore, value) in op.signals {
-            let Some(&k) = self.inner.export_of.get(&semaphore.index()) else { continue };
-            let export = &self.inner.exports[k];
-            let message = Message::Pending {
-                link: export.link,
-                value,
-                origin: receipt.point,
-                frontier: receipt.frontier,
-            };
-            let mut bytes = Vec::new();
-            message.encode(&mut bytes);
-            self.inner.outbox.lock().push_back(Outgoing {
-                announces: Some((k, value)),
-                to: export.to.clone(),
-                bytes,
-            });
-            wake = true;
-        }
+        self.submitted(op, &receipt);
+        Ok(receipt)
+    }
+
+    /// [`submit`](Self::submit), giving up as [`Device::submit_timeout`] does when the queue's
+    /// ring or a signalled history is still full after `timeout` (nothing is sent then).
+    pub fn submit_timeout(
+        &self,
+        queue: QueueId,
+        op: &Op<'_>,
+        timeout: Duration,
+    ) -> Result<Receipt, SubmitError> {
+        let receipt = self.inner.device.submit_timeout(queue, op, timeout)?;
+        self.submitted(op, &receipt);
+        Ok(receipt)
+    }
+
+    /// What follows a submission: its exported signals are announced, and the progress
+    /// process is woken when the operation waits on an imported value not yet reached.
+    fn submitted(&self, op: &Op<'_>, receipt: &Receipt) {
+        let mut wake = self.queue_announcements(op.signals, receipt.point, &receipt.frontier);
         wake |= op.waits.iter().any(|&(semaphore, value)| {
             self.inner.imports.iter().any(|import| import.semaphore == semaphore)
                 && self.inner.device.semaphore(semaphore).is_some_and(|s| s.value() < value)
@@ -484,7 +486,56 @@ impl Node {
         if wake {
             self.inner.waker.wake();
         }
-        Ok(receipt)
+    }
+
+    /// Announces signals this rank made outside [`submit`](Self::submit) — a host thread's
+    /// tracked signals, committed on the device's semaphores with `origin` and `frontier` —
+    /// to the ranks that import them, exactly as a submission's are. Signals on semaphores
+    /// that are not exported are ignored. Call it once the signals are committed (pending or
+    /// reached): their completion follows as for any exported value.
+    pub fn announce(
+        &self,
+        signals: &[(SemaphoreId, u64)],
+        origin: Point,
+        frontier: &Frontier<FRONTIER_CAPACITY>,
+    ) {
+        if self.queue_announcements(signals, origin, frontier) {
+            self.inner.waker.wake();
+        }
+    }
+
+    /// Fails `semaphore` on this device and wakes the progress process, so that ranks
+    /// importing it learn the failure without waiting for another message.
+    pub fn fail(&self, semaphore: SemaphoreId, failure: Failure) {
+        if let Some(semaphore) = self.inner.device.semaphore(semaphore) {
+            semaphore.fail(failure);
+        }
+        self.inner.waker.wake();
+    }
+
+    /// Queues one pending-signal message per exported signal; whether any was queued.
+    fn queue_announcements(
+        &self,
+        signals: &[(SemaphoreId, u64)],
+        origin: Point,
+        frontier: &Frontier<FRONTIER_CAPACITY>,
+    ) -> bool {
+        let mut queued = false;
+        for &(semaphore, value) in signals {
+            let Some(&k) = self.inner.export_of.get(&semaphore.index()) else { continue };
+            let export = &self.inner.exports[k];
+            let message =
+                Message::Pending { link: export.link, value, origin, frontier: *frontier };
+            let mut bytes = Vec::new();
+            message.encode(&mut bytes);
+            self.inner.outbox.lock().push_back(Outgoing {
+                announces: Some((k, value)),
+                to: export.to.clone(),
+                bytes,
+            });
+            queued = true;
+        }
+        queued
     }
 
     /// Blocks the calling thread until `link` reaches `value` (`Ok(value seen)`), fails, or
@@ -631,6 +682,18 @@ impl Node {
         let round = channel.begin_round().map_err(|_| CollectiveOpError::RoundsExhausted)?;
         let semaphore =
             self.inner.device.semaphore(done.0).ok_or(CollectiveOpError::NoSuchSemaphore)?;
+        self.sum_across_ranks(data);
+        let mut frontier = *knowing;
+        frontier.insert_or_raise(round.point().axis, round.point().epoch);
+        semaphore.signal(done.1, round.point(), &frontier).map_err(CollectiveOpError::Signal)?;
+        Ok(round.point())
+    }
+
+    /// Sums `data` element-wise across every rank, in place (an `MPI_Iallreduce` tested in a
+    /// loop, so this rank's progress process keeps delivering semaphore values meanwhile).
+    /// Every rank must call it, in the same order, with equally long `data`. The reduction
+    /// alone: [`all_reduce_sum`](Self::all_reduce_sum) also signals its completion.
+    pub fn sum_across_ranks(&self, data: &mut [f64]) {
         let send = data.to_vec();
         mpi::request::scope(|scope| {
             let request = {
@@ -639,10 +702,6 @@ impl Node {
             };
             self.complete(request);
         });
-        let mut frontier = *knowing;
-        frontier.insert_or_raise(round.point().axis, round.point().epoch);
-        semaphore.signal(done.1, round.point(), &frontier).map_err(CollectiveOpError::Signal)?;
-        Ok(round.point())
     }
 
     /// Waits until every rank has called it (an `MPI_Ibarrier` tested in a loop, so this

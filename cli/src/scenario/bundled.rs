@@ -56,6 +56,7 @@ pub const ALL: &[Bundled] = bundled![
     "rag-pipeline",
     "multi-model",
     "streaming-translation",
+    "tensor-parallel",
 ];
 
 /// The bundled scenario called `name` (with or without `.toml` or the `scenarios/` prefix).

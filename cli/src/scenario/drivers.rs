@@ -186,6 +186,13 @@ enum Output {
 }
 
 impl ComputeCheck {
+    /// The check of values computed on the host (an all-reduce's sums): `values` must equal
+    /// `expected` bit for bit.
+    pub fn host(values: &[f32], expected: Vec<f32>) -> ComputeCheck {
+        let output = values.iter().map(|value| AtomicU32::new(value.to_bits())).collect();
+        ComputeCheck { output: Output::Host(output), expected }
+    }
+
     /// `Err` names the first element that differs from the host's arithmetic.
     pub fn verify(&self) -> Result<(), String> {
         let actual: Vec<f32> = match &self.output {
@@ -228,11 +235,13 @@ fn expected(kernel: ComputeKernel, elements: usize, regions: u32) -> Vec<f32> {
 }
 
 impl Drivers {
-    /// Every driver `scenario`'s queues name; with `all_cpu`, the CPU driver alone. `Err`
-    /// explains why the Vulkan device cannot be opened, naming the package that provides what
-    /// is missing.
-    pub fn new(scenario: &Scenario, all_cpu: bool) -> Result<Drivers, String> {
-        let wants_vulkan = scenario.queues.iter().find(|q| q.driver == DriverKind::Vulkan);
+    /// Every driver the queues of `scenario` this process hosts name (`hosted[q]` for queue
+    /// `q`: all of them, but for a run across ranks); with `all_cpu`, the CPU driver alone.
+    /// `Err` explains why the Vulkan device cannot be opened, naming the package that provides
+    /// what is missing.
+    pub fn new(scenario: &Scenario, all_cpu: bool, hosted: &[bool]) -> Result<Drivers, String> {
+        let queues = || scenario.queues.iter().zip(hosted).filter(|(_, &h)| h).map(|(q, _)| q);
+        let wants_vulkan = queues().find(|q| q.driver == DriverKind::Vulkan);
         let vulkan = match wants_vulkan {
             Some(queue) if !all_cpu => {
                 let open = || -> Result<(VulkanBackend, [Kernel; 2]), VulkanError> {
@@ -244,9 +253,9 @@ impl Drivers {
             }
             _ => None,
         };
-        let wants_npu = scenario.queues.iter().any(|q| q.driver == DriverKind::Npu);
+        let wants_npu = queues().any(|q| q.driver == DriverKind::Npu);
         let npu = (wants_npu && !all_cpu).then(NpuBackend::new);
-        let cuda = match scenario.queues.iter().find(|q| q.driver == DriverKind::Cuda) {
+        let cuda = match queues().find(|q| q.driver == DriverKind::Cuda) {
             // Without libcuda this is `CudaError::NoDriver`, found before any CUDA call.
             Some(queue) if !all_cpu => {
                 let opened = CudaBackend::open(0, EmulationChoice::Best);

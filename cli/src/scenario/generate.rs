@@ -1,6 +1,6 @@
 //! Generated scenarios of any size, as TOML text, for scaling tests and the scenario benchmark.
 //!
-//! Three shapes, each of exactly the number of operations asked for, each one that runs to
+//! Four shapes, each of exactly the number of operations asked for, each one that runs to
 //! completion (no deadlock) with plain `noop` work:
 //!
 //! - [`pipeline`]: one queue, one semaphore; every operation waits for its predecessor's
@@ -9,6 +9,9 @@
 //!   (the most waits an operation may carry), submitted *before* the [`FAN_IN`] producers on
 //!   their own queues that signal them, each producer waiting for the previous round's join.
 //!   Many waits on many semaphores, every join blocked until its round is submitted.
+//! - [`ping_pong`]: two queues on machines 0 and 1 taking turns, each operation waiting for
+//!   the other queue's last one: under `mpirun -n 2` every operation waits on a value from
+//!   the other rank.
 //! - [`many_semaphores`]: one semaphore per operation over [`MANY_SEMAPHORES_QUEUES`]
 //!   queues, each operation waiting for a recent earlier one (within the last
 //!   [`MANY_SEMAPHORES_REACH`]), chosen by a fixed stride so the text is deterministic.
@@ -34,6 +37,28 @@ pub fn pipeline(ops: usize) -> String {
             let _ = writeln!(text, "wait = [\"step>={}\"]", op - 1);
         }
         let _ = writeln!(text, "signal = [\"step={op}\"]\n");
+    }
+    text
+}
+
+/// `ops` operations taking turns between queue `m0` (machine 0) and `m1` (machine 1): each
+/// waits for the other queue's latest (`ping` is signalled on machine 0, `pong` on machine 1).
+pub fn ping_pong(ops: usize) -> String {
+    let mut text = header("ping-pong", "two machines taking turns, each waiting on the other");
+    text.push_str("[[queue]]\nname = \"m0\"\n\n[[queue]]\nname = \"m1\"\nmachine = 1\n\n");
+    for name in ["ping", "pong"] {
+        let _ = writeln!(text, "[[semaphore]]\nname = \"{name}\"\nscope = \"system-wide\"\n");
+    }
+    for op in 0..ops {
+        let (queue, wait, signal) =
+            if op % 2 == 0 { ("m0", "pong", "ping") } else { ("m1", "ping", "pong") };
+        let _ = write!(text, "[[op]]\nname = \"op{op}\"\nqueue = \"{queue}\"\n");
+        // Turn `op` waits for turn `op - 1`, which signalled its semaphore to `op / 2`
+        // (counting each semaphore's signals from 1).
+        if op > 0 {
+            let _ = writeln!(text, "wait = [\"{wait}>={}\"]", op.div_ceil(2));
+        }
+        let _ = writeln!(text, "signal = [\"{signal}={}\"]\n", op / 2 + 1);
     }
     text
 }

@@ -27,6 +27,8 @@ pub mod drivers;
 pub mod expect;
 pub mod generate;
 pub mod model;
+#[cfg(feature = "mpi")]
+pub mod mpi_run;
 pub mod parse;
 pub mod rank_records;
 pub mod ranks;

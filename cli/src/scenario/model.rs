@@ -333,6 +333,14 @@ pub enum WorkSpec {
         /// Buffer index.
         buffer: usize,
     },
+    /// A collective step (host steps only): every rank contributes `elements` values and
+    /// receives their element-wise sum over all ranks (one process is one rank), checked after
+    /// the run; the step's one signal carries a single frontier entry, the collective
+    /// channel's round, whatever the number of ranks.
+    AllReduce {
+        /// Values each rank contributes.
+        elements: u32,
+    },
 }
 
 /// How an operation is expected to end.

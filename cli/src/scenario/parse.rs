@@ -25,6 +25,10 @@ use super::segment::{self, Segment, Table};
 /// The queue name that means "the host, synchronously".
 pub const HOST: &str = "host";
 
+/// The axis name of the collective channel `all_reduce` steps run on (in `expect_frontier`,
+/// reports and traces).
+pub const COLLECTIVE: &str = "collective";
+
 const DEFAULT_WORKERS: usize = 2;
 const DEFAULT_QUOTA: u64 = 1 << 30;
 
@@ -173,6 +177,10 @@ enum RawWork {
     },
     Dealloca {
         buffer: String,
+    },
+    #[serde(rename = "all_reduce")]
+    AllReduce {
+        elements: u32,
     },
 }
 
@@ -638,6 +646,15 @@ impl Resolver<'_> {
                 "`external`, `fail` and `cancel` are host steps (queue = \"host\")",
             ));
         }
+        if matches!(work, WorkSpec::AllReduce { .. })
+            && (signals.len() != 1 || op.external || op.fail.is_some() || op.cancel.is_some())
+        {
+            return Err(self.error(
+                &op.name,
+                "an all_reduce step signals exactly one semaphore (its result), with no \
+                 `external`, `fail` or `cancel`",
+            ));
+        }
         let cancel = match &op.cancel {
             None => None,
             Some(spanned) => {
@@ -724,11 +741,33 @@ impl Resolver<'_> {
                 WorkSpec::Alloca { buffer: self.buffer(buffer), bytes: *bytes }
             }
             RawWork::Dealloca { buffer } => WorkSpec::Dealloca { buffer: self.buffer(buffer) },
+            RawWork::AllReduce { elements } => {
+                if *elements == 0 || *elements > drivers::MAX_ELEMENTS {
+                    return Err(self.error(
+                        spanned,
+                        format!(
+                            "an all_reduce sums 1 to {} elements, not {elements}",
+                            drivers::MAX_ELEMENTS
+                        ),
+                    ));
+                }
+                WorkSpec::AllReduce { elements: *elements }
+            }
         };
-        if target == Target::Host
-            && !matches!(work, WorkSpec::Noop | WorkSpec::Spin(_) | WorkSpec::Sleep(_))
-        {
-            return Err(self.error(spanned, "host steps can only do noop, spin or sleep work"));
+        match (target, &work) {
+            (Target::Host, WorkSpec::Noop | WorkSpec::Spin(_) | WorkSpec::Sleep(_))
+            | (Target::Host, WorkSpec::AllReduce { .. }) => {}
+            (Target::Host, _) => {
+                return Err(self
+                    .error(spanned, "host steps can only do noop, spin, sleep or all_reduce work"))
+            }
+            (Target::Queue(_), WorkSpec::AllReduce { .. }) => {
+                return Err(self.error(
+                    spanned,
+                    "all_reduce is a collective step that every rank performs: queue = \"host\"",
+                ))
+            }
+            (Target::Queue(_), _) => {}
         }
         Ok(work)
     }
@@ -751,7 +790,10 @@ impl Resolver<'_> {
             None => None,
             Some(map) => {
                 for axis in map.get_ref().keys() {
-                    if axis != HOST && !queue_index.contains_key(axis.as_str()) {
+                    if axis != HOST
+                        && axis != COLLECTIVE
+                        && !queue_index.contains_key(axis.as_str())
+                    {
                         return Err(
                             self.error(map, format!("expect_frontier names unknown axis `{axis}`"))
                         );
@@ -827,6 +869,25 @@ mod tests {
              [[op]]\nname = \"a\"\nqueue = \"q0\"\n"
         ));
         assert_eq!((op.line, op.message.as_str()), (Some(13), "op `a` is defined twice"));
+    }
+
+    #[test]
+    fn all_reduce_is_a_host_step_with_one_result() {
+        let step = |fields: &str| {
+            format!("{HEADER}[[op]]\nname = \"ar\"\n{fields}work = {{ kind = \"all_reduce\", elements = 4 }}\n")
+        };
+        let ok = parse(Path::new("t.toml"), &step("queue = \"host\"\nsignal = [\"s=1\"]\n"));
+        assert_eq!(ok.unwrap().ops[0].work, WorkSpec::AllReduce { elements: 4 });
+        let on_queue = refused(&step("queue = \"q0\"\nsignal = [\"s=1\"]\n"));
+        assert_eq!(on_queue.line, Some(10));
+        assert!(on_queue.message.contains("queue = \"host\""), "{}", on_queue.message);
+        let no_result = refused(&step("queue = \"host\"\n"));
+        assert!(no_result.message.contains("exactly one semaphore"), "{}", no_result.message);
+        let empty = refused(&format!(
+            "{HEADER}[[op]]\nname = \"ar\"\nqueue = \"host\"\nsignal = [\"s=1\"]\n\
+             work = {{ kind = \"all_reduce\", elements = 0 }}\n"
+        ));
+        assert!(empty.message.contains("1 to"), "{}", empty.message);
     }
 
     #[test]

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use super::model::{Scenario, ScenarioError, Target};
+use super::model::{OpSpec, Scenario, ScenarioError, Target, WorkSpec};
 use super::run::{FrontierRecord, NpuRecord, Outcome, PointRecord, Span};
 
 /// The environment variable in which Open MPI's `mpirun` gives each process its rank.
@@ -132,7 +132,8 @@ pub struct Placement {
     /// Each queue's rank (its machine), by queue index.
     pub queue_ranks: Vec<u16>,
     /// Each semaphore's rank, by semaphore index: the one that signals (or fails) it, or
-    /// [`HOST_RANK`] when nothing does (then every rank holds its initial value alike).
+    /// [`HOST_RANK`] when nothing does (then every rank holds its initial value alike) or
+    /// collective steps do (then every rank signals its own copy alike).
     pub semaphore_ranks: Vec<u16>,
     /// The cross-rank semaphores, by ascending semaphore index.
     pub links: Vec<Link>,
@@ -169,11 +170,33 @@ impl Placement {
         // Per semaphore: its signalling rank (with the line that made it so) and its waiters.
         let mut exporter: Vec<Option<(u16, usize)>> = vec![None; scenario.semaphores.len()];
         let mut waiters: Vec<Vec<u16>> = vec![Vec::new(); scenario.semaphores.len()];
+        // The semaphores collective steps signal, with the first such step's line.
+        let mut collective: Vec<Option<usize>> = vec![None; scenario.semaphores.len()];
+        for op in scenario.ops.iter().filter(|op| is_collective(op)) {
+            for &(semaphore, _) in scenario.signals(op) {
+                collective[semaphore].get_or_insert(op.line);
+            }
+        }
         for op in &scenario.ops {
+            if is_collective(op) {
+                continue;
+            }
             let rank = rank_of(op.target);
             let failed = op.fail.map(|(semaphore, _)| semaphore);
             let signalled = scenario.signals(op).iter().map(|&(semaphore, _)| semaphore);
             for semaphore in signalled.chain(failed) {
+                if let Some(line) = collective[semaphore] {
+                    return Err(ScenarioError::at(
+                        &scenario.path,
+                        op.line,
+                        format!(
+                            "semaphore '{}' is signalled by the all_reduce step of line {line}: \
+                             every rank holds its own copy of a collective's result, which \
+                             nothing else may signal",
+                            scenario.semaphores[semaphore].name
+                        ),
+                    ));
+                }
                 match exporter[semaphore] {
                     None => exporter[semaphore] = Some((rank, op.line)),
                     Some((first, _)) if first == rank => {}
@@ -192,7 +215,10 @@ impl Placement {
                 }
             }
             for &(semaphore, _) in scenario.waits(op) {
-                waiters[semaphore].push(rank);
+                // A collective's result is signalled on every rank: waits on it stay local.
+                if collective[semaphore].is_none() {
+                    waiters[semaphore].push(rank);
+                }
             }
         }
 
@@ -231,6 +257,87 @@ impl Placement {
     pub fn link(&self, semaphore: usize) -> Option<&Link> {
         let k = self.links.binary_search_by_key(&semaphore, |link| link.semaphore).ok()?;
         Some(&self.links[k])
+    }
+}
+
+/// Whether `op` is a collective step, performed by every rank.
+pub fn is_collective(op: &OpSpec) -> bool {
+    matches!(op.work, WorkSpec::AllReduce { .. })
+}
+
+/// One rank's share of a scenario run across ranks: the placement every rank derives alike,
+/// and which rank this is. The runner asks it what this process hosts and which semaphores
+/// it imports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Share {
+    /// This process's rank.
+    pub rank: u16,
+    /// Where everything runs.
+    pub placement: Placement,
+}
+
+impl Share {
+    /// `world`'s share of `scenario`: [`Placement::new`], then refusals (naming the line) of
+    /// what does not cross ranks yet — a `cancel` step (it rejects speculation on the one
+    /// device it runs on, while dependent work may sit on others) and an untracked (`external`)
+    /// signal on a semaphore other ranks wait on (a cross-rank value travels with the frontier
+    /// of the operation that signalled it; an untracked one has none).
+    pub fn new(scenario: &Scenario, world: World) -> Result<Share, ScenarioError> {
+        let placement = Placement::new(scenario, world.size)?;
+        for op in &scenario.ops {
+            let refuse = |why: String| Err(ScenarioError::at(&scenario.path, op.line, why));
+            if op.cancel.is_some() {
+                return refuse(format!(
+                    "op `{}`: a cancel step cannot run across {} ranks (it rejects speculation \
+                     on one rank's device only); run this scenario in one process",
+                    scenario.op_name(op),
+                    world.size
+                ));
+            }
+            if op.external {
+                let linked =
+                    scenario.signals(op).iter().find(|&&(s, _)| placement.link(s).is_some());
+                if let Some(&(semaphore, _)) = linked {
+                    return refuse(format!(
+                        "op `{}`: an external signal of semaphore '{}' cannot reach other ranks \
+                         (a value crosses ranks with the frontier of a tracked signal)",
+                        scenario.op_name(op),
+                        scenario.semaphores[semaphore].name
+                    ));
+                }
+            }
+        }
+        Ok(Share { rank: world.rank, placement })
+    }
+
+    /// Whether this rank runs operations with `target`: its own queues', and host steps on
+    /// [`HOST_RANK`].
+    pub fn hosts(&self, target: Target) -> bool {
+        self.placement.rank_of(target) == self.rank
+    }
+
+    /// Whether this rank performs `op`: when it [`hosts`](Self::hosts) its target, and every
+    /// collective (`all_reduce`) step, which every rank performs.
+    pub fn performs(&self, op: &OpSpec) -> bool {
+        is_collective(op) || self.hosts(op.target)
+    }
+
+    /// Whether this rank's contribution to a collective step waits on `semaphore`: when its
+    /// values come from this rank (the collective itself orders the other ranks' waits).
+    pub fn contributes(&self, semaphore: usize) -> bool {
+        self.placement.semaphore_ranks[semaphore] == self.rank
+    }
+
+    /// Whether this rank runs queue `queue`.
+    pub fn hosts_queue(&self, queue: usize) -> bool {
+        self.placement.queue_ranks[queue] == self.rank
+    }
+
+    /// The rank `semaphore`'s values come from, when this rank imports it (waits on it while
+    /// another rank signals it).
+    pub fn exporter_of(&self, semaphore: usize) -> Option<u16> {
+        let link = self.placement.link(semaphore)?;
+        link.importers.binary_search(&self.rank).is_ok().then_some(link.exporter)
     }
 }
 
@@ -700,6 +807,62 @@ wait = ["s>=1"]
         );
         let placement = Placement::new(&waited, 2).unwrap();
         assert_eq!(placement.links, [Link { semaphore: 0, exporter: 0, importers: vec![1] }]);
+    }
+
+    #[test]
+    fn a_collective_result_is_every_ranks_own_and_nothing_else_signals_it() {
+        let scenario = bundled("tensor-parallel");
+        let share = Share::new(&scenario, World { rank: 2, size: 4 }).unwrap();
+        let reduced = scenario.semaphores.iter().position(|s| s.name == "reduced").unwrap();
+        let partial2 = scenario.semaphores.iter().position(|s| s.name == "partial2").unwrap();
+        let partial0 = scenario.semaphores.iter().position(|s| s.name == "partial0").unwrap();
+        // Waited on every rank, signalled on every rank: no link.
+        assert!(share.placement.link(reduced).is_none());
+        // Each all-reduce step is performed by every rank; rank 2 contributes what its own
+        // queue signals and leaves the others' to the collective.
+        let steps: Vec<&OpSpec> = scenario.ops.iter().filter(|op| is_collective(op)).collect();
+        assert_eq!(steps.len(), 2);
+        assert!(steps.iter().all(|op| share.performs(op) && !share.hosts(op.target)));
+        assert!(share.contributes(partial2) && !share.contributes(partial0));
+        // Partial results cross no rank: each is waited on only by the collective.
+        assert!(share.placement.links.iter().all(|link| link.semaphore != partial0));
+
+        // The last row-parallel step signalling the collective's result too is refused.
+        let source = bundled::find("tensor-parallel").unwrap().source;
+        let mixed = source.replace(r#"signal = ["activations=1"]"#, r#"signal = ["reduced=3"]"#);
+        let mixed = parse::parse(Path::new("mixed.toml"), &mixed).unwrap();
+        let error = Placement::new(&mixed, 4).expect_err("reduced is a collective's result");
+        assert!(error.message.contains("all_reduce step"), "{}", error.message);
+    }
+
+    #[test]
+    fn cancel_steps_and_external_signals_on_links_do_not_cross_ranks() {
+        let speculation = bundled("speculation");
+        let error = Share::new(&speculation, World { rank: 0, size: 2 }).expect_err("cancel");
+        assert!(error.message.contains("cannot run across 2 ranks"), "{}", error.message);
+        let external = scenario(
+            r#"
+name = "external-across"
+description = "an untracked value waited on machine 1"
+[[queue]]
+name = "q1"
+machine = 1
+[[semaphore]]
+name = "s"
+scope = "system-wide"
+[[op]]
+name = "outside"
+queue = "host"
+signal = ["s=1"]
+external = true
+[[op]]
+name = "waiter"
+queue = "q1"
+wait = ["s>=1"]
+"#,
+        );
+        let error = Share::new(&external, World { rank: 1, size: 2 }).expect_err("external");
+        assert_eq!(error.line, Some(external.ops[0].line));
     }
 
     #[test]

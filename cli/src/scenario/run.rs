@@ -20,14 +20,15 @@ use std::time::{Duration, Instant};
 
 use causeway::device::{
     allocate_axis, BufferId, CommandBufferId, Device, DeviceSemaphore, HostCallId, Observer, Op,
-    OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, SubmitError,
+    OpEvent, OpStatus, QueueConfig, QueueId, Receipt, SemaphoreConfig, SemaphoreId, SubmitError,
     WaitOutcome, Work, DEFAULT_SEMAPHORE_HISTORY,
 };
 use causeway::host::{self, HostWaitError};
 use causeway::runtime::spin_for;
 use causeway::{PoolConfig, FRONTIER_CAPACITY};
 use causeway_core::axis::{Axis, Domain};
-use causeway_core::frontier::Frontier;
+use causeway_core::collective::CollectiveChannel;
+use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{self, Capabilities, QueueClock, Resolution, WaitResolution};
 use causeway_core::scope::Endpoint;
 use causeway_core::semaphore::{Failure, SignalError, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
@@ -37,6 +38,7 @@ use causeway_core::unpoisoned::{Condvar, Mutex};
 use super::check::Plan;
 use super::drivers::{self, ComputeCheck, Drivers};
 use super::model::{DriverKind, Home, OpSpec, Scenario, ScenarioError, Target, WorkSpec};
+use super::ranks::Share;
 
 /// How an operation ended, as the report spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -508,7 +510,6 @@ impl Observer for Recorder {
     }
 }
 
-/// Runs `scenario` (already [`check`](super::check::check)ed).
 /// Runs `scenario`, already checked into `plan`: the plan sizes the bounded resources (queue
 /// rings, semaphore histories) so that a submission waiting for room never waits forever.
 pub fn run<'s>(
@@ -516,7 +517,120 @@ pub fn run<'s>(
     plan: &Plan,
     options: RunOptions,
 ) -> Result<Outcome<'s>, ScenarioError> {
-    Runner::new(scenario, plan, options)?.run()
+    Runner::new(scenario, plan, options, None)?.run()
+}
+
+/// How a rank's runner reaches the other ranks (over MPI, in `mpi_run`): semaphores are named
+/// by their index in the scenario, and every call is about one this rank imports or exports.
+pub trait Peers {
+    /// Links the device's semaphores (`semaphores[k]` is the scenario's semaphore `k`) with
+    /// the other ranks and starts moving their values; the device lives as long as the
+    /// process. `Err` says why the ranks cannot be joined.
+    fn connect(&self, device: &'static Device, semaphores: &[SemaphoreId]) -> Result<(), String>;
+    /// Submits `op` as [`Device::submit_timeout`] does, then sends its signals on semaphores
+    /// other ranks wait on to them, with its frontier.
+    fn submit(
+        &self,
+        queue: QueueId,
+        op: &Op<'_>,
+        timeout: Duration,
+    ) -> Result<Receipt, SubmitError>;
+    /// Blocks until imported `semaphore` has a signal to `value` (or more) recorded here,
+    /// pending with its signaller's frontier, or reached.
+    fn await_announced(
+        &self,
+        semaphore: usize,
+        value: u64,
+        timeout: Duration,
+    ) -> Result<(), PeerWaitError>;
+    /// Blocks until imported `semaphore` reaches `value`.
+    fn wait(&self, semaphore: usize, value: u64, timeout: Duration) -> Result<(), PeerWaitError>;
+    /// Sends the host's tracked signals, committed with `origin` and `frontier`, to the ranks
+    /// that wait on them.
+    fn announce(
+        &self,
+        signals: &[(SemaphoreId, u64)],
+        origin: Point,
+        frontier: &Frontier<FRONTIER_CAPACITY>,
+    );
+    /// Fails `semaphore` here and tells the ranks that wait on it.
+    fn fail(&self, semaphore: SemaphoreId, failure: Failure);
+    /// Sums `data` element-wise across every rank, in place; every rank calls it at the same
+    /// collective step with equally long `data`.
+    fn sum_across_ranks(&self, data: &mut [f64]);
+}
+
+/// Why a wait on another rank's value returned without it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerWaitError {
+    /// The semaphore failed (on its rank, or here because its messages could not be trusted).
+    Failed,
+    /// The time ran out (the semaphore is failed here, as its rank is presumed gone).
+    TimedOut,
+}
+
+/// Runs this rank's share of `scenario` (checked into `plan`): the operations of its own
+/// queues, and host steps on rank 0, reaching the other ranks through `peers`. Every queue is
+/// declared on every rank, so that a queue's axis — the name frontiers give it — is the same
+/// number everywhere; a queue of another rank is declared on the CPU driver with one ring slot
+/// and never used. The outcome holds this rank's records (what it did not run stays
+/// unsubmitted): [`gather`](super::ranks::gather) makes the whole run's of every rank's.
+pub fn run_share<'s>(
+    scenario: &'s Scenario,
+    plan: &Plan,
+    options: RunOptions,
+    share: &Share,
+    peers: &dyn Peers,
+) -> Result<Outcome<'s>, ScenarioError> {
+    let mut runner = Runner::new(scenario, plan, options, Some(share))?;
+    let device = runner.device.share();
+    peers
+        .connect(device, &runner.semaphore_ids)
+        .map_err(|error| ScenarioError::in_file(&scenario.path, error))?;
+    runner.peers = Some(peers);
+    runner.run()
+}
+
+/// The runner's device: its own, or shared for as long as the process lives with the code that
+/// moves values between ranks.
+enum DeviceHold {
+    Own(Device),
+    Shared(&'static Device),
+    /// Only while it changes hands.
+    Moving,
+}
+
+impl DeviceHold {
+    /// Makes the device live as long as the process (what a cross-rank link requires of it).
+    fn share(&mut self) -> &'static Device {
+        let device = match std::mem::replace(self, DeviceHold::Moving) {
+            DeviceHold::Own(device) => Box::leak(Box::new(device)),
+            DeviceHold::Shared(device) => device,
+            DeviceHold::Moving => unreachable!("a device is never left moving"),
+        };
+        *self = DeviceHold::Shared(device);
+        device
+    }
+
+    /// Shuts an own device down within `grace`; a shared one stays up for the code it is
+    /// shared with, which stops when the process does.
+    fn shutdown(self, grace: Duration) {
+        if let DeviceHold::Own(device) = self {
+            let _ = device.shutdown(grace);
+        }
+    }
+}
+
+impl std::ops::Deref for DeviceHold {
+    type Target = Device;
+
+    fn deref(&self) -> &Device {
+        match self {
+            DeviceHold::Own(device) => device,
+            DeviceHold::Shared(device) => device,
+            DeviceHold::Moving => unreachable!("a device is never left moving"),
+        }
+    }
 }
 
 /// Ring slots a queue gets at least (when it has that many operations): room to submit ahead
@@ -564,10 +678,17 @@ impl Sizes {
     }
 }
 
-struct Runner<'s> {
+struct Runner<'s, 'p> {
     scenario: &'s Scenario,
     options: RunOptions,
-    device: Device,
+    device: DeviceHold,
+    /// This rank's share, when the run spans ranks.
+    share: Option<&'p Share>,
+    /// The other ranks, once connected.
+    peers: Option<&'p dyn Peers>,
+    /// Per semaphore, the highest value the operations before the current one (in file order,
+    /// on any rank) signal it to.
+    signalled: Vec<u64>,
     recorder: Arc<Recorder>,
     host_clock: QueueClock<FRONTIER_CAPACITY>,
     /// The device's ID of each declared semaphore, in declaration order.
@@ -577,6 +698,8 @@ struct Runner<'s> {
     queues: Vec<QueueRecord>,
     /// Per compute or copy operation, in file order: its index and the check of its result.
     compute: Vec<(usize, ComputeCheck)>,
+    /// The channel `all_reduce` steps run on: one axis for the whole world of ranks.
+    channel: CollectiveChannel,
     registered: drivers::Registered,
     /// Per operation, once submitted or performed (`queued` false until then).
     records: Vec<OpRecord>,
@@ -601,12 +724,14 @@ fn host_endpoint(axis: Axis) -> Endpoint {
     }
 }
 
-impl<'s> Runner<'s> {
+impl<'s, 'p> Runner<'s, 'p> {
     fn new(
         scenario: &'s Scenario,
         plan: &Plan,
         options: RunOptions,
-    ) -> Result<Runner<'s>, ScenarioError> {
+        share: Option<&'p Share>,
+    ) -> Result<Runner<'s, 'p>, ScenarioError> {
+        let hosts = |target: Target| share.is_none_or(|share| share.hosts(target));
         let fail = |message: String| ScenarioError::in_file(&scenario.path, message);
         let sizes = Sizes::of(scenario, plan);
         let n = scenario.ops.len();
@@ -623,16 +748,25 @@ impl<'s> Runner<'s> {
             finished: Mutex::new(0),
             changed: Condvar::new(),
         });
-        let host_axis =
-            allocate_axis(0, Domain::Host).map_err(|e| fail(format!("host axis: {e}")))?;
+        let host_axis = allocate_axis(share.map_or(0, |share| share.rank), Domain::Host)
+            .map_err(|e| fail(format!("host axis: {e}")))?;
+        let ranks = share.map_or(1, |share| share.placement.size);
+        let channel = Axis::try_new(COLLECTIVE_MACHINE, Domain::Collective, 0)
+            .and_then(|axis| CollectiveChannel::new(axis, ranks).ok())
+            .ok_or_else(|| fail("no collective channel for the ranks".to_string()))?;
         let mut pool = PoolConfig::with_workers(scenario.workers);
         pool.name = "causeway".to_string();
         let mut builder = Device::builder(pool);
-        let mut drivers = Drivers::new(scenario, options.all_cpu).map_err(fail)?;
+        let hosted: Vec<bool> =
+            (0..scenario.queues.len()).map(|queue| hosts(Target::Queue(queue))).collect();
+        let mut drivers = Drivers::new(scenario, options.all_cpu, &hosted).map_err(fail)?;
         let mut host_calls = Vec::new();
         let mut command_buffers = Vec::new();
         let mut compute = Vec::new();
         for (index, op) in scenario.ops.iter().enumerate() {
+            if !hosts(op.target) {
+                continue;
+            }
             match op.work {
                 WorkSpec::Host { duration, fail } => {
                     host_calls.push(builder.host_call(move || {
@@ -675,14 +809,18 @@ impl<'s> Runner<'s> {
         }
         let registered = drivers.register(&mut builder, scenario.workers);
         let mut queues = Vec::with_capacity(scenario.queues.len());
-        for (queue, &slots) in scenario.queues.iter().zip(&sizes.queue_slots) {
+        for ((queue, &slots), &hosted) in
+            scenario.queues.iter().zip(&sizes.queue_slots).zip(&hosted)
+        {
             let mut config = QueueConfig::default();
             config.machine = queue.machine;
             config.device = queue.device;
             config.device_group = queue.group;
             config.wait_before_signal = queue.wait_before_signal;
-            config.capacity = slots;
-            let (driver, id, adapter) = registered.driver(queue.driver);
+            // Another rank's queue only holds its axis here: it is never submitted to.
+            config.capacity = if hosted { slots } else { 1 };
+            let kind = if hosted { queue.driver } else { DriverKind::Cpu };
+            let (driver, id, adapter) = registered.driver(kind);
             config.driver = id;
             queues.push(QueueRecord { driver, adapter });
             builder.queue(config);
@@ -724,12 +862,16 @@ impl<'s> Runner<'s> {
             device.axis(QueueId(index)).map(|axis| (axis, queue.name.clone()))
         });
         let host_axis = (host_clock.axis(), super::parse::HOST.to_string());
-        let frontiers = FrontierRecorder::new(queue_axes.chain([host_axis]));
+        let channel_axis = (channel.axis(), super::parse::COLLECTIVE.to_string());
+        let frontiers = FrontierRecorder::new(queue_axes.chain([host_axis, channel_axis]));
         let waits = scenario.ops.iter().map(|op| scenario.waits(op).len()).sum();
         Ok(Runner {
             scenario,
             options,
-            device,
+            device: DeviceHold::Own(device),
+            share,
+            peers: None,
+            signalled: vec![0; scenario.semaphores.len()],
             recorder,
             host_clock,
             semaphore_ids,
@@ -737,6 +879,7 @@ impl<'s> Runner<'s> {
             command_buffers,
             queues,
             compute,
+            channel,
             registered,
             records: vec![OpRecord::UNSUBMITTED; n],
             waits: Vec::with_capacity(waits),
@@ -760,6 +903,10 @@ impl<'s> Runner<'s> {
         let mut command_buffers = self.command_buffers.clone().into_iter();
         let mut queue_ops = 0;
         for (index, op) in self.scenario.ops.iter().enumerate() {
+            if self.share.is_some_and(|share| !share.performs(op)) {
+                self.note_signals(op);
+                continue;
+            }
             match op.target {
                 Target::Queue(queue) => {
                     let registered = match op.work {
@@ -772,10 +919,24 @@ impl<'s> Runner<'s> {
                     self.submit(index, op, queue, registered, deadline)?;
                     queue_ops += 1;
                 }
-                Target::Host => self.host_step(index, op, deadline)?,
+                Target::Host => match op.work {
+                    WorkSpec::AllReduce { elements } => {
+                        self.collective_step(index, op, elements, deadline)?
+                    }
+                    _ => self.host_step(index, op, deadline)?,
+                },
             }
+            self.note_signals(op);
         }
         self.wait_for_queues(queue_ops, started, deadline)
+    }
+
+    /// Raises [`Runner::signalled`] by `op`'s signals.
+    fn note_signals(&mut self, op: &OpSpec) {
+        for &(semaphore, value) in self.scenario.signals(op) {
+            let highest = &mut self.signalled[semaphore];
+            *highest = (*highest).max(value);
+        }
     }
 
     /// Ends a run that cannot go on: describes it, then shuts the device down within
@@ -785,7 +946,7 @@ impl<'s> Runner<'s> {
             Halt::Invalid(error) => error,
             Halt::Stuck(headline) => self.stuck(headline),
         };
-        let _ = self.device.shutdown(SHUTDOWN_GRACE);
+        self.device.shutdown(SHUTDOWN_GRACE);
         error
     }
 
@@ -827,20 +988,26 @@ impl<'s> Runner<'s> {
             ) => {
                 unreachable!("one host call or command buffer is registered per such op")
             }
+            (WorkSpec::AllReduce { .. }, _) => {
+                unreachable!("all_reduce steps are host steps (refused on queues at load)")
+            }
         };
         let waits: Vec<(SemaphoreId, u64)> =
             self.scenario.waits(op).iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
         let signals: Vec<(SemaphoreId, u64)> =
             self.scenario.signals(op).iter().map(|&(s, v)| (self.semaphore_ids[s], v)).collect();
+        for &(semaphore, value) in self.scenario.waits(op) {
+            self.await_announced(op, semaphore, value, deadline)?;
+        }
         let submit_ns = self.device.now_ns();
         let request = Op { waits: &waits, signals: &signals, work, tag: index as u64 };
         // A full ring or history makes the submission wait for earlier work, up to the deadline.
-        let submitted = match deadline {
-            Some(deadline) => {
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                self.device.submit_timeout(QueueId(queue), &request, remaining)
+        let submitted = match (self.peers, deadline) {
+            (Some(peers), _) => peers.submit(QueueId(queue), &request, remaining(deadline)),
+            (None, Some(deadline)) => {
+                self.device.submit_timeout(QueueId(queue), &request, remaining(Some(deadline)))
             }
-            None => self.device.submit(QueueId(queue), &request),
+            (None, None) => self.device.submit(QueueId(queue), &request),
         };
         let receipt = match submitted {
             Ok(receipt) => receipt,
@@ -877,6 +1044,42 @@ impl<'s> Runner<'s> {
         Ok(())
     }
 
+    /// When `semaphore` is imported from another rank and an operation earlier in the file
+    /// signals it to `value`: blocks until that signal is recorded here with the signaller's
+    /// frontier, so that what waits on it imports that frontier and is queued behind it (one
+    /// message from the signalling rank, no round trip). A failed semaphore returns at once
+    /// (the wait fails as any failed wait does).
+    ///
+    /// A value no earlier operation signals is waited for on the device as in one process
+    /// (wait-before-signal): blocking the submitter for it could deadlock. Blocking only on
+    /// earlier signals cannot: the earliest blocked operation in file order, on any rank,
+    /// waits for one before it, which its rank has submitted (every rank submits its
+    /// operations in file order), so its announcement is on its way.
+    fn await_announced(
+        &self,
+        op: &OpSpec,
+        semaphore: usize,
+        value: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), Halt> {
+        let (Some(share), Some(peers)) = (self.share, self.peers) else { return Ok(()) };
+        let Some(exporter) = share.exporter_of(semaphore) else { return Ok(()) };
+        if self.signalled[semaphore] < value {
+            return Ok(());
+        }
+        match peers.await_announced(semaphore, value, remaining(deadline)) {
+            Ok(()) | Err(PeerWaitError::Failed) => Ok(()),
+            Err(PeerWaitError::TimedOut) => Err(Halt::Stuck(format!(
+                "op `{}` (line {}) waits for {}>={value} from rank {exporter}, which did not \
+                 announce it within the {:?} deadline",
+                self.scenario.op_name(op),
+                op.line,
+                self.scenario.semaphores[semaphore].name,
+                self.options.timeout
+            ))),
+        }
+    }
+
     fn describe_submit_error(&self, op: &OpSpec, error: SubmitError) -> String {
         let name = |s: usize| &self.scenario.semaphores[s].name;
         match error {
@@ -909,6 +1112,9 @@ impl<'s> Runner<'s> {
         deadline: Option<Instant>,
     ) -> Result<(), Halt> {
         let submit_ns = self.device.now_ns();
+        for &(semaphore, value) in self.scenario.waits(op) {
+            self.await_announced(op, semaphore, value, deadline)?;
+        }
         let mut submission = self.host_clock.begin();
         let waits_start = self.waits.len();
         let mut failed = false;
@@ -941,9 +1147,19 @@ impl<'s> Runner<'s> {
         for &(semaphore, value) in self.scenario.waits(op) {
             let device_semaphore =
                 self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
-            match host::wait_until(device_semaphore, value, deadline) {
-                Ok(_) => {}
-                Err(HostWaitError::Failed(_)) => failed = true,
+            let imported = self.share.and_then(|share| share.exporter_of(semaphore)).is_some();
+            // Either way, `Err` is a failed timeline or the deadline.
+            let waited = match self.peers {
+                Some(peers) if imported => peers.wait(semaphore, value, remaining(deadline)),
+                _ => match host::wait_until(device_semaphore, value, deadline) {
+                    Ok(_) => Ok(()),
+                    Err(HostWaitError::Failed(_)) => Err(PeerWaitError::Failed),
+                    Err(_) => Err(PeerWaitError::TimedOut),
+                },
+            };
+            match waited {
+                Ok(()) => {}
+                Err(PeerWaitError::Failed) => failed = true,
                 Err(_) => {
                     let name = &self.scenario.semaphores[semaphore].name;
                     return Err(Halt::Stuck(format!(
@@ -998,6 +1214,11 @@ impl<'s> Runner<'s> {
             let submitted = submission.commit_signalling(signals.clone()).map_err(|refused| {
                 Halt::Invalid(self.signal_error(op, refused.index, refused.error))
             })?;
+            if let Some(peers) = self.peers {
+                let signalled: Vec<(SemaphoreId, u64)> =
+                    self.scenario.signals(op).iter().map(|&(s, v)| (ids[s], v)).collect();
+                peers.announce(&signalled, submitted.point, &submitted.frontier);
+            }
             // A failed wait (the host ran nothing) or a signal on a failed timeline dooms it.
             let result = match (failed, submitted.failure) {
                 (false, None) => Ok(()),
@@ -1007,7 +1228,14 @@ impl<'s> Runner<'s> {
             (submitted, result)
         };
         if let Some((semaphore, code)) = op.fail {
-            self.semaphore(semaphore).fail(Failure::Application(code));
+            match self.peers {
+                Some(peers) => {
+                    peers.fail(self.semaphore_ids[semaphore], Failure::Application(code))
+                }
+                None => {
+                    self.semaphore(semaphore).fail(Failure::Application(code));
+                }
+            }
         }
         if let Some((queue, after)) = op.cancel {
             if let Some(axis) = self.device.axis(QueueId(queue)) {
@@ -1022,6 +1250,109 @@ impl<'s> Runner<'s> {
             end_ns,
             waits: Span::since(&self.waits, waits_start),
             frontier: self.frontiers.record(&submitted.frontier),
+            worker: None,
+            queued: false,
+            status: if result.is_ok() { Status::Ok } else { Status::Failed },
+            speculation: None,
+        };
+        Ok(())
+    }
+
+    /// An `all_reduce` step, performed by every rank at this point of the file (one process is
+    /// one rank). It waits for the waits whose values come from this rank — what its
+    /// contribution depends on; the collective itself orders the other ranks', which are
+    /// recorded as elided here — then contributes [`contribution`]s, receives their sums over
+    /// every rank (checked after the run) and signals its one semaphore with a single frontier
+    /// entry: the collective channel's round. That entry stands for every rank's contribution,
+    /// so whatever waits on the result knows one entry for the collective at any rank count
+    /// (knowing less than everything behind it is sound: knowledge only ever elides less).
+    ///
+    /// A failed wait on any rank fails the result on every rank: each contribution carries a
+    /// failure count, summed with the values. Every rank takes part in the reduction whatever
+    /// happened to its waits, or the others would wait for it forever.
+    fn collective_step(
+        &mut self,
+        index: usize,
+        op: &OpSpec,
+        elements: u32,
+        deadline: Option<Instant>,
+    ) -> Result<(), Halt> {
+        let submit_ns = self.device.now_ns();
+        let waits_start = self.waits.len();
+        let mut failed = false;
+        for &(semaphore, value) in self.scenario.waits(op) {
+            if !self.share.is_none_or(|share| share.contributes(semaphore)) {
+                let resolved = WaitResolution {
+                    resolution: Resolution::Elided,
+                    tainted: false,
+                    aged_out: false,
+                };
+                self.waits.push(WaitRecord::new(semaphore, value, Some(resolved)));
+                continue;
+            }
+            let device_semaphore = self.semaphore(semaphore);
+            let resolution = if device_semaphore.value() >= value {
+                Resolution::Satisfied
+            } else {
+                Resolution::DeviceWait
+            };
+            let resolved = match host::wait_until(device_semaphore, value, deadline) {
+                Ok(_) => Some(WaitResolution { resolution, tainted: false, aged_out: false }),
+                Err(HostWaitError::Failed(_)) => {
+                    failed = true;
+                    None
+                }
+                Err(_) => {
+                    let name = &self.scenario.semaphores[semaphore].name;
+                    return Err(Halt::Stuck(format!(
+                        "all_reduce step `{}` (line {}) waits for {name}>={value} (at {}) past the {:?} deadline",
+                        self.scenario.op_name(op),
+                        op.line,
+                        device_semaphore.value(),
+                        self.options.timeout
+                    )));
+                }
+            };
+            self.waits.push(WaitRecord::new(semaphore, value, resolved));
+        }
+        let start_ns = self.device.now_ns();
+        let (rank, ranks) = self.share.map_or((0, 1), |share| (share.rank, share.placement.size));
+        let elements = elements as usize;
+        let mut data: Vec<f64> = (0..elements).map(|i| contribution(rank, i)).collect();
+        data.push(f64::from(u8::from(failed)));
+        if let Some(peers) = self.peers {
+            peers.sum_across_ranks(&mut data);
+        }
+        let any_failed = data.pop().is_some_and(|failures| failures > 0.0);
+        let sums: Vec<f32> = data.iter().map(|&sum| sum as f32).collect();
+        let expected =
+            (0..elements).map(|i| (0..ranks).map(|r| contribution(r, i)).sum::<f64>() as f32);
+        self.compute.push((index, ComputeCheck::host(&sums, expected.collect())));
+
+        let round = self.channel.begin_round().map_err(|error| {
+            Halt::Invalid(self.op_error(op, format!("collective channel: {error:?}")))
+        })?;
+        let point = round.point();
+        let mut frontier = Frontier::new();
+        frontier.insert_or_raise(point.axis, point.epoch);
+        let (semaphore, value) = self.scenario.signals(op)[0];
+        let result = if any_failed {
+            self.semaphore(semaphore).fail(Failure::Aborted);
+            Err(Failure::Aborted)
+        } else {
+            self.semaphore(semaphore)
+                .signal(value, point, &frontier)
+                .map_err(|error| Halt::Invalid(self.signal_error(op, 0, error)))?;
+            Ok(())
+        };
+        let end_ns = self.device.now_ns();
+        self.records[index] = OpRecord {
+            epoch: point.epoch,
+            submit_ns,
+            start_ns,
+            end_ns,
+            waits: Span::since(&self.waits, waits_start),
+            frontier: self.frontiers.record(&frontier),
             worker: None,
             queued: false,
             status: if result.is_ok() { Status::Ok } else { Status::Failed },
@@ -1189,6 +1520,8 @@ impl<'s> Runner<'s> {
             }
         }
         let records = &self.records;
+        // Collective steps' checks joined the registered ones as the steps ran.
+        self.compute.sort_by_key(|(op, _)| *op);
         let compute = (self.compute.iter())
             .map(|(op, check)| ComputeRecord {
                 op: *op,
@@ -1226,6 +1559,21 @@ impl<'s> Runner<'s> {
             }),
         }
     }
+}
+
+/// What rank `rank` contributes at element `i` of an `all_reduce`: small whole numbers, so
+/// every sum is exact in `f32` and is checked bit for bit.
+fn contribution(rank: u16, i: usize) -> f64 {
+    f64::from(rank + 1) * (i % 5 + 1) as f64
+}
+
+/// The machine of the collective channel's axis: the whole world's, never a rank's (as
+/// `causeway-distributed` numbers its channels).
+const COLLECTIVE_MACHINE: u16 = u16::MAX;
+
+/// What is left of the time before `deadline` (all of it when there is none).
+fn remaining(deadline: Option<Instant>) -> Duration {
+    deadline.map_or(Duration::MAX, |deadline| deadline.saturating_duration_since(Instant::now()))
 }
 
 fn draw_progress(done: usize, total: usize) {

@@ -1,0 +1,307 @@
+//! `mpirun -n N causeway run FILE`: one scenario across MPI ranks, over
+//! [`causeway-distributed`](causeway_distributed) (built with the CLI's `mpi` feature).
+//!
+//! Every rank loads and checks the same file and derives the same [`Share`] of it, so nothing
+//! about the plan is exchanged. Each runs its own queues' operations (and rank 0 the host
+//! steps) on its own device; a semaphore whose signals and waits fall on different ranks is a
+//! link of a [`Node`]: each signal is sent to the waiting ranks when it is *submitted*, with
+//! the signalling operation's frontier, and a waiting rank queues its work behind it at once
+//! (one message, no round trip); the value's completion or failure follows.
+//!
+//! At the end every rank meets the others at a barrier (its progress process keeps delivering
+//! values meanwhile, so no rank waits there for a message still to be sent), then sends rank 0
+//! its records as bytes ([`rank_records`]) — or, when its share could not
+//! run, why — and rank 0 [`gather`](super::ranks::gather)s one outcome of the whole run, which
+//! the CLI reports as it reports a single-process run. A rank that cannot start its device or
+//! join the others prints its own error and exits: Open MPI's `mpirun` then ends the whole job.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use causeway::device::{Device, Op, QueueId, Receipt, SemaphoreId, SubmitError};
+use causeway::FRONTIER_CAPACITY;
+use causeway_core::frontier::{Frontier, Point};
+use causeway_core::semaphore::Failure;
+use causeway_distributed::{HostWaitError, LinkId, Links, Node};
+use mpi::datatype::PartitionMut;
+use mpi::traits::{Communicator, Root};
+use mpi::Count;
+
+use super::check::Plan;
+use super::model::{Scenario, ScenarioError};
+use super::rank_records;
+use super::ranks::{self, Share};
+use super::run::{self, Outcome, PeerWaitError, Peers, RunOptions};
+
+/// The first byte of what a rank sends rank 0 (a byte of its own, before the records' version
+/// byte): its records follow.
+const RECORDS: u8 = 0;
+/// The first byte of what a rank sends rank 0: its share failed; the message follows.
+const FAILED: u8 = 1;
+/// As [`FAILED`], for a share that could never finish (a deadlock, a deadline).
+const DEADLOCKED: u8 = 2;
+
+/// What one rank could not do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankError {
+    /// The rank.
+    pub rank: u16,
+    /// What went wrong there, as that rank words it.
+    pub message: String,
+    /// It could never finish (a deadlock or a deadline), as opposed to bad input.
+    pub deadlock: bool,
+}
+
+/// How a run across ranks ended on this process.
+#[derive(Debug)]
+pub enum Ended<'s> {
+    /// On rank 0: the whole run's outcome, gathered from every rank.
+    Gathered(Box<Outcome<'s>>),
+    /// On any other rank: its records went to rank 0, which reports the run.
+    Sent,
+}
+
+/// Runs this process's `share` of `scenario` (checked into `plan`) with the other ranks and
+/// ends as [`Ended`] says. `Err` lists what failed: on rank 0 every rank's failure; on another
+/// rank its own, when it could not reach rank 0 with it (its device did not start, or joining
+/// the ranks failed).
+pub fn run<'s>(
+    scenario: &'s Scenario,
+    plan: &Plan,
+    options: RunOptions,
+    share: &Share,
+) -> Result<Ended<'s>, Vec<RankError>> {
+    let peers = MpiPeers { share, joined: OnceLock::new() };
+    let part = run::run_share(scenario, plan, options, share, &peers);
+    let own_error = |error: &ScenarioError| RankError {
+        rank: share.rank,
+        message: error.to_string(),
+        deadlock: error.deadlock,
+    };
+    let Some(Joined { node, semaphores }) = peers.joined.into_inner() else {
+        // Never joined the others: nothing can be sent; `mpirun` ends the job when this
+        // process exits with an error.
+        let error = part.err().map(|error| own_error(&error));
+        return Err(error.into_iter().collect());
+    };
+    if part.is_err() {
+        // What this rank would have signalled for others never will be: they learn it now,
+        // instead of at their own deadline.
+        for shared in share.placement.links.iter().filter(|link| link.exporter == share.rank) {
+            node.fail(semaphores[shared.semaphore], Failure::Aborted);
+        }
+    }
+    // Every rank's share is done before anyone's records move: the barrier keeps this rank's
+    // progress process delivering values others still wait for.
+    node.barrier();
+    let mut bytes = match &part {
+        Ok(outcome) => match rank_records::encode(outcome) {
+            Ok(encoded) => [&[RECORDS][..], &encoded].concat(),
+            Err(error) => failure_bytes(FAILED, &error.to_string()),
+        },
+        Err(error) => {
+            failure_bytes(if error.deadlock { DEADLOCKED } else { FAILED }, &error.to_string())
+        }
+    };
+    // Records are a few hundred bytes per operation; a share too large to count in an MPI
+    // message is sent as a failure instead.
+    if Count::try_from(bytes.len()).is_err() {
+        bytes = failure_bytes(FAILED, "this rank's records exceed one MPI message");
+    }
+    let gathered = gather_bytes(&node, &bytes);
+    node.finish();
+    let Some(parts) = gathered else { return Ok(Ended::Sent) };
+    collect(scenario, share, parts)
+}
+
+/// The bytes of a failed share: `kind`, then the message.
+fn failure_bytes(kind: u8, message: &str) -> Vec<u8> {
+    let mut bytes = vec![kind];
+    bytes.extend_from_slice(message.as_bytes());
+    bytes
+}
+
+/// Sends `mine` to rank 0; on rank 0 returns every rank's bytes, by rank (`None` elsewhere,
+/// or when the ranks' bytes together exceed what one MPI gather can count).
+fn gather_bytes(node: &Node, mine: &[u8]) -> Option<Vec<Vec<u8>>> {
+    node.with_world(|world| {
+        let root = world.process_at_rank(0);
+        // Checked by the caller.
+        let count = Count::try_from(mine.len()).unwrap_or(Count::MAX);
+        if world.rank() != 0 {
+            root.gather_into(&count);
+            root.gather_varcount_into(mine);
+            return None;
+        }
+        let mut counts: Vec<Count> = vec![0; usize::try_from(world.size()).unwrap_or(0)];
+        root.gather_into_root(&count, &mut counts[..]);
+        let mut displacements = Vec::with_capacity(counts.len());
+        let mut total: Count = 0;
+        let mut fits = true;
+        for &count in &counts {
+            displacements.push(total);
+            match total.checked_add(count) {
+                Some(next) => total = next,
+                None => fits = false,
+            }
+        }
+        // Every rank takes part in the second gather whatever happens: when the total does
+        // not fit, rank 0 receives nothing of it and reports that instead.
+        let received = usize::try_from(total).unwrap_or(0);
+        let mut buffer = vec![0u8; if fits { received } else { 0 }];
+        let zeros = vec![0; counts.len()];
+        let (counts_used, displacements_used) =
+            if fits { (&counts[..], &displacements[..]) } else { (&zeros[..], &zeros[..]) };
+        let mut partition = PartitionMut::new(&mut buffer[..], counts_used, displacements_used);
+        root.gather_varcount_into_root(mine, &mut partition);
+        if !fits {
+            return Some(Vec::new());
+        }
+        let mut parts = Vec::with_capacity(counts.len());
+        let mut at = 0;
+        for &count in &counts {
+            let len = usize::try_from(count).unwrap_or(0);
+            parts.push(buffer[at..at + len].to_vec());
+            at += len;
+        }
+        Some(parts)
+    })
+}
+
+/// Rank 0: the whole run's outcome from every rank's bytes, or every rank's failure.
+fn collect<'s>(
+    scenario: &'s Scenario,
+    share: &Share,
+    parts: Vec<Vec<u8>>,
+) -> Result<Ended<'s>, Vec<RankError>> {
+    let size = share.placement.size;
+    if parts.len() != usize::from(size) {
+        return Err(vec![RankError {
+            rank: share.rank,
+            message: format!(
+                "the ranks' records exceed what one MPI gather can count ({} of {size} ranks)",
+                parts.len()
+            ),
+            deadlock: false,
+        }]);
+    }
+    let mut outcomes = Vec::with_capacity(parts.len());
+    let mut errors = Vec::new();
+    for (rank, bytes) in (0..).zip(&parts) {
+        let failed = |message: String, deadlock| RankError { rank, message, deadlock };
+        match bytes.split_first() {
+            Some((&RECORDS, records)) => match rank_records::decode(scenario, records) {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(error) => errors.push(failed(error.to_string(), false)),
+            },
+            Some((&kind @ (FAILED | DEADLOCKED), message)) => errors
+                .push(failed(String::from_utf8_lossy(message).into_owned(), kind == DEADLOCKED)),
+            _ => errors.push(failed("sent no records".to_string(), false)),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    ranks::gather(&share.placement, scenario, &outcomes)
+        .map(|outcome| Ended::Gathered(Box::new(outcome)))
+        .map_err(|error| {
+            vec![RankError { rank: share.rank, message: error.to_string(), deadlock: false }]
+        })
+}
+
+/// The other ranks, through this rank's [`Node`] (started by [`Peers::connect`]).
+struct MpiPeers<'a> {
+    share: &'a Share,
+    joined: OnceLock<Joined>,
+}
+
+/// This rank once it has joined the others.
+struct Joined {
+    node: Node,
+    /// The device's semaphore of each of the scenario's, by index.
+    semaphores: Vec<SemaphoreId>,
+}
+
+impl MpiPeers<'_> {
+    fn node(&self) -> &Node {
+        &self.joined.get().expect("the runner connects before it submits or waits").node
+    }
+}
+
+/// A semaphore's link: the same number on every rank (its index in the scenario).
+fn link(semaphore: usize) -> LinkId {
+    LinkId(u32::try_from(semaphore).expect("a scenario declares under 2^32 semaphores"))
+}
+
+fn peer_wait(error: HostWaitError) -> PeerWaitError {
+    match error {
+        HostWaitError::TimedOut => PeerWaitError::TimedOut,
+        _ => PeerWaitError::Failed,
+    }
+}
+
+impl Peers for MpiPeers<'_> {
+    fn connect(&self, device: &'static Device, semaphores: &[SemaphoreId]) -> Result<(), String> {
+        let mut links = Links::new();
+        let rank = self.share.rank;
+        for shared in &self.share.placement.links {
+            let id = semaphores[shared.semaphore];
+            if shared.exporter == rank {
+                let to: Vec<i32> = shared.importers.iter().map(|&r| i32::from(r)).collect();
+                links.export(link(shared.semaphore), id, &to);
+            } else if shared.importers.binary_search(&rank).is_ok() {
+                links.import(link(shared.semaphore), id, i32::from(shared.exporter));
+            }
+        }
+        let node = Node::start(device, &links)
+            .map_err(|error| format!("rank {rank} cannot join the other ranks: {error}"))?;
+        if node.size() != i32::from(self.share.placement.size) {
+            return Err(format!(
+                "MPI started {} ranks, but the environment said {}",
+                node.size(),
+                self.share.placement.size
+            ));
+        }
+        let _ = self.joined.set(Joined { node, semaphores: semaphores.to_vec() });
+        Ok(())
+    }
+
+    fn submit(
+        &self,
+        queue: QueueId,
+        op: &Op<'_>,
+        timeout: Duration,
+    ) -> Result<Receipt, SubmitError> {
+        self.node().submit_timeout(queue, op, timeout)
+    }
+
+    fn await_announced(
+        &self,
+        semaphore: usize,
+        value: u64,
+        timeout: Duration,
+    ) -> Result<(), PeerWaitError> {
+        self.node().await_announced(link(semaphore), value, timeout).map_err(peer_wait)
+    }
+
+    fn wait(&self, semaphore: usize, value: u64, timeout: Duration) -> Result<(), PeerWaitError> {
+        self.node().wait(link(semaphore), value, timeout).map(|_| ()).map_err(peer_wait)
+    }
+
+    fn announce(
+        &self,
+        signals: &[(SemaphoreId, u64)],
+        origin: Point,
+        frontier: &Frontier<FRONTIER_CAPACITY>,
+    ) {
+        self.node().announce(signals, origin, frontier);
+    }
+
+    fn fail(&self, semaphore: SemaphoreId, failure: Failure) {
+        self.node().fail(semaphore, failure);
+    }
+
+    fn sum_across_ranks(&self, data: &mut [f64]) {
+        self.node().sum_across_ranks(data);
+    }
+}

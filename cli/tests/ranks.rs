@@ -1,0 +1,241 @@
+//! `mpirun -n N causeway run FILE` on real Open MPI ranks over loopback (the CLI built with its
+//! `mpi` feature; `scripts/mpi.sh` runs this). Every launch runs under `timeout`, so a rank
+//! that hangs fails the test instead of the tier.
+#![cfg(feature = "mpi")]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use causeway_cli::scenario::generate;
+
+/// Seconds `timeout` gives one `mpirun` before killing it.
+const LAUNCH_LIMIT: &str = "180";
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("causeway-cli-ranks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir.join(name)
+}
+
+/// `timeout LAUNCH_LIMIT mpirun --oversubscribe -n ranks causeway args…`.
+fn mpirun(ranks: usize, args: &[&str]) -> Output {
+    let output = Command::new("timeout")
+        .args([LAUNCH_LIMIT, "mpirun", "--oversubscribe", "-n", &ranks.to_string()])
+        .arg(env!("CARGO_BIN_EXE_causeway"))
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun starts (scripts/mpi.sh installs Open MPI)");
+    assert_ne!(output.status.code(), Some(124), "mpirun -n {ranks} {args:?} hung: {output:?}");
+    output
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn report(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("rank 0 wrote the report"))
+        .expect("the report is JSON")
+}
+
+fn ops(report: &serde_json::Value) -> &Vec<serde_json::Value> {
+    report["ops"].as_array().expect("the report lists ops")
+}
+
+fn machines(report: &serde_json::Value) -> BTreeSet<u64> {
+    ops(report).iter().map(|op| op["machine"].as_u64().expect("every op has a machine")).collect()
+}
+
+#[test]
+fn remote_pipeline_runs_across_two_ranks_and_rank_0_reports_every_machine() {
+    let json = scratch("remote-pipeline.json");
+    let json_arg = json.to_str().expect("utf-8 path");
+    let output = mpirun(
+        2,
+        &["run", "remote-pipeline", "--all-cpu", "--timeout", "60", "--report", json_arg],
+    );
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    // Rank 0 alone prints the summary and the expectations (the frontiers cross ranks).
+    assert_eq!(stdout.matches("expectations: 10 checked, all met").count(), 1, "{stdout}");
+    assert_eq!(stdout.matches("scenario remote-pipeline").count(), 1, "{stdout}");
+    let report = report(&json);
+    assert_eq!(machines(&report), BTreeSet::from([0, 1]));
+    assert!(ops(&report).iter().all(|op| op["status"] == "ok"), "{report}");
+}
+
+#[test]
+fn ten_to_the_five_operations_take_turns_between_two_ranks() {
+    const OPS: usize = 100_000;
+    let file = scratch("ping-pong.toml");
+    std::fs::write(&file, generate::ping_pong(OPS)).expect("write the scenario");
+    let json = scratch("ping-pong.json");
+    let args = [
+        "run",
+        file.to_str().expect("utf-8 path"),
+        "--quiet",
+        "--timeout",
+        "150",
+        "--report",
+        json.to_str().expect("utf-8 path"),
+    ];
+    let output = mpirun(2, &args);
+    assert!(output.status.success(), "{output:?}");
+    let report = report(&json);
+    let ops = ops(&report);
+    assert_eq!(ops.len(), OPS);
+    assert!(ops.iter().all(|op| op["status"] == "ok"));
+    assert_eq!(machines(&report), BTreeSet::from([0, 1]));
+    // The last turn (on m1) knows the one before it on the other rank, through the frontier
+    // that came with its value.
+    let last = &ops[OPS - 1]["frontier"];
+    let epoch = |axis: &str| {
+        let entries = last.as_array().expect("a frontier lists its entries");
+        entries.iter().find(|entry| entry["axis"] == axis).map(|entry| entry["epoch"].clone())
+    };
+    assert_eq!(epoch("m1"), Some((OPS as u64 / 2).into()), "{last}");
+    assert_eq!(epoch("m0"), Some((OPS as u64 / 2).into()), "{last}");
+}
+
+/// A failing operation on rank 1 fails the queue operation waiting for it on rank 0, and the
+/// host step there, and what they signal: no rank hangs, and the run's expectations (written
+/// to hold with the failure) are met.
+#[test]
+fn a_failure_on_one_rank_fails_its_waiters_on_the_other() {
+    let file = scratch("failure.toml");
+    std::fs::write(
+        &file,
+        r#"name = "failure-across-ranks"
+description = "an op on machine 1 fails; its waiters on machine 0 fail too"
+
+[[queue]]
+name = "q0"
+
+[[queue]]
+name = "q1"
+machine = 1
+
+[[semaphore]]
+name = "s"
+scope = "system-wide"
+expect_failed = true
+
+[[semaphore]]
+name = "t"
+scope = "system-wide"
+expect_failed = true
+
+[[op]]
+name = "boom"
+queue = "q1"
+signal = ["s=1"]
+work = { kind = "host", us = 10, fail = 7 }
+expect_status = "failed"
+
+[[op]]
+name = "after"
+queue = "q0"
+wait = ["s>=1"]
+signal = ["t=1"]
+expect_status = "failed"
+
+[[op]]
+name = "client"
+queue = "host"
+wait = ["t>=1"]
+expect_status = "failed"
+"#,
+    )
+    .expect("write the scenario");
+    let output = mpirun(2, &["run", file.to_str().expect("utf-8 path"), "--timeout", "60"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(stdout.contains("expectations: 5 checked, all met"), "{stdout}");
+}
+
+/// Work stuck on rank 1 past `--timeout`: rank 1 reports what is stuck, rank 0 (waiting for
+/// its value) gives up at the same deadline, and rank 0 prints both, exiting 3.
+#[test]
+fn a_stuck_rank_ends_the_run_at_the_deadline_naming_the_stuck_operation() {
+    let file = scratch("stuck.toml");
+    std::fs::write(
+        &file,
+        r#"name = "stuck-across-ranks"
+description = "an op on machine 1 outlives the deadline"
+
+[[queue]]
+name = "q1"
+machine = 1
+
+[[semaphore]]
+name = "s"
+scope = "system-wide"
+
+[[op]]
+name = "forever"
+queue = "q1"
+signal = ["s=1"]
+work = { kind = "sleep", us = 600000000 }
+
+[[op]]
+name = "client"
+queue = "host"
+wait = ["s>=1"]
+"#,
+    )
+    .expect("write the scenario");
+    let started = std::time::Instant::now();
+    let output = mpirun(2, &["run", file.to_str().expect("utf-8 path"), "--timeout", "3"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    assert!(stderr.contains("rank 1:") && stderr.contains("op `forever`"), "{stderr}");
+    assert!(stderr.contains("rank 0:") && stderr.contains("`client`"), "{stderr}");
+    assert!(started.elapsed().as_secs() < 60, "took {:?}", started.elapsed());
+}
+
+#[test]
+fn too_few_ranks_and_steps_that_cannot_cross_ranks_are_refused_with_exit_2() {
+    let file = scratch("three-machines.toml");
+    std::fs::write(
+        &file,
+        "name = \"three\"\ndescription = \"machines 0 to 2\"\n\n[[queue]]\nname = \"q2\"\n\
+         machine = 2\n\n[[op]]\nname = \"a\"\nqueue = \"q2\"\n",
+    )
+    .expect("write the scenario");
+    let output = mpirun(2, &["run", file.to_str().expect("utf-8 path")]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(stderr.contains("start at least 3 with mpirun -n"), "{stderr}");
+    // Printed once, by rank 0.
+    assert_eq!(stderr.matches("start at least 3").count(), 1, "{stderr}");
+
+    let output = mpirun(2, &["run", "speculation", "--all-cpu"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(stderr.contains("cannot run across 2 ranks"), "{stderr}");
+}
+
+/// The bundled tensor-parallel scenario at 4 and 8 ranks (ranks 4 to 7 host no queue but take
+/// part in every all-reduce): the same expectations hold, one `collective` entry included,
+/// and each step after an all-reduce knows two entries, its own queue's and the collective's.
+#[test]
+fn tensor_parallel_meets_the_same_expectations_at_4_and_8_ranks() {
+    for ranks in [4, 8] {
+        let json = scratch(&format!("tensor-parallel-{ranks}.json"));
+        let json_arg = json.to_str().expect("utf-8 path");
+        let args = ["run", "tensor-parallel", "--all-cpu", "--timeout", "90", "--report", json_arg];
+        let output = mpirun(ranks, &args);
+        let stdout = text(&output.stdout);
+        assert!(output.status.success(), "{ranks} ranks: {output:?}");
+        assert!(stdout.contains("expectations: 54 checked, all met"), "{stdout}");
+        assert!(stdout.contains("compute and copy results: 19 checked, 0 wrong"), "{stdout}");
+        let report = report(&json);
+        assert_eq!(machines(&report), BTreeSet::from([0, 1, 2, 3]));
+        for op in ops(&report).iter().filter(|op| op["name"].as_str().unwrap().starts_with("row")) {
+            assert_eq!(op["frontier"].as_array().map(Vec::len), Some(2), "{op}");
+        }
+    }
+}
