@@ -32,6 +32,9 @@ step "set-up: the Vulkan loader, lavapipe, the validation layer and glslang"
 # the Khronos validation layer; any message it reports fails the test or the scenario.
 export CAUSEWAY_VULKAN_VALIDATION=1
 
+step "set-up: LLVM's llc (checks the CUDA driver's PTX against its source)"
+./scripts/cuda.sh --setup-only
+
 step "MPI: Open MPI set up; causeway-distributed on real ranks (mpirun -n 2 and -n 4, each under timeout)"
 # Before the workspace builds: rsmpi's bindings need Open MPI's headers and libclang.
 ./scripts/mpi.sh
@@ -53,8 +56,7 @@ passed
 step "CUDA: the CUDA driver's bookkeeping tests everywhere, its GPU tests where libcuda.so is installed"
 # The GPU tests print `skipped: <reason>` where no CUDA driver is installed; the summary
 # repeats the reason, so the skip is never silent.
-mkdir -p target
-cargo test -p causeway-driver-cuda -- --nocapture 2>&1 | tee target/cuda-tests.log
+./scripts/cuda.sh
 cuda_skipped=$(grep -m1 '^skipped: ' target/cuda-tests.log | sed 's/^skipped: //' || true)
 passed
 

@@ -1,4 +1,5 @@
-//! The drivers a scenario's queues may name (`driver = "cpu"`, `"vulkan"` or `"npu"`): the one
+//! The drivers a scenario's queues may name (`driver = "cpu"`, `"vulkan"`, `"npu"` or
+//! `"cuda"`): the one
 //! place the CLI names a driver — which work each runs, opening the Vulkan device, recording
 //! command buffers, registering the backends, and checking compute and copy results after the
 //! run.
@@ -7,11 +8,12 @@
 //! `compute` work runs on every driver, on buffers of its own: on a Vulkan queue a compute
 //! shader (`drivers/vulkan/shaders/`), on a CPU queue the same arithmetic in tiles on the block
 //! processor, on an NPU queue that same tiled arithmetic as EXEC descriptors run by the software
-//! NPU model's engines. Inputs are small multiples of one half, so every result is exact in
+//! NPU model's engines, on a CUDA queue the driver's add or saxpy PTX kernel over device
+//! buffers. Inputs are small multiples of one half, so every result is exact in
 //! `f32` and is compared bit for bit with the host's.
 //!
-//! `copy` work runs on the CPU and Vulkan drivers: on a Vulkan queue `vkCmdCopyBuffer` between
-//! two device buffers, on a CPU queue the same copy in tiles on the block processor; the
+//! `copy` work runs on the CPU, Vulkan and CUDA drivers: on a Vulkan queue `vkCmdCopyBuffer`
+//! between two device buffers, on a CUDA queue `cuMemcpyDtoDAsync`, on a CPU queue the same copy in tiles on the block processor; the
 //! destination is compared word for word with the source's pattern after the run, beside the
 //! compute results.
 
@@ -24,7 +26,9 @@ use causeway::device::{CommandBufferId, DeviceBuilder, DriverId};
 use causeway::npu::{NpuBackend, NpuCounts, NpuTally};
 use causeway::runtime::spin_for;
 use causeway::vulkan::{Buffer, Gpu, GpuOptions, Kernel, Step, VulkanBackend, VulkanError};
-use causeway_driver_cuda::{CudaBackend, CudaCounts, CudaTally, EmulationChoice};
+use causeway_driver_cuda::{
+    ComputeKernel as CudaKernel, CudaBackend, CudaCounts, CudaTally, DeviceBuffer, EmulationChoice,
+};
 
 use super::model::{ComputeKernel, DriverKind, Scenario, WorkSpec};
 
@@ -90,7 +94,7 @@ pub fn runs(driver: DriverKind, work: &WorkSpec) -> bool {
             WorkSpec::Compute { regions, .. } => *regions as usize <= NPU_MAX_REGIONS,
             _ => true,
         },
-        DriverKind::Cuda => !matches!(work, WorkSpec::Compute { .. } | WorkSpec::Copy { .. }),
+        DriverKind::Cuda => true,
     }
 }
 
@@ -108,8 +112,8 @@ pub fn kinds(driver: DriverKind) -> &'static str {
              are CPU kernels; the model has no copy engine)"
         }
         DriverKind::Cuda => {
-            "CUDA queues run spin, sleep, tiles (the driver's PTX kernel), host, noop, alloca and \
-             dealloca work (compute and copy have no CUDA kernels yet)"
+            "CUDA queues run every kind of work (spin, sleep and tiles as the driver's spin \
+             kernel, compute as its add and saxpy kernels, copy as cuMemcpyDtoDAsync)"
         }
     }
 }
@@ -183,6 +187,7 @@ pub struct ComputeCheck {
 enum Output {
     Host(Arc<[AtomicU32]>),
     Vulkan(Buffer),
+    Cuda(DeviceBuffer),
 }
 
 impl ComputeCheck {
@@ -202,6 +207,12 @@ impl ComputeCheck {
             Output::Vulkan(buffer) => buffer
                 .read_f32(0, self.expected.len())
                 .map_err(|error| format!("cannot read the result back: {error}"))?,
+            Output::Cuda(buffer) => buffer
+                .read_words(self.expected.len())
+                .map_err(|error| format!("cannot read the result back: {error}"))?
+                .into_iter()
+                .map(f32::from_bits)
+                .collect(),
         };
         match actual.iter().zip(&self.expected).position(|(a, e)| a.to_bits() != e.to_bits()) {
             None => Ok(()),
@@ -293,6 +304,19 @@ impl Drivers {
         (kernel, elements, tiles, regions): (ComputeKernel, u32, u32, u32),
     ) -> Result<(CommandBufferId, ComputeCheck), String> {
         let expected = expected(kernel, elements as usize, regions);
+        if let (Some(cuda), DriverKind::Cuda, false) = (&mut self.cuda, driver, self.all_cpu) {
+            let n = elements as usize;
+            let x: Vec<f32> = (0..n).map(input_x).collect();
+            let y: Vec<f32> = (0..n).map(input_y).collect();
+            let kernel = match kernel {
+                ComputeKernel::Add => CudaKernel::Add,
+                ComputeKernel::Saxpy => CudaKernel::Saxpy,
+            };
+            let (id, output) = cuda
+                .record_compute(kernel, (&x, &y), tiles, regions, 2.0)
+                .map_err(|error| format!("cuda: {error}"))?;
+            return Ok((id, ComputeCheck { output: Output::Cuda(output), expected }));
+        }
         match (&mut self.vulkan, driver == DriverKind::Vulkan && !self.all_cpu) {
             (Some((backend, kernels)), true) => {
                 let vulkan = |error: VulkanError| format!("vulkan: {error}");
@@ -346,6 +370,11 @@ impl Drivers {
         let words = bytes as usize / 4;
         let pattern: Vec<u32> = (0..words).map(copy_pattern).collect();
         let expected = pattern.iter().map(|&word| f32::from_bits(word)).collect();
+        if let (Some(cuda), DriverKind::Cuda, false) = (&mut self.cuda, driver, self.all_cpu) {
+            let (id, output) =
+                cuda.record_copy(&pattern).map_err(|error| format!("cuda: {error}"))?;
+            return Ok((id, ComputeCheck { output: Output::Cuda(output), expected }));
+        }
         match (&mut self.vulkan, driver == DriverKind::Vulkan && !self.all_cpu) {
             (Some((backend, _)), true) => {
                 let vulkan = |error: VulkanError| format!("vulkan: {error}");

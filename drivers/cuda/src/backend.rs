@@ -4,7 +4,10 @@
 //!
 //! - **Queue → stream.** Each causeway queue of this driver owns a non-blocking `CUstream`.
 //! - **Operation → stream commands.** Operation `e` of queue `q` is, in stream order: one
-//!   native wait per device wait with origin `o`; its kernels; its signal; and a host function
+//!   native wait per device wait with origin `o`; its work (the spin kernel for `tiles`,
+//!   `spin` and `sleep`; the add or saxpy kernel of [`COMPUTE_PTX`] once per region for
+//!   `compute`; `cuMemcpyDtoDAsync` for `copy`, on [`DeviceBuffer`]s recorded with the
+//!   command buffer); its signal; and a host function
 //!   (`cuLaunchHostFunc`) that records `e` as the queue's completed epoch and wakes the queue.
 //!   Elided and satisfied waits never reach the driver, and held waits were reached before
 //!   issue (the layer holds them: a wait on another driver's queue, or on a value whose signal
@@ -43,6 +46,8 @@ use cudarc::driver::sys;
 
 use crate::error::{check, CudaError};
 use crate::events::{EventTable, WaitPlan};
+use crate::memory::THREADS_PER_BLOCK;
+use crate::memory::{compute_launches, ComputeKernel, DeviceBuffer, Launch, COMPUTE_PTX};
 use crate::words::{TimelineWords, WordIndex};
 
 /// The PTX of the `tiles` kernel (source: `kernels/spin.cu`).
@@ -149,8 +154,15 @@ struct QueueState {
     device: OnceLock<DeviceContext>,
 }
 
-/// The `tiles` regions of a recorded command buffer: `(tiles, duration of each)`.
-type Regions = Box<[(u32, Duration)]>;
+/// A recorded command buffer.
+enum Recorded {
+    /// `tiles` work: its regions, `(tiles, duration of each)`, each a grid of the spin kernel.
+    Tiles(Box<[(u32, Duration)]>),
+    /// `compute` work: its launches, in order, and the buffers they name (kept alive here).
+    Compute { launches: Box<[Launch]>, _buffers: [DeviceBuffer; 3] },
+    /// `copy` work: one device-to-device copy of the whole source.
+    Copy { source: DeviceBuffer, destination: DeviceBuffer },
+}
 
 /// The CUDA driver: open it on a device, record its command buffers, register it with
 /// [`DeviceBuilder::driver`](causeway_device::DeviceBuilder::driver).
@@ -160,13 +172,16 @@ pub struct CudaBackend {
     emulation: Emulation,
     module: Handle<sys::CUmodule>,
     spin: Handle<sys::CUfunction>,
+    /// The module of [`COMPUTE_PTX`] and its kernels: add, saxpy.
+    compute_module: Handle<sys::CUmodule>,
+    compute: [Handle<sys::CUfunction>; 2],
     /// The timeline words' device buffer (stream memory operations only).
     words_buffer: Option<sys::CUdeviceptr>,
     words: Mutex<TimelineWords>,
     /// By causeway queue index; `None` for other drivers' queues.
     queues: Vec<Option<Box<QueueState>>>,
     events: OnceLock<Mutex<EventTable<Handle<sys::CUevent>>>>,
-    command_buffers: Vec<Regions>,
+    command_buffers: Vec<Recorded>,
     lost: AtomicBool,
     tally: CudaTally,
 }
@@ -203,8 +218,16 @@ impl CudaBackend {
         };
         let ptx = CString::new(SPIN_PTX).map_err(|_| CudaError::KernelText)?;
         let entry = CString::new(SPIN_ENTRY).map_err(|_| CudaError::KernelText)?;
+        let compute_ptx = CString::new(COMPUTE_PTX).map_err(|_| CudaError::KernelText)?;
+        let entries = [ComputeKernel::Add, ComputeKernel::Saxpy]
+            .map(|kernel| CString::new(kernel.entry()).map_err(|_| CudaError::KernelText));
+        let [add_entry, saxpy_entry] = entries;
+        let (add_entry, saxpy_entry) = (add_entry?, saxpy_entry?);
         let mut module: sys::CUmodule = std::ptr::null_mut();
         let mut spin: sys::CUfunction = std::ptr::null_mut();
+        let mut compute_module: sys::CUmodule = std::ptr::null_mut();
+        let mut add: sys::CUfunction = std::ptr::null_mut();
+        let mut saxpy: sys::CUfunction = std::ptr::null_mut();
         let mut words_buffer = None;
         // SAFETY: the context is current (above); `ptx` and `entry` are NUL-terminated and
         // outlive the calls; out-pointers are live locals.
@@ -213,6 +236,18 @@ impl CudaBackend {
             check(
                 "cuModuleGetFunction",
                 sys::cuModuleGetFunction(&mut spin, module, entry.as_ptr()),
+            )?;
+            check(
+                "cuModuleLoadData",
+                sys::cuModuleLoadData(&mut compute_module, compute_ptx.as_ptr().cast()),
+            )?;
+            check(
+                "cuModuleGetFunction",
+                sys::cuModuleGetFunction(&mut add, compute_module, add_entry.as_ptr()),
+            )?;
+            check(
+                "cuModuleGetFunction",
+                sys::cuModuleGetFunction(&mut saxpy, compute_module, saxpy_entry.as_ptr()),
             )?;
             if emulation == Emulation::StreamMemOps {
                 let bytes = 8 * MAX_QUEUES as usize;
@@ -228,6 +263,8 @@ impl CudaBackend {
             emulation,
             module: Handle(module),
             spin: Handle(spin),
+            compute_module: Handle(compute_module),
+            compute: [Handle(add), Handle(saxpy)],
             words_buffer,
             words: Mutex::new(TimelineWords::new(MAX_QUEUES)),
             queues: Vec::new(),
@@ -257,9 +294,67 @@ impl CudaBackend {
         if regions.is_empty() || regions.iter().any(|(tiles, _)| *tiles == 0) {
             return Err(CudaError::EmptyCommandBuffer);
         }
+        self.push(Recorded::Tiles(regions.into_boxed_slice()))
+    }
+
+    /// Records a command buffer of `compute` work: `regions` launches of `kernel` over the
+    /// `x.len()` floats of device copies of `x` and `y`, each a grid of `tiles` blocks. Add
+    /// writes `x + y` to a buffer of its own (the same sums each region); saxpy adds
+    /// `scale * x` into the copy of `y` once per region. Returns the command buffer and the
+    /// buffer the results land in (read it back once the work completed).
+    pub fn record_compute(
+        &mut self,
+        kernel: ComputeKernel,
+        (x, y): (&[f32], &[f32]),
+        tiles: u32,
+        regions: u32,
+        scale: f32,
+    ) -> Result<(CommandBufferId, DeviceBuffer), CudaError> {
+        let elements = u32::try_from(x.len()).map_err(|_| CudaError::EmptyCommandBuffer)?;
+        if elements == 0 || tiles == 0 || regions == 0 || y.len() != x.len() {
+            return Err(CudaError::EmptyCommandBuffer);
+        }
+        let bytes = |values: &[f32]| -> Vec<u8> {
+            values.iter().flat_map(|value| value.to_ne_bytes()).collect()
+        };
+        self.current()?;
+        let x = DeviceBuffer::upload(self.device, &bytes(x))?;
+        let y = DeviceBuffer::upload(self.device, &bytes(y))?;
+        let out = match kernel {
+            ComputeKernel::Add => DeviceBuffer::upload(self.device, &vec![0; x.len()])?,
+            ComputeKernel::Saxpy => y.clone(),
+        };
+        let addresses = (x.address(), y.address(), out.address());
+        let launches = compute_launches(kernel, addresses, elements, tiles, regions, scale);
+        let id = self.push(Recorded::Compute {
+            launches: launches.into_boxed_slice(),
+            _buffers: [x, y, out.clone()],
+        })?;
+        Ok((id, out))
+    }
+
+    /// Records a command buffer of `copy` work: one device-to-device copy of `words` (placed
+    /// in a device buffer of their own) into another. Returns the command buffer and the
+    /// destination (read it back once the work completed).
+    pub fn record_copy(
+        &mut self,
+        words: &[u32],
+    ) -> Result<(CommandBufferId, DeviceBuffer), CudaError> {
+        if words.is_empty() {
+            return Err(CudaError::EmptyCommandBuffer);
+        }
+        let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_ne_bytes()).collect();
+        self.current()?;
+        let source = DeviceBuffer::upload(self.device, &bytes)?;
+        let destination = DeviceBuffer::upload(self.device, &vec![0; bytes.len()])?;
+        let id = self.push(Recorded::Copy { source, destination: destination.clone() })?;
+        Ok((id, destination))
+    }
+
+    fn push(&mut self, recorded: Recorded) -> Result<CommandBufferId, CudaError> {
         let id = u32::try_from(self.command_buffers.len())
             .map_err(|_| CudaError::TooManyCommandBuffers)?;
-        self.command_buffers.push(regions.into_boxed_slice());
+        self.command_buffers.push(recorded);
         Ok(CommandBufferId(id))
     }
 
@@ -353,12 +448,34 @@ impl CudaBackend {
                 self.launch_spin(stream, 1, duration)?
             }
             Work::Execute(id) => {
-                let regions = self
+                let recorded = self
                     .command_buffers
                     .get(id.0 as usize)
                     .ok_or(CudaError::UnknownCommandBuffer(id.0))?;
-                for &(tiles, duration) in regions.iter() {
-                    self.launch_spin(stream, tiles, duration)?;
+                match recorded {
+                    Recorded::Tiles(regions) => {
+                        for &(tiles, duration) in regions.iter() {
+                            self.launch_spin(stream, tiles, duration)?;
+                        }
+                    }
+                    Recorded::Compute { launches, .. } => {
+                        for launch in launches.iter() {
+                            self.launch_compute(stream, launch)?;
+                        }
+                    }
+                    Recorded::Copy { source, destination } => {
+                        // SAFETY: both buffers are kept alive by this command buffer, which
+                        // lives as long as the backend; they are equally long; the stream
+                        // lives with the backend.
+                        check("cuMemcpyDtoDAsync", unsafe {
+                            sys::cuMemcpyDtoDAsync_v2(
+                                destination.address(),
+                                source.address(),
+                                source.len(),
+                                stream,
+                            )
+                        })?;
+                    }
                 }
             }
             // The layer's own kinds never reach a backend.
@@ -413,6 +530,34 @@ impl CudaBackend {
         // Read by `is_running` only.
         state.issued.store(epoch, Ordering::Relaxed);
         Ok(())
+    }
+
+    fn launch_compute(&self, stream: sys::CUstream, launch: &Launch) -> Result<(), CudaError> {
+        let function = match launch.kernel {
+            ComputeKernel::Add => self.compute[0].0,
+            ComputeKernel::Saxpy => self.compute[1].0,
+        };
+        let mut parameters = launch.parameters();
+        let mut pointers = parameters.pointers(launch.kernel);
+        // SAFETY: `pointers` points at values of the types and order the kernel declares
+        // (`Parameters::pointers`), alive for the call (the driver copies them at launch);
+        // the buffers they name live with the recorded command buffer; the stream lives with
+        // the backend.
+        check("cuLaunchKernel", unsafe {
+            sys::cuLaunchKernel(
+                function,
+                launch.blocks,
+                1,
+                1,
+                THREADS_PER_BLOCK,
+                1,
+                1,
+                0,
+                stream,
+                pointers.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        })
     }
 
     fn launch_spin(
@@ -628,6 +773,7 @@ impl Drop for CudaBackend {
                 let _ = sys::cuMemFree_v2(buffer);
             }
             let _ = sys::cuModuleUnload(self.module.0);
+            let _ = sys::cuModuleUnload(self.compute_module.0);
             let _ = sys::cuDevicePrimaryCtxRelease_v2(self.device);
         }
     }

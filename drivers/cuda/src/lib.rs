@@ -13,7 +13,9 @@
 //!
 //! - [`events`]: the value → event map, the event pool and when an event may be recorded
 //!   again;
-//! - [`words`]: allocation of the timeline words, never handed out again while in flight.
+//! - [`words`]: allocation of the timeline words, never handed out again while in flight;
+//! - [`memory`]: the compute kernels' launch shapes and parameters (and the device buffers
+//!   `compute` and `copy` work run on).
 //!
 //! Waits that cannot be issued yet (on a value whose signal is not submitted, or on another
 //! driver's queue) are **held** by the device layer, the same logic every driver without
@@ -22,6 +24,7 @@
 pub mod backend;
 mod error;
 pub mod events;
+pub mod memory;
 pub mod words;
 
 pub use backend::{
@@ -30,4 +33,5 @@ pub use backend::{
 };
 pub use error::{CudaError, NO_DRIVER};
 pub use events::{EventError, EventSlot, EventTable, WaitPlan};
+pub use memory::{ComputeKernel, DeviceBuffer, COMPUTE_PTX};
 pub use words::{TimelineWords, WordError, WordIndex};

@@ -9,7 +9,8 @@ use causeway_core::scope::Scope;
 use causeway_device::{Device, DeviceBuilder, Op, QueueConfig, SemaphoreId, Work};
 use causeway_driver_cpu::CpuBackend;
 use causeway_driver_cuda::{
-    driver_present, CudaBackend, CudaCounts, CudaError, Emulation, EmulationChoice, NO_DRIVER,
+    driver_present, ComputeKernel, CudaBackend, CudaCounts, CudaError, Emulation, EmulationChoice,
+    NO_DRIVER,
 };
 use causeway_runtime::blocking::wait;
 use causeway_runtime::PoolConfig;
@@ -113,4 +114,51 @@ fn gpu_ping_pong_across_streams_on_the_best_emulation() {
 #[test]
 fn gpu_ping_pong_across_streams_on_events() {
     ping_pong(EmulationChoice::Events, Some(Emulation::Events));
+}
+
+/// `compute` and `copy` work on two CUDA streams, the copy waiting on the saxpy: the results
+/// read back are the host's arithmetic bit for bit (small multiples of one half: exact).
+fn compute_and_copy(choice: EmulationChoice) {
+    const ELEMENTS: usize = 10_000;
+    let Some(mut cuda) = open(choice) else { return };
+    let x: Vec<f32> = (0..ELEMENTS).map(|i| (i % 13) as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..ELEMENTS).map(|i| (i % 7) as f32).collect();
+    let (add, sum) = cuda.record_compute(ComputeKernel::Add, (&x, &y), 3, 2, 0.0).unwrap();
+    let (saxpy, scaled) = cuda.record_compute(ComputeKernel::Saxpy, (&x, &y), 4, 3, 2.0).unwrap();
+    let words: Vec<u32> = (0..ELEMENTS as u32).map(|i| i.wrapping_mul(0x9E37_79B9)).collect();
+    let (copy, copied) = cuda.record_copy(&words).unwrap();
+    let mut builder: DeviceBuilder = Device::builder(PoolConfig::with_workers(2));
+    let cuda = builder.driver(cuda);
+    let (first, second) = (builder.queue(queue_of(cuda)), builder.queue(queue_of(cuda)));
+    let home = builder.endpoint(first).unwrap();
+    let [scaled_done, done]: [SemaphoreId; 2] =
+        [(); 2].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    let device = builder.build().unwrap();
+    let run = |work| Work::Execute(work);
+    device.submit(first, &Op { waits: &[], signals: &[], work: run(add), tag: 1 }).unwrap();
+    let op = Op { waits: &[], signals: &[(scaled_done, 1)], work: run(saxpy), tag: 2 };
+    device.submit(first, &op).unwrap();
+    let op = Op { waits: &[(scaled_done, 1)], signals: &[(done, 1)], work: run(copy), tag: 3 };
+    device.submit(second, &op).unwrap();
+    assert_eq!(wait(device.semaphore(done).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
+    let floats = |buffer: &causeway_driver_cuda::DeviceBuffer| -> Vec<f32> {
+        buffer.read_words(ELEMENTS).unwrap().into_iter().map(f32::from_bits).collect()
+    };
+    let expected_sum: Vec<f32> = x.iter().zip(&y).map(|(x, y)| x + y).collect();
+    let expected_scaled: Vec<f32> = x.iter().zip(&y).map(|(x, y)| y + 2.0 * 3.0 * x).collect();
+    assert_eq!(floats(&sum), expected_sum);
+    assert_eq!(floats(&scaled), expected_scaled);
+    assert_eq!(copied.read_words(ELEMENTS).unwrap(), words);
+    let report = device.shutdown(HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+}
+
+#[test]
+fn gpu_compute_and_copy_on_the_best_emulation() {
+    compute_and_copy(EmulationChoice::Best);
+}
+
+#[test]
+fn gpu_compute_and_copy_on_events() {
+    compute_and_copy(EmulationChoice::Events);
 }
