@@ -40,6 +40,7 @@ pub mod backend;
 
 mod hand_off;
 mod memory;
+pub mod native_blocks;
 mod op;
 mod phase;
 mod queue;
@@ -72,6 +73,7 @@ pub use backend::{
 pub use causeway_core::reuse::BlockId;
 pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use memory::{MemoryError, MemoryStats};
+pub use native_blocks::{NativeBlocks, NativeMemory};
 pub use op::{Observer, Op, OpEvent, OpStatus, Work};
 pub use semaphores::{SemaphoreError, SemaphoreId};
 pub use speculation::CancelReport;

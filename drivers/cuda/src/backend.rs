@@ -40,7 +40,7 @@ use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::Mutex;
 use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
-    OpStatus, QueueConfig, QueueId, SubmitError, Work,
+    MemoryOp, NativeBlocks, OpStatus, QueueConfig, QueueId, SubmitError, Work,
 };
 use cudarc::driver::sys;
 
@@ -182,6 +182,8 @@ pub struct CudaBackend {
     queues: Vec<Option<Box<QueueState>>>,
     events: OnceLock<Mutex<EventTable<Handle<sys::CUevent>>>>,
     command_buffers: Vec<Recorded>,
+    /// Device memory of stream-ordered blocks, live or kept for reuse.
+    blocks: NativeBlocks<DeviceBuffer>,
     lost: AtomicBool,
     tally: CudaTally,
 }
@@ -270,6 +272,7 @@ impl CudaBackend {
             queues: Vec::new(),
             events: OnceLock::new(),
             command_buffers: Vec::new(),
+            blocks: NativeBlocks::new(),
             lost: AtomicBool::new(false),
             tally: CudaTally::default(),
         })
@@ -725,6 +728,20 @@ impl Backend for CudaBackend {
         }
         // Release: pairs with the acquire load in `poll`.
         state.completed.fetch_max(epoch, Ordering::Release);
+    }
+
+    /// Device memory (`cuMemAlloc`) for the blocks the layer assigns to allocas on this
+    /// driver's queues: kept for reuse or freed as the layer says ([`NativeBlocks`]).
+    fn memory(&self, op: MemoryOp) -> Result<(), Failure> {
+        self.blocks.apply(op, |bytes| {
+            let bytes = usize::try_from(bytes).map_err(|_| Failure::OutOfMemory)?;
+            DeviceBuffer::allocate(self.device, bytes).map_err(|error| match error {
+                CudaError::Call { result: sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY, .. } => {
+                    Failure::OutOfMemory
+                }
+                _ => Failure::Aborted,
+            })
+        })
     }
 
     fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {

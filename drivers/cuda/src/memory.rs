@@ -125,30 +125,44 @@ impl Drop for Allocation {
 #[derive(Clone, Debug)]
 pub struct DeviceBuffer(Arc<Allocation>);
 
+/// Stream-ordered blocks of CUDA queues are backed by device buffers.
+impl causeway_device::NativeMemory for DeviceBuffer {
+    fn size(&self) -> u64 {
+        self.0.bytes as u64
+    }
+}
+
 impl DeviceBuffer {
-    /// Allocates `bytes.len()` bytes on `device` (its primary context retained for the
-    /// buffer's life) and copies `bytes` in. Only called once the driver library is known
-    /// present (by [`CudaBackend::open`](crate::CudaBackend::open)).
-    pub(crate) fn upload(device: sys::CUdevice, bytes: &[u8]) -> Result<DeviceBuffer, CudaError> {
+    /// Allocates `bytes` bytes on `device` (its primary context retained for the buffer's
+    /// life), uninitialised. Only called once the driver library is known present (by
+    /// [`CudaBackend::open`](crate::CudaBackend::open)).
+    pub(crate) fn allocate(device: sys::CUdevice, bytes: usize) -> Result<DeviceBuffer, CudaError> {
         let mut context: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: the library is present (the caller's backend opened); the out-pointer is a
         // live local.
         check("cuDevicePrimaryCtxRetain", unsafe {
             sys::cuDevicePrimaryCtxRetain(&mut context, device)
         })?;
-        let mut allocation = Allocation { device, context, address: 0, bytes: bytes.len() };
-        // SAFETY: the context was just retained; the out-pointer is a field of a live local,
-        // and the source covers `bytes.len()` bytes. On failure `allocation` drops, releasing
-        // the retain (and freeing nothing while the address is 0, which cuMemFree accepts).
+        let mut allocation = Allocation { device, context, address: 0, bytes };
+        // SAFETY: the context was just retained; the out-pointer is a field of a live local.
+        // On failure `allocation` drops, releasing the retain (and freeing address 0, which
+        // cuMemFree accepts as nothing).
         unsafe {
             check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context))?;
-            check("cuMemAlloc", sys::cuMemAlloc_v2(&mut allocation.address, bytes.len().max(1)))?;
-            check(
-                "cuMemcpyHtoD",
-                sys::cuMemcpyHtoD_v2(allocation.address, bytes.as_ptr().cast(), bytes.len()),
-            )?;
+            check("cuMemAlloc", sys::cuMemAlloc_v2(&mut allocation.address, bytes.max(1)))?;
         }
         Ok(DeviceBuffer(Arc::new(allocation)))
+    }
+
+    /// [`allocate`](Self::allocate)s `bytes.len()` bytes and copies `bytes` in.
+    pub(crate) fn upload(device: sys::CUdevice, bytes: &[u8]) -> Result<DeviceBuffer, CudaError> {
+        let buffer = DeviceBuffer::allocate(device, bytes.len())?;
+        // SAFETY: `allocate` made the buffer's context current on this thread; the
+        // destination holds `bytes.len()` bytes, the source is a live slice of as many.
+        check("cuMemcpyHtoD", unsafe {
+            sys::cuMemcpyHtoD_v2(buffer.address(), bytes.as_ptr().cast(), bytes.len())
+        })?;
+        Ok(buffer)
     }
 
     /// Its device address.

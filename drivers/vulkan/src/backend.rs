@@ -41,7 +41,6 @@
 //! driver cannot go on even where Vulkan could. Work already on a lost device is not waited for
 //! past the shutdown's bound.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -50,8 +49,8 @@ use causeway_core::queue::Resolution;
 use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::Mutex;
 use causeway_device::{
-    Backend, BackendCapabilities, BlockId, CommandBufferId, DeviceContext, DriverError, Issue,
-    Issued, MemoryOp, OpStatus, QueueConfig, QueueId, QueueWaiters, SubmitError, Work,
+    Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
+    MemoryOp, NativeBlocks, OpStatus, QueueConfig, QueueId, QueueWaiters, SubmitError, Work,
 };
 
 use crate::memory::DeviceBlock;
@@ -69,13 +68,6 @@ struct QueueState {
     /// Whether a watcher registration of this queue is outstanding (one at a time: its report
     /// wakes the queue, whose next poll registers again if need be).
     watching: AtomicBool,
-}
-
-/// The device memory of a block this driver owns.
-struct OwnedBlock {
-    memory: DeviceBlock,
-    /// Between its alloca and its dealloca; otherwise kept for the layer to reuse.
-    live: bool,
 }
 
 /// A recorded command buffer and the queues waiting for its pending submission to end.
@@ -98,7 +90,7 @@ pub struct VulkanBackend {
     device: OnceLock<DeviceContext>,
     lost: AtomicBool,
     /// Device memory of stream-ordered blocks, live or kept for reuse.
-    blocks: Mutex<HashMap<BlockId, OwnedBlock>>,
+    blocks: NativeBlocks<DeviceBlock>,
 }
 
 impl VulkanBackend {
@@ -112,7 +104,7 @@ impl VulkanBackend {
             watcher: OnceLock::new(),
             device: OnceLock::new(),
             lost: AtomicBool::new(false),
-            blocks: Mutex::new(HashMap::new()),
+            blocks: NativeBlocks::new(),
         }
     }
 
@@ -156,35 +148,18 @@ impl VulkanBackend {
     }
 
     /// Backs `block` with at least `bytes` of device memory: the memory kept for it, or new.
-    fn commit(&self, block: BlockId, bytes: u64) -> Result<(), Failure> {
-        let mut blocks = self.blocks.lock();
-        match blocks.get_mut(&block) {
-            // The layer hands a block to one alloca at a time: a live one is a broken contract.
-            Some(owned) if owned.live => return Err(Failure::Aborted),
-            Some(owned) if owned.memory.size() >= bytes.max(1) => {
-                owned.live = true;
-                return Ok(());
-            }
-            // Kept memory too small for the request (the layer never asks for more than a dead
-            // block held): freed below, and the block backed anew.
-            _ => {}
-        }
-        let too_small = blocks.remove(&block);
-        // Nobody else touches this block until the alloca ends: allocate without the lock.
-        drop(blocks);
-        drop(too_small);
-        match DeviceBlock::new(&self.gpu, bytes) {
-            Ok(memory) => {
-                self.blocks.lock().insert(block, OwnedBlock { memory, live: true });
-                Ok(())
-            }
-            Err(error) if error.is_out_of_memory() => Err(Failure::OutOfMemory),
-            Err(error) if error.is_device_lost() => {
+    /// New device memory for a block of `bytes`: an allocation failure fails the alloca.
+    fn allocate(&self, bytes: u64) -> Result<DeviceBlock, Failure> {
+        DeviceBlock::new(&self.gpu, bytes).map_err(|error| {
+            if error.is_out_of_memory() {
+                Failure::OutOfMemory
+            } else if error.is_device_lost() {
                 self.lost.store(true, Ordering::Relaxed);
-                Err(Failure::DeviceLost)
+                Failure::DeviceLost
+            } else {
+                Failure::Aborted
             }
-            Err(_) => Err(Failure::Aborted),
-        }
+        })
     }
 
     /// Submits `issue`'s operation: `Busy` when its command buffer is still pending.
@@ -381,23 +356,7 @@ impl Backend for VulkanBackend {
     /// Device memory for the blocks the layer assigns to allocas on this driver's queues (see
     /// the module documentation).
     fn memory(&self, op: MemoryOp) -> Result<(), Failure> {
-        match op {
-            MemoryOp::Commit { block, bytes } => self.commit(block, bytes),
-            MemoryOp::Decommit { block, keep: true } => {
-                if let Some(owned) = self.blocks.lock().get_mut(&block) {
-                    owned.live = false;
-                }
-                Ok(())
-            }
-            MemoryOp::Decommit { block, keep: false } | MemoryOp::Release { block } => {
-                let freed = self.blocks.lock().remove(&block);
-                // Freed outside the lock.
-                drop(freed);
-                Ok(())
-            }
-            // An operation this driver does not know backs nothing of its own.
-            _ => Ok(()),
-        }
+        self.blocks.apply(op, |bytes| self.allocate(bytes))
     }
 
     fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {

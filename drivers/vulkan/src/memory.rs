@@ -23,6 +23,12 @@ pub(crate) struct DeviceBlock {
     size: u64,
 }
 
+impl causeway_device::NativeMemory for DeviceBlock {
+    fn size(&self) -> u64 {
+        DeviceBlock::size(self)
+    }
+}
+
 impl DeviceBlock {
     /// Allocates and binds `bytes` bytes (a 0-byte alloca gets 1: Vulkan has no empty
     /// buffers). A request larger than the memory heap it would come from is refused as
