@@ -174,30 +174,38 @@ fn run_scenario(file: &Path, documents: Documents<'_>, mut options: RunOptions) 
         Ok(checked) => checked,
         Err(error) => return failed(error),
     };
-    let outcome = match world {
+    match world {
         Some(world) if world.size > 1 => match run_across(&scenario, &plan, options, world) {
-            Ok(Some(outcome)) => outcome,
-            Ok(None) => return ExitCode::SUCCESS,
-            Err(code) => return code,
+            // MPI is finalised once rank 0 has reported (the session drops last).
+            Ok((Some(outcome), _session)) => present(&outcome, documents, options),
+            Ok((None, _session)) => ExitCode::SUCCESS,
+            Err(code) => code,
         },
         _ => match run::run(&scenario, &plan, options) {
-            Ok(outcome) => outcome,
-            Err(error) => return failed(error),
+            Ok(outcome) => present(&outcome, documents, options),
+            Err(error) => failed(error),
         },
-    };
-    present(&outcome, documents, options)
+    }
 }
 
+/// What keeps a run across ranks joined until it is reported.
+#[cfg(feature = "mpi")]
+type Session = causeway_cli::scenario::mpi_run::Session;
+/// Without the `mpi` feature there is nothing to keep.
+#[cfg(not(feature = "mpi"))]
+type Session = ();
+
 /// Runs this rank's share of a scenario across the ranks `mpirun` started; rank 0 gets the
-/// whole run's outcome, the others `None` once their records are sent. `Err` is the exit
-/// status, after the errors were printed (every rank's on rank 0).
+/// whole run's outcome, the others `None` once their records are sent, each with the session
+/// to keep until the run is reported. `Err` is the exit status, after the errors were printed
+/// (every rank's on rank 0).
 #[cfg(feature = "mpi")]
 fn run_across<'s>(
     scenario: &'s Scenario,
     plan: &Plan,
     options: RunOptions,
     world: World,
-) -> Result<Option<Outcome<'s>>, ExitCode> {
+) -> Result<(Option<Outcome<'s>>, Session), ExitCode> {
     use causeway_cli::scenario::mpi_run::{self, Ended};
     use causeway_cli::scenario::ranks::Share;
     let share = Share::new(scenario, world).map_err(|error| {
@@ -206,9 +214,10 @@ fn run_across<'s>(
         }
         ExitCode::from(EXIT_INPUT)
     })?;
-    match mpi_run::run(scenario, plan, options, &share) {
-        Ok(Ended::Gathered(outcome)) => Ok(Some(*outcome)),
-        Ok(Ended::Sent) => Ok(None),
+    let (ended, session) = mpi_run::run(scenario, plan, options, &share);
+    match ended {
+        Ok(Ended::Gathered(outcome)) => Ok((Some(*outcome), session)),
+        Ok(Ended::Sent) => Ok((None, session)),
         Err(errors) => {
             for error in &errors {
                 eprintln!("error: rank {}: {}", error.rank, error.message);
@@ -226,7 +235,7 @@ fn run_across<'s>(
     _plan: &Plan,
     _options: RunOptions,
     world: World,
-) -> Result<Option<Outcome<'s>>, ExitCode> {
+) -> Result<(Option<Outcome<'s>>, Session), ExitCode> {
     if world.rank == HOST_RANK {
         eprintln!(
             "error: this causeway was built without the `mpi` feature, so it cannot run as one \

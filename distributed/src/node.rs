@@ -738,13 +738,46 @@ impl Node {
         drop(self.universe.take());
     }
 
+    /// [`finish`](Self::finish), waiting at most `grace` for the progress process to stop.
+    /// When it cannot get a worker in time — every worker of the device is stuck in work that
+    /// never returns — MPI is left unfinalised, since a progress process that ran later would
+    /// find it gone under it; the caller is about to exit (Open MPI's `mpirun` then reports
+    /// the rank as ended without finalising). Returns whether MPI was finalised.
+    pub fn finish_within(mut self, grace: Duration) -> bool {
+        let stopped = self.stop_within(Some(grace));
+        let universe = self.universe.take();
+        if stopped {
+            drop(universe);
+        } else {
+            std::mem::forget(universe);
+        }
+        stopped
+    }
+
     fn stop(&self) {
+        self.stop_within(None);
+    }
+
+    /// Asks the progress process to stop and waits for it, up to `grace` when given; whether
+    /// it stopped.
+    fn stop_within(&self, grace: Option<Duration>) -> bool {
         self.inner.stopping.store(true, Ordering::Relaxed);
         self.inner.waker.wake();
+        let deadline = grace.and_then(|grace| Instant::now().checked_add(grace));
         let mut stopped = self.inner.stopped.lock();
         while !*stopped {
-            stopped = self.inner.stopped_signal.wait(stopped);
+            match deadline {
+                None => stopped = self.inner.stopped_signal.wait(stopped),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return false;
+                    }
+                    stopped = self.inner.stopped_signal.wait_timeout(stopped, deadline - now).0;
+                }
+            }
         }
+        true
     }
 
     fn lock_mpi(&self) -> MutexGuard<'_, Mpi> {

@@ -41,6 +41,10 @@ const FAILED: u8 = 1;
 /// As [`FAILED`], for a share that could never finish (a deadlock, a deadline).
 const DEADLOCKED: u8 = 2;
 
+/// How long a rank waits for its progress process to stop before it exits without finalising
+/// MPI.
+const FINISH_GRACE: Duration = Duration::from_secs(1);
+
 /// What one rank could not do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RankError {
@@ -61,16 +65,34 @@ pub enum Ended<'s> {
     Sent,
 }
 
+/// This rank's hold on MPI after its run: dropping it finalises MPI — after the caller has
+/// printed and written what it must, since Open MPI's finalisation waits for every rank, and a
+/// rank that cannot finalise (see [`Node::finish_within`]) ends the job for all of them.
+pub struct Session {
+    node: Option<Node>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(node) = self.node.take() {
+            // Bounded: when every worker is stuck in work that never returns (a share that
+            // ran past its deadline), the progress process cannot stop, and this rank exits
+            // without finalising MPI rather than hanging.
+            node.finish_within(FINISH_GRACE);
+        }
+    }
+}
+
 /// Runs this process's `share` of `scenario` (checked into `plan`) with the other ranks and
-/// ends as [`Ended`] says. `Err` lists what failed: on rank 0 every rank's failure; on another
-/// rank its own, when it could not reach rank 0 with it (its device did not start, or joining
-/// the ranks failed).
+/// ends as [`Ended`] says; keep the [`Session`] until the run is reported. `Err` lists what
+/// failed: on rank 0 every rank's failure; on another rank its own, when it could not reach
+/// rank 0 with it (its device did not start, or joining the ranks failed).
 pub fn run<'s>(
     scenario: &'s Scenario,
     plan: &Plan,
     options: RunOptions,
     share: &Share,
-) -> Result<Ended<'s>, Vec<RankError>> {
+) -> (Result<Ended<'s>, Vec<RankError>>, Session) {
     let peers = MpiPeers { share, joined: OnceLock::new() };
     let part = run::run_share(scenario, plan, options, share, &peers);
     let own_error = |error: &ScenarioError| RankError {
@@ -82,7 +104,7 @@ pub fn run<'s>(
         // Never joined the others: nothing can be sent; `mpirun` ends the job when this
         // process exits with an error.
         let error = part.err().map(|error| own_error(&error));
-        return Err(error.into_iter().collect());
+        return (Err(error.into_iter().collect()), Session { node: None });
     };
     if part.is_err() {
         // What this rank would have signalled for others never will be: they learn it now,
@@ -109,9 +131,11 @@ pub fn run<'s>(
         bytes = failure_bytes(FAILED, "this rank's records exceed one MPI message");
     }
     let gathered = gather_bytes(&node, &bytes);
-    node.finish();
-    let Some(parts) = gathered else { return Ok(Ended::Sent) };
-    collect(scenario, share, parts)
+    let session = Session { node: Some(node) };
+    match gathered {
+        Some(parts) => (collect(scenario, share, parts), session),
+        None => (Ok(Ended::Sent), session),
+    }
 }
 
 /// The bytes of a failed share: `kind`, then the message.
