@@ -108,7 +108,11 @@ impl Body {
         let assignment = &schedule.assignment;
         let mut streams = Vec::new();
         for stream in &assignment.streams {
-            let queue = builder.queue(QueueConfig::default());
+            // Room for a whole run: one run is submitted only after the previous one ended,
+            // so a submission (on a pool worker) never waits for room.
+            let mut config = QueueConfig::default();
+            config.capacity = stream.nodes.len().max(1);
+            let queue = builder.queue(config);
             let home = builder.endpoint(queue).unwrap_or(causeway::scope::Endpoint {
                 machine: 0,
                 process: 0,
@@ -116,7 +120,9 @@ impl Body {
                 device: 0,
                 queue: 0,
             });
-            let semaphore = builder.semaphore(0, Scope::ProcessLocal, home);
+            let mut semaphore = SemaphoreConfig::new(0, Scope::ProcessLocal, home);
+            semaphore.history = (stream.nodes.len() + 2).min(usize::from(u16::MAX));
+            let semaphore = builder.semaphore_config(semaphore);
             streams.push((queue, semaphore, stream.nodes.len() as u64));
         }
         let ops = graph

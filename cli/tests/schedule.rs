@@ -287,6 +287,11 @@ fn while_loops_until_the_condition_its_body_computes_fails() {
     let checked = check_every_edge(&file, &run);
     assert_eq!(checked, 20 + 5, "{run:?}");
     assert_eq!(run.check(&file), Ok(25));
+    // One worker is enough: the coroutine yields while the streams work, so that worker runs
+    // both it and every node — no thread waits on the loop's behalf.
+    let run = run_graph(&file, 1).expect("the graph runs on one worker");
+    assert_eq!(run.iterations, [5, 1]);
+    assert_eq!(check_every_edge(&file, &run), 25);
 }
 
 #[test]
