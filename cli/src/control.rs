@@ -14,7 +14,7 @@
 //! created for them.
 //!
 //! [`run_graph`] runs a graph file whose `[[while]]` and `[[case]]` blocks say the same:
-//! conditions compare a [`Counter`](crate::schedule::Counter) with a constant ([`Condition`]),
+//! conditions compare a [`Counter`] with a constant ([`Condition`]),
 //! and nodes change counters when they run ([`Update`]), so a condition reads what the
 //! graph computed. Scenario files describe a fixed list of operations and cannot carry a loop
 //! whose trip count is decided while it runs, so such graphs run here, not through
