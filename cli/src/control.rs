@@ -73,6 +73,14 @@ pub enum ControlError {
     NoSuchBranch(usize),
     /// The device for a graph could not be built.
     Device(DeviceError),
+    /// Loop `control` (an index into [`GraphFile::controls`]) was still going at the time
+    /// limit, after `iterations` iterations.
+    TimedOut {
+        /// The loop.
+        control: usize,
+        /// The iterations it had run.
+        iterations: u64,
+    },
     /// The coroutine running a graph's loops and branches could not start.
     Spawn(ProcessError),
     /// The coroutine running a graph's loops and branches did not finish.
@@ -86,6 +94,11 @@ impl fmt::Display for ControlError {
             ControlError::Failed(failure) => write!(f, "an operation failed: {failure:?}"),
             ControlError::NoSuchBranch(branch) => write!(f, "no branch {branch}"),
             ControlError::Device(error) => write!(f, "cannot build the device: {error:?}"),
+            ControlError::TimedOut { control, iterations } => write!(
+                f,
+                "loop {control} still held its condition after {iterations} iterations, at the \
+                 time limit"
+            ),
             ControlError::Spawn(error) => {
                 write!(f, "cannot start the control coroutine: {error:?}")
             }
@@ -492,7 +505,15 @@ fn node_call(
 /// read the counters on a pool worker, after the previous iteration finished), submits the
 /// control's operation, and goes on. It finally yields until every stream has finished. No
 /// thread is created; the calling thread blocks until the run is over.
-pub fn run_graph(file: &GraphFile, workers: usize) -> Result<GraphRun, ControlError> {
+///
+/// A loop whose condition still holds once `limit` has passed since the start ends the run
+/// with [`ControlError::TimedOut`] (a file can say `while` of a condition nothing changes).
+pub fn run_graph(
+    file: &GraphFile,
+    workers: usize,
+    limit: Duration,
+) -> Result<GraphRun, ControlError> {
+    let deadline = Instant::now().checked_add(limit);
     let graph = &file.graph;
     let nodes = graph.nodes();
     let plan = causeway_schedule::schedule(graph);
@@ -644,12 +665,20 @@ pub fn run_graph(file: &GraphFile, workers: usize) -> Result<GraphRun, ControlEr
                 }
                 &Test::While(condition) => {
                     let body = &mut bodies[control][0];
+                    let mut late = false;
                     let holds = |iteration: u64| {
                         let mut state = shared.lock();
                         state.iteration[control] = iteration;
-                        condition.holds(&state.counters)
+                        let holds = condition.holds(&state.counters);
+                        late = holds && deadline.is_some_and(|d| Instant::now() >= d);
+                        holds && !late
                     };
                     iterations[control] = run_while(&device, body, holds).await?;
+                    if late {
+                        // Nothing submitted waits on what is left unsubmitted: stop here.
+                        let iterations = iterations[control];
+                        return Err(ControlError::TimedOut { control, iterations });
+                    }
                     Some(0)
                 }
             };
@@ -792,12 +821,21 @@ impl GraphRun {
     }
 }
 
-/// `causeway schedule GRAPH --run`: runs `file` ([`run_graph`]), prints what each loop and
-/// branch did and the counters, and checks every dependency ([`GraphRun::check`]): exit 0
-/// when all held, 1 when not (or the run failed).
+/// `causeway schedule GRAPH --run`: runs `file` ([`run_graph`], two workers, loops limited to
+/// 60 s), prints what each loop and branch did and the counters, and checks every dependency
+/// ([`GraphRun::check`]): exit 0 when all held, 1 when not (or the run failed), 3 when a loop
+/// was still going at the limit.
 pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
-    let run = match run_graph(file, 2) {
+    let run = match run_graph(file, 2, Duration::from_secs(60)) {
         Ok(run) => run,
+        Err(ControlError::TimedOut { control, iterations }) => {
+            let name = &file.graph.nodes()[file.controls[control].node].name;
+            eprintln!(
+                "error: while `{name}` still held its condition after {iterations} iterations, \
+                 at the 60 s limit"
+            );
+            return std::process::ExitCode::from(3);
+        }
         Err(error) => {
             eprintln!("error: the run failed: {error}");
             return std::process::ExitCode::from(1);

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use causeway_cli::control::{run_graph, GraphRun, Place};
+use causeway_cli::control::{run_graph, ControlError, GraphRun, Place};
 use causeway_cli::schedule::{parse, ControlKind, GraphFile};
 
 fn causeway(args: &[&str]) -> Output {
@@ -200,6 +201,9 @@ fn a_thousand_node_graph_runs_with_every_edge_honoured() {
     assert!(ran.status.success() && verdict.contains("all met"), "{verdict}{}", text(&ran.stderr));
 }
 
+/// Far more than any loop here needs.
+const LIMIT: Duration = Duration::from_secs(60);
+
 /// Loads `graphs/while-refine.toml` with the residual starting at `initial`.
 fn while_refine(initial: i64) -> GraphFile {
     let path = repository().join("graphs").join("while-refine.toml");
@@ -278,7 +282,7 @@ fn check_every_edge(file: &GraphFile, run: &GraphRun) -> usize {
 #[test]
 fn while_loops_until_the_condition_its_body_computes_fails() {
     let file = while_refine(1000);
-    let run = run_graph(&file, 2).expect("the graph runs");
+    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
     // 1000 / 3 / 3 ... : 333, 111, 37, 12, 4 — five iterations, then 4 < 5 takes branch 0.
     assert_eq!(run.iterations, [5, 1]);
     assert_eq!(run.branches, [None, Some(0)]);
@@ -289,7 +293,7 @@ fn while_loops_until_the_condition_its_body_computes_fails() {
     assert_eq!(run.check(&file), Ok(25));
     // One worker is enough: the coroutine yields while the streams work, so that worker runs
     // both it and every node — no thread waits on the loop's behalf.
-    let run = run_graph(&file, 1).expect("the graph runs on one worker");
+    let run = run_graph(&file, 1, LIMIT).expect("the graph runs on one worker");
     assert_eq!(run.iterations, [5, 1]);
     assert_eq!(check_every_edge(&file, &run), 25);
 }
@@ -297,7 +301,7 @@ fn while_loops_until_the_condition_its_body_computes_fails() {
 #[test]
 fn the_trip_count_and_the_branch_follow_the_run_time_values() {
     let file = while_refine(100_000);
-    let run = run_graph(&file, 2).expect("the graph runs");
+    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
     // 33333, 11111, 3703, 1234, 411, 137, 45, 15, 5: nine iterations; 5 is not < 5, so the
     // default branch (smooth, then polish) runs.
     assert_eq!(run.iterations, [9, 1]);
@@ -306,7 +310,7 @@ fn the_trip_count_and_the_branch_follow_the_run_time_values() {
     assert_eq!(check_every_edge(&file, &run), 4 * 9 + 1 + 5);
     // A residual already small never enters the loop.
     let file = while_refine(7);
-    let run = run_graph(&file, 2).expect("the graph runs");
+    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
     assert_eq!(run.iterations, [0, 1]);
     assert_eq!(run.counters, [7, 0]);
     check_every_edge(&file, &run);
@@ -324,11 +328,28 @@ fn a_loop_repeated_many_times_keeps_every_edge() {
         .replace("us = ", "us = 0 # ")
         .replace("update = \"residual /= 3\"", "update = \"residual -= 1\"");
     let file = parse(&path, &source).expect("loads");
-    let run = run_graph(&file, 2).expect("the graph runs");
+    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
     assert_eq!(run.iterations, [10_000, 1]);
     assert_eq!(run.counters, [1000 - 10_000, 10_000]);
     assert_eq!(check_every_edge(&file, &run), 4 * 10_000 + 5);
     assert_eq!(run.check(&file), Ok(4 * 10_000 + 5));
+}
+
+#[test]
+fn a_loop_that_never_ends_stops_at_the_time_limit() {
+    // This copy drops the body's `passes += 1`, so the condition never fails.
+    let path = repository().join("graphs").join("while-refine.toml");
+    let source = std::fs::read_to_string(&path).unwrap();
+    let source = source
+        .replace("condition = \"residual > 10\"", "condition = \"passes < 1\"")
+        .replace("update = \"passes += 1\"", "");
+    let file = parse(&path, &source).expect("loads");
+    let error = run_graph(&file, 2, Duration::from_millis(200)).unwrap_err();
+    let ControlError::TimedOut { control, iterations } = error else {
+        panic!("not a time-out: {error}")
+    };
+    assert_eq!(control, 0);
+    assert!(iterations > 0);
 }
 
 #[test]
