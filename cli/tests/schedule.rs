@@ -296,6 +296,22 @@ fn while_loops_until_the_condition_its_body_computes_fails() {
     let run = run_graph(&file, 1, LIMIT).expect("the graph runs on one worker");
     assert_eq!(run.iterations, [5, 1]);
     assert_eq!(check_every_edge(&file, &run), 25);
+    // The command line says the same.
+    let ran = causeway(&["schedule", path_of("while-refine").to_str().unwrap(), "--run"]);
+    let printed = text(&ran.stdout);
+    assert!(ran.status.success(), "{printed}{}", text(&ran.stderr));
+    for line in [
+        "while `refine`: 5 iterations",
+        "case `finish`: branch 0",
+        "counter `residual` = 4",
+        "ran 24 nodes; all 25 dependency edges honoured",
+    ] {
+        assert!(printed.contains(line), "{printed}");
+    }
+}
+
+fn path_of(graph: &str) -> PathBuf {
+    repository().join("graphs").join(format!("{graph}.toml"))
 }
 
 #[test]
