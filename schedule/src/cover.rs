@@ -17,14 +17,15 @@
 //! to its last. Two nodes next to each other on a stream are ordered but not always joined by
 //! an arc (a recycled stream jumps from its last node to a descendant), so each such pair gets
 //! an arc of its own: it stands for a path that exists, and adding arcs that stand for the
-//! order changes no chain cover. Each search for a path from sink back to source in the
-//! residual network (backward along arcs that carry more than their lower bound, forward along
-//! any arc) takes one unit away; it is a breadth-first search, linear in nodes and arcs, and
-//! there is one per stream too many, plus the one that finds none. When the greedy streams are
-//! already the fewest, that one search is all, and the greedy assignment — with its
-//! preferences for ranks and commands — is kept. Otherwise the flow is cut into paths, each
-//! node goes to the first path that passes it, and each path's nodes, in its order, become a
-//! stream.
+//! order changes no chain cover. The flow is then lowered by Dinic's algorithm run from the
+//! sink back to the source: each phase levels the residual network breadth first (backward
+//! along arcs that carry more than their lower bound, forward along any arc), stopping at the
+//! source's level, then gives up one unit per path that climbs one level a step, every arc
+//! tried at most once per phase — linear in nodes and arcs. When the greedy streams are
+//! already the fewest, one search that never reaches the source is all, and the greedy
+//! assignment — with its preferences for ranks and commands — is kept. Otherwise the flow is
+//! cut into paths, each node goes to the first path that passes it, and each path's nodes, in
+//! its order, become a stream.
 
 use std::collections::VecDeque;
 
@@ -74,14 +75,25 @@ pub fn narrow(graph: &Graph, greedy: Assignment) -> Assignment {
     Assignment { streams, stream_of, epoch_of, rank: greedy.rank, recycled }
 }
 
-/// A state of the residual network's search: a node's entry or exit, or the source.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Vertex {
-    Entry(NodeId),
-    Exit(NodeId),
+/// The states of the residual network, as indices: node `n`'s entry is `2n`, its exit `2n + 1`,
+/// then the source and the sink.
+fn entry_state(node: NodeId) -> usize {
+    2 * node
 }
 
-/// How the search reached a vertex: the change to make when the path is taken.
+fn exit_state(node: NodeId) -> usize {
+    2 * node + 1
+}
+
+fn source_state(nodes: usize) -> usize {
+    2 * nodes
+}
+
+fn sink_state(nodes: usize) -> usize {
+    2 * nodes + 1
+}
+
+/// A residual arc taken: the change to the flow it makes.
 #[derive(Clone, Copy)]
 enum Step {
     /// From the sink: one unit less from this node's exit to the sink.
@@ -94,6 +106,8 @@ enum Step {
     Through(NodeId),
     /// One unit less through this node.
     BackThrough(NodeId),
+    /// One unit less from the source into this node's entry.
+    ToSource(NodeId),
 }
 
 /// The flow network of one device (see the module documentation).
@@ -183,84 +197,123 @@ impl Network {
         &self.in_arcs[self.in_start[node]..self.in_start[node + 1]]
     }
 
-    /// Finds a path from the sink back to the source in the residual network and takes one
-    /// unit along it; `false` when there is none (the flow is minimal).
-    fn reduce(&mut self) -> bool {
+    /// Residual arc number `index` leaving `state` (see [`State`]): `None` past the last,
+    /// `Some(None)` for an arc with nothing left, else where it leads and what taking it
+    /// changes.
+    fn residual(&self, state: usize, index: usize) -> Option<Option<(usize, Step)>> {
         let count = self.through.len();
-        // Per node, how its entry and its exit were reached (None: not yet).
-        let mut entry: Vec<Option<Step>> = vec![None; count];
-        let mut exit: Vec<Option<Step>> = vec![None; count];
-        let mut queue = VecDeque::new();
-        for (node, exit) in exit.iter_mut().enumerate().filter(|(n, _)| self.sink[*n] > 0) {
-            *exit = Some(Step::FromSink(node));
-            queue.push_back(Vertex::Exit(node));
+        if state == sink_state(count) {
+            let node = index;
+            return (node < count).then(|| {
+                (self.sink[node] > 0).then_some((exit_state(node), Step::FromSink(node)))
+            });
         }
-        let mut reached_source = None;
-        while let Some(vertex) = queue.pop_front() {
-            match vertex {
-                Vertex::Exit(node) => {
-                    for &arc in self.outgoing(node) {
-                        let next = self.to[arc];
-                        if entry[next].is_none() {
-                            entry[next] = Some(Step::Forward(arc));
-                            queue.push_back(Vertex::Entry(next));
-                        }
-                    }
-                    let spare = self.through[node] > u32::from(self.covered[node]);
-                    if spare && entry[node].is_none() {
-                        entry[node] = Some(Step::BackThrough(node));
-                        queue.push_back(Vertex::Entry(node));
-                    }
-                }
-                Vertex::Entry(node) => {
-                    if self.source[node] > 0 {
-                        reached_source = Some(node);
-                        break;
-                    }
-                    if exit[node].is_none() {
-                        exit[node] = Some(Step::Through(node));
-                        queue.push_back(Vertex::Exit(node));
-                    }
-                    for &arc in self.incoming(node) {
-                        let previous = self.from[arc];
-                        if self.flow[arc] > 0 && exit[previous].is_none() {
-                            exit[previous] = Some(Step::Backward(arc));
-                            queue.push_back(Vertex::Exit(previous));
-                        }
+        let node = state / 2;
+        if state % 2 == 1 {
+            // A node's exit: forward along any arc out of it, or back through the node while
+            // it carries more than it must.
+            let outgoing = self.outgoing(node);
+            if let Some(&arc) = outgoing.get(index) {
+                return Some(Some((entry_state(self.to[arc]), Step::Forward(arc))));
+            }
+            return (index == outgoing.len()).then(|| {
+                let spare = self.through[node] > u32::from(self.covered[node]);
+                spare.then_some((entry_state(node), Step::BackThrough(node)))
+            });
+        }
+        // A node's entry: back to the source if it feeds this node, forward through the node,
+        // or back along an arc into it that carries flow.
+        match index {
+            0 => {
+                Some((self.source[node] > 0).then_some((source_state(count), Step::ToSource(node))))
+            }
+            1 => Some(Some((exit_state(node), Step::Through(node)))),
+            _ => self.incoming(node).get(index - 2).map(|&arc| {
+                (self.flow[arc] > 0).then_some((exit_state(self.from[arc]), Step::Backward(arc)))
+            }),
+        }
+    }
+
+    fn take(&mut self, step: Step) {
+        match step {
+            Step::FromSink(node) => self.sink[node] -= 1,
+            Step::Forward(arc) => self.flow[arc] += 1,
+            Step::Backward(arc) => self.flow[arc] -= 1,
+            Step::Through(node) => self.through[node] += 1,
+            Step::BackThrough(node) => self.through[node] -= 1,
+            Step::ToSource(node) => self.source[node] -= 1,
+        }
+    }
+
+    /// One phase of Dinic's algorithm, from the sink back to the source: a breadth-first
+    /// search levels the residual network, then paths that climb one level per step give up
+    /// one unit each until none is left, every arc tried at most once per phase (a pointer per
+    /// state only moves forward). Returns the units given up; 0 when the flow is minimal.
+    fn phase(&mut self) -> usize {
+        let count = self.through.len();
+        let states = 2 * count + 2;
+        let (source, sink) = (source_state(count), sink_state(count));
+        let mut level = vec![u32::MAX; states];
+        level[sink] = 0;
+        let mut queue = VecDeque::from([sink]);
+        while let Some(state) = queue.pop_front() {
+            if state == source {
+                // Breadth first: every state as close as the source is levelled already, and
+                // the paths of this phase go no further.
+                break;
+            }
+            let mut index = 0;
+            while let Some(arc) = self.residual(state, index) {
+                index += 1;
+                if let Some((next, _)) = arc {
+                    if level[next] == u32::MAX {
+                        level[next] = level[state] + 1;
+                        queue.push_back(next);
                     }
                 }
             }
         }
-        let Some(start) = reached_source else { return false };
-        // Walk back from the source to the sink, changing the flow along the way.
-        self.source[start] -= 1;
-        let mut at = Vertex::Entry(start);
+        if level[source] == u32::MAX {
+            return 0;
+        }
+        let mut pointer = vec![0usize; states];
+        let mut path: Vec<(usize, Step)> = Vec::new();
+        let mut removed = 0;
+        let mut at = sink;
         loop {
-            let step = match at {
-                Vertex::Entry(node) => entry[node],
-                Vertex::Exit(node) => exit[node],
-            };
-            match step.expect("every vertex on the path was reached") {
-                Step::FromSink(node) => {
-                    self.sink[node] -= 1;
-                    return true;
+            if at == source {
+                for (_, step) in std::mem::take(&mut path) {
+                    self.take(step);
                 }
-                Step::Forward(arc) => {
-                    self.flow[arc] += 1;
-                    at = Vertex::Exit(self.from[arc]);
+                removed += 1;
+                at = sink;
+                continue;
+            }
+            let mut advanced = false;
+            while let Some(arc) = self.residual(at, pointer[at]) {
+                if let Some((next, step)) = arc {
+                    if level[next] == level[at] + 1
+                        && (next == source || level[next] <= level[source])
+                    {
+                        path.push((at, step));
+                        at = next;
+                        advanced = true;
+                        break;
+                    }
                 }
-                Step::Backward(arc) => {
-                    self.flow[arc] -= 1;
-                    at = Vertex::Entry(self.to[arc]);
+                pointer[at] += 1;
+            }
+            if advanced {
+                continue;
+            }
+            // A dead end: nothing from here reaches the source this phase.
+            level[at] = u32::MAX;
+            match path.pop() {
+                Some((previous, _)) => {
+                    at = previous;
+                    pointer[at] += 1;
                 }
-                Step::Through(node) => {
-                    self.through[node] += 1;
-                    at = Vertex::Entry(node);
-                }
-                Step::BackThrough(node) => {
-                    self.through[node] -= 1;
-                    at = Vertex::Exit(node);
-                }
+                None => return removed,
             }
         }
     }
@@ -268,8 +321,11 @@ impl Network {
     /// The device's nodes on the fewest chains, or `None` when the greedy streams already are.
     fn fewest_chains(mut self) -> Option<Vec<Vec<NodeId>>> {
         let mut removed = 0;
-        while self.reduce() {
-            removed += 1;
+        loop {
+            match self.phase() {
+                0 => break,
+                units => removed += units,
+            }
         }
         if removed == 0 {
             return None;
