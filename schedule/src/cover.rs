@@ -197,7 +197,7 @@ impl Network {
         &self.in_arcs[self.in_start[node]..self.in_start[node + 1]]
     }
 
-    /// Residual arc number `index` leaving `state` (see [`State`]): `None` past the last,
+    /// Residual arc number `index` leaving `state` (see [`entry_state`]): `None` past the last,
     /// `Some(None)` for an arc with nothing left, else where it leads and what taking it
     /// changes.
     fn residual(&self, state: usize, index: usize) -> Option<Option<(usize, Step)>> {
