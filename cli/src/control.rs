@@ -11,15 +11,34 @@
 //! ([`causeway::runtime::Spawner`]) they evaluate their condition on a pool worker at run
 //! time, submit the body's operations, and yield while the streams work — the worker runs
 //! other processes meanwhile and the semaphore's waker brings the coroutine back. No thread is
-//! created for them. Scenario files describe a fixed list of operations, so they cannot carry
-//! a loop whose trip count is decided while it runs; these are library entry points.
+//! created for them.
+//!
+//! [`run_graph`] runs a graph file whose `[[while]]` and `[[case]]` blocks say the same:
+//! conditions compare a [`Counter`] with a constant ([`Condition`]),
+//! and nodes change counters when they run ([`Update`]), so a condition reads what the
+//! graph computed. Scenario files describe a fixed list of operations and cannot carry a loop
+//! whose trip count is decided while it runs, so such graphs run here, not through
+//! `causeway run`.
 
-use causeway::device::Device;
-use causeway::device::{DeviceBuilder, Op, QueueConfig, QueueId, SemaphoreId, SubmitError, Work};
-use causeway::runtime::wait;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use causeway::cpu::CpuBackend;
+use causeway::device::{
+    Device, DeviceBuilder, DeviceError, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId,
+    SubmitError, Work,
+};
+use causeway::executor::ProcessError;
+use causeway::runtime::{wait, JoinError, Spawner};
 use causeway::scope::Scope;
 use causeway::semaphore::Failure;
-use causeway_schedule::{Graph, Schedule};
+use causeway::PoolConfig;
+use causeway_core::unpoisoned::Mutex;
+use causeway_schedule::{Graph, NodeId, Schedule};
+
+use crate::schedule::{Block, ControlKind, Counter, GraphFile};
 
 /// One node of a body: where it runs, what it waits on and signals (epochs within one run).
 #[derive(Clone, Debug)]
@@ -42,8 +61,8 @@ pub struct Body {
     runs: u64,
 }
 
-/// Why a body could not run.
-#[derive(Debug, PartialEq, Eq)]
+/// Why a body or a graph could not run.
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum ControlError {
     /// The device refused an operation.
@@ -52,7 +71,43 @@ pub enum ControlError {
     Failed(Failure),
     /// A `case` chose a branch that does not exist.
     NoSuchBranch(usize),
+    /// The device for a graph could not be built.
+    Device(DeviceError),
+    /// Loop `control` (an index into [`GraphFile::controls`]) was still going at the time
+    /// limit, after `iterations` iterations.
+    TimedOut {
+        /// The loop.
+        control: usize,
+        /// The iterations it had run.
+        iterations: u64,
+    },
+    /// The coroutine running a graph's loops and branches could not start.
+    Spawn(ProcessError),
+    /// The coroutine running a graph's loops and branches did not finish.
+    Coroutine(JoinError),
 }
+
+impl fmt::Display for ControlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ControlError::Submit(error) => write!(f, "the device refused an operation: {error:?}"),
+            ControlError::Failed(failure) => write!(f, "an operation failed: {failure:?}"),
+            ControlError::NoSuchBranch(branch) => write!(f, "no branch {branch}"),
+            ControlError::Device(error) => write!(f, "cannot build the device: {error:?}"),
+            ControlError::TimedOut { control, iterations } => write!(
+                f,
+                "loop {control} still held its condition after {iterations} iterations, at the \
+                 time limit"
+            ),
+            ControlError::Spawn(error) => {
+                write!(f, "cannot start the control coroutine: {error:?}")
+            }
+            ControlError::Coroutine(error) => write!(f, "the control coroutine: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for ControlError {}
 
 impl Body {
     /// Declares `graph`, scheduled as `schedule`, on `builder`: a CPU-driver queue per stream
@@ -66,7 +121,11 @@ impl Body {
         let assignment = &schedule.assignment;
         let mut streams = Vec::new();
         for stream in &assignment.streams {
-            let queue = builder.queue(QueueConfig::default());
+            // Room for a whole run: one run is submitted only after the previous one ended,
+            // so a submission (on a pool worker) never waits for room.
+            let mut config = QueueConfig::default();
+            config.capacity = stream.nodes.len().max(1);
+            let queue = builder.queue(config);
             let home = builder.endpoint(queue).unwrap_or(causeway::scope::Endpoint {
                 machine: 0,
                 process: 0,
@@ -74,7 +133,9 @@ impl Body {
                 device: 0,
                 queue: 0,
             });
-            let semaphore = builder.semaphore(0, Scope::ProcessLocal, home);
+            let mut semaphore = SemaphoreConfig::new(0, Scope::ProcessLocal, home);
+            semaphore.history = (stream.nodes.len() + 2).min(usize::from(u16::MAX));
+            let semaphore = builder.semaphore_config(semaphore);
             streams.push((queue, semaphore, stream.nodes.len() as u64));
         }
         let ops = graph
@@ -119,6 +180,11 @@ impl Body {
         Ok(self.streams.iter().map(|&(_, semaphore, len)| (semaphore, (run + 1) * len)).collect())
     }
 
+    /// The points (semaphore, value) every run so far has reached once it is done.
+    fn ends(&self) -> impl Iterator<Item = (SemaphoreId, u64)> + '_ {
+        self.streams.iter().map(|&(_, semaphore, len)| (semaphore, self.runs * len))
+    }
+
     /// Submits one run and yields until every stream has finished it.
     async fn run_once(&mut self, device: &Device) -> Result<(), ControlError> {
         for (semaphore, value) in self.submit(device)? {
@@ -156,4 +222,649 @@ pub async fn run_case(
     let branch = branches.get_mut(chosen).ok_or(ControlError::NoSuchBranch(chosen))?;
     branch.run_once(device).await?;
     Ok(chosen)
+}
+
+/// Whether `name` can name a counter: ASCII letters, digits and `_`, not starting with a digit.
+pub fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Splits `COUNTER OP INTEGER` (separated by spaces) and looks the counter up.
+fn split_expression<'t>(
+    text: &'t str,
+    counters: &HashMap<&str, usize>,
+    what: &str,
+    operators: &str,
+) -> Result<(usize, &'t str, i64), String> {
+    let shape = || format!("{what} `{text}` must read `COUNTER OP INTEGER`, OP one of {operators}");
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let [counter, operator, value] = words[..] else { return Err(shape()) };
+    let Some(&counter) = counters.get(counter) else {
+        return Err(format!("{what} `{text}` reads unknown counter `{counter}`"));
+    };
+    let value = value.parse::<i64>().map_err(|_| shape())?;
+    Ok((counter, operator, value))
+}
+
+/// How a [`Condition`] compares its counter with its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Comparison {
+    /// `<`
+    Less,
+    /// `<=`
+    AtMost,
+    /// `>`
+    Greater,
+    /// `>=`
+    AtLeast,
+    /// `==`
+    Equal,
+    /// `!=`
+    NotEqual,
+}
+
+/// A run-time condition: a counter compared with a constant, e.g. `residual > 10`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// The counter read (an index into the file's counters).
+    pub counter: usize,
+    /// How it is compared.
+    pub comparison: Comparison,
+    /// With what.
+    pub value: i64,
+}
+
+impl Condition {
+    const OPERATORS: &'static str = "< <= > >= == !=";
+
+    /// Reads `COUNTER OP INTEGER`; `counters` maps names to indices.
+    pub fn parse(text: &str, counters: &HashMap<&str, usize>) -> Result<Condition, String> {
+        let (counter, operator, value) =
+            split_expression(text, counters, "condition", Self::OPERATORS)?;
+        let comparison = match operator {
+            "<" => Comparison::Less,
+            "<=" => Comparison::AtMost,
+            ">" => Comparison::Greater,
+            ">=" => Comparison::AtLeast,
+            "==" => Comparison::Equal,
+            "!=" => Comparison::NotEqual,
+            _ => {
+                return Err(format!(
+                    "condition `{text}` compares with `{operator}`, not one of {}",
+                    Self::OPERATORS
+                ))
+            }
+        };
+        Ok(Condition { counter, comparison, value })
+    }
+
+    /// Whether it holds for the counters' `values`.
+    pub fn holds(&self, values: &[i64]) -> bool {
+        let current = values[self.counter];
+        match self.comparison {
+            Comparison::Less => current < self.value,
+            Comparison::AtMost => current <= self.value,
+            Comparison::Greater => current > self.value,
+            Comparison::AtLeast => current >= self.value,
+            Comparison::Equal => current == self.value,
+            Comparison::NotEqual => current != self.value,
+        }
+    }
+
+    /// The condition as the file wrote it, with `counters` naming the counter.
+    pub fn describe(&self, counters: &[Counter]) -> String {
+        let operator = match self.comparison {
+            Comparison::Less => "<",
+            Comparison::AtMost => "<=",
+            Comparison::Greater => ">",
+            Comparison::AtLeast => ">=",
+            Comparison::Equal => "==",
+            Comparison::NotEqual => "!=",
+        };
+        format!("{} {operator} {}", counters[self.counter].name, self.value)
+    }
+}
+
+/// How an [`Update`] changes its counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// `=`
+    Set,
+    /// `+=`
+    Add,
+    /// `-=`
+    Subtract,
+    /// `*=`
+    Multiply,
+    /// `/=` (rounding toward zero; dividing by 0 is refused when the file is read)
+    Divide,
+}
+
+/// What a node does to a counter when it has run, e.g. `residual /= 3`. Arithmetic saturates
+/// at the limits of `i64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Update {
+    /// The counter changed (an index into the file's counters).
+    pub counter: usize,
+    /// How.
+    pub change: Change,
+    /// By what.
+    pub value: i64,
+}
+
+impl Update {
+    const OPERATORS: &'static str = "= += -= *= /=";
+
+    /// Reads `COUNTER OP INTEGER`; `counters` maps names to indices.
+    pub fn parse(text: &str, counters: &HashMap<&str, usize>) -> Result<Update, String> {
+        let (counter, operator, value) =
+            split_expression(text, counters, "update", Self::OPERATORS)?;
+        let change = match operator {
+            "=" => Change::Set,
+            "+=" => Change::Add,
+            "-=" => Change::Subtract,
+            "*=" => Change::Multiply,
+            "/=" if value == 0 => return Err(format!("update `{text}` divides by zero")),
+            "/=" => Change::Divide,
+            _ => {
+                return Err(format!(
+                    "update `{text}` changes with `{operator}`, not one of {}",
+                    Self::OPERATORS
+                ))
+            }
+        };
+        Ok(Update { counter, change, value })
+    }
+
+    /// Applies the update to the counters' `values`.
+    pub fn apply(&self, values: &mut [i64]) {
+        let current = &mut values[self.counter];
+        *current = match self.change {
+            Change::Set => self.value,
+            Change::Add => current.saturating_add(self.value),
+            Change::Subtract => current.saturating_sub(self.value),
+            Change::Multiply => current.saturating_mul(self.value),
+            Change::Divide => current.saturating_div(self.value),
+        };
+    }
+}
+
+/// Where a node that ran sits in a graph file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Place {
+    /// A node of the file's graph.
+    Graph(NodeId),
+    /// Node `node` of branch `branch` of control `control` (a `while` has one branch, 0).
+    Block {
+        /// The control, an index into [`GraphFile::controls`].
+        control: usize,
+        /// The branch (0 for a `while`).
+        branch: usize,
+        /// The node in that block's graph.
+        node: NodeId,
+    },
+}
+
+/// One node having run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ran {
+    /// Which node.
+    pub place: Place,
+    /// Which iteration of its loop (0 outside loops).
+    pub iteration: u64,
+}
+
+/// What running a graph file did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphRun {
+    /// Every node that ran, in the order their work finished.
+    pub ran: Vec<Ran>,
+    /// Per control: how many times its body ran (for a `case`, 0 or 1).
+    pub iterations: Vec<u64>,
+    /// Per control: the branch a `case` took (`None` for a `while`, or no branch held).
+    pub branches: Vec<Option<usize>>,
+    /// The counters' values at the end.
+    pub counters: Vec<i64>,
+}
+
+/// What decides a control at run time.
+enum Test {
+    /// Loop while it holds.
+    While(Condition),
+    /// Take the first branch whose condition holds (`None` always holds).
+    Case(Vec<Option<Condition>>),
+}
+
+/// What the nodes' host calls share with the coroutine: one lock, taken once per node.
+struct Shared {
+    ran: Vec<Ran>,
+    counters: Vec<i64>,
+    /// Per control, the iteration its body is running (set before the body is submitted).
+    iteration: Vec<u64>,
+}
+
+/// One operation of the file's graph, ready to submit.
+struct Submission {
+    queue: QueueId,
+    waits: Vec<(SemaphoreId, u64)>,
+    signal: Option<(SemaphoreId, u64)>,
+    work: Work,
+    tag: u64,
+}
+
+impl Submission {
+    fn submit(
+        &self,
+        device: &Device,
+        extra_waits: &[(SemaphoreId, u64)],
+    ) -> Result<(), ControlError> {
+        let waits: Vec<(SemaphoreId, u64)> =
+            self.waits.iter().chain(extra_waits).copied().collect();
+        let signals: Vec<(SemaphoreId, u64)> = self.signal.into_iter().collect();
+        let op = Op { waits: &waits, signals: &signals, work: self.work, tag: self.tag };
+        device.submit(self.queue, &op).map(drop).map_err(ControlError::Submit)
+    }
+}
+
+/// A host call that does a node's work: spins `us`, applies its update and records it.
+fn node_call(
+    builder: &mut DeviceBuilder,
+    shared: &Arc<Mutex<Shared>>,
+    place: Place,
+    us: u32,
+    update: Option<Update>,
+    control: Option<usize>,
+) -> Work {
+    let shared = Arc::clone(shared);
+    let call = builder.host_call(move || {
+        let until = Instant::now() + Duration::from_micros(u64::from(us));
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let mut state = shared.lock();
+        if let Some(update) = update {
+            update.apply(&mut state.counters);
+        }
+        let iteration = control.map_or(0, |c| state.iteration[c]);
+        state.ran.push(Ran { place, iteration });
+        Ok(())
+    });
+    Work::Host(call)
+}
+
+/// Runs graph file `file` on a CPU device with `workers` pool workers: every node a host call
+/// (its spin work, its counter update), each `while` and `case` a coroutine.
+///
+/// The file's graph is scheduled as usual; a control node is one operation on its stream,
+/// submitted once its loop or branch is over, waiting on the body's last points. Nodes that
+/// come after no control are submitted at once, from the calling thread. One coroutine then
+/// walks the rest in topological order: it submits plain nodes, and at a control it yields
+/// until the control's dependencies have signalled, runs the loop or the branch (conditions
+/// read the counters on a pool worker, after the previous iteration finished), submits the
+/// control's operation, and goes on. It finally yields until every stream has finished. No
+/// thread is created; the calling thread blocks until the run is over.
+///
+/// A loop whose condition still holds once `limit` has passed since the start ends the run
+/// with [`ControlError::TimedOut`] (a file can say `while` of a condition nothing changes).
+pub fn run_graph(
+    file: &GraphFile,
+    workers: usize,
+    limit: Duration,
+) -> Result<GraphRun, ControlError> {
+    let deadline = Instant::now().checked_add(limit);
+    let graph = &file.graph;
+    let nodes = graph.nodes();
+    let plan = causeway_schedule::schedule(graph);
+    let assignment = &plan.assignment;
+    let mut control_at = vec![None; nodes.len()];
+    for (index, control) in file.controls.iter().enumerate() {
+        control_at[control.node] = Some(index);
+    }
+    // A control's dependencies signal so that its coroutine can wait for them, and every
+    // stream's last node signals so that the end of the run can be awaited.
+    let mut signals = plan.signals.signals.clone();
+    for control in &file.controls {
+        nodes[control.node].deps.iter().for_each(|&d| signals[d] = true);
+    }
+    for stream in &assignment.streams {
+        if let Some(&last) = stream.nodes.last() {
+            signals[last] = true;
+        }
+    }
+    // A node after a control (or a control itself) waits for the coroutine to submit it.
+    let mut after_control = vec![false; nodes.len()];
+    for &node in graph.order() {
+        after_control[node] =
+            control_at[node].is_some() || nodes[node].deps.iter().any(|&d| after_control[d]);
+    }
+
+    let shared = Arc::new(Mutex::new(Shared {
+        ran: Vec::new(),
+        counters: file.counters.iter().map(|c| c.initial).collect(),
+        iteration: vec![0; file.controls.len()],
+    }));
+    let mut builder = Device::builder(PoolConfig::with_workers(workers));
+    builder.driver(CpuBackend::new());
+    let mut streams = Vec::new();
+    for (id, stream) in assignment.streams.iter().enumerate() {
+        // Room for every operation and every signal of the stream at once: nothing submitted
+        // ever waits for room.
+        let mut config = QueueConfig::default();
+        config.capacity = stream.nodes.len().max(1);
+        let queue = builder.queue(config);
+        let home = builder.endpoint(queue).unwrap_or(causeway::scope::Endpoint {
+            machine: 0,
+            process: 0,
+            device_group: 0,
+            device: 0,
+            queue: id as u64,
+        });
+        let signalled = stream.nodes.iter().filter(|&&n| signals[n]).count();
+        let mut semaphore = SemaphoreConfig::new(0, Scope::ProcessLocal, home);
+        semaphore.history = (signalled + 2).min(usize::from(u16::MAX));
+        streams.push((queue, builder.semaphore_config(semaphore), stream.nodes.len() as u64));
+    }
+    let mut submissions = Vec::with_capacity(nodes.len());
+    for (node, spec) in nodes.iter().enumerate() {
+        let stream = assignment.stream_of[node];
+        let work = match control_at[node] {
+            Some(_) => Work::Barrier,
+            None => {
+                let update = file.updates[node];
+                node_call(&mut builder, &shared, Place::Graph(node), spec.work_us, update, None)
+            }
+        };
+        let point = |n: NodeId| (streams[assignment.stream_of[n]].1, assignment.epoch_of[n]);
+        submissions.push(Submission {
+            queue: streams[stream].0,
+            waits: plan.signals.waits[node].iter().map(|&d| point(d)).collect(),
+            signal: signals[node].then(|| point(node)),
+            work,
+            tag: node as u64,
+        });
+    }
+    let mut bodies: Vec<Vec<Body>> = Vec::new();
+    for (control_index, control) in file.controls.iter().enumerate() {
+        let blocks: Vec<&Block> = match &control.kind {
+            ControlKind::While { body, .. } => vec![body],
+            ControlKind::Case { branches } => branches.iter().map(|(_, b)| b).collect(),
+        };
+        let mut declared = Vec::new();
+        for (branch, block) in blocks.into_iter().enumerate() {
+            let body_plan = causeway_schedule::schedule(&block.graph);
+            let works: Vec<Work> = block
+                .graph
+                .nodes()
+                .iter()
+                .enumerate()
+                .map(|(node, spec)| {
+                    let place = Place::Block { control: control_index, branch, node };
+                    let update = block.updates[node];
+                    let control = Some(control_index);
+                    node_call(&mut builder, &shared, place, spec.work_us, update, control)
+                })
+                .collect();
+            declared.push(Body::declare(&mut builder, &block.graph, &body_plan, |n| works[n]));
+        }
+        bodies.push(declared);
+    }
+    let device = Arc::new(builder.build().map_err(ControlError::Device)?);
+
+    for &node in graph.order().iter().filter(|&&n| !after_control[n]) {
+        submissions[node].submit(&device, &[])?;
+    }
+    let rest: Vec<NodeId> = graph.order().iter().copied().filter(|&n| after_control[n]).collect();
+    let deps: Vec<Vec<(SemaphoreId, u64)>> = file
+        .controls
+        .iter()
+        .map(|c| {
+            let point = |d: NodeId| (streams[assignment.stream_of[d]].1, assignment.epoch_of[d]);
+            nodes[c.node].deps.iter().map(|&d| point(d)).collect()
+        })
+        .collect();
+    let tests: Vec<Test> = file
+        .controls
+        .iter()
+        .map(|c| match &c.kind {
+            ControlKind::While { condition, .. } => Test::While(*condition),
+            ControlKind::Case { branches } => {
+                Test::Case(branches.iter().map(|(when, _)| *when).collect())
+            }
+        })
+        .collect();
+    let ends: Vec<(SemaphoreId, u64)> = streams.iter().map(|&(_, s, len)| (s, len)).collect();
+    let coroutine_device = Arc::clone(&device);
+    let coroutine_shared = Arc::clone(&shared);
+    let walk = async move {
+        let device = coroutine_device;
+        let shared = coroutine_shared;
+        let controls = bodies.len();
+        let mut iterations = vec![0; controls];
+        let mut branches = vec![None; controls];
+        for node in rest {
+            let Some(control) = control_at[node] else {
+                submissions[node].submit(&device, &[])?;
+                continue;
+            };
+            for &(semaphore, value) in &deps[control] {
+                await_point(&device, semaphore, value).await?;
+            }
+            let chosen = match &tests[control] {
+                Test::Case(whens) => {
+                    let values = shared.lock().counters.clone();
+                    let chosen =
+                        whens.iter().position(|when| when.is_none_or(|c| c.holds(&values)));
+                    if let Some(chosen) = chosen {
+                        run_case(&device, &mut bodies[control], || chosen).await?;
+                        iterations[control] = 1;
+                    }
+                    branches[control] = chosen;
+                    chosen
+                }
+                &Test::While(condition) => {
+                    let body = &mut bodies[control][0];
+                    let mut late = false;
+                    let holds = |iteration: u64| {
+                        let mut state = shared.lock();
+                        state.iteration[control] = iteration;
+                        let holds = condition.holds(&state.counters);
+                        late = holds && deadline.is_some_and(|d| Instant::now() >= d);
+                        holds && !late
+                    };
+                    iterations[control] = run_while(&device, body, holds).await?;
+                    if late {
+                        // Nothing submitted waits on what is left unsubmitted: stop here.
+                        let iterations = iterations[control];
+                        return Err(ControlError::TimedOut { control, iterations });
+                    }
+                    Some(0)
+                }
+            };
+            let body_ends: Vec<(SemaphoreId, u64)> =
+                chosen.map(|b| bodies[control][b].ends().collect()).unwrap_or_default();
+            submissions[node].submit(&device, &body_ends)?;
+        }
+        for &(semaphore, value) in &ends {
+            await_point(&device, semaphore, value).await?;
+        }
+        Ok::<_, ControlError>((iterations, branches))
+    };
+    let outcome = {
+        let spawner = Spawner::new(device.executor());
+        let handle = spawner
+            .spawn(async move { Ok(walk.await) })
+            .map_err(|refused| ControlError::Spawn(refused.error()))?;
+        handle.join().map_err(ControlError::Coroutine)?
+    };
+    let (iterations, branches) = outcome?;
+    let state = shared.lock();
+    Ok(GraphRun { ran: state.ran.clone(), iterations, branches, counters: state.counters.clone() })
+}
+
+/// Yields until `semaphore` on `device` reaches `value`.
+async fn await_point(
+    device: &Device,
+    semaphore: SemaphoreId,
+    value: u64,
+) -> Result<(), ControlError> {
+    match device.semaphore(semaphore) {
+        Some(semaphore) => wait(semaphore, value).await.map(drop).map_err(ControlError::Failed),
+        None => Ok(()),
+    }
+}
+
+impl GraphRun {
+    /// Checks the run against `file`: every plain node ran once, every body node of the branch
+    /// taken once per iteration and no other, the iterations of a loop one after another, and
+    /// every dependency edge — within each iteration, into a control (before its body's
+    /// first node) and out of it (after its body's last) — ordered by when the work finished.
+    /// Returns the number of edges checked, or the first problem.
+    pub fn check(&self, file: &GraphFile) -> Result<usize, String> {
+        let mut at: HashMap<(Place, u64), usize> = HashMap::new();
+        for (index, ran) in self.ran.iter().enumerate() {
+            if at.insert((ran.place, ran.iteration), index).is_some() {
+                return Err(format!("{:?} ran twice in iteration {}", ran.place, ran.iteration));
+            }
+        }
+        let nodes = file.graph.nodes();
+        let mut span = vec![(usize::MAX, 0usize); nodes.len()];
+        let mut checked = 0;
+        for (control_index, control) in file.controls.iter().enumerate() {
+            let blocks: Vec<&Block> = match &control.kind {
+                ControlKind::While { body, .. } => vec![body],
+                ControlKind::Case { branches } => branches.iter().map(|(_, b)| b).collect(),
+            };
+            let taken = match control.kind {
+                ControlKind::While { .. } => Some(0),
+                _ => self.branches[control_index],
+            };
+            let mut previous_last: Option<usize> = None;
+            for (branch, block) in blocks.into_iter().enumerate() {
+                let runs = if Some(branch) == taken { self.iterations[control_index] } else { 0 };
+                for iteration in 0..runs {
+                    let index = |node: NodeId| {
+                        at.get(&(Place::Block { control: control_index, branch, node }, iteration))
+                            .copied()
+                            .ok_or_else(|| {
+                                let name = &block.graph.nodes()[node].name;
+                                format!("`{name}` did not run in iteration {iteration}")
+                            })
+                    };
+                    let (mut first, mut last) = (usize::MAX, 0);
+                    for (node, spec) in block.graph.nodes().iter().enumerate() {
+                        let this = index(node)?;
+                        (first, last) = (first.min(this), last.max(this));
+                        for &dep in &spec.deps {
+                            if index(dep)? > this {
+                                return Err(format!(
+                                    "`{}` ran before `{}` in iteration {iteration}",
+                                    spec.name,
+                                    block.graph.nodes()[dep].name
+                                ));
+                            }
+                            checked += 1;
+                        }
+                    }
+                    if previous_last.is_some_and(|previous| previous > first) {
+                        return Err(format!("iteration {iteration} overlapped the one before"));
+                    }
+                    previous_last = Some(last);
+                    let whole = &mut span[control.node];
+                    *whole = (whole.0.min(first), whole.1.max(last));
+                }
+            }
+        }
+        let body_runs: u64 = file
+            .controls
+            .iter()
+            .enumerate()
+            .map(|(index, control)| {
+                let taken = match &control.kind {
+                    ControlKind::While { body, .. } => Some(body),
+                    ControlKind::Case { branches } => {
+                        self.branches[index].map(|branch| &branches[branch].1)
+                    }
+                };
+                taken.map_or(0, |block| block.graph.nodes().len() as u64 * self.iterations[index])
+            })
+            .sum();
+        let plain = nodes.len() - file.controls.len();
+        if self.ran.len() as u64 != body_runs + plain as u64 {
+            return Err(format!(
+                "{} nodes ran where {} should have",
+                self.ran.len(),
+                body_runs + plain as u64
+            ));
+        }
+        for &node in file.graph.order() {
+            let (first, last) = match at.get(&(Place::Graph(node), 0)) {
+                Some(&index) => (index, index),
+                None if file.controls.iter().any(|c| c.node == node) => span[node],
+                None => return Err(format!("`{}` did not run", nodes[node].name)),
+            };
+            let mut finished = last;
+            for &dep in &nodes[node].deps {
+                let dep_last = span[dep].1;
+                if first != usize::MAX && dep_last > first {
+                    let (name, dep) = (&nodes[node].name, &nodes[dep].name);
+                    return Err(format!("`{name}` started before `{dep}` finished"));
+                }
+                finished = finished.max(dep_last);
+                checked += 1;
+            }
+            // A control whose body never ran finishes, for what follows, with its dependencies.
+            span[node] = (first, if first == usize::MAX { finished } else { last });
+        }
+        Ok(checked)
+    }
+}
+
+/// `causeway schedule GRAPH --run`: runs `file` ([`run_graph`], two workers, loops limited to
+/// 60 s), prints what each loop and branch did and the counters, and checks every dependency
+/// ([`GraphRun::check`]): exit 0 when all held, 1 when not (or the run failed), 3 when a loop
+/// was still going at the limit.
+pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
+    let run = match run_graph(file, 2, Duration::from_secs(60)) {
+        Ok(run) => run,
+        Err(ControlError::TimedOut { control, iterations }) => {
+            let name = &file.graph.nodes()[file.controls[control].node].name;
+            eprintln!(
+                "error: while `{name}` still held its condition after {iterations} iterations, \
+                 at the 60 s limit"
+            );
+            return std::process::ExitCode::from(3);
+        }
+        Err(error) => {
+            eprintln!("error: the run failed: {error}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let nodes = file.graph.nodes();
+    for (index, control) in file.controls.iter().enumerate() {
+        let name = &nodes[control.node].name;
+        match control.kind {
+            ControlKind::While { .. } => {
+                println!("while `{name}`: {} iterations", run.iterations[index]);
+            }
+            ControlKind::Case { .. } => match run.branches[index] {
+                Some(branch) => println!("case `{name}`: branch {branch}"),
+                None => println!("case `{name}`: no branch held"),
+            },
+        }
+    }
+    for (counter, value) in file.counters.iter().zip(&run.counters) {
+        println!("counter `{}` = {value}", counter.name);
+    }
+    match run.check(file) {
+        Ok(edges) => {
+            println!("ran {} nodes; all {edges} dependency edges honoured", run.ran.len());
+            std::process::ExitCode::SUCCESS
+        }
+        Err(problem) => {
+            println!("dependency not honoured: {problem}");
+            std::process::ExitCode::from(1)
+        }
+    }
 }

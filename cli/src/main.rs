@@ -80,6 +80,10 @@ enum Command {
         /// Write the schedule as a scenario `causeway run` executes.
         #[arg(long, value_name = "SCENARIO.toml")]
         emit: Option<PathBuf>,
+        /// Run the graph here, `while` and `case` blocks as coroutines, and check that every
+        /// dependency of every iteration was honoured.
+        #[arg(long, conflicts_with = "emit")]
+        run: bool,
     },
 }
 
@@ -92,7 +96,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::View { report, output, trace } => view_report(&report, &output, trace.as_deref()),
-        Command::Schedule { graph, emit } => schedule_graph(&graph, emit.as_deref()),
+        Command::Schedule { graph, emit, run } => schedule_graph(&graph, emit.as_deref(), run),
         Command::Run { file, report, trace, html, timeout, quiet, all_cpu } => {
             let timeout = match Duration::try_from_secs_f64(timeout) {
                 Ok(timeout) if !timeout.is_zero() => timeout,
@@ -112,7 +116,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn schedule_graph(path: &Path, emit: Option<&Path>) -> ExitCode {
+fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool) -> ExitCode {
     let file = match causeway_cli::schedule::load(path) {
         Ok(file) => file,
         Err(error) => {
@@ -122,8 +126,18 @@ fn schedule_graph(path: &Path, emit: Option<&Path>) -> ExitCode {
     };
     let schedule = causeway_schedule::schedule(&file.graph);
     print!("{}", causeway_cli::schedule::render(&file, &schedule));
+    if run {
+        return causeway_cli::control::run_and_check(&file);
+    }
     if let Some(out) = emit {
-        if let Err(error) = std::fs::write(out, causeway_cli::schedule::emit(&file, &schedule)) {
+        let scenario = match causeway_cli::schedule::emit(&file, &schedule) {
+            Ok(scenario) => scenario,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(EXIT_INPUT);
+            }
+        };
+        if let Err(error) = std::fs::write(out, scenario) {
             eprintln!("error: cannot write {}: {error}", out.display());
             return ExitCode::from(EXIT_INPUT);
         }

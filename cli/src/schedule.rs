@@ -8,15 +8,22 @@
 //! semaphore per stream that anything waits on, an operation per node in topological order,
 //! and expectations that every dependency was honoured — each operation's frontier, exactly
 //! as the schedule computed it, which covers every predecessor's point.
+//!
+//! A graph file may also hold counters and `while` and `case` blocks ([`Control`]): each block
+//! is one node of the file's graph, with a body ([`Block`]) of its own nodes scheduled
+//! separately; [`crate::control::run_graph`] runs such a file, since a scenario cannot carry a
+//! loop decided while it runs.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
-use causeway_schedule::{Graph, GraphError, NodeSpec, Schedule};
+use causeway_schedule::{Graph, GraphError, NodeId, NodeSpec, Schedule};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::control::{is_identifier, Condition, Update};
 use crate::scenario::ScenarioError;
 
 /// The frontier capacity of the device `causeway run` uses: frontiers of at most this many
@@ -32,8 +39,65 @@ pub struct GraphFile {
     pub description: String,
     /// The driver each device's queues run on, by device index.
     pub drivers: Vec<String>,
-    /// The checked graph.
+    /// The checked graph: every `[[node]]`, then every `[[while]]` and `[[case]]` as one node
+    /// standing for the whole loop or branch.
     pub graph: Graph,
+    /// What each node of [`graph`](Self::graph) does to a counter when it has run.
+    pub updates: Vec<Option<Update>>,
+    /// The counters conditions read, with their initial values.
+    pub counters: Vec<Counter>,
+    /// The `while` and `case` blocks, each standing as one node of the graph.
+    pub controls: Vec<Control>,
+    /// Where the file was read from.
+    path: PathBuf,
+    /// The line of the first `while` or `case`, if any.
+    control_line: Option<usize>,
+}
+
+/// A counter: an integer that nodes update when they run and conditions read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counter {
+    /// Its name.
+    pub name: String,
+    /// Its value before anything runs.
+    pub initial: i64,
+}
+
+/// A graph that runs as a unit inside a `while` or `case`.
+#[derive(Debug)]
+pub struct Block {
+    /// Its nodes (names local to the block; devices those of the file).
+    pub graph: Graph,
+    /// What each node does to a counter when it has run.
+    pub updates: Vec<Option<Update>>,
+}
+
+/// What a control node does.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ControlKind {
+    /// Runs `body` again and again while `condition` holds (checked before each iteration).
+    While {
+        /// Read before each iteration, after the previous one has finished.
+        condition: Condition,
+        /// The loop's body.
+        body: Block,
+    },
+    /// Runs the first branch whose condition holds (a branch without one always holds), or
+    /// none.
+    Case {
+        /// The branches in file order.
+        branches: Vec<(Option<Condition>, Block)>,
+    },
+}
+
+/// A `while` or `case` block, standing as node [`node`](Self::node) of the file's graph.
+#[derive(Debug)]
+pub struct Control {
+    /// Its node in [`GraphFile::graph`].
+    pub node: NodeId,
+    /// What it runs.
+    pub kind: ControlKind,
 }
 
 #[derive(Deserialize)]
@@ -44,8 +108,14 @@ struct RawGraph {
     description: String,
     #[serde(rename = "device", default)]
     devices: Vec<Spanned<RawDevice>>,
+    #[serde(rename = "counter", default)]
+    counters: Vec<Spanned<RawCounter>>,
     #[serde(rename = "node", default)]
     nodes: Vec<Spanned<RawNode>>,
+    #[serde(rename = "while", default)]
+    whiles: Vec<Spanned<RawWhile>>,
+    #[serde(rename = "case", default)]
+    cases: Vec<Spanned<RawCase>>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +132,14 @@ fn cpu() -> Spanned<String> {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawCounter {
+    name: Spanned<String>,
+    #[serde(default)]
+    initial: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawNode {
     name: Spanned<String>,
     command: Option<String>,
@@ -71,6 +149,194 @@ struct RawNode {
     after: Vec<Spanned<String>>,
     #[serde(default)]
     us: u32,
+    update: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWhile {
+    name: Spanned<String>,
+    device: Spanned<String>,
+    #[serde(default)]
+    after: Vec<Spanned<String>>,
+    condition: Spanned<String>,
+    #[serde(rename = "node", default)]
+    nodes: Vec<Spanned<RawNode>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    name: Spanned<String>,
+    device: Spanned<String>,
+    #[serde(default)]
+    after: Vec<Spanned<String>>,
+    #[serde(rename = "branch", default)]
+    branches: Vec<Spanned<RawBranch>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBranch {
+    when: Option<Spanned<String>>,
+    #[serde(rename = "node", default)]
+    nodes: Vec<Spanned<RawNode>>,
+}
+
+/// One node as the file gives it, whichever table it came from.
+struct Entry<'a> {
+    name: &'a Spanned<String>,
+    table: Range<usize>,
+    command: Option<&'a str>,
+    device: Option<&'a Spanned<String>>,
+    devices: Option<&'a Spanned<Vec<String>>>,
+    after: &'a [Spanned<String>],
+    us: u32,
+    update: Option<&'a Spanned<String>>,
+}
+
+impl<'a> Entry<'a> {
+    fn node(node: &'a Spanned<RawNode>) -> Entry<'a> {
+        let table = node.get_ref();
+        Entry {
+            name: &table.name,
+            table: node.span(),
+            command: table.command.as_deref(),
+            device: table.device.as_ref(),
+            devices: table.devices.as_ref(),
+            after: &table.after,
+            us: table.us,
+            update: table.update.as_ref(),
+        }
+    }
+
+    /// A `while` or `case`: one node of the graph around it, running its own name.
+    fn control(
+        name: &'a Spanned<String>,
+        table: Range<usize>,
+        device: &'a Spanned<String>,
+        after: &'a [Spanned<String>],
+    ) -> Entry<'a> {
+        Entry {
+            name,
+            table,
+            command: None,
+            device: Some(device),
+            devices: None,
+            after,
+            us: 0,
+            update: None,
+        }
+    }
+}
+
+/// What building the graphs of one file needs: where to report, and the names in scope.
+struct Context<'a> {
+    path: &'a Path,
+    line_starts: Vec<usize>,
+    device_ids: HashMap<&'a str, usize>,
+    device_names: Vec<String>,
+    counter_ids: HashMap<&'a str, usize>,
+}
+
+impl Context<'_> {
+    fn line(&self, offset: usize) -> usize {
+        self.line_starts.partition_point(|&start| start <= offset)
+    }
+
+    fn at(&self, span: Range<usize>, message: String) -> ScenarioError {
+        ScenarioError::at(self.path, self.line(span.start), message)
+    }
+
+    fn expression<T>(
+        &self,
+        text: &Spanned<String>,
+        read: impl Fn(&str, &HashMap<&str, usize>) -> Result<T, String>,
+    ) -> Result<T, ScenarioError> {
+        read(text.get_ref(), &self.counter_ids).map_err(|message| self.at(text.span(), message))
+    }
+
+    /// The graph of `entries` (names local to them), with each node's counter update.
+    fn block(&self, entries: &[Entry<'_>]) -> Result<(Graph, Vec<Option<Update>>), ScenarioError> {
+        let mut node_ids: HashMap<&str, usize> = HashMap::new();
+        for (index, entry) in entries.iter().enumerate() {
+            let name = entry.name.get_ref();
+            if name.is_empty() || name.contains('@') || name.contains('/') {
+                let message =
+                    format!("node name `{name}` must be non-empty and without `@` or `/`");
+                return Err(self.at(entry.name.span(), message));
+            }
+            if node_ids.insert(name, index).is_some() {
+                return Err(
+                    self.at(entry.table.clone(), format!("node `{name}` is declared twice"))
+                );
+            }
+        }
+        let mut specs = Vec::with_capacity(entries.len());
+        let mut updates = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let name = entry.name.get_ref();
+            let devices: Vec<(Range<usize>, &str)> = match (entry.device, entry.devices) {
+                (Some(device), None) => vec![(device.span(), device.get_ref().as_str())],
+                (None, Some(devices)) if !devices.get_ref().is_empty() => {
+                    devices.get_ref().iter().map(|d| (devices.span(), d.as_str())).collect()
+                }
+                _ => {
+                    let message = format!("node `{name}` needs `device` or a non-empty `devices`");
+                    return Err(self.at(entry.table.clone(), message));
+                }
+            };
+            let mut on = Vec::new();
+            for (span, device) in devices {
+                let Some(&id) = self.device_ids.get(device) else {
+                    let message = format!("node `{name}` is on unknown device `{device}`");
+                    return Err(self.at(span, message));
+                };
+                if on.contains(&id) {
+                    let message = format!("node `{name}` names device `{device}` twice");
+                    return Err(self.at(span, message));
+                }
+                on.push(id);
+            }
+            let mut deps = Vec::new();
+            for dep in entry.after {
+                let Some(&id) = node_ids.get(dep.get_ref().as_str()) else {
+                    let message =
+                        format!("node `{name}` depends on unknown node `{}`", dep.get_ref());
+                    return Err(self.at(dep.span(), message));
+                };
+                if !deps.contains(&id) {
+                    deps.push(id);
+                }
+            }
+            updates.push(entry.update.map(|u| self.expression(u, Update::parse)).transpose()?);
+            specs.push(NodeSpec {
+                name: name.clone(),
+                command: entry.command.map_or_else(|| name.clone(), str::to_string),
+                devices: on,
+                deps,
+                work_us: entry.us,
+            });
+        }
+        let graph = Graph::new(self.device_names.clone(), specs).map_err(|error| match error {
+            GraphError::Cycle(cycle) => {
+                let names: Vec<&str> =
+                    cycle.iter().map(|&n| entries[n].name.get_ref().as_str()).collect();
+                let first = entries[cycle[0]].table.clone();
+                self.at(first, format!("dependency cycle: {} -> {}", names.join(" -> "), names[0]))
+            }
+            other => ScenarioError::in_file(self.path, other.to_string()),
+        })?;
+        // Parts (a node's share on a further device) only order: they update nothing.
+        updates.resize_with(graph.nodes().len(), || None);
+        Ok((graph, updates))
+    }
+
+    fn body(&self, nodes: &[Spanned<RawNode>]) -> Result<Block, ScenarioError> {
+        let entries: Vec<Entry<'_>> = nodes.iter().map(Entry::node).collect();
+        let (graph, updates) = self.block(&entries)?;
+        Ok(Block { graph, updates })
+    }
 }
 
 /// Reads and checks the graph file at `path`.
@@ -86,94 +352,99 @@ pub fn parse(path: &Path, source: &str) -> Result<GraphFile, ScenarioError> {
         .chain(source.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(at, _)| at + 1))
         .collect();
     let line = |offset: usize| line_starts.partition_point(|&start| start <= offset);
-    let at = |span: std::ops::Range<usize>, message: String| {
-        ScenarioError::at(path, line(span.start), message)
-    };
     let raw: RawGraph = toml::from_str(source).map_err(|error| {
         let offset = error.span().map_or(0, |span| span.start);
         ScenarioError::at(path, line(offset), error.message().trim().to_string())
     })?;
-    let mut device_ids: HashMap<&str, usize> = HashMap::new();
+    let mut context = Context {
+        path,
+        line_starts: line_starts.clone(),
+        device_ids: HashMap::new(),
+        device_names: Vec::new(),
+        counter_ids: HashMap::new(),
+    };
     let mut drivers = Vec::new();
     for device in &raw.devices {
         let table = device.get_ref();
         let name = table.name.get_ref();
-        if device_ids.insert(name, drivers.len()).is_some() {
-            return Err(at(device.span(), format!("device `{name}` is declared twice")));
+        if context.device_ids.insert(name, drivers.len()).is_some() {
+            return Err(context.at(device.span(), format!("device `{name}` is declared twice")));
         }
         let driver = table.driver.get_ref();
         if !matches!(driver.as_str(), "cpu" | "vulkan" | "npu") {
             let message = format!("unknown driver `{driver}` (cpu, vulkan or npu)");
-            return Err(at(table.driver.span(), message));
+            return Err(context.at(table.driver.span(), message));
         }
         drivers.push(driver.clone());
+        context.device_names.push(name.clone());
     }
-    let mut node_ids: HashMap<&str, usize> = HashMap::new();
-    for (index, node) in raw.nodes.iter().enumerate() {
-        let name = node.get_ref().name.get_ref();
-        if name.is_empty() || name.contains('@') {
-            let message = format!("node name `{name}` must be non-empty and without `@`");
-            return Err(at(node.get_ref().name.span(), message));
-        }
-        if node_ids.insert(name, index).is_some() {
-            return Err(at(node.span(), format!("node `{name}` is declared twice")));
-        }
-    }
-    let mut specs = Vec::with_capacity(raw.nodes.len());
-    for node in &raw.nodes {
-        let table = node.get_ref();
+    let mut counters = Vec::new();
+    for counter in &raw.counters {
+        let table = counter.get_ref();
         let name = table.name.get_ref();
-        let devices: Vec<(std::ops::Range<usize>, &str)> = match (&table.device, &table.devices) {
-            (Some(device), None) => vec![(device.span(), device.get_ref().as_str())],
-            (None, Some(devices)) if !devices.get_ref().is_empty() => {
-                devices.get_ref().iter().map(|d| (devices.span(), d.as_str())).collect()
-            }
-            _ => {
-                let message = format!("node `{name}` needs `device` or a non-empty `devices`");
-                return Err(at(node.span(), message));
-            }
-        };
-        let mut on = Vec::new();
-        for (span, device) in devices {
-            let Some(&id) = device_ids.get(device) else {
-                return Err(at(span, format!("node `{name}` is on unknown device `{device}`")));
-            };
-            if on.contains(&id) {
-                return Err(at(span, format!("node `{name}` names device `{device}` twice")));
-            }
-            on.push(id);
+        if !is_identifier(name) {
+            let message = format!("counter name `{name}` must be letters, digits and `_`");
+            return Err(context.at(table.name.span(), message));
         }
-        let mut deps = Vec::new();
-        for dep in &table.after {
-            let Some(&id) = node_ids.get(dep.get_ref().as_str()) else {
-                let message = format!("node `{name}` depends on unknown node `{}`", dep.get_ref());
-                return Err(at(dep.span(), message));
-            };
-            if !deps.contains(&id) {
-                deps.push(id);
-            }
+        if context.counter_ids.insert(name, counters.len()).is_some() {
+            return Err(context.at(counter.span(), format!("counter `{name}` is declared twice")));
         }
-        specs.push(NodeSpec {
-            name: name.clone(),
-            command: table.command.clone().unwrap_or_else(|| name.clone()),
-            devices: on,
-            deps,
-            work_us: table.us,
-        });
+        counters.push(Counter { name: name.clone(), initial: table.initial });
     }
-    let device_names = raw.devices.iter().map(|d| d.get_ref().name.get_ref().clone()).collect();
-    let graph = Graph::new(device_names, specs).map_err(|error| match error {
-        GraphError::Cycle(cycle) => {
-            let names: Vec<&str> =
-                cycle.iter().map(|&n| raw.nodes[n].get_ref().name.get_ref().as_str()).collect();
-            let first = raw.nodes[cycle[0]].span();
-            at(first, format!("dependency cycle: {} -> {}", names.join(" -> "), names[0]))
+    let mut entries: Vec<Entry<'_>> = raw.nodes.iter().map(Entry::node).collect();
+    for looping in &raw.whiles {
+        let table = looping.get_ref();
+        entries.push(Entry::control(&table.name, looping.span(), &table.device, &table.after));
+    }
+    for case in &raw.cases {
+        let table = case.get_ref();
+        entries.push(Entry::control(&table.name, case.span(), &table.device, &table.after));
+    }
+    let (graph, updates) = context.block(&entries)?;
+    let mut controls = Vec::new();
+    let mut node = raw.nodes.len();
+    for looping in &raw.whiles {
+        let table = looping.get_ref();
+        let condition = context.expression(&table.condition, Condition::parse)?;
+        let body = context.body(&table.nodes)?;
+        controls.push(Control { node, kind: ControlKind::While { condition, body } });
+        node += 1;
+    }
+    for case in &raw.cases {
+        let table = case.get_ref();
+        if table.branches.is_empty() {
+            let name = table.name.get_ref();
+            return Err(context.at(case.span(), format!("case `{name}` has no `[[case.branch]]`")));
         }
-        other => ScenarioError::in_file(path, other.to_string()),
-    })?;
+        let mut branches = Vec::new();
+        for branch in &table.branches {
+            let branch = branch.get_ref();
+            let when = branch.when.as_ref().map(|w| context.expression(w, Condition::parse));
+            branches.push((when.transpose()?, context.body(&branch.nodes)?));
+        }
+        controls.push(Control { node, kind: ControlKind::Case { branches } });
+        node += 1;
+    }
+    let control_line = raw
+        .whiles
+        .iter()
+        .map(|w| w.span().start)
+        .chain(raw.cases.iter().map(|c| c.span().start))
+        .min()
+        .map(line);
     let stem =
         path.file_stem().map_or_else(|| "graph".into(), |s| s.to_string_lossy().into_owned());
-    Ok(GraphFile { name: raw.name.unwrap_or(stem), description: raw.description, drivers, graph })
+    Ok(GraphFile {
+        name: raw.name.unwrap_or(stem),
+        description: raw.description,
+        drivers,
+        graph,
+        updates,
+        counters,
+        controls,
+        path: path.to_path_buf(),
+        control_line,
+    })
 }
 
 /// The name of stream `stream` of `schedule`: its device and its index.
@@ -230,7 +501,51 @@ pub fn render(file: &GraphFile, schedule: &Schedule) -> String {
         "edges: {} on one stream (FIFO), {} implied by other waits, {} waited",
         signals.fifo, signals.implied, signals.waited
     );
+    for control in &file.controls {
+        let name = &nodes[control.node].name;
+        match &control.kind {
+            ControlKind::While { condition, body } => {
+                let condition = condition.describe(&file.counters);
+                let _ = writeln!(out, "while `{name}` ({condition}), its body scheduled once:");
+                render_block(&mut out, graph.devices(), name, body);
+            }
+            ControlKind::Case { branches } => {
+                for (index, (when, branch)) in branches.iter().enumerate() {
+                    let when = when.as_ref().map_or("always".into(), |c| {
+                        format!("when {}", c.describe(&file.counters))
+                    });
+                    let _ = writeln!(out, "case `{name}` branch {index} ({when}):");
+                    render_block(&mut out, graph.devices(), &format!("{name}[{index}]"), branch);
+                }
+            }
+        }
+    }
     out
+}
+
+/// The streams and waits of `block`, its streams named `device.label.sN`.
+fn render_block(out: &mut String, devices: &[String], label: &str, block: &Block) {
+    let schedule = causeway_schedule::schedule(&block.graph);
+    let nodes = block.graph.nodes();
+    let assignment = &schedule.assignment;
+    let name =
+        |stream: usize| format!("{}.{label}.s{stream}", devices[assignment.streams[stream].device]);
+    for (id, stream) in assignment.streams.iter().enumerate() {
+        let names: Vec<&str> = stream.nodes.iter().map(|&n| nodes[n].name.as_str()).collect();
+        let _ = writeln!(out, "  {:<12} {}", name(id), names.join(" "));
+    }
+    for &node in block.graph.order() {
+        for &dep in &schedule.signals.waits[node] {
+            let _ = writeln!(
+                out,
+                "  {} waits {} >= {} (signalled by {})",
+                nodes[node].name,
+                name(assignment.stream_of[dep]),
+                assignment.epoch_of[dep],
+                nodes[dep].name
+            );
+        }
+    }
 }
 
 /// A TOML string literal.
@@ -238,8 +553,15 @@ fn quoted(text: &str) -> String {
     toml::Value::String(text.to_string()).to_string()
 }
 
-/// The schedule as a scenario file (see the module documentation).
-pub fn emit(file: &GraphFile, schedule: &Schedule) -> String {
+/// The schedule as a scenario file (see the module documentation). A graph with `while` or
+/// `case` blocks is refused: a scenario is a fixed list of operations and cannot carry a loop
+/// whose trip count is decided while it runs ([`crate::control::run_graph`] runs those).
+pub fn emit(file: &GraphFile, schedule: &Schedule) -> Result<String, ScenarioError> {
+    if let Some(line) = file.control_line {
+        let message = "a scenario cannot carry `while` or `case` (decided while it runs): \
+                       run the graph with `causeway schedule --run`";
+        return Err(ScenarioError::at(&file.path, line, message.to_string()));
+    }
     let graph = &file.graph;
     let nodes = graph.nodes();
     let assignment = &schedule.assignment;
@@ -306,5 +628,5 @@ pub fn emit(file: &GraphFile, schedule: &Schedule) -> String {
         }
         let _ = writeln!(out, "expect_status = \"ok\"");
     }
-    out
+    Ok(out)
 }

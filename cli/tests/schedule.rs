@@ -1,10 +1,17 @@
 //! `causeway schedule` end to end: every bundled graph scheduled, its scenario emitted and run
 //! with `causeway run` (every dependency honoured, as the emitted expectations check), the
-//! seed's preferred assignment for the fork-join graph, and bad graph files refused with exit
-//! 2 naming the file, the line and the problem.
+//! seed's preferred assignment for the fork-join graph, graphs with `while` and `case` run as
+//! coroutines (their iterations decided at run time, every edge of every iteration honoured),
+//! and bad graph files refused with exit 2 naming the file, the line and the problem.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use causeway_cli::control::{run_graph, ControlError, GraphRun, Place};
+use causeway_cli::schedule::{parse, ControlKind, GraphFile};
 
 fn causeway(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_causeway")).args(args).output().expect("the binary runs")
@@ -53,9 +60,19 @@ fn every_bundled_graph_schedules_and_runs() {
         .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
     graphs.sort();
-    assert!(graphs.len() >= 3, "graphs/ holds {graphs:?}");
+    assert!(graphs.len() >= 4, "graphs/ holds {graphs:?}");
     for graph in graphs {
-        schedule_and_run(&graph);
+        let path = repository().join("graphs").join(format!("{graph}.toml"));
+        let source = std::fs::read_to_string(&path).unwrap();
+        if source.contains("[[while]]") || source.contains("[[case]]") {
+            // A loop decided at run time cannot be a scenario: it runs as coroutines.
+            let ran = causeway(&["schedule", path.to_str().unwrap(), "--run"]);
+            let printed = text(&ran.stdout);
+            assert!(ran.status.success(), "{graph}: {printed}{}", text(&ran.stderr));
+            assert!(printed.contains("dependency edges honoured"), "{graph}: {printed}");
+        } else {
+            schedule_and_run(&graph);
+        }
     }
 }
 
@@ -182,4 +199,212 @@ fn a_thousand_node_graph_runs_with_every_edge_honoured() {
     let ran = causeway(&["run", scenario.to_str().unwrap(), "--quiet"]);
     let verdict = text(&ran.stdout);
     assert!(ran.status.success() && verdict.contains("all met"), "{verdict}{}", text(&ran.stderr));
+}
+
+/// Far more than any loop here needs.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Loads `graphs/while-refine.toml` with the residual starting at `initial`.
+fn while_refine(initial: i64) -> GraphFile {
+    let path = repository().join("graphs").join("while-refine.toml");
+    let source = std::fs::read_to_string(&path).unwrap();
+    assert!(source.contains("initial = 1000\n"));
+    let source = source.replace("initial = 1000\n", &format!("initial = {initial}\n"));
+    parse(&path, &source).expect("the bundled graph loads")
+}
+
+/// Checks `run` against `file` without the library's own check: every instance of a node
+/// (outer nodes once, body nodes once per iteration of the branch taken) ran exactly once, and
+/// each ran after everything it depends on — within an iteration its body dependencies, every
+/// instance of an earlier iteration (the condition is read between), and for a loop or branch
+/// as a whole: after the control's dependencies, before the control's dependents.
+fn check_every_edge(file: &GraphFile, run: &GraphRun) -> usize {
+    let mut ran_at: HashMap<(Place, u64), Vec<usize>> = HashMap::new();
+    for (at, ran) in run.ran.iter().enumerate() {
+        ran_at.entry((ran.place, ran.iteration)).or_default().push(at);
+    }
+    let position = |place: Place, iteration: u64| {
+        let found = ran_at.get(&(place, iteration)).map_or(&[][..], Vec::as_slice);
+        assert_eq!(found.len(), 1, "{place:?} in iteration {iteration}: {found:?}");
+        found[0]
+    };
+    // Each outer node's (first, last) position; a control's spans its body's instances.
+    let nodes = file.graph.nodes();
+    let mut span: Vec<Option<(usize, usize)>> = vec![None; nodes.len()];
+    let mut checked = 0;
+    let mut instances = 0;
+    for (control_index, control) in file.controls.iter().enumerate() {
+        let (branch, block) = match &control.kind {
+            ControlKind::While { body, .. } => (0, body),
+            ControlKind::Case { branches } => match run.branches[control_index] {
+                Some(branch) => (branch, &branches[branch].1),
+                None => continue,
+            },
+            _ => unreachable!("only while and case exist"),
+        };
+        let mut previous: Vec<usize> = Vec::new();
+        for iteration in 0..run.iterations[control_index] {
+            let at =
+                |node| position(Place::Block { control: control_index, branch, node }, iteration);
+            let this: Vec<usize> = (0..block.graph.nodes().len()).map(at).collect();
+            instances += this.len();
+            for (node, spec) in block.graph.nodes().iter().enumerate() {
+                for &dep in &spec.deps {
+                    assert!(this[dep] < this[node], "iteration {iteration}: {dep} -> {node}");
+                    checked += 1;
+                }
+            }
+            let first = *this.iter().min().unwrap();
+            assert!(previous.iter().all(|&p| p < first), "iteration {iteration} overlapped");
+            previous = this;
+            let (low, high) = span[control.node].unwrap_or((usize::MAX, 0));
+            span[control.node] = Some((low.min(first), high.max(*previous.iter().max().unwrap())));
+        }
+    }
+    for &node in file.graph.order() {
+        if !file.controls.iter().any(|c| c.node == node) {
+            let at = position(Place::Graph(node), 0);
+            span[node] = Some((at, at));
+            instances += 1;
+        }
+        let Some((first, _)) = span[node] else { continue };
+        for &dep in &nodes[node].deps {
+            if let Some((_, last)) = span[dep] {
+                assert!(last < first, "{} -> {}", nodes[dep].name, nodes[node].name);
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(instances, run.ran.len(), "something ran that should not have");
+    checked
+}
+
+#[test]
+fn while_loops_until_the_condition_its_body_computes_fails() {
+    let file = while_refine(1000);
+    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
+    // 1000 / 3 / 3 ... : 333, 111, 37, 12, 4 — five iterations, then 4 < 5 takes branch 0.
+    assert_eq!(run.iterations, [5, 1]);
+    assert_eq!(run.branches, [None, Some(0)]);
+    assert_eq!(run.counters, [4, 5]);
+    // 4 body edges × 5 iterations, plus load -> refine -> finish -> store, prefetch -> store.
+    let checked = check_every_edge(&file, &run);
+    assert_eq!(checked, 20 + 5, "{run:?}");
+    assert_eq!(run.check(&file), Ok(25));
+    // One worker is enough: the coroutine yields while the streams work, so that worker runs
+    // both it and every node — no thread waits on the loop's behalf.
+    let run = run_graph(&file, 1, LIMIT).expect("the graph runs on one worker");
+    assert_eq!(run.iterations, [5, 1]);
+    assert_eq!(check_every_edge(&file, &run), 25);
+    // The command line says the same.
+    let ran = causeway(&["schedule", path_of("while-refine").to_str().unwrap(), "--run"]);
+    let printed = text(&ran.stdout);
+    assert!(ran.status.success(), "{printed}{}", text(&ran.stderr));
+    for line in [
+        "while `refine`: 5 iterations",
+        "case `finish`: branch 0",
+        "counter `residual` = 4",
+        "ran 24 nodes; all 25 dependency edges honoured",
+    ] {
+        assert!(printed.contains(line), "{printed}");
+    }
+}
+
+fn path_of(graph: &str) -> PathBuf {
+    repository().join("graphs").join(format!("{graph}.toml"))
+}
+
+#[test]
+fn the_trip_count_and_the_branch_follow_the_run_time_values() {
+    let file = while_refine(100_000);
+    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
+    // 33333, 11111, 3703, 1234, 411, 137, 45, 15, 5: nine iterations; 5 is not < 5, so the
+    // default branch (smooth, then polish) runs.
+    assert_eq!(run.iterations, [9, 1]);
+    assert_eq!(run.branches, [None, Some(1)]);
+    assert_eq!(run.counters, [5, 9]);
+    assert_eq!(check_every_edge(&file, &run), 4 * 9 + 1 + 5);
+    // A residual already small never enters the loop.
+    let file = while_refine(7);
+    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
+    assert_eq!(run.iterations, [0, 1]);
+    assert_eq!(run.counters, [7, 0]);
+    check_every_edge(&file, &run);
+}
+
+#[test]
+fn a_loop_repeated_many_times_keeps_every_edge() {
+    // 10^4 iterations of the four-node body (4·10^4 operations): the coroutine and the
+    // streams' timelines keep going, every edge of every iteration held. The residual ends
+    // below 5, so the case takes branch 0 (one node, no edge).
+    let path = repository().join("graphs").join("while-refine.toml");
+    let source = std::fs::read_to_string(&path).unwrap();
+    let source = source
+        .replace("condition = \"residual > 10\"", "condition = \"passes < 10000\"")
+        .replace("us = ", "us = 0 # ")
+        .replace("update = \"residual /= 3\"", "update = \"residual -= 1\"");
+    let file = parse(&path, &source).expect("loads");
+    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
+    assert_eq!(run.iterations, [10_000, 1]);
+    assert_eq!(run.counters, [1000 - 10_000, 10_000]);
+    assert_eq!(check_every_edge(&file, &run), 4 * 10_000 + 5);
+    assert_eq!(run.check(&file), Ok(4 * 10_000 + 5));
+}
+
+#[test]
+fn a_loop_that_never_ends_stops_at_the_time_limit() {
+    // This copy drops the body's `passes += 1`, so the condition never fails.
+    let path = repository().join("graphs").join("while-refine.toml");
+    let source = std::fs::read_to_string(&path).unwrap();
+    let source = source
+        .replace("condition = \"residual > 10\"", "condition = \"passes < 1\"")
+        .replace("update = \"passes += 1\"", "");
+    let file = parse(&path, &source).expect("loads");
+    let error = run_graph(&file, 2, Duration::from_millis(200)).unwrap_err();
+    let ControlError::TimedOut { control, iterations } = error else {
+        panic!("not a time-out: {error}")
+    };
+    assert_eq!(control, 0);
+    assert!(iterations > 0);
+}
+
+#[test]
+fn graphs_with_loops_cannot_be_emitted_as_scenarios() {
+    let path = repository().join("graphs").join("while-refine.toml");
+    let scenario = scratch("while.scenario.toml");
+    let output =
+        causeway(&["schedule", path.to_str().unwrap(), "--emit", scenario.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = text(&output.stderr);
+    assert!(message.contains("while-refine.toml:29: a scenario cannot carry"), "{message}");
+}
+
+const COUNTER: &str = "[[counter]]\nname = \"n\"\n";
+
+#[test]
+fn bad_loops_are_refused_at_their_line() {
+    let looping = |condition: &str, body: &str| {
+        format!(
+            "{DEVICE}{COUNTER}\n[[while]]\nname = \"w\"\ndevice = \"gpu\"\ncondition = \"{condition}\"\n{body}"
+        )
+    };
+    let node = "\n[[while.node]]\nname = \"a\"\ndevice = \"gpu\"\n";
+    refused("unknown-counter.toml", &looping("m < 3", node), 9, "reads unknown counter `m`");
+    refused("operator.toml", &looping("n << 3", node), 9, "compares with `<<`");
+    refused("shape.toml", &looping("n < three", node), 9, "must read `COUNTER OP INTEGER`");
+    let divide = format!("{node}update = \"n /= 0\"\n");
+    refused("divide.toml", &looping("n < 3", &divide), 14, "divides by zero");
+    let unknown = format!("{node}after = [\"z\"]\n");
+    refused("body-dependency.toml", &looping("n < 3", &unknown), 14, "depends on unknown node `z`");
+    let cycle = "\n[[while.node]]\nname = \"a\"\ndevice = \"gpu\"\nafter = [\"b\"]\n\n\
+                 [[while.node]]\nname = \"b\"\ndevice = \"gpu\"\nafter = [\"a\"]\n";
+    refused("body-cycle.toml", &looping("n < 3", cycle), 11, "dependency cycle: a -> b -> a");
+    let device = "\n[[while.node]]\nname = \"a\"\ndevice = \"tpu\"\n";
+    refused("body-device.toml", &looping("n < 3", device), 13, "unknown device `tpu`");
+    let case = format!("{DEVICE}\n[[case]]\nname = \"c\"\ndevice = \"gpu\"\n");
+    refused("no-branch.toml", &case, 4, "case `c` has no `[[case.branch]]`");
+    let when = format!(
+        "{DEVICE}{COUNTER}\n[[case]]\nname = \"c\"\ndevice = \"gpu\"\n\n[[case.branch]]\nwhen = \"n ~ 1\"\n"
+    );
+    refused("when.toml", &when, 11, "compares with `~`");
 }

@@ -18,6 +18,11 @@
 //! frontier has reached the stream's last node. The frontiers have a fixed capacity; when a
 //! graph needs more streams than that, the assignment starts again with a larger capacity, and
 //! past the largest a frontier that forgets entries only recycles less, never wrongly.
+//!
+//! The walk is greedy: on graphs that are not series-parallel it can take a node another chain
+//! needed and end with more streams than the device's width. [`assign`] therefore hands its
+//! result to [`crate::cover::narrow`], which keeps it when it is already the fewest streams and
+//! otherwise replaces a device's streams by a minimum chain cover.
 
 use causeway_core::axis::{Axis, Domain};
 use causeway_core::frontier::Frontier;
@@ -65,8 +70,14 @@ pub fn ranks(graph: &Graph) -> Vec<u32> {
     rank
 }
 
-/// Assigns every node of `graph` to a stream (see the module documentation).
+/// Assigns every node of `graph` to a stream (see the module documentation), then narrows
+/// the assignment to the fewest streams each device allows ([`crate::cover`]).
 pub fn assign(graph: &Graph) -> Assignment {
+    crate::cover::narrow(graph, walk(graph))
+}
+
+/// The greedy walk alone.
+fn walk(graph: &Graph) -> Assignment {
     let rank = ranks(graph);
     // Most graphs fit the small frontiers; a wider one is assigned again with more room.
     let (assignment, exact) = assign_with::<8>(graph, &rank);

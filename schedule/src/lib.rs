@@ -8,7 +8,10 @@
 //! 2. [`assign`] — each node's rank (the longest chain that follows it), then streams opened
 //!    in topological order and walked down the highest-ranked successor, recycling a stream
 //!    that is certainly finished, ties broken by the command a stream has already run.
-//! 3. [`signals`] — a wait only for a cross-stream edge that neither stream order nor another
+//! 3. [`cover`] — where the walk used more streams than a device needs, the fewest: a
+//!    minimum chain cover per device (its width, by Dilworth's theorem), found as a minimum
+//!    flow through the graph itself, starting from the walk's streams.
+//! 4. [`signals`] — a wait only for a cross-stream edge that neither stream order nor another
 //!    wait already implies, decided with causeway's frontiers at schedule time: the same
 //!    knowledge the runtime will have when the schedule runs.
 //!
@@ -16,6 +19,7 @@
 //! nodes and edges (times the frontier capacity, at most 64).
 
 pub mod assign;
+pub mod cover;
 pub mod graph;
 pub mod signals;
 

@@ -42,10 +42,17 @@ impl Closure {
     /// The size of the largest antichain: nodes minus a maximum matching between "left" and
     /// "right" copies of the nodes, with an edge wherever one reaches the other.
     fn width(&self) -> usize {
-        let count = self.rows.len();
-        let adjacency: Vec<Vec<usize>> =
-            (0..count).map(|a| (0..count).filter(|&b| self.reaches(a, b)).collect()).collect();
-        count - hopcroft_karp(&adjacency, count)
+        let all: Vec<usize> = (0..self.rows.len()).collect();
+        self.width_of(&all)
+    }
+
+    /// The size of the largest antichain among `nodes` (ordered as in the whole graph).
+    fn width_of(&self, nodes: &[usize]) -> usize {
+        let adjacency: Vec<Vec<usize>> = nodes
+            .iter()
+            .map(|&a| (0..nodes.len()).filter(|&b| self.reaches(a, nodes[b])).collect())
+            .collect();
+        nodes.len() - hopcroft_karp(&adjacency, nodes.len())
     }
 }
 
@@ -214,10 +221,9 @@ fn reduced_cross_stream(graph: &Graph, schedule: &Schedule, closure: &Closure) -
         .count()
 }
 
-/// Series-parallel graphs (nested forks and joins, the shape of operator graphs): the seed's
-/// greedy assignment uses no more streams than the graph's width. (On arbitrary DAGs it can
-/// use more: the walk down one stream may take a node another chain needed, so this is not
-/// asserted there.)
+/// Series-parallel graphs (nested forks and joins, the shape of operator graphs): no more
+/// streams than the graph's width (here the greedy walk alone already achieves it; on the
+/// arbitrary DAGs below the minimum flow narrows it).
 fn series_parallel() -> impl Strategy<Value = Vec<NodeSpec>> {
     (1usize..40, any::<u64>()).prop_map(|(steps, seed)| {
         let mut state = seed | 1;
@@ -277,6 +283,9 @@ proptest! {
         let schedule = schedule(&graph);
         let closure = Closure::of(graph.nodes().len(), graph.order(), &graph_edges(&graph));
         check_sound(&graph, &schedule, &closure);
+        let width = closure.width();
+        prop_assert!(schedule.assignment.streams.len() <= width,
+            "{} streams for width {width}", schedule.assignment.streams.len());
         // Frontiers hold 64 entries: with at most that many streams, knowledge is exact.
         prop_assume!(schedule.assignment.streams.len() <= 64);
         prop_assert!(schedule.signals.exact);
@@ -286,11 +295,25 @@ proptest! {
     }
 
     #[test]
+    fn wide_thousand_node_graphs_within_width(specs in dag(1000, 40, 1)) {
+        let graph = build(specs, 1);
+        let schedule = schedule(&graph);
+        let closure = Closure::of(graph.nodes().len(), graph.order(), &graph_edges(&graph));
+        check_sound(&graph, &schedule, &closure);
+        let width = closure.width();
+        prop_assert!(schedule.assignment.streams.len() <= width,
+            "{} streams for width {width}", schedule.assignment.streams.len());
+    }
+
+    #[test]
     fn small_wide_graphs(specs in dag(60, 60, 1)) {
         let graph = build(specs, 1);
         let schedule = schedule(&graph);
         let closure = Closure::of(graph.nodes().len(), graph.order(), &graph_edges(&graph));
         check_sound(&graph, &schedule, &closure);
+        let width = closure.width();
+        prop_assert!(schedule.assignment.streams.len() <= width,
+            "{} streams for width {width}", schedule.assignment.streams.len());
         if schedule.signals.exact {
             let reduced = reduced_cross_stream(&graph, &schedule, &closure);
             prop_assert!(schedule.signals.waited <= reduced);
@@ -303,6 +326,15 @@ proptest! {
         let schedule = schedule(&graph);
         let closure = Closure::of(graph.nodes().len(), graph.order(), &graph_edges(&graph));
         check_sound(&graph, &schedule, &closure);
+        // Each device's streams are a chain cover of its nodes: no more than their width.
+        for device in 0..3 {
+            let on: Vec<usize> =
+                (0..graph.nodes().len()).filter(|&n| graph.nodes()[n].device == device).collect();
+            let streams =
+                schedule.assignment.streams.iter().filter(|s| s.device == device).count();
+            let width = closure.width_of(&on);
+            prop_assert!(streams <= width, "device {device}: {streams} streams for width {width}");
+        }
         if schedule.signals.exact {
             let reduced = reduced_cross_stream(&graph, &schedule, &closure);
             prop_assert!(schedule.signals.waited <= reduced);
@@ -418,4 +450,27 @@ fn bad_references_are_refused() {
     spec.devices = vec![1];
     let error = Graph::new(vec!["d0".into()], vec![spec]).unwrap_err();
     assert_eq!(error, GraphError::UnknownDevice { node: 0, device: 1 });
+}
+
+/// `a -> c -> e`, `b -> c`, `a -> d`: the walk from `a` takes `c` (the higher rank), `b` is
+/// left alone, and `d` — not after `b`, and `a`'s stream not finished — opens a third stream.
+/// The width is two (`{a, d}` and `{b, c, e}` cover it), and the narrowed assignment has two.
+#[test]
+fn narrowing_reaches_the_width_where_the_walk_does_not() {
+    let specs = vec![
+        node("a", "x", &[]),
+        node("b", "x", &[]),
+        node("c", "x", &[0, 1]),
+        node("d", "x", &[0]),
+        node("e", "x", &[2]),
+    ];
+    let graph = build(specs, 1);
+    let schedule = schedule(&graph);
+    let closure = Closure::of(5, graph.order(), &graph_edges(&graph));
+    check_sound(&graph, &schedule, &closure);
+    assert_eq!(closure.width(), 2);
+    let mut streams: Vec<Vec<usize>> =
+        schedule.assignment.streams.iter().map(|s| s.nodes.clone()).collect();
+    streams.sort();
+    assert_eq!(streams, [vec![0, 3], vec![1, 2, 4]]);
 }
