@@ -894,7 +894,8 @@ impl Device {
     /// Cancels what depended on rejected speculation: every operation submitted so far whose
     /// frontier holds `rejection.axis` beyond `rejection.accepted` — or is tainted and so might
     /// ([`Dependence::Conservative`](causeway_core::speculation::Dependence::Conservative)) — and has not started is cancelled: its signals fail as
-    /// [`Failure::Cancelled`] now, so waiters on every driver wake with the failure and later
+    /// [`Failure::Cancelled`] now — only the values they would have reached, so accepted work
+    /// may still signal the same semaphores — so waiters on every driver wake with the failure and later
     /// submissions waiting on those values fail, and its queue retires it in order without
     /// running it (held waits released; on a native queue its epoch is moved past on the
     /// device, so nothing waits natively on work that will never be issued). Operations that
