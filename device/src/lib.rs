@@ -900,7 +900,9 @@ impl Device {
     /// running it (held waits released; on a native queue its epoch is moved past on the
     /// device, so nothing waits natively on work that will never be issued). Operations that
     /// already started run to their end and are reported as having run on rejected work
-    /// ([`OpEvent::Speculative`]). Everything else runs as submitted.
+    /// ([`OpEvent::Speculative`]); their signals' history entries are marked
+    /// ([`Semaphore::ran_on_rejected`](causeway_core::semaphore::Semaphore::ran_on_rejected)
+    /// answers a later waiter). Everything else runs as submitted.
     ///
     /// One frontier lookup per operation in flight, so the cost is linear in them; each queue
     /// is held against submissions only while its own ring is walked. An operation submitted

@@ -82,6 +82,11 @@ pub struct HistoryEntry<const N: usize> {
     /// would have reached fail (see "Cancelled signals" in the module docs).
     #[cfg(any(test, feature = "signal-cancellation"))]
     pub cancelled: bool,
+    /// Whether the signalling operation depended on rejected speculation but had already
+    /// started when the rejection came, so it ran (or runs) to its end: a waiter on the values
+    /// it reaches consumes rejected work ([`History::mark_ran_on_rejected`]).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub ran_on_rejected: bool,
 }
 
 impl<const N: usize> HistoryEntry<N> {
@@ -94,6 +99,8 @@ impl<const N: usize> HistoryEntry<N> {
         reserved: false,
         #[cfg(any(test, feature = "signal-cancellation"))]
         cancelled: false,
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        ran_on_rejected: false,
     };
 
     /// Whether the value came from outside the scheduler's knowledge (the taint window).
@@ -422,6 +429,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         #[cfg(any(test, feature = "signal-cancellation"))]
         {
             entry.cancelled = false;
+            entry.ran_on_rejected = false;
         }
         Ok(entry)
     }
@@ -578,6 +586,37 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         self.entries.as_mut()[slot].cancelled = true;
         self.settle_cancelled();
         Ok(after)
+    }
+
+    /// Marks the signal to `value` as coming from an operation that depended on rejected
+    /// speculation and had already started when the rejection came: it is not cancelled (it
+    /// may have completed already), but a wait on the values it reaches consumes rejected work
+    /// ([`ran_on_rejected`](Self::ran_on_rejected)). Returns whether the signal was found
+    /// (retained, filled, not cancelled).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn mark_ran_on_rejected(&mut self, value: u64) -> bool {
+        let k = self.first_at_or_above(value);
+        if k == usize::from(self.len) {
+            return false;
+        }
+        let slot = self.slot(k);
+        let entry = &mut self.entries.as_mut()[slot];
+        let found = entry.value == value && !entry.reserved && !entry.cancelled;
+        entry.ran_on_rejected |= found;
+        found
+    }
+
+    /// Whether a wait on `S ≥ value` imports the signal of an operation that ran on rejected
+    /// speculation ([`mark_ran_on_rejected`](Self::mark_ran_on_rejected)): the entry the
+    /// late-waiter rule picks ([`lookup`](Self::lookup)) is marked. An aged-out value answers
+    /// for the entry its lookup imports.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn ran_on_rejected(&self, value: u64) -> bool {
+        if value <= self.initial {
+            return false;
+        }
+        let k = self.first_at_or_above(value);
+        k < usize::from(self.len) && self.entry(k).ran_on_rejected
     }
 
     /// Whether a wait on `S ≥ value` fails because the signal that would have reached it was
@@ -886,6 +925,28 @@ mod tests {
         assert_eq!(h.room_at(), Some(1), "2 will never complete; completing 1 settles both");
         h.reach(1).unwrap();
         assert_eq!(h.room_at(), None);
+    }
+
+    #[test]
+    fn a_signal_of_work_that_ran_on_rejected_speculation_is_marked_for_its_waiters() {
+        let mut h = History::<4, 4>::new(0);
+        tracked(&mut h, 2, 1);
+        h.record(4, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        h.record(6, Some(point(1, 3)), &Frontier::<4>::new()).unwrap();
+        assert!(h.mark_ran_on_rejected(4));
+        assert!(!h.mark_ran_on_rejected(5), "no signal to 5");
+        // The waits the marked signal discharges (3..=4) see it; the others do not.
+        let marked: Vec<u64> = (1..=7).filter(|&v| h.ran_on_rejected(v)).collect();
+        assert_eq!(marked, [3, 4]);
+        h.reach(4).unwrap();
+        assert!(h.ran_on_rejected(4), "the mark stays once the signal completed");
+        assert!(h.cancel(6).is_ok());
+        assert!(!h.mark_ran_on_rejected(6), "a cancelled signal never ran");
+        // A recycled slot forgets the mark.
+        for v in 7..=12 {
+            tracked(&mut h, v, v);
+        }
+        assert!(h.iter().all(|e| !e.ran_on_rejected));
     }
 
     #[test]

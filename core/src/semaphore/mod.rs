@@ -323,10 +323,9 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     pub fn failure_for(&self, minimum: u64) -> Option<Failure> {
         let failure = self.failure().filter(|_| self.value() < minimum);
         #[cfg(any(test, feature = "signal-cancellation"))]
-        // Acquire pairs with the Release store in `cancel_signal`; the history itself is read
-        // under the lock.
+        // The history itself is read under the lock.
         let failure = failure.or_else(|| {
-            (self.cancelled.load(Ordering::Acquire) != 0
+            (self.has_cancelled_signals()
                 && self.state.with(|state| state.history.cancels(minimum)))
             .then_some(Failure::Cancelled)
         });
@@ -354,6 +353,29 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         });
         fired.notify_all(Err(Failure::Cancelled));
         result
+    }
+
+    /// Whether any signal was cancelled since the semaphore was created or reset (some waits on
+    /// it fail although the timeline itself has not).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn has_cancelled_signals(&self) -> bool {
+        // Acquire pairs with the Release store in `cancel_signal`.
+        self.cancelled.load(Ordering::Acquire) != 0
+    }
+
+    /// Marks the signal to `value` as coming from an operation that depended on rejected
+    /// speculation but had already started (see [`History::mark_ran_on_rejected`]); returns
+    /// whether the signal was found.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn mark_ran_on_rejected(&self, value: u64) -> bool {
+        self.state.with(|state| state.history.mark_ran_on_rejected(value))
+    }
+
+    /// Whether a wait on `S ≥ minimum` consumes the signal of an operation that ran on rejected
+    /// speculation (see [`History::ran_on_rejected`]).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn ran_on_rejected(&self, minimum: u64) -> bool {
+        self.state.with(|state| state.history.ran_on_rejected(minimum))
     }
 
     /// The scope fixed at creation.

@@ -253,6 +253,15 @@ fn an_operation_already_running_finishes_and_is_reported() {
         wait(device.semaphore(consumed).unwrap(), 1, Some(HANG_GUARD)),
         Err(HostWaitError::Failed(Failure::Cancelled))
     );
+    // The running operation's signal completed, and its history entry says it ran on rejected
+    // work: a later waiter on 2 consumes it, one on the accepted draft's 1 does not.
+    let drafted = device.semaphore(drafted).unwrap();
+    assert_eq!(wait(drafted, 2, Some(HANG_GUARD)), Ok(2));
+    assert!(drafted.ran_on_rejected(2));
+    assert!(!drafted.ran_on_rejected(1));
+    let marked: Vec<(u64, bool)> =
+        drafted.with_history(|h| h.iter().map(|e| (e.value, e.ran_on_rejected)).collect());
+    assert_eq!(marked, [(1, false), (2, true)]);
 }
 
 #[test]
