@@ -20,7 +20,7 @@ use super::run::{
 };
 
 /// The encoding's version: the first byte.
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 
 /// Why bytes are not a rank's records (or records cannot be encoded).
 #[derive(Clone, Debug, PartialEq, Eq)]
