@@ -382,6 +382,9 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
             self.entries.as_mut()[to] = moved;
         }
         self.len -= 1;
+        // A cancelled entry may now follow the settled prefix directly.
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        self.settle_cancelled();
         if k == usize::from(self.len) {
             // It was the newest: the highest recorded value is now the one before it, or the
             // reached value when nothing else is retained (nothing was ever reached then).
@@ -578,10 +581,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         if self.entry(k).reached {
             return Err(SignalError::NotAdvancing { value, current: self.reached });
         }
-        let after = match k {
-            0 => self.evicted_through,
-            _ => self.entry(k - 1).value,
-        };
+        let after = self.value_below(k);
         let slot = self.slot(k);
         self.entries.as_mut()[slot].cancelled = true;
         self.settle_cancelled();
@@ -617,6 +617,26 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         }
         let k = self.first_at_or_above(value);
         k < usize::from(self.len) && self.entry(k).ran_on_rejected
+    }
+
+    /// The value below the range entry `k` covers: the entry before it, or the newest evicted
+    /// value.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    fn value_below(&self, k: usize) -> u64 {
+        match k {
+            0 => self.evicted_through,
+            _ => self.entry(k - 1).value,
+        }
+    }
+
+    /// When a wait on `S ≥ value` fails because of a cancelled signal that is retained, the
+    /// range that signal covers (`after < v ≤ through`): withdrawing a reservation just below a
+    /// cancelled signal widens its range down over the withdrawn values.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn cancelled_range(&self, value: u64) -> Option<(u64, u64)> {
+        let k = self.first_at_or_above(value);
+        (value > self.evicted_through && k < usize::from(self.len) && self.entry(k).cancelled)
+            .then(|| (self.value_below(k), self.entry(k).value))
     }
 
     /// Whether a wait on `S ≥ value` fails because the signal that would have reached it was
@@ -913,6 +933,21 @@ mod tests {
         h.record(4, Some(point(1, 4)), &Frontier::<4>::new()).unwrap();
         assert_eq!(h.iter().map(|e| e.value).collect::<Vec<_>>(), [3, 4]);
         assert_eq!(h.lookup(2), Lookup::External { reached: true });
+        assert_eq!(h.lookup(3), Lookup::Failed(Failure::Cancelled));
+    }
+
+    #[test]
+    fn withdrawing_the_reservation_before_a_cancelled_signal_settles_it() {
+        let mut h = History::<4, 4>::new(0);
+        tracked(&mut h, 1, 1);
+        h.reserve(2).unwrap();
+        h.record(3, Some(point(2, 1)), &Frontier::<4>::new()).unwrap();
+        h.cancel(3).unwrap();
+        assert!(h.withdraw(2));
+        // The next signal completes without the cancelled 3 standing in its way.
+        h.record(4, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        assert_eq!(h.reach(4), Ok(()));
+        assert_eq!((h.reached(), h.failure()), (4, None));
         assert_eq!(h.lookup(3), Lookup::Failed(Failure::Cancelled));
     }
 

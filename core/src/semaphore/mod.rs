@@ -422,6 +422,21 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
 
     /// Withdraws the reservation of `value`: its operation was refused.
     pub(crate) fn withdraw_signal(&self, value: u64) -> bool {
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        {
+            let (withdrawn, fired) = self.state.with(|state| {
+                let withdrawn = state.history.withdraw(value);
+                // A cancelled signal just above the withdrawn value now covers it: waiters
+                // armed on the values the reservation covered fail with it.
+                match state.history.cancelled_range(value).filter(|_| withdrawn) {
+                    Some((after, through)) => (true, state.waiters.cut_range(after, through)),
+                    None => (withdrawn, FiredChain::empty()),
+                }
+            });
+            fired.notify_all(Err(Failure::Cancelled));
+            withdrawn
+        }
+        #[cfg(not(any(test, feature = "signal-cancellation")))]
         self.state.with(|state| state.history.withdraw(value))
     }
 

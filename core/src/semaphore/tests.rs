@@ -222,6 +222,29 @@ fn a_cancelled_signal_fails_its_waiters_and_spares_the_signals_above_it() {
 }
 
 #[test]
+fn withdrawing_a_reservation_below_a_cancelled_signal_fails_the_waiters_it_covered() {
+    let s = semaphore();
+    let (r, above) = (Recorder::default(), Recorder::default());
+    s.reserve_signal(2).unwrap();
+    let o = origin(2, 1);
+    s.submit_signal(4, o, &Frontier::<4>::from_points([o])).unwrap();
+    let t = pin!(Timepoint::new(&r));
+    let t5 = pin!(Timepoint::new(&above));
+    // SAFETY: pinned here; `t` fires below, `t5` is cancelled before the frame ends.
+    unsafe {
+        assert_eq!(s.arm(t.as_ref(), 1), Ok(Arm::Armed));
+        assert_eq!(s.arm(t5.as_ref(), 5), Ok(Arm::Armed));
+    }
+    s.cancel_signal(4).unwrap();
+    assert!(r.seen().is_empty(), "1 lies below the cancelled range while 2 is reserved");
+    assert!(s.withdraw_signal(2));
+    assert_eq!(r.seen(), [Err(Failure::Cancelled)]);
+    assert_eq!(s.failure_for(1), Some(Failure::Cancelled));
+    assert!(above.seen().is_empty());
+    assert_eq!(s.cancel(&t5), Cancelled::Unlinked);
+}
+
+#[test]
 fn retiring_a_cancelled_operation_cancels_its_signals_only() {
     let s = semaphore();
     let (rejected, accepted) = (origin(2, 1), origin(1, 1));
