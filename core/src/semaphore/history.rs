@@ -1204,8 +1204,9 @@ mod tests {
             }
         }
 
-        /// Cancellations against a model that keeps every signal forever: recording, reaching
-        /// in order and cancelling pending signals, in any order. A wait on a value whose
+        /// Cancellations against a model that keeps every signal forever: recording, reserving,
+        /// filling and withdrawing, reaching in order and cancelling pending signals, in any
+        /// order. A wait on a value whose
         /// covering signal was cancelled always fails as cancelled; one whose covering signal is
         /// pending or reached answers exactly as without cancellations while retained; an
         /// aged-out one never imports the frontier of a cancelled or unreached signal, and
@@ -1213,23 +1214,29 @@ mod tests {
         /// case). `cancels` agrees with every lookup; completions never break the contract.
         #[test]
         fn a_cancellation_fails_exactly_the_values_it_covers(
-            steps in proptest::collection::vec((0u8..4, 1u64..4, any::<bool>(), 0usize..8), 1..80),
+            steps in proptest::collection::vec((0u8..7, 1u64..4, any::<bool>(), 0usize..8), 1..80),
             probes in proptest::collection::vec(1u64..300, 1..16),
         ) {
             #[derive(Clone, Copy, Debug, PartialEq)]
-            enum Kind { Pending, Reached, Cancelled }
+            enum Kind { Reserved, Pending, Reached, Cancelled }
             // (value, external, kind)
             let mut model: Vec<(u64, bool, Kind)> = Vec::new();
             let mut h = History::<3, 4>::new(0);
             let mut next = 0;
             for (action, gap, external, pick) in steps {
                 match action {
-                    0 | 1 => {
+                    0 | 1 | 4 => {
                         let value = next + gap;
                         let origin = (!external).then(|| point(1, value));
-                        match h.record(value, origin, &Frontier::<4>::from_points(origin)) {
+                        let result = if action == 4 {
+                            h.reserve(value)
+                        } else {
+                            h.record(value, origin, &Frontier::<4>::from_points(origin))
+                        };
+                        match result {
                             Ok(()) => {
-                                model.push((value, external, Kind::Pending));
+                                let kind = if action == 4 { Kind::Reserved } else { Kind::Pending };
+                                model.push((value, external && action != 4, kind));
                                 next = value;
                             }
                             Err(error) => prop_assert!(
@@ -1237,12 +1244,34 @@ mod tests {
                             ),
                         }
                     }
+                    5 | 6 => {
+                        let reserved: Vec<usize> =
+                            (0..model.len()).filter(|&i| model[i].2 == Kind::Reserved).collect();
+                        if reserved.is_empty() {
+                            continue;
+                        }
+                        let i = reserved[pick % reserved.len()];
+                        let value = model[i].0;
+                        if action == 5 {
+                            prop_assert!(h.withdraw(value));
+                            model.remove(i);
+                        } else {
+                            let origin = point(1, value);
+                            prop_assert!(h.fill(value, origin, &Frontier::<4>::from_points([origin])));
+                            model[i] = (value, false, Kind::Pending);
+                        }
+                    }
                     2 => {
-                        let Some(i) = model.iter().position(|e| e.2 == Kind::Pending) else {
+                        let Some(i) = model.iter().position(|e| matches!(e.2, Kind::Pending | Kind::Reserved)) else {
                             continue;
                         };
-                        prop_assert_eq!(h.reach(model[i].0), Ok(()));
-                        model[i].2 = Kind::Reached;
+                        let value = model[i].0;
+                        if model[i].2 == Kind::Reserved {
+                            prop_assert_eq!(h.reach(value), Err(SignalError::NotSubmitted { value }));
+                        } else {
+                            prop_assert_eq!(h.reach(value), Ok(()));
+                            model[i].2 = Kind::Reached;
+                        }
                     }
                     _ => {
                         let pending: Vec<usize> =
@@ -1277,6 +1306,7 @@ mod tests {
                 let (tv, external, kind) = model[t];
                 let aged_out = t < evicted;
                 match (kind, aged_out, lookup) {
+                    (Kind::Reserved, false, Lookup::Unsignalled) => {}
                     (Kind::Cancelled, _, Lookup::Failed(Failure::Cancelled)) => {}
                     (Kind::Pending | Kind::Reached, false, Lookup::Tracked { origin, reached, aged_out: false, .. }) => {
                         prop_assert!(!external);
