@@ -85,7 +85,8 @@ passed
 
 step "tier 2: loom models"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p causeway-core --release --test loom_semaphore --test loom_arena --test loom_executor
+  cargo test -p causeway-core --release --features signal-cancellation \
+    --test loom_semaphore --test loom_arena --test loom_executor
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-runtime --release --test loom_stream --test loom_compute_sleep
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \

@@ -257,6 +257,14 @@ fn a_rejection_cancels_exactly_the_dependent_work_across_drivers_with_reasons_in
         }
         assert!(op.get("ran_on_rejected").is_none(), "{op}");
     }
+    // The cancelled operations' signals stay in the histories, marked; nothing ran on
+    // rejected work.
+    let history = (report["semaphores"].as_array().unwrap().iter())
+        .flat_map(|semaphore| semaphore["history"].as_array().unwrap());
+    let cancelled = history.clone().filter(|entry| entry.get("cancelled").is_some());
+    assert!(cancelled.clone().count() > 0, "{}", report["semaphores"]);
+    assert!(cancelled.clone().all(|entry| entry["cancelled"] == true));
+    assert!(history.clone().all(|entry| entry.get("ran_on_rejected").is_none()));
     // A cancel names a queue, on the host only.
     let unknown = refused(
         "cancel-unknown-queue.toml",

@@ -523,7 +523,9 @@ pub struct Submitted<const N: usize> {
 
 /// The retire half of an operation's life: when it succeeded (`Ok`), completes each of its
 /// `signals`; otherwise fails each timeline with its failure, so every waiter — on any queue or
-/// driver — learns of it.
+/// driver — learns of it. With the `signal-cancellation` feature a [`Failure::Cancelled`]
+/// cancels each signal instead ([`Semaphore::cancel_signal`]): only the values it would have
+/// reached fail.
 ///
 /// A completion refused here (out of order: another signaller broke the timeline's contract)
 /// fails the timeline itself, which is how its waiters learn of it; a refusal because the
@@ -539,6 +541,15 @@ pub fn retire<'s, const H: usize, const M: usize, S>(
         match result {
             Ok(()) => {
                 let _ = semaphore.complete_signal(value);
+            }
+            // A cancellation fails only the values this signal would have reached, so accepted
+            // work signalling the same timeline after it still completes; when the signal
+            // cannot be cancelled (none pending) the whole timeline fails, so no waiter hangs.
+            #[cfg(any(test, feature = "signal-cancellation"))]
+            Err(Failure::Cancelled) => {
+                if semaphore.cancel_signal(value).is_err() {
+                    semaphore.fail(Failure::Cancelled);
+                }
             }
             Err(failure) => {
                 semaphore.fail(failure);
@@ -724,8 +735,17 @@ mod tests {
         retire([(&s, 1), (&t, 1)], Ok(()));
         assert_eq!((s.value(), t.value()), (1, 1));
         q.begin().commit_signalling([(&s, 2)]).unwrap();
-        retire([(&s, 2)], Err(Failure::Cancelled));
-        assert_eq!((s.failure(), t.failure()), (Some(Failure::Cancelled), None));
+        retire([(&s, 2)], Err(Failure::Aborted));
+        assert_eq!((s.failure(), t.failure()), (Some(Failure::Aborted), None));
+        // A cancellation fails only the values its signal would have reached.
+        q.begin().commit_signalling([(&t, 2)]).unwrap();
+        q.begin().commit_signalling([(&t, 3)]).unwrap();
+        retire([(&t, 2)], Err(Failure::Cancelled));
+        retire([(&t, 3)], Ok(()));
+        assert_eq!(
+            (t.failure(), t.failure_for(2), t.failure_for(3)),
+            (None, Some(Failure::Cancelled), None)
+        );
     }
 
     #[test]

@@ -119,3 +119,56 @@ fn failure_racing_signal_notifies_once_and_failure_sticks() {
         assert_eq!(sem.failure(), Some(Failure::Aborted));
     });
 }
+
+/// A cancelled signal racing the completion of the signal below it and the arming of waiters
+/// on both values: the waiter on the cancelled value is told `Cancelled` exactly once (at arm
+/// or by callback, never lost, never success); the waiter below succeeds; the timeline then
+/// goes on past the cancelled value.
+#[cfg(feature = "signal-cancellation")]
+#[test]
+fn cancel_signal_racing_completion_and_arm_fails_exactly_its_waiters() {
+    loom::model(|| {
+        let sem = semaphore();
+        let (below, cancelled) = (origin(), Point::new(Axis::new(0, Domain::Queue, 2), 1));
+        sem.submit_signal(1, below, &Frontier::<2>::new()).unwrap();
+        sem.submit_signal(2, cancelled, &Frontier::<2>::new()).unwrap();
+        let canceller = {
+            let sem = sem.clone();
+            thread::spawn(move || sem.cancel_signal(2).unwrap())
+        };
+        let signaller = {
+            let sem = sem.clone();
+            thread::spawn(move || sem.complete_signal(1).unwrap())
+        };
+        let (on_cancelled, on_below) = (Count::default(), Count::default());
+        let t2 = pin!(Timepoint::new(&on_cancelled));
+        let t1 = pin!(Timepoint::new(&on_below));
+        // SAFETY: both pinned in this frame; both are decided once the threads are joined
+        // (checked below) and cancelled before the frame ends; `sem` outlives them.
+        let (armed2, armed1) =
+            unsafe { (sem.arm(t2.as_ref(), 2).unwrap(), sem.arm(t1.as_ref(), 1).unwrap()) };
+        canceller.join().unwrap();
+        signaller.join().unwrap();
+        match armed2 {
+            Arm::Ready(outcome) => assert_eq!(outcome, Err(Failure::Cancelled)),
+            Arm::Armed => {
+                assert!(t2.is_done());
+                assert_eq!(on_cancelled.failures.load(Ordering::Relaxed), 1);
+            }
+        }
+        match armed1 {
+            Arm::Ready(outcome) => assert_eq!(outcome, Ok(1)),
+            Arm::Armed => {
+                assert!(t1.is_done());
+                assert_eq!(on_below.failures.load(Ordering::Relaxed), 0);
+            }
+        }
+        assert!(on_cancelled.calls.load(Ordering::Relaxed) <= 1);
+        assert!(on_below.calls.load(Ordering::Relaxed) <= 1);
+        sem.signal(3, origin(), &Frontier::<2>::new()).unwrap();
+        assert_eq!((sem.value(), sem.failure()), (3, None));
+        assert_eq!(sem.failure_for(2), Some(Failure::Cancelled));
+        let _ = (sem.cancel(&t1), sem.cancel(&t2));
+        assert!(!sem.has_waiters());
+    });
+}

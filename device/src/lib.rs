@@ -896,12 +896,15 @@ impl Device {
     /// Cancels what depended on rejected speculation: every operation submitted so far whose
     /// frontier holds `rejection.axis` beyond `rejection.accepted` — or is tainted and so might
     /// ([`Dependence::Conservative`](causeway_core::speculation::Dependence::Conservative)) — and has not started is cancelled: its signals fail as
-    /// [`Failure::Cancelled`] now, so waiters on every driver wake with the failure and later
+    /// [`Failure::Cancelled`] now — only the values they would have reached, so accepted work
+    /// may still signal the same semaphores — so waiters on every driver wake with the failure and later
     /// submissions waiting on those values fail, and its queue retires it in order without
     /// running it (held waits released; on a native queue its epoch is moved past on the
     /// device, so nothing waits natively on work that will never be issued). Operations that
     /// already started run to their end and are reported as having run on rejected work
-    /// ([`OpEvent::Speculative`]). Everything else runs as submitted.
+    /// ([`OpEvent::Speculative`]); their signals' history entries are marked
+    /// ([`Semaphore::ran_on_rejected`](causeway_core::semaphore::Semaphore::ran_on_rejected)
+    /// answers a later waiter). Everything else runs as submitted.
     ///
     /// One frontier lookup per operation in flight, so the cost is linear in them; each queue
     /// is held against submissions only while its own ring is walked. An operation submitted

@@ -485,7 +485,8 @@ impl QueueShared {
 
     /// The first walk of [`Device::cancel_speculative`](crate::Device::cancel_speculative)
     /// (see `speculation`): claims the operations that depend on `rejection` and have not
-    /// started as cancelled, and marks those that started.
+    /// started as cancelled, and marks those that started, and their signals' history entries
+    /// (`Semaphore::mark_ran_on_rejected`).
     pub(crate) fn claim_speculative(&self, rejection: Rejection, report: &mut CancelReport) {
         // Held for the walk: no slot from the head on is refilled meanwhile, so each lineage
         // stays the one published, even for operations the queue process retires meanwhile.
@@ -506,7 +507,17 @@ impl QueueShared {
                     report.cancelled += 1;
                     report.conservative += usize::from(dependence == Dependence::Conservative);
                 }
-                Claimed::Running => report.running += 1,
+                Claimed::Running => {
+                    report.running += 1;
+                    // It runs to its end; its signals carry the mark, so a later waiter (and
+                    // the history in a report) sees it consumes rejected work.
+                    // SAFETY: as above.
+                    let signals = unsafe { self.lineage(index).1.read() };
+                    let device = self.device();
+                    for &(semaphore, value) in signals {
+                        device.semaphores[semaphore].mark_ran_on_rejected(value);
+                    }
+                }
                 Claimed::AlreadyDecided => {}
             }
         }

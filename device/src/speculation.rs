@@ -51,7 +51,9 @@
 //! operation, never issued, retires on the host, which moves the queue's native progress past
 //! it (`Backend::completed_on_host`), so a native wait on its epoch cannot stall the hardware
 //! queue. An operation already started — running on a worker or handed to its driver — runs to
-//! its end and is reported as having run on rejected work.
+//! its end and is reported as having run on rejected work; the first walk also marks its
+//! signals' history entries (`Semaphore::mark_ran_on_rejected`), so a waiter that consumes
+//! them later can tell, and a report's semaphore history shows it.
 
 use std::cell::UnsafeCell;
 

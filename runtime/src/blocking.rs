@@ -87,12 +87,15 @@ pub fn wait_until<const H: usize, const N: usize, S: HistorySlots<N>>(
                 }
             }
         }
-        Arm::Ready(semaphore.failure().map_or_else(|| Ok(semaphore.value()), Err))
+        // `failure_for`, not `failure`: a cancelled signal fails the values it would have
+        // reached without failing the timeline, and a timeline that failed after reaching
+        // `minimum` still answers this wait with success.
+        Arm::Ready(semaphore.failure_for(minimum).map_or_else(|| Ok(semaphore.value()), Err))
     });
     match arm {
         Arm::Ready(Ok(value)) => Ok(value),
         Arm::Ready(Err(failure)) => Err(HostWaitError::Failed(failure)),
-        Arm::Armed => match semaphore.failure() {
+        Arm::Armed => match semaphore.failure_for(minimum) {
             Some(failure) => Err(HostWaitError::Failed(failure)),
             None if semaphore.value() >= minimum => Ok(semaphore.value()),
             None => Err(HostWaitError::TimedOut { value: semaphore.value() }),

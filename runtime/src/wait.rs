@@ -187,7 +187,9 @@ impl<'s, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>>
         let notify: *const dyn Notify = &self.waiter;
         for (point, slot) in self.points.iter().zip(self.timepoints.iter_mut()) {
             let Some((semaphore, minimum)) = *point else { continue };
-            let decided = match semaphore.failure() {
+            // A value whose signal was cancelled fails although the timeline may have passed
+            // it (`failure_for`); the timeline's own failure answers every wait here.
+            let decided = match semaphore.failure().or_else(|| semaphore.failure_for(minimum)) {
                 Some(failure) => Some(Err(failure)),
                 None if semaphore.value() >= minimum => Some(Ok(semaphore.value())),
                 None => {

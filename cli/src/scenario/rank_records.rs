@@ -20,7 +20,7 @@ use super::run::{
 };
 
 /// The encoding's version: the first byte.
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 
 /// Why bytes are not a rank's records (or records cannot be encoded).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,6 +148,8 @@ pub fn encode(outcome: &Outcome<'_>) -> Result<Vec<u8>, RecordsError> {
             out.u64(entry.value);
             out.frontier(outcome, entry.frontier);
             out.bool(entry.tainted);
+            out.bool(entry.cancelled);
+            out.bool(entry.ran_on_rejected);
         }
     }
     let memory = outcome.memory;
@@ -360,7 +362,9 @@ pub fn decode<'s>(scenario: &'s Scenario, bytes: &[u8]) -> Result<Outcome<'s>, R
             let value = input.u64()?;
             let frontier = input.frontier(axis_names.len(), &mut points)?;
             let tainted = input.bool("history taint")?;
-            history.push(HistoryRecord { value, frontier, tainted });
+            let cancelled = input.bool("history cancellation")?;
+            let ran_on_rejected = input.bool("history rejection")?;
+            history.push(HistoryRecord { value, frontier, tainted, cancelled, ran_on_rejected });
         }
         semaphores.push(SemaphoreRecord { value, failed, history: Span::since(&history, start) });
     }

@@ -152,7 +152,13 @@ struct SemaphoreJson<'a, History> {
 
 #[derive(Serialize)]
 struct HistoryJson<Points> {
+    /// The signal was cancelled (shown only when it was).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    cancelled: bool,
     frontier: Points,
+    /// Its operation ran on rejected speculation (shown only when it did).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    ran_on_rejected: bool,
     tainted: bool,
     value: u64,
 }
@@ -210,7 +216,9 @@ fn history_entry<'a>(
     entry: &'a HistoryRecord,
 ) -> HistoryJson<impl Serialize + 'a> {
     HistoryJson {
+        cancelled: entry.cancelled,
         frontier: frontier(outcome, entry.frontier),
+        ran_on_rejected: entry.ran_on_rejected,
         tainted: entry.tainted,
         value: entry.value,
     }

@@ -219,6 +219,11 @@ pub struct HistoryRecord {
     pub frontier: FrontierRecord,
     /// External (untracked) signal.
     pub tainted: bool,
+    /// The signal was cancelled: the values it would have reached failed.
+    pub cancelled: bool,
+    /// The signalling operation ran on rejected speculation (it had started when a `cancel`
+    /// step rejected what it depended on).
+    pub ran_on_rejected: bool,
 }
 
 /// A semaphore at the end of the run.
@@ -226,7 +231,8 @@ pub struct HistoryRecord {
 pub struct SemaphoreRecord {
     /// Final value.
     pub value: u64,
-    /// Whether it failed.
+    /// Whether a wait on it fails: the timeline failed, or one of its signals was cancelled
+    /// (the values that signal would have reached fail; its history entry says which).
     pub failed: bool,
     /// Retained history, oldest first, in [`Outcome::history`].
     pub history: Span,
@@ -1492,11 +1498,13 @@ impl<'s, 'p> Runner<'s, 'p> {
                         value: entry.value,
                         frontier: frontiers.record(&entry.frontier),
                         tainted: entry.is_external(),
+                        cancelled: entry.cancelled,
+                        ran_on_rejected: entry.ran_on_rejected,
                     }))
                 });
                 SemaphoreRecord {
                     value: semaphore.value(),
-                    failed: semaphore.failure().is_some(),
+                    failed: semaphore.failure().is_some() || semaphore.has_cancelled_signals(),
                     history: Span::since(&history, start),
                 }
             })

@@ -22,11 +22,37 @@
 //! 2. Values are reached in order: reaching `v` while a smaller value is still pending is a
 //!    broken timeline contract, and the history fails with [`Failure::OutOfOrderSignal`]
 //!    rather than let a waiter import a frontier of work that has not happened.
-//! 3. Only reached entries are evicted, oldest first, and the newest reached entry is always
-//!    kept. So every entry older than a retained one is reached, and a value that aged out
-//!    was reached long ago: the oldest retained entry is reached and covers it.
+//! 3. Only settled entries (reached, or cancelled: see below) are evicted, oldest first, and
+//!    the newest settled entry is always kept. So every entry older than a retained one is
+//!    settled, and a value that aged out was settled long ago.
 //! 4. A reserved entry is pending and carries nothing: a lookup that lands on it reports
 //!    [`Lookup::Unsignalled`], and it cannot be reached until it is filled.
+//!
+//! # Cancelled signals
+//!
+//! With the `signal-cancellation` feature (hosted builds; the firmware, which never cancels,
+//! leaves it off and links none of it), a pending signal can be *cancelled*
+//! ([`History::cancel`]): the operation that would have signalled it will never run. A
+//! cancellation is a failure with a point. It covers exactly the values that signal would
+//! have reached — those above the signal recorded before it, up to its own — and nothing else:
+//!
+//! - A wait for a value in a cancelled range fails with [`Failure::Cancelled`], now and after
+//!   the timeline has passed the range.
+//! - Signals above it are untouched: they may still be recorded and reached, in order, the
+//!   cancelled one skipped (it settles without being reached). A wait for a value they cover
+//!   imports their frontier as usual. That frontier is the signaller's own; work that does not
+//!   depend on the cancelled operation does not know it, so nothing a waiter imports claims
+//!   the cancelled work happened.
+//! - The timeline value stays monotonic, but it no longer says that *every* value below it
+//!   was reached: one inside a cancelled range never was. Whether a wait on `v` succeeds is
+//!   decided by the entry that covers `v` ([`History::lookup`], [`History::cancels`]), never
+//!   by comparing `v` with the reached value alone.
+//! - Once a cancelled entry ages out, the history keeps only the highest cancelled value it
+//!   evicted: an aged-out value at or below it fails as cancelled (sound, conservative: a late
+//!   wait on an older value that was reached fails too), one above it was reached.
+//!
+//! A failure of the whole timeline ([`History::fail`]) is unchanged: it concerns every value
+//! not reached before it.
 //!
 //! A full history (every slot pending, or pending plus the newest reached entry) refuses new
 //! signals with [`SignalError::HistoryFull`]; [`History::room_at`] names the value whose
@@ -52,6 +78,15 @@ pub struct HistoryEntry<const N: usize> {
     /// Whether the value is only reserved: the signalling operation is still being submitted,
     /// `origin` and `frontier` are not set yet.
     pub reserved: bool,
+    /// Whether the signal was cancelled: it will never complete, and waits on the values it
+    /// would have reached fail (see "Cancelled signals" in the module docs).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub cancelled: bool,
+    /// Whether the signalling operation depended on rejected speculation but had already
+    /// started when the rejection came, so it ran (or runs) to its end: a waiter on the values
+    /// it reaches consumes rejected work ([`History::mark_ran_on_rejected`]).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub ran_on_rejected: bool,
 }
 
 impl<const N: usize> HistoryEntry<N> {
@@ -62,6 +97,10 @@ impl<const N: usize> HistoryEntry<N> {
         frontier: Frontier::new(),
         reached: false,
         reserved: false,
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        cancelled: false,
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        ran_on_rejected: false,
     };
 
     /// Whether the value came from outside the scheduler's knowledge (the taint window).
@@ -132,7 +171,8 @@ pub enum Lookup<const N: usize> {
         /// Whether the value has been reached.
         reached: bool,
     },
-    /// The timeline failed; every waiter receives this.
+    /// The wait fails: the timeline failed before reaching `v`, or the signal that would have
+    /// reached `v` was cancelled ([`Failure::Cancelled`]; see "Cancelled signals" above).
     Failed(Failure),
 }
 
@@ -146,16 +186,22 @@ pub struct History<const H: usize, const N: usize, S = [HistoryEntry<N>; H]> {
     /// Slot of the oldest retained entry.
     head: u16,
     len: u16,
-    /// Retained entries that are reached. They always form a prefix of the ring: values are
-    /// recorded ascending and reaching one while a smaller one is pending fails the timeline,
-    /// so completion only ever extends the prefix — which makes `reach` O(1).
-    reached_len: u16,
+    /// Retained entries that are settled: reached, or cancelled. They always form a prefix of
+    /// the ring: values are recorded ascending, reaching one while a smaller one is pending
+    /// fails the timeline, and a cancelled entry joins the prefix only once every entry before
+    /// it has (`settle_cancelled`) — so completion only ever extends the prefix, which makes
+    /// `reach` O(1).
+    settled_len: u16,
     initial: u64,
     reached: u64,
     /// Highest value recorded (pending or reached), at least `initial`.
     submitted: u64,
     /// Value of the newest evicted entry (`initial` when none was evicted).
     evicted_through: u64,
+    /// Value of the newest evicted cancelled entry (`initial` when none was evicted): aged-out
+    /// values at or below it fail as cancelled.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    cancelled_evicted_through: u64,
     failure: Option<Failure>,
     aged_out_imports: u64,
 }
@@ -181,11 +227,13 @@ impl<const H: usize, const N: usize, S> History<H, N, S> {
             capacity,
             head: 0,
             len: 0,
-            reached_len: 0,
+            settled_len: 0,
             initial,
             reached: initial,
             submitted: initial,
             evicted_through: initial,
+            #[cfg(any(test, feature = "signal-cancellation"))]
+            cancelled_evicted_through: initial,
             failure: None,
             aged_out_imports: 0,
         }
@@ -207,11 +255,15 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     pub fn reset(&mut self, initial: u64) {
         self.head = 0;
         self.len = 0;
-        self.reached_len = 0;
+        self.settled_len = 0;
         self.initial = initial;
         self.reached = initial;
         self.submitted = initial;
         self.evicted_through = initial;
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        {
+            self.cancelled_evicted_through = initial;
+        }
         self.failure = None;
         self.aged_out_imports = 0;
     }
@@ -243,7 +295,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
 
     /// Signals submitted and not yet reached.
     pub fn pending(&self) -> usize {
-        usize::from(self.len - self.reached_len)
+        usize::from(self.len - self.settled_len)
     }
 
     /// Retained entries, oldest first.
@@ -330,6 +382,9 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
             self.entries.as_mut()[to] = moved;
         }
         self.len -= 1;
+        // A cancelled entry may now follow the settled prefix directly.
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        self.settle_cancelled();
         if k == usize::from(self.len) {
             // It was the newest: the highest recorded value is now the one before it, or the
             // reached value when nothing else is retained (nothing was ever reached then).
@@ -374,6 +429,11 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         let entry = &mut self.entries.as_mut()[slot];
         entry.value = value;
         entry.reached = false;
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        {
+            entry.cancelled = false;
+            entry.ran_on_rejected = false;
+        }
         Ok(entry)
     }
 
@@ -391,14 +451,19 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         if self.has_room() || self.failure.is_some() {
             return None;
         }
-        // Full means `len == capacity ≥ 2` with at most one reached entry, so entry 1 exists
-        // and is pending.
+        // Full means `len == capacity ≥ 2` with at most one settled entry, so entry 1 exists
+        // and is not settled.
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        if self.settled_len == 0 && self.entry(1).cancelled {
+            // Entry 1 will never complete; entry 0's completion settles both.
+            return Some(self.entry(0).value);
+        }
         Some(self.entry(1).value)
     }
 
     fn oldest_is_evictable(&self) -> bool {
-        // The oldest entry may go only if it is reached and a newer reached entry remains.
-        self.reached_len >= 2
+        // The oldest entry may go only if it is settled and a newer settled entry remains.
+        self.settled_len >= 2
     }
 
     fn evict_oldest(&mut self) -> Result<(), SignalError> {
@@ -406,9 +471,13 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
             return Err(SignalError::HistoryFull { capacity: self.capacity() });
         }
         self.evicted_through = self.entry(0).value;
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        if self.entry(0).cancelled {
+            self.cancelled_evicted_through = self.evicted_through;
+        }
         self.head = self.slot(1) as u16;
         self.len -= 1;
-        self.reached_len -= 1;
+        self.settled_len -= 1;
         Ok(())
     }
 
@@ -425,10 +494,10 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         }
         // Everything before the first pending entry is reached (the prefix invariant), so that
         // entry is the only one this completion may be for.
-        if self.reached_len == self.len {
+        if self.settled_len == self.len {
             return Err(SignalError::NotSubmitted { value });
         }
-        let first_pending = self.slot(usize::from(self.reached_len));
+        let first_pending = self.slot(usize::from(self.settled_len));
         let pending = self.entries.as_ref()[first_pending];
         if pending.value != value {
             self.failure = Some(Failure::OutOfOrderSignal);
@@ -439,8 +508,10 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
             return Err(SignalError::NotSubmitted { value });
         }
         self.entries.as_mut()[first_pending].reached = true;
-        self.reached_len += 1;
+        self.settled_len += 1;
         self.reached = value;
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        self.settle_cancelled();
         Ok(())
     }
 
@@ -472,6 +543,10 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
             return Lookup::Unsignalled;
         }
         let aged_out = value <= self.evicted_through;
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        if let Some(cancelled) = self.cancelled_lookup(k, aged_out, value) {
+            return cancelled;
+        }
         if aged_out {
             self.aged_out_imports += 1;
         }
@@ -484,6 +559,121 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
                 aged_out,
             },
             None => Lookup::External { reached: entry.reached },
+        }
+    }
+
+    /// Cancels the pending signal to `value`: its operation will never run (see "Cancelled
+    /// signals" in the module docs). Returns the value below the cancelled range — waits on
+    /// values above it, up to `value`, now fail — also when the signal was cancelled already.
+    ///
+    /// Refused for a failed timeline ([`SignalError::Failed`]), a value already reached
+    /// ([`SignalError::NotAdvancing`]) and a value with no filled signal
+    /// ([`SignalError::NotSubmitted`]: never recorded, or only reserved).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn cancel(&mut self, value: u64) -> Result<u64, SignalError> {
+        if let Some(failure) = self.failure {
+            return Err(SignalError::Failed(failure));
+        }
+        let k = self.first_at_or_above(value);
+        if k == usize::from(self.len) || self.entry(k).value != value || self.entry(k).reserved {
+            return Err(SignalError::NotSubmitted { value });
+        }
+        if self.entry(k).reached {
+            return Err(SignalError::NotAdvancing { value, current: self.reached });
+        }
+        let after = self.value_below(k);
+        let slot = self.slot(k);
+        self.entries.as_mut()[slot].cancelled = true;
+        self.settle_cancelled();
+        Ok(after)
+    }
+
+    /// Marks the signal to `value` as coming from an operation that depended on rejected
+    /// speculation and had already started when the rejection came: it is not cancelled (it
+    /// may have completed already), but a wait on the values it reaches consumes rejected work
+    /// ([`ran_on_rejected`](Self::ran_on_rejected)). Returns whether the signal was found
+    /// (retained, filled, not cancelled).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn mark_ran_on_rejected(&mut self, value: u64) -> bool {
+        let k = self.first_at_or_above(value);
+        if k == usize::from(self.len) {
+            return false;
+        }
+        let slot = self.slot(k);
+        let entry = &mut self.entries.as_mut()[slot];
+        let found = entry.value == value && !entry.reserved && !entry.cancelled;
+        entry.ran_on_rejected |= found;
+        found
+    }
+
+    /// Whether a wait on `S ≥ value` imports the signal of an operation that ran on rejected
+    /// speculation ([`mark_ran_on_rejected`](Self::mark_ran_on_rejected)): the entry the
+    /// late-waiter rule picks ([`lookup`](Self::lookup)) is marked. An aged-out value answers
+    /// for the entry its lookup imports.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn ran_on_rejected(&self, value: u64) -> bool {
+        if value <= self.initial {
+            return false;
+        }
+        let k = self.first_at_or_above(value);
+        k < usize::from(self.len) && self.entry(k).ran_on_rejected
+    }
+
+    /// The value below the range entry `k` covers: the entry before it, or the newest evicted
+    /// value.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    fn value_below(&self, k: usize) -> u64 {
+        match k {
+            0 => self.evicted_through,
+            _ => self.entry(k - 1).value,
+        }
+    }
+
+    /// When a wait on `S ≥ value` fails because of a cancelled signal that is retained, the
+    /// range that signal covers (`after < v ≤ through`): withdrawing a reservation just below a
+    /// cancelled signal widens its range down over the withdrawn values.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn cancelled_range(&self, value: u64) -> Option<(u64, u64)> {
+        let k = self.first_at_or_above(value);
+        (value > self.evicted_through && k < usize::from(self.len) && self.entry(k).cancelled)
+            .then(|| (self.value_below(k), self.entry(k).value))
+    }
+
+    /// Whether a wait on `S ≥ value` fails because the signal that would have reached it was
+    /// cancelled (conservatively, for an aged-out value: see the module docs).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn cancels(&self, value: u64) -> bool {
+        if value <= self.initial {
+            return false;
+        }
+        if value <= self.evicted_through {
+            return value <= self.cancelled_evicted_through;
+        }
+        let k = self.first_at_or_above(value);
+        k < usize::from(self.len) && self.entry(k).cancelled
+    }
+
+    /// What [`lookup`](Self::lookup) answers instead when the entry it landed on (`k`, the
+    /// first retained at or above `value`) tells of a cancellation; `None` otherwise.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    fn cancelled_lookup(&self, k: usize, aged_out: bool, value: u64) -> Option<Lookup<N>> {
+        if aged_out && value <= self.cancelled_evicted_through
+            || !aged_out && self.entry(k).cancelled
+        {
+            return Some(Lookup::Failed(Failure::Cancelled));
+        }
+        // Aged out above every evicted cancellation: the signal that reached `value` was
+        // evicted, and the oldest retained entry, which a plain aged-out lookup imports
+        // instead, was cancelled. Its frontier is of work that never ran: import nothing.
+        (aged_out && self.entry(k).cancelled).then_some(Lookup::External { reached: true })
+    }
+
+    /// Extends the settled prefix over the cancelled entries that follow it: the first entry
+    /// after the prefix is then the one the next completion must be for.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    fn settle_cancelled(&mut self) {
+        while self.settled_len < self.len && self.entry(usize::from(self.settled_len)).cancelled {
+            self.settled_len += 1;
         }
     }
 
@@ -516,7 +706,7 @@ mod tests {
         Point::new(Axis::new(0, Domain::Queue, queue), epoch)
     }
 
-    fn tracked(history: &mut History<4, 4>, value: u64, epoch: u64) {
+    fn tracked<const H: usize>(history: &mut History<H, 4>, value: u64, epoch: u64) {
         let origin = point(1, epoch);
         history.record(value, Some(origin), &Frontier::<4>::from_points([origin])).unwrap();
         history.reach(value).unwrap();
@@ -671,6 +861,127 @@ mod tests {
         assert!(matches!(h.lookup(3), Lookup::Tracked { reached: true, .. }));
         assert_eq!(h.lookup(4), Lookup::Failed(Failure::Cancelled));
         assert_eq!(h.lookup(5), Lookup::Failed(Failure::Cancelled));
+    }
+
+    #[test]
+    fn a_cancelled_signal_fails_only_its_own_values() {
+        let mut h = History::<8, 4>::new(0);
+        tracked(&mut h, 1, 1);
+        for (value, epoch) in [(3, 2), (5, 3), (8, 4)] {
+            h.record(value, Some(point(1, epoch)), &Frontier::<4>::new()).unwrap();
+        }
+        // The signal to 5 is cancelled while 3 is still pending: values 4..=5 fail.
+        assert_eq!(h.cancel(5), Ok(3));
+        assert_eq!(h.cancel(5), Ok(3), "cancelling twice is harmless");
+        assert_eq!(h.lookup(4), Lookup::Failed(Failure::Cancelled));
+        assert_eq!(h.lookup(5), Lookup::Failed(Failure::Cancelled));
+        assert!(h.cancels(4) && h.cancels(5) && !h.cancels(3) && !h.cancels(6));
+        assert!(matches!(h.lookup(3), Lookup::Tracked { reached: false, .. }));
+        // 3 completes, then 8 — the cancelled 5 is skipped, not a broken contract.
+        h.reach(3).unwrap();
+        h.reach(8).unwrap();
+        assert_eq!((h.reached(), h.failure(), h.pending()), (8, None, 0));
+        match h.lookup(6) {
+            Lookup::Tracked { origin, reached: true, aged_out: false, .. } => {
+                assert_eq!(origin, point(1, 4));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Passing it does not revive the cancelled range.
+        assert_eq!(h.lookup(5), Lookup::Failed(Failure::Cancelled));
+        // Later signals go on as usual.
+        tracked(&mut h, 9, 5);
+        assert_eq!(h.reached(), 9);
+    }
+
+    #[test]
+    fn cancel_refuses_what_is_not_a_pending_signal() {
+        let mut h = History::<4, 4>::new(0);
+        tracked(&mut h, 2, 1);
+        assert_eq!(h.cancel(2), Err(SignalError::NotAdvancing { value: 2, current: 2 }));
+        assert_eq!(h.cancel(3), Err(SignalError::NotSubmitted { value: 3 }));
+        h.reserve(4).unwrap();
+        assert_eq!(h.cancel(4), Err(SignalError::NotSubmitted { value: 4 }));
+        h.fail(Failure::DeviceLost);
+        assert_eq!(h.cancel(4), Err(SignalError::Failed(Failure::DeviceLost)));
+    }
+
+    #[test]
+    fn an_evicted_cancellation_fails_aged_out_values_at_or_below_it() {
+        let mut h = History::<2, 4>::new(0);
+        tracked(&mut h, 1, 1);
+        h.record(2, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        h.cancel(2).unwrap();
+        tracked(&mut h, 3, 3); // evicts 1
+        tracked(&mut h, 4, 4); // evicts the cancelled 2
+        assert_eq!(h.iter().map(|e| e.value).collect::<Vec<_>>(), [3, 4]);
+        // Conservative below the evicted cancellation, exact above it.
+        assert_eq!(h.lookup(1), Lookup::Failed(Failure::Cancelled));
+        assert_eq!(h.lookup(2), Lookup::Failed(Failure::Cancelled));
+        assert!(matches!(h.lookup(3), Lookup::Tracked { reached: true, aged_out: false, .. }));
+    }
+
+    #[test]
+    fn an_aged_out_value_never_imports_a_cancelled_frontier() {
+        let mut h = History::<2, 4>::new(0);
+        tracked(&mut h, 1, 1);
+        tracked(&mut h, 2, 2);
+        h.record(3, Some(point(1, 3)), &Frontier::<4>::new()).unwrap();
+        h.cancel(3).unwrap();
+        // 1 is evicted; the oldest retained, 2, is reached; then 2 goes, leaving 3 (cancelled)
+        // as the oldest retained.
+        h.record(4, Some(point(1, 4)), &Frontier::<4>::new()).unwrap();
+        assert_eq!(h.iter().map(|e| e.value).collect::<Vec<_>>(), [3, 4]);
+        assert_eq!(h.lookup(2), Lookup::External { reached: true });
+        assert_eq!(h.lookup(3), Lookup::Failed(Failure::Cancelled));
+    }
+
+    #[test]
+    fn withdrawing_the_reservation_before_a_cancelled_signal_settles_it() {
+        let mut h = History::<4, 4>::new(0);
+        tracked(&mut h, 1, 1);
+        h.reserve(2).unwrap();
+        h.record(3, Some(point(2, 1)), &Frontier::<4>::new()).unwrap();
+        h.cancel(3).unwrap();
+        assert!(h.withdraw(2));
+        // The next signal completes without the cancelled 3 standing in its way.
+        h.record(4, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        assert_eq!(h.reach(4), Ok(()));
+        assert_eq!((h.reached(), h.failure()), (4, None));
+        assert_eq!(h.lookup(3), Lookup::Failed(Failure::Cancelled));
+    }
+
+    #[test]
+    fn room_at_skips_a_cancelled_signal() {
+        let mut h = History::<2, 4>::new(0);
+        h.record(1, Some(point(1, 1)), &Frontier::<4>::new()).unwrap();
+        h.record(2, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        h.cancel(2).unwrap();
+        assert_eq!(h.room_at(), Some(1), "2 will never complete; completing 1 settles both");
+        h.reach(1).unwrap();
+        assert_eq!(h.room_at(), None);
+    }
+
+    #[test]
+    fn a_signal_of_work_that_ran_on_rejected_speculation_is_marked_for_its_waiters() {
+        let mut h = History::<4, 4>::new(0);
+        tracked(&mut h, 2, 1);
+        h.record(4, Some(point(1, 2)), &Frontier::<4>::new()).unwrap();
+        h.record(6, Some(point(1, 3)), &Frontier::<4>::new()).unwrap();
+        assert!(h.mark_ran_on_rejected(4));
+        assert!(!h.mark_ran_on_rejected(5), "no signal to 5");
+        // The waits the marked signal discharges (3..=4) see it; the others do not.
+        let marked: Vec<u64> = (1..=7).filter(|&v| h.ran_on_rejected(v)).collect();
+        assert_eq!(marked, [3, 4]);
+        h.reach(4).unwrap();
+        assert!(h.ran_on_rejected(4), "the mark stays once the signal completed");
+        assert!(h.cancel(6).is_ok());
+        assert!(!h.mark_ran_on_rejected(6), "a cancelled signal never ran");
+        // A recycled slot forgets the mark.
+        for v in 7..=12 {
+            tracked(&mut h, v, v);
+        }
+        assert!(h.iter().all(|e| !e.ran_on_rejected));
     }
 
     #[test]
@@ -889,6 +1200,137 @@ mod tests {
                     }
                     (Lookup::External { reached: true }, Some(&(_, _, Kind::Reached))) => {}
                     (got, want) => prop_assert!(false, "lookup({}) = {:?}, truth {:?}", v, got, want),
+                }
+            }
+        }
+
+        /// Cancellations against a model that keeps every signal forever: recording, reserving,
+        /// filling and withdrawing, reaching in order and cancelling pending signals, in any
+        /// order. A wait on a value whose
+        /// covering signal was cancelled always fails as cancelled; one whose covering signal is
+        /// pending or reached answers exactly as without cancellations while retained; an
+        /// aged-out one never imports the frontier of a cancelled or unreached signal, and
+        /// fails only when a cancelled value at or above it was evicted (the conservative
+        /// case). `cancels` agrees with every lookup; completions never break the contract.
+        #[test]
+        fn a_cancellation_fails_exactly_the_values_it_covers(
+            steps in proptest::collection::vec((0u8..7, 1u64..4, any::<bool>(), 0usize..8), 1..80),
+            probes in proptest::collection::vec(1u64..300, 1..16),
+        ) {
+            #[derive(Clone, Copy, Debug, PartialEq)]
+            enum Kind { Reserved, Pending, Reached, Cancelled }
+            // (value, external, kind)
+            let mut model: Vec<(u64, bool, Kind)> = Vec::new();
+            let mut h = History::<3, 4>::new(0);
+            let mut next = 0;
+            for (action, gap, external, pick) in steps {
+                match action {
+                    0 | 1 | 4 => {
+                        let value = next + gap;
+                        let origin = (!external).then(|| point(1, value));
+                        let result = if action == 4 {
+                            h.reserve(value)
+                        } else {
+                            h.record(value, origin, &Frontier::<4>::from_points(origin))
+                        };
+                        match result {
+                            Ok(()) => {
+                                let kind = if action == 4 { Kind::Reserved } else { Kind::Pending };
+                                model.push((value, external && action != 4, kind));
+                                next = value;
+                            }
+                            Err(error) => prop_assert!(
+                                matches!(error, SignalError::HistoryFull { .. }), "{:?}", error
+                            ),
+                        }
+                    }
+                    5 | 6 => {
+                        let reserved: Vec<usize> =
+                            (0..model.len()).filter(|&i| model[i].2 == Kind::Reserved).collect();
+                        if reserved.is_empty() {
+                            continue;
+                        }
+                        let i = reserved[pick % reserved.len()];
+                        let value = model[i].0;
+                        if action == 5 {
+                            prop_assert!(h.withdraw(value));
+                            model.remove(i);
+                        } else {
+                            let origin = point(1, value);
+                            prop_assert!(h.fill(value, origin, &Frontier::<4>::from_points([origin])));
+                            model[i] = (value, false, Kind::Pending);
+                        }
+                    }
+                    2 => {
+                        let Some(i) = model.iter().position(|e| matches!(e.2, Kind::Pending | Kind::Reserved)) else {
+                            continue;
+                        };
+                        let value = model[i].0;
+                        if model[i].2 == Kind::Reserved {
+                            prop_assert_eq!(h.reach(value), Err(SignalError::NotSubmitted { value }));
+                        } else {
+                            prop_assert_eq!(h.reach(value), Ok(()));
+                            model[i].2 = Kind::Reached;
+                        }
+                    }
+                    _ => {
+                        let pending: Vec<usize> =
+                            (0..model.len()).filter(|&i| model[i].2 == Kind::Pending).collect();
+                        if pending.is_empty() {
+                            continue;
+                        }
+                        let i = pending[pick % pending.len()];
+                        let after = if i == 0 { 0 } else { model[i - 1].0 };
+                        prop_assert_eq!(h.cancel(model[i].0), Ok(after));
+                        model[i].2 = Kind::Cancelled;
+                    }
+                }
+                prop_assert_eq!(h.failure(), None);
+                let kept: Vec<u64> = h.iter().map(|e| e.value).collect();
+                let tail: Vec<u64> = model[model.len() - kept.len()..].iter().map(|e| e.0).collect();
+                prop_assert_eq!(kept, tail);
+            }
+            let evicted = model.len() - h.iter().count();
+            for v in probes {
+                let truth = model.iter().position(|e| e.0 >= v);
+                let lookup = h.lookup(v);
+                prop_assert_eq!(
+                    h.cancels(v),
+                    lookup == Lookup::Failed(Failure::Cancelled),
+                    "cancels({}) disagrees with {:?}", v, lookup
+                );
+                let Some(t) = truth else {
+                    prop_assert_eq!(lookup, Lookup::Unsignalled);
+                    continue;
+                };
+                let (tv, external, kind) = model[t];
+                let aged_out = t < evicted;
+                match (kind, aged_out, lookup) {
+                    (Kind::Reserved, false, Lookup::Unsignalled) => {}
+                    (Kind::Cancelled, _, Lookup::Failed(Failure::Cancelled)) => {}
+                    (Kind::Pending | Kind::Reached, false, Lookup::Tracked { origin, reached, aged_out: false, .. }) => {
+                        prop_assert!(!external);
+                        prop_assert_eq!(origin.epoch, tv);
+                        prop_assert_eq!(reached, kind == Kind::Reached);
+                    }
+                    (Kind::Pending | Kind::Reached, false, Lookup::External { reached }) => {
+                        prop_assert!(external);
+                        prop_assert_eq!(reached, kind == Kind::Reached);
+                    }
+                    (Kind::Reached, true, Lookup::Tracked { origin, reached: true, aged_out: true, .. }) => {
+                        // What it imports is a signal that completed, at or above the truth.
+                        let imported = model.iter().find(|e| !e.1 && e.0 == origin.epoch);
+                        prop_assert!(origin.epoch >= tv);
+                        prop_assert_eq!(imported.map(|e| e.2), Some(Kind::Reached));
+                    }
+                    (Kind::Reached, true, Lookup::External { reached: true }) => {}
+                    (Kind::Reached, true, Lookup::Failed(Failure::Cancelled)) => {
+                        // Conservative only when a cancelled value at or above `v` was evicted.
+                        prop_assert!(model[t..evicted].iter().any(|e| e.2 == Kind::Cancelled));
+                    }
+                    (kind, aged_out, got) => prop_assert!(
+                        false, "lookup({}) = {:?}, truth {:?} {:?} aged out {}", v, got, tv, kind, aged_out
+                    ),
                 }
             }
         }

@@ -23,6 +23,16 @@
 //! completed before anything failed, so the waiter depends on nothing the failure concerns
 //! (cancelling speculative work that shares a semaphore with accepted work leaves the waits on
 //! the accepted values alone).
+//!
+//! A *cancelled signal* ([`Semaphore::cancel_signal`], with the `signal-cancellation` feature)
+//! is a failure with a point: it fails only the values that one signal would have reached,
+//! while signals above it — accepted work that does not depend on the cancelled operation —
+//! still complete, and waits on their values succeed with their signallers' frontiers. The
+//! timeline value stays monotonic, but a value inside a cancelled range stays failed after
+//! the timeline passes it, so success is decided by [`failure_for`](Semaphore::failure_for),
+//! [`lookup`](Semaphore::lookup) or a timepoint, never by comparing with
+//! [`value`](Semaphore::value) alone. The rule and why it is sound are in [`History`]'s
+//! module docs ("Cancelled signals").
 
 mod history;
 pub mod timepoint;
@@ -211,6 +221,10 @@ struct State<const H: usize, const N: usize, S> {
 pub struct Semaphore<const H: usize = 8, const N: usize = 8, S = [HistoryEntry<N>; H]> {
     value: AtomicU64,
     failed: AtomicU8,
+    /// Non-zero once a signal was cancelled: only then can a value the timeline passed fail,
+    /// so `failure_for` takes the lock to look.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    cancelled: AtomicU8,
     scope: Scope,
     home: Endpoint,
     state: Lock<State<H, N, S>>,
@@ -243,6 +257,8 @@ impl<const H: usize, const N: usize, S> Semaphore<H, N, S> {
         Semaphore {
             value: AtomicU64::new(initial),
             failed: AtomicU8::new(0),
+            #[cfg(any(test, feature = "signal-cancellation"))]
+            cancelled: AtomicU8::new(0),
             scope,
             home,
             state: Lock::new(State { history, waiters: WaiterList::new() }),
@@ -259,6 +275,8 @@ impl<const H: usize, const N: usize, S> Semaphore<H, N, S> {
         Semaphore {
             value: AtomicU64::new(initial),
             failed: AtomicU8::new(0),
+            #[cfg(any(test, feature = "signal-cancellation"))]
+            cancelled: AtomicU8::new(0),
             scope,
             home,
             state: Lock::new(State { history, waiters: WaiterList::new() }),
@@ -298,10 +316,66 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     }
 
     /// The failure a wait for `minimum` meets, if any: the timeline's failure, unless the
-    /// timeline had reached `minimum` before it failed (see "Failure" in the module docs). A
-    /// failed timeline never advances again, so a `None` for a failed timeline is final.
+    /// timeline had reached `minimum` before it failed (see "Failure" in the module docs), or
+    /// [`Failure::Cancelled`] when the signal that would have reached `minimum` was cancelled.
+    /// A failed timeline never advances again and a cancellation is never taken back, so a
+    /// `Some` is final, and so is a `None` for a failed timeline.
     pub fn failure_for(&self, minimum: u64) -> Option<Failure> {
-        self.failure().filter(|_| self.value() < minimum)
+        let failure = self.failure().filter(|_| self.value() < minimum);
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        // The history itself is read under the lock.
+        let failure = failure.or_else(|| {
+            (self.has_cancelled_signals()
+                && self.state.with(|state| state.history.cancels(minimum)))
+            .then_some(Failure::Cancelled)
+        });
+        failure
+    }
+
+    /// Cancels the pending signal to `value`: its operation will never run. Waits on the values
+    /// it would have reached — above the signal recorded before it, up to `value` — fail with
+    /// [`Failure::Cancelled`] (armed timepoints among them are notified now); signals above it
+    /// still complete (see "Failure" in the module docs). Cancelling a signal twice is harmless.
+    ///
+    /// Refused for a failed timeline, a value already reached and a value with no submitted
+    /// signal (see [`History::cancel`]): a caller that must not leave waiters hanging fails
+    /// the timeline instead ([`fail`](Self::fail)), as [`queue::retire`](crate::queue::retire)
+    /// does.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn cancel_signal(&self, value: u64) -> Result<(), SignalError> {
+        let (result, fired) = self.state.with(|state| match state.history.cancel(value) {
+            Ok(after) => {
+                // Release pairs with the Acquire load in `failure_for`.
+                self.cancelled.store(1, Ordering::Release);
+                (Ok(()), state.waiters.cut_range(after, value))
+            }
+            Err(error) => (Err(error), FiredChain::empty()),
+        });
+        fired.notify_all(Err(Failure::Cancelled));
+        result
+    }
+
+    /// Whether any signal was cancelled since the semaphore was created or reset (some waits on
+    /// it fail although the timeline itself has not).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn has_cancelled_signals(&self) -> bool {
+        // Acquire pairs with the Release store in `cancel_signal`.
+        self.cancelled.load(Ordering::Acquire) != 0
+    }
+
+    /// Marks the signal to `value` as coming from an operation that depended on rejected
+    /// speculation but had already started (see [`History::mark_ran_on_rejected`]); returns
+    /// whether the signal was found.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn mark_ran_on_rejected(&self, value: u64) -> bool {
+        self.state.with(|state| state.history.mark_ran_on_rejected(value))
+    }
+
+    /// Whether a wait on `S ≥ minimum` consumes the signal of an operation that ran on rejected
+    /// speculation (see [`History::ran_on_rejected`]).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn ran_on_rejected(&self, minimum: u64) -> bool {
+        self.state.with(|state| state.history.ran_on_rejected(minimum))
     }
 
     /// The scope fixed at creation.
@@ -348,6 +422,21 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
 
     /// Withdraws the reservation of `value`: its operation was refused.
     pub(crate) fn withdraw_signal(&self, value: u64) -> bool {
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        {
+            let (withdrawn, fired) = self.state.with(|state| {
+                let withdrawn = state.history.withdraw(value);
+                // A cancelled signal just above the withdrawn value now covers it: waiters
+                // armed on the values the reservation covered fail with it.
+                match state.history.cancelled_range(value).filter(|_| withdrawn) {
+                    Some((after, through)) => (true, state.waiters.cut_range(after, through)),
+                    None => (withdrawn, FiredChain::empty()),
+                }
+            });
+            fired.notify_all(Err(Failure::Cancelled));
+            withdrawn
+        }
+        #[cfg(not(any(test, feature = "signal-cancellation")))]
         self.state.with(|state| state.history.withdraw(value))
     }
 
@@ -457,6 +546,11 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             if !timepoint::is_armable(timepoint) {
                 return Err(ArmError::Busy);
             }
+            // A value whose signal was cancelled fails, even below the reached value.
+            #[cfg(any(test, feature = "signal-cancellation"))]
+            if state.history.cancels(minimum) {
+                return Ok(Arm::Ready(Err(Failure::Cancelled)));
+            }
             // A value reached before the failure stays reached: the failure only concerns
             // values the timeline had not reached yet.
             let reached = state.history.reached();
@@ -531,6 +625,8 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             // these stores with every locked reader.
             self.value.store(initial, Ordering::Release);
             self.failed.store(0, Ordering::Release);
+            #[cfg(any(test, feature = "signal-cancellation"))]
+            self.cancelled.store(0, Ordering::Release);
             Ok(())
         })
     }

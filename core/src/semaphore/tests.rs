@@ -173,6 +173,96 @@ fn a_failure_spares_waits_on_values_reached_before_it() {
 }
 
 #[test]
+fn a_cancelled_signal_fails_its_waiters_and_spares_the_signals_above_it() {
+    let s = semaphore();
+    let (below, cancelled, accepted) = (origin(1, 1), origin(2, 1), origin(1, 2));
+    s.submit_signal(1, below, &Frontier::<4>::from_points([below])).unwrap();
+    s.submit_signal(3, cancelled, &Frontier::<4>::from_points([cancelled])).unwrap();
+    s.submit_signal(5, accepted, &Frontier::<4>::from_points([accepted])).unwrap();
+    let [r1, r2, r3, r4, r6] = [(); 5].map(|()| Recorder::default());
+    let t1 = pin!(Timepoint::new(&r1));
+    let t2 = pin!(Timepoint::new(&r2));
+    let t3 = pin!(Timepoint::new(&r3));
+    let t4 = pin!(Timepoint::new(&r4));
+    let t6 = pin!(Timepoint::new(&r6));
+    // SAFETY: all pinned in this frame, and `s` outlives them; each fires below, or (`t6`) is
+    // cancelled before the frame ends.
+    unsafe {
+        for (t, minimum) in [(&t1, 1), (&t2, 2), (&t3, 3), (&t4, 4), (&t6, 6)] {
+            assert_eq!(s.arm(t.as_ref(), minimum), Ok(Arm::Armed));
+        }
+    }
+    assert_eq!(s.cancel_signal(3), Ok(()));
+    // Only the waiters of the values the cancelled signal would have reached (2..=3) fire.
+    assert_eq!(r2.seen(), [Err(Failure::Cancelled)]);
+    assert_eq!(r3.seen(), [Err(Failure::Cancelled)]);
+    assert!(r1.seen().is_empty() && r4.seen().is_empty() && r6.seen().is_empty());
+    assert_eq!(s.failure(), None, "the timeline itself has not failed");
+    assert_eq!(
+        (s.failure_for(1), s.failure_for(3), s.failure_for(4)),
+        (None, Some(Failure::Cancelled), None)
+    );
+    s.complete_signal(1).unwrap();
+    // The accepted signal above the cancelled one completes; its waiters import its frontier.
+    s.complete_signal(5).unwrap();
+    assert_eq!(r1.seen(), [Ok(1)]);
+    assert_eq!(r4.seen(), [Ok(5)]);
+    assert!(
+        matches!(s.lookup(4), Lookup::Tracked { origin, reached: true, .. } if origin == accepted)
+    );
+    // Passing the cancelled range does not revive it.
+    assert_eq!(s.value(), 5);
+    assert_eq!(s.failure_for(2), Some(Failure::Cancelled));
+    let late = pin!(Timepoint::new(&r1));
+    // SAFETY: `Ready` links nothing.
+    assert_eq!(unsafe { s.arm(late.as_ref(), 2) }, Ok(Arm::Ready(Err(Failure::Cancelled))));
+    assert_eq!(s.lookup(2), Lookup::Failed(Failure::Cancelled));
+    assert_eq!(s.cancel(&t6), Cancelled::Unlinked);
+    assert_eq!(s.cancel_signal(5), Err(SignalError::NotAdvancing { value: 5, current: 5 }));
+}
+
+#[test]
+fn withdrawing_a_reservation_below_a_cancelled_signal_fails_the_waiters_it_covered() {
+    let s = semaphore();
+    let (r, above) = (Recorder::default(), Recorder::default());
+    s.reserve_signal(2).unwrap();
+    let o = origin(2, 1);
+    s.submit_signal(4, o, &Frontier::<4>::from_points([o])).unwrap();
+    let t = pin!(Timepoint::new(&r));
+    let t5 = pin!(Timepoint::new(&above));
+    // SAFETY: pinned here; `t` fires below, `t5` is cancelled before the frame ends.
+    unsafe {
+        assert_eq!(s.arm(t.as_ref(), 1), Ok(Arm::Armed));
+        assert_eq!(s.arm(t5.as_ref(), 5), Ok(Arm::Armed));
+    }
+    s.cancel_signal(4).unwrap();
+    assert!(r.seen().is_empty(), "1 lies below the cancelled range while 2 is reserved");
+    assert!(s.withdraw_signal(2));
+    assert_eq!(r.seen(), [Err(Failure::Cancelled)]);
+    assert_eq!(s.failure_for(1), Some(Failure::Cancelled));
+    assert!(above.seen().is_empty());
+    assert_eq!(s.cancel(&t5), Cancelled::Unlinked);
+}
+
+#[test]
+fn retiring_a_cancelled_operation_cancels_its_signals_only() {
+    let s = semaphore();
+    let (rejected, accepted) = (origin(2, 1), origin(1, 1));
+    s.submit_signal(1, rejected, &Frontier::<4>::from_points([rejected])).unwrap();
+    s.submit_signal(2, accepted, &Frontier::<4>::from_points([accepted])).unwrap();
+    crate::queue::retire([(&s, 1)], Err(Failure::Cancelled));
+    crate::queue::retire([(&s, 2)], Ok(()));
+    assert_eq!(
+        (s.value(), s.failure_for(1), s.failure_for(2)),
+        (2, Some(Failure::Cancelled), None)
+    );
+    // A cancellation with no pending signal to cancel fails the timeline: nobody hangs.
+    crate::queue::retire([(&s, 9)], Err(Failure::Cancelled));
+    assert_eq!(s.failure(), Some(Failure::Cancelled));
+    assert_eq!(s.failure_for(2), None, "reached before the failure");
+}
+
+#[test]
 fn out_of_order_completion_fails_waiters_instead_of_lying() {
     let s = semaphore();
     let r = Recorder::default();

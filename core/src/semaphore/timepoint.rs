@@ -222,6 +222,38 @@ impl WaiterList {
         FiredChain { head }
     }
 
+    /// Cuts out every timepoint with `after < minimum ≤ through` (the waiters of a cancelled
+    /// signal's values), marking each FIRING; the others stay linked in order.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub(super) fn cut_range(&mut self, after: u64, through: u64) -> FiredChain {
+        let mut previous: *mut Timepoint<'static> = ptr::null_mut();
+        let mut current = self.head;
+        // SAFETY: nodes reachable from `head` are alive (arm contract); we hold the lock.
+        unsafe {
+            while !current.is_null() && (*current).minimum.load(Ordering::Relaxed) <= after {
+                previous = current;
+                current = (*current).next.load(Ordering::Relaxed);
+            }
+            let first = current;
+            let mut last: *mut Timepoint<'static> = ptr::null_mut();
+            while !current.is_null() && (*current).minimum.load(Ordering::Relaxed) <= through {
+                (*current).state.store(FIRING, Ordering::Relaxed);
+                last = current;
+                current = (*current).next.load(Ordering::Relaxed);
+            }
+            if last.is_null() {
+                return FiredChain::empty();
+            }
+            (*last).next.store(ptr::null_mut(), Ordering::Relaxed);
+            if previous.is_null() {
+                self.head = current;
+            } else {
+                (*previous).next.store(current, Ordering::Relaxed);
+            }
+            FiredChain { head: first }
+        }
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.head.is_null()
     }

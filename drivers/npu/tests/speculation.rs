@@ -140,8 +140,8 @@ fn rejection_while_downstream_work_is_queued(downstream: Downstream) {
     let q2 = queue(&mut builder, other, 16);
     let q3 = queue(&mut builder, other, 16);
     let home = builder.endpoint(draft).unwrap();
-    // A timeline's failure is sticky (every waiter on it fails), so each draft signals a
-    // timeline of its own: cancelling draft 3 fails its timeline, not the accepted drafts'.
+    // Each draft signals a timeline of its own, so each host wait below names one draft (the
+    // drafts sharing one timeline is `accepted_work_signals_a_shared_semaphore_after_the_cancel`).
     let [gate, a2_done, b1_done, b2_done, c2_done, after] =
         [(); 6].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
     let drafts = [(); 5].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
@@ -253,6 +253,15 @@ fn an_operation_already_running_finishes_and_is_reported() {
         wait(device.semaphore(consumed).unwrap(), 1, Some(HANG_GUARD)),
         Err(HostWaitError::Failed(Failure::Cancelled))
     );
+    // The running operation's signal completed, and its history entry says it ran on rejected
+    // work: a later waiter on 2 consumes it, one on the accepted draft's 1 does not.
+    let drafted = device.semaphore(drafted).unwrap();
+    assert_eq!(wait(drafted, 2, Some(HANG_GUARD)), Ok(2));
+    assert!(drafted.ran_on_rejected(2));
+    assert!(!drafted.ran_on_rejected(1));
+    let marked: Vec<(u64, bool)> =
+        drafted.with_history(|h| h.iter().map(|e| (e.value, e.ran_on_rejected)).collect());
+    assert_eq!(marked, [(1, false), (2, true)]);
 }
 
 #[test]
@@ -305,9 +314,9 @@ fn ten_thousand_queued_operations_are_decided_and_the_dependent_half_cancelled()
 }
 
 /// Accepted and rejected drafts signal one shared semaphore: the accepted draft reaches 1, the
-/// rejected one (held behind a gate) would reach 2. Cancelling fails the semaphore, yet an
-/// accepted consumer queued on `shared ≥ 1` runs, and a host wait on 1 succeeds; waits on 2
-/// fail.
+/// rejected one (held behind a gate) would reach 2. Cancelling fails the values 2 would have
+/// reached, yet an accepted consumer queued on `shared ≥ 1` runs, and a host wait on 1
+/// succeeds; waits on 2 fail.
 #[test]
 fn accepted_waiters_on_a_semaphore_shared_with_rejected_work_complete() {
     let DraftAndConsumer {
@@ -341,4 +350,89 @@ fn accepted_waiters_on_a_semaphore_shared_with_rejected_work_complete() {
     assert_eq!(seen[&11].status, Some(OpStatus::Ok), "the accepted consumer runs");
     assert_eq!(seen[&3].status, Some(OpStatus::Cancelled));
     assert_eq!(seen[&12].status, Some(OpStatus::Cancelled));
+}
+
+/// Accepted and rejected work signal one shared semaphore, and accepted work signals it after
+/// the cancellation: the accepted draft reaches 1, the rejected draft (queued behind a gate)
+/// would reach 2, a verifier that knows only the accepted draft is queued to reach 3, and
+/// another accepted operation, submitted after the cancellation, reaches 4. Only the values 2
+/// would have reached fail: the verifier's and the late operation's signals complete, and their
+/// waiters — a consumer queued on `shared ≥ 3` and host waits — succeed, while waits on 2 fail
+/// after the timeline has passed it too.
+fn accepted_work_signals_a_shared_semaphore_after_the_cancel(downstream: Downstream) {
+    let events = Arc::new(Events::default());
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let cpu = builder.driver(CpuBackend::new());
+    let mut npu_backend = NpuBackend::new();
+    let npu_kernel = npu_backend.command_buffer(vec![(2, Box::new(|_tile: u32| {}))]).unwrap();
+    let npu = builder.driver(npu_backend);
+    let (other, kernel) = match downstream {
+        Downstream::Cpu => (cpu, Work::Spin(Duration::from_micros(5))),
+        Downstream::CpuAndNpu => (npu, Work::Execute(npu_kernel)),
+    };
+    let draft = queue(&mut builder, cpu, 8);
+    let verifier = queue(&mut builder, other, 8);
+    let consumer = queue(&mut builder, other, 8);
+    let home = builder.endpoint(draft).unwrap();
+    let [draft_gate, verifier_gate, consumer_gate, shared] =
+        [(); 4].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    builder.observer(Arc::clone(&events) as Arc<dyn Observer>);
+    let device = builder.build().unwrap();
+    let submit =
+        |queue, waits: &[(SemaphoreId, u64)], signals: &[(SemaphoreId, u64)], work, tag| {
+            device.submit(queue, &Op { waits, signals, work, tag })
+        };
+    submit(draft, &[], &[(shared, 1)], Work::Barrier, 1).unwrap();
+    // Everything up to the gated operation is accepted.
+    let accepted = submit(draft, &[(draft_gate, 1)], &[], Work::Barrier, 2).unwrap().point.epoch;
+    submit(draft, &[], &[(shared, 2)], Work::Barrier, 3).unwrap();
+    submit(verifier, &[(verifier_gate, 1)], &[], Work::Barrier, 20).unwrap();
+    submit(verifier, &[(shared, 1)], &[(shared, 3)], kernel, 21).unwrap();
+    submit(consumer, &[(consumer_gate, 1)], &[], Work::Barrier, 30).unwrap();
+    submit(consumer, &[(shared, 3)], &[], kernel, 31).unwrap();
+    submit(consumer, &[(shared, 2)], &[], kernel, 32).unwrap();
+
+    let rejection = Rejection::new(device.axis(draft).unwrap(), accepted);
+    let report = device.cancel_speculative(rejection);
+    assert_eq!((report.cancelled, report.running), (2, 0), "the rejected draft and its consumer");
+    let semaphore = device.semaphore(shared).unwrap();
+    assert_eq!(
+        wait(semaphore, 2, Some(HANG_GUARD)),
+        Err(HostWaitError::Failed(Failure::Cancelled))
+    );
+    // Accepted work submitted after the cancellation signals the same timeline.
+    let late = submit(verifier, &[], &[(shared, 4)], kernel, 22);
+    assert!(late.is_ok(), "accepted work may still signal the shared semaphore: {late:?}");
+
+    for gate in [draft_gate, verifier_gate, consumer_gate] {
+        device.semaphore(gate).unwrap().signal_external(1).unwrap();
+    }
+    let seen = events.finished(9);
+    for tag in [1, 2, 20, 21, 22, 30, 31] {
+        assert_eq!(seen[&tag].status, Some(OpStatus::Ok), "op {tag}");
+        assert_eq!(seen[&tag].speculative, None, "op {tag}");
+    }
+    for tag in [3, 32] {
+        assert_eq!(seen[&tag].status, Some(OpStatus::Cancelled), "op {tag}");
+    }
+    assert_eq!(wait(semaphore, 3, Some(HANG_GUARD)), Ok(4));
+    assert_eq!(wait(semaphore, 4, Some(HANG_GUARD)), Ok(4));
+    assert_eq!(semaphore.failure(), None, "the timeline itself did not fail");
+    assert_eq!(
+        wait(semaphore, 2, Some(HANG_GUARD)),
+        Err(HostWaitError::Failed(Failure::Cancelled)),
+        "passing a cancelled value does not revive it"
+    );
+    let report = device.shutdown(Duration::from_secs(10));
+    assert_eq!(report.cancelled, 0, "everything retired before shutdown");
+}
+
+#[test]
+fn accepted_work_signals_a_semaphore_shared_with_cancelled_work_on_cpu_queues() {
+    accepted_work_signals_a_shared_semaphore_after_the_cancel(Downstream::Cpu);
+}
+
+#[test]
+fn accepted_work_signals_a_semaphore_shared_with_cancelled_work_across_cpu_and_npu_queues() {
+    accepted_work_signals_a_shared_semaphore_after_the_cancel(Downstream::CpuAndNpu);
 }
