@@ -13,10 +13,10 @@
 //! other processes meanwhile and the semaphore's waker brings the coroutine back. No thread is
 //! created for them.
 //!
-//! [`run_graph`] runs a graph file whose `[[while]]` and `[[case]]` blocks say the same:
-//! conditions compare a [`Counter`] with a constant ([`Condition`]),
-//! and nodes change counters when they run ([`Update`]), so a condition reads what the
-//! graph computed. Scenario files describe a fixed list of operations and cannot carry a loop
+//! [`run_graph`] runs a graph file whose `[[while]]` and `[[case]]` blocks say the same, as
+//! the [`Program`] [`crate::schedule::parse`] builds: conditions compare a counter with a
+//! constant ([`Condition`]), and nodes change counters when they run ([`Update`]), so a
+//! condition reads what the graph computed. Scenario files describe a fixed list of operations and cannot carry a loop
 //! whose trip count is decided while it runs, so such graphs run here, not through
 //! `causeway run`.
 
@@ -38,7 +38,10 @@ use causeway::PoolConfig;
 use causeway_core::unpoisoned::Mutex;
 use causeway_schedule::{Graph, NodeId, Schedule};
 
-use crate::schedule::{Block, ControlKind, Counter, GraphFile};
+use causeway_schedule::control::{Block, Condition, ControlKind, Update};
+use causeway_schedule::Program;
+
+use crate::schedule::GraphFile;
 
 /// One node of a body: where it runs, what it waits on and signals (epochs within one run).
 #[derive(Clone, Debug)]
@@ -73,7 +76,7 @@ pub enum ControlError {
     NoSuchBranch(usize),
     /// The device for a graph could not be built.
     Device(DeviceError),
-    /// Loop `control` (an index into [`GraphFile::controls`]) was still going at the time
+    /// Loop `control` (an index into [`Program::controls`]) was still going at the time
     /// limit, after `iterations` iterations.
     TimedOut {
         /// The loop.
@@ -224,173 +227,6 @@ pub async fn run_case(
     Ok(chosen)
 }
 
-/// Whether `name` can name a counter: ASCII letters, digits and `_`, not starting with a digit.
-pub fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// Splits `COUNTER OP INTEGER` (separated by spaces) and looks the counter up.
-fn split_expression<'t>(
-    text: &'t str,
-    counters: &HashMap<&str, usize>,
-    what: &str,
-    operators: &str,
-) -> Result<(usize, &'t str, i64), String> {
-    let shape = || format!("{what} `{text}` must read `COUNTER OP INTEGER`, OP one of {operators}");
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let [counter, operator, value] = words[..] else { return Err(shape()) };
-    let Some(&counter) = counters.get(counter) else {
-        return Err(format!("{what} `{text}` reads unknown counter `{counter}`"));
-    };
-    let value = value.parse::<i64>().map_err(|_| shape())?;
-    Ok((counter, operator, value))
-}
-
-/// How a [`Condition`] compares its counter with its value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Comparison {
-    /// `<`
-    Less,
-    /// `<=`
-    AtMost,
-    /// `>`
-    Greater,
-    /// `>=`
-    AtLeast,
-    /// `==`
-    Equal,
-    /// `!=`
-    NotEqual,
-}
-
-/// A run-time condition: a counter compared with a constant, e.g. `residual > 10`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Condition {
-    /// The counter read (an index into the file's counters).
-    pub counter: usize,
-    /// How it is compared.
-    pub comparison: Comparison,
-    /// With what.
-    pub value: i64,
-}
-
-impl Condition {
-    const OPERATORS: &'static str = "< <= > >= == !=";
-
-    /// Reads `COUNTER OP INTEGER`; `counters` maps names to indices.
-    pub fn parse(text: &str, counters: &HashMap<&str, usize>) -> Result<Condition, String> {
-        let (counter, operator, value) =
-            split_expression(text, counters, "condition", Self::OPERATORS)?;
-        let comparison = match operator {
-            "<" => Comparison::Less,
-            "<=" => Comparison::AtMost,
-            ">" => Comparison::Greater,
-            ">=" => Comparison::AtLeast,
-            "==" => Comparison::Equal,
-            "!=" => Comparison::NotEqual,
-            _ => {
-                return Err(format!(
-                    "condition `{text}` compares with `{operator}`, not one of {}",
-                    Self::OPERATORS
-                ))
-            }
-        };
-        Ok(Condition { counter, comparison, value })
-    }
-
-    /// Whether it holds for the counters' `values`.
-    pub fn holds(&self, values: &[i64]) -> bool {
-        let current = values[self.counter];
-        match self.comparison {
-            Comparison::Less => current < self.value,
-            Comparison::AtMost => current <= self.value,
-            Comparison::Greater => current > self.value,
-            Comparison::AtLeast => current >= self.value,
-            Comparison::Equal => current == self.value,
-            Comparison::NotEqual => current != self.value,
-        }
-    }
-
-    /// The condition as the file wrote it, with `counters` naming the counter.
-    pub fn describe(&self, counters: &[Counter]) -> String {
-        let operator = match self.comparison {
-            Comparison::Less => "<",
-            Comparison::AtMost => "<=",
-            Comparison::Greater => ">",
-            Comparison::AtLeast => ">=",
-            Comparison::Equal => "==",
-            Comparison::NotEqual => "!=",
-        };
-        format!("{} {operator} {}", counters[self.counter].name, self.value)
-    }
-}
-
-/// How an [`Update`] changes its counter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    /// `=`
-    Set,
-    /// `+=`
-    Add,
-    /// `-=`
-    Subtract,
-    /// `*=`
-    Multiply,
-    /// `/=` (rounding toward zero; dividing by 0 is refused when the file is read)
-    Divide,
-}
-
-/// What a node does to a counter when it has run, e.g. `residual /= 3`. Arithmetic saturates
-/// at the limits of `i64`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Update {
-    /// The counter changed (an index into the file's counters).
-    pub counter: usize,
-    /// How.
-    pub change: Change,
-    /// By what.
-    pub value: i64,
-}
-
-impl Update {
-    const OPERATORS: &'static str = "= += -= *= /=";
-
-    /// Reads `COUNTER OP INTEGER`; `counters` maps names to indices.
-    pub fn parse(text: &str, counters: &HashMap<&str, usize>) -> Result<Update, String> {
-        let (counter, operator, value) =
-            split_expression(text, counters, "update", Self::OPERATORS)?;
-        let change = match operator {
-            "=" => Change::Set,
-            "+=" => Change::Add,
-            "-=" => Change::Subtract,
-            "*=" => Change::Multiply,
-            "/=" if value == 0 => return Err(format!("update `{text}` divides by zero")),
-            "/=" => Change::Divide,
-            _ => {
-                return Err(format!(
-                    "update `{text}` changes with `{operator}`, not one of {}",
-                    Self::OPERATORS
-                ))
-            }
-        };
-        Ok(Update { counter, change, value })
-    }
-
-    /// Applies the update to the counters' `values`.
-    pub fn apply(&self, values: &mut [i64]) {
-        let current = &mut values[self.counter];
-        *current = match self.change {
-            Change::Set => self.value,
-            Change::Add => current.saturating_add(self.value),
-            Change::Subtract => current.saturating_sub(self.value),
-            Change::Multiply => current.saturating_mul(self.value),
-            Change::Divide => current.saturating_div(self.value),
-        };
-    }
-}
-
 /// Where a node that ran sits in a graph file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Place {
@@ -398,7 +234,7 @@ pub enum Place {
     Graph(NodeId),
     /// Node `node` of branch `branch` of control `control` (a `while` has one branch, 0).
     Block {
-        /// The control, an index into [`GraphFile::controls`].
+        /// The control, an index into [`Program::controls`].
         control: usize,
         /// The branch (0 for a `while`).
         branch: usize,
@@ -494,10 +330,11 @@ fn node_call(
     Work::Host(call)
 }
 
-/// Runs graph file `file` on a CPU device with `workers` pool workers: every node a host call
-/// (its spin work, its counter update), each `while` and `case` a coroutine.
+/// Runs `program` (a graph file's [`GraphFile::program`]) on a CPU device with `workers` pool
+/// workers: every node a host call (its spin work, its counter update), each `while` and
+/// `case` a coroutine.
 ///
-/// The file's graph is scheduled as usual; a control node is one operation on its stream,
+/// The program's graph is scheduled as usual; a control node is one operation on its stream,
 /// submitted once its loop or branch is over, waiting on the body's last points. Nodes that
 /// come after no control are submitted at once, from the calling thread. One coroutine then
 /// walks the rest in topological order: it submits plain nodes, and at a control it yields
@@ -509,23 +346,23 @@ fn node_call(
 /// A loop whose condition still holds once `limit` has passed since the start ends the run
 /// with [`ControlError::TimedOut`] (a file can say `while` of a condition nothing changes).
 pub fn run_graph(
-    file: &GraphFile,
+    program: &Program,
     workers: usize,
     limit: Duration,
 ) -> Result<GraphRun, ControlError> {
     let deadline = Instant::now().checked_add(limit);
-    let graph = &file.graph;
+    let graph = &program.graph;
     let nodes = graph.nodes();
     let plan = causeway_schedule::schedule(graph);
     let assignment = &plan.assignment;
     let mut control_at = vec![None; nodes.len()];
-    for (index, control) in file.controls.iter().enumerate() {
+    for (index, control) in program.controls.iter().enumerate() {
         control_at[control.node] = Some(index);
     }
     // A control's dependencies signal so that its coroutine can wait for them, and every
     // stream's last node signals so that the end of the run can be awaited.
     let mut signals = plan.signals.signals.clone();
-    for control in &file.controls {
+    for control in &program.controls {
         nodes[control.node].deps.iter().for_each(|&d| signals[d] = true);
     }
     for stream in &assignment.streams {
@@ -542,8 +379,8 @@ pub fn run_graph(
 
     let shared = Arc::new(Mutex::new(Shared {
         ran: Vec::new(),
-        counters: file.counters.iter().map(|c| c.initial).collect(),
-        iteration: vec![0; file.controls.len()],
+        counters: program.counters.iter().map(|c| c.initial).collect(),
+        iteration: vec![0; program.controls.len()],
     }));
     let mut builder = Device::builder(PoolConfig::with_workers(workers));
     builder.driver(CpuBackend::new());
@@ -572,7 +409,7 @@ pub fn run_graph(
         let work = match control_at[node] {
             Some(_) => Work::Barrier,
             None => {
-                let update = file.updates[node];
+                let update = program.updates[node];
                 node_call(&mut builder, &shared, Place::Graph(node), spec.work_us, update, None)
             }
         };
@@ -586,7 +423,7 @@ pub fn run_graph(
         });
     }
     let mut bodies: Vec<Vec<Body>> = Vec::new();
-    for (control_index, control) in file.controls.iter().enumerate() {
+    for (control_index, control) in program.controls.iter().enumerate() {
         let blocks: Vec<&Block> = match &control.kind {
             ControlKind::While { body, .. } => vec![body],
             ControlKind::Case { branches } => branches.iter().map(|(_, b)| b).collect(),
@@ -616,7 +453,7 @@ pub fn run_graph(
         submissions[node].submit(&device, &[])?;
     }
     let rest: Vec<NodeId> = graph.order().iter().copied().filter(|&n| after_control[n]).collect();
-    let deps: Vec<Vec<(SemaphoreId, u64)>> = file
+    let deps: Vec<Vec<(SemaphoreId, u64)>> = program
         .controls
         .iter()
         .map(|c| {
@@ -624,7 +461,7 @@ pub fn run_graph(
             nodes[c.node].deps.iter().map(|&d| point(d)).collect()
         })
         .collect();
-    let tests: Vec<Test> = file
+    let tests: Vec<Test> = program
         .controls
         .iter()
         .map(|c| match &c.kind {
@@ -716,22 +553,22 @@ async fn await_point(
 }
 
 impl GraphRun {
-    /// Checks the run against `file`: every plain node ran once, every body node of the branch
+    /// Checks the run against `program`: every plain node ran once, every body node of the branch
     /// taken once per iteration and no other, the iterations of a loop one after another, and
     /// every dependency edge — within each iteration, into a control (before its body's
     /// first node) and out of it (after its body's last) — ordered by when the work finished.
     /// Returns the number of edges checked, or the first problem.
-    pub fn check(&self, file: &GraphFile) -> Result<usize, String> {
+    pub fn check(&self, program: &Program) -> Result<usize, String> {
         let mut at: HashMap<(Place, u64), usize> = HashMap::new();
         for (index, ran) in self.ran.iter().enumerate() {
             if at.insert((ran.place, ran.iteration), index).is_some() {
                 return Err(format!("{:?} ran twice in iteration {}", ran.place, ran.iteration));
             }
         }
-        let nodes = file.graph.nodes();
+        let nodes = program.graph.nodes();
         let mut span = vec![(usize::MAX, 0usize); nodes.len()];
         let mut checked = 0;
-        for (control_index, control) in file.controls.iter().enumerate() {
+        for (control_index, control) in program.controls.iter().enumerate() {
             let blocks: Vec<&Block> = match &control.kind {
                 ControlKind::While { body, .. } => vec![body],
                 ControlKind::Case { branches } => branches.iter().map(|(_, b)| b).collect(),
@@ -776,7 +613,7 @@ impl GraphRun {
                 }
             }
         }
-        let body_runs: u64 = file
+        let body_runs: u64 = program
             .controls
             .iter()
             .enumerate()
@@ -790,7 +627,7 @@ impl GraphRun {
                 taken.map_or(0, |block| block.graph.nodes().len() as u64 * self.iterations[index])
             })
             .sum();
-        let plain = nodes.len() - file.controls.len();
+        let plain = nodes.len() - program.controls.len();
         if self.ran.len() as u64 != body_runs + plain as u64 {
             return Err(format!(
                 "{} nodes ran where {} should have",
@@ -798,10 +635,10 @@ impl GraphRun {
                 body_runs + plain as u64
             ));
         }
-        for &node in file.graph.order() {
+        for &node in program.graph.order() {
             let (first, last) = match at.get(&(Place::Graph(node), 0)) {
                 Some(&index) => (index, index),
-                None if file.controls.iter().any(|c| c.node == node) => span[node],
+                None if program.controls.iter().any(|c| c.node == node) => span[node],
                 None => return Err(format!("`{}` did not run", nodes[node].name)),
             };
             let mut finished = last;
@@ -826,10 +663,10 @@ impl GraphRun {
 /// ([`GraphRun::check`]): exit 0 when all held, 1 when not (or the run failed), 3 when a loop
 /// was still going at the limit.
 pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
-    let run = match run_graph(file, 2, Duration::from_secs(60)) {
+    let run = match run_graph(&file.program, 2, Duration::from_secs(60)) {
         Ok(run) => run,
         Err(ControlError::TimedOut { control, iterations }) => {
-            let name = &file.graph.nodes()[file.controls[control].node].name;
+            let name = &file.program.graph.nodes()[file.program.controls[control].node].name;
             eprintln!(
                 "error: while `{name}` still held its condition after {iterations} iterations, \
                  at the 60 s limit"
@@ -841,8 +678,8 @@ pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
-    let nodes = file.graph.nodes();
-    for (index, control) in file.controls.iter().enumerate() {
+    let nodes = file.program.graph.nodes();
+    for (index, control) in file.program.controls.iter().enumerate() {
         let name = &nodes[control.node].name;
         match control.kind {
             ControlKind::While { .. } => {
@@ -854,10 +691,10 @@ pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
             },
         }
     }
-    for (counter, value) in file.counters.iter().zip(&run.counters) {
+    for (counter, value) in file.program.counters.iter().zip(&run.counters) {
         println!("counter `{}` = {value}", counter.name);
     }
-    match run.check(file) {
+    match run.check(&file.program) {
         Ok(edges) => {
             println!("ran {} nodes; all {edges} dependency edges honoured", run.ran.len());
             std::process::ExitCode::SUCCESS

@@ -124,7 +124,7 @@ fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool) -> ExitCode {
             return ExitCode::from(EXIT_INPUT);
         }
     };
-    let schedule = causeway_schedule::schedule(&file.graph);
+    let schedule = causeway_schedule::schedule(&file.program.graph);
     print!("{}", causeway_cli::schedule::render(&file, &schedule));
     if run {
         return causeway_cli::control::run_and_check(&file);

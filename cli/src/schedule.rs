@@ -9,9 +9,10 @@
 //! and expectations that every dependency was honoured — each operation's frontier, exactly
 //! as the schedule computed it, which covers every predecessor's point.
 //!
-//! A graph file may also hold counters and `while` and `case` blocks ([`Control`]): each block
-//! is one node of the file's graph, with a body ([`Block`]) of its own nodes scheduled
-//! separately; [`crate::control::run_graph`] runs such a file, since a scenario cannot carry a
+//! A graph file may also hold counters and `while` and `case` blocks: [`parse`] builds them
+//! into a [`Program`] (the model lives in [`causeway_schedule::control`]), each block one node
+//! of the file's graph with a body of its own nodes scheduled separately;
+//! [`crate::control::run_graph`] runs such a file, since a scenario cannot carry a
 //! loop decided while it runs.
 
 use std::collections::HashMap;
@@ -19,11 +20,13 @@ use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use causeway_schedule::{Graph, GraphError, NodeId, NodeSpec, Schedule};
+use causeway_schedule::control::{
+    is_identifier, Block, Condition, Control, ControlKind, Counter, Update,
+};
+use causeway_schedule::{Graph, GraphError, NodeSpec, Program, Schedule};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::control::{is_identifier, Condition, Update};
 use crate::scenario::ScenarioError;
 
 /// The frontier capacity of the device `causeway run` uses: frontiers of at most this many
@@ -39,65 +42,14 @@ pub struct GraphFile {
     pub description: String,
     /// The driver each device's queues run on, by device index.
     pub drivers: Vec<String>,
-    /// The checked graph: every `[[node]]`, then every `[[while]]` and `[[case]]` as one node
-    /// standing for the whole loop or branch.
-    pub graph: Graph,
-    /// What each node of [`graph`](Self::graph) does to a counter when it has run.
-    pub updates: Vec<Option<Update>>,
-    /// The counters conditions read, with their initial values.
-    pub counters: Vec<Counter>,
-    /// The `while` and `case` blocks, each standing as one node of the graph.
-    pub controls: Vec<Control>,
+    /// What the file describes: its graph — every `[[node]]`, then every `[[while]]` and
+    /// `[[case]]` as one node standing for the whole loop or branch — with the nodes' counter
+    /// updates, the counters and the `while` and `case` blocks.
+    pub program: Program,
     /// Where the file was read from.
     path: PathBuf,
     /// The line of the first `while` or `case`, if any.
     control_line: Option<usize>,
-}
-
-/// A counter: an integer that nodes update when they run and conditions read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Counter {
-    /// Its name.
-    pub name: String,
-    /// Its value before anything runs.
-    pub initial: i64,
-}
-
-/// A graph that runs as a unit inside a `while` or `case`.
-#[derive(Debug)]
-pub struct Block {
-    /// Its nodes (names local to the block; devices those of the file).
-    pub graph: Graph,
-    /// What each node does to a counter when it has run.
-    pub updates: Vec<Option<Update>>,
-}
-
-/// What a control node does.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ControlKind {
-    /// Runs `body` again and again while `condition` holds (checked before each iteration).
-    While {
-        /// Read before each iteration, after the previous one has finished.
-        condition: Condition,
-        /// The loop's body.
-        body: Block,
-    },
-    /// Runs the first branch whose condition holds (a branch without one always holds), or
-    /// none.
-    Case {
-        /// The branches in file order.
-        branches: Vec<(Option<Condition>, Block)>,
-    },
-}
-
-/// A `while` or `case` block, standing as node [`node`](Self::node) of the file's graph.
-#[derive(Debug)]
-pub struct Control {
-    /// Its node in [`GraphFile::graph`].
-    pub node: NodeId,
-    /// What it runs.
-    pub kind: ControlKind,
 }
 
 #[derive(Deserialize)]
@@ -438,10 +390,7 @@ pub fn parse(path: &Path, source: &str) -> Result<GraphFile, ScenarioError> {
         name: raw.name.unwrap_or(stem),
         description: raw.description,
         drivers,
-        graph,
-        updates,
-        counters,
-        controls,
+        program: Program { graph, updates, counters, controls },
         path: path.to_path_buf(),
         control_line,
     })
@@ -450,13 +399,13 @@ pub fn parse(path: &Path, source: &str) -> Result<GraphFile, ScenarioError> {
 /// The name of stream `stream` of `schedule`: its device and its index.
 fn stream_name(file: &GraphFile, schedule: &Schedule, stream: usize) -> String {
     let device = schedule.assignment.streams[stream].device;
-    format!("{}.s{stream}", file.graph.devices()[device])
+    format!("{}.s{stream}", file.program.graph.devices()[device])
 }
 
 /// The schedule as text: the streams and their nodes, the waits, and the totals beside a
 /// naive schedule's.
 pub fn render(file: &GraphFile, schedule: &Schedule) -> String {
-    let graph = &file.graph;
+    let graph = &file.program.graph;
     let nodes = graph.nodes();
     let assignment = &schedule.assignment;
     let signals = &schedule.signals;
@@ -501,18 +450,18 @@ pub fn render(file: &GraphFile, schedule: &Schedule) -> String {
         "edges: {} on one stream (FIFO), {} implied by other waits, {} waited",
         signals.fifo, signals.implied, signals.waited
     );
-    for control in &file.controls {
+    for control in &file.program.controls {
         let name = &nodes[control.node].name;
         match &control.kind {
             ControlKind::While { condition, body } => {
-                let condition = condition.describe(&file.counters);
+                let condition = condition.describe(&file.program.counters);
                 let _ = writeln!(out, "while `{name}` ({condition}), its body scheduled once:");
                 render_block(&mut out, graph.devices(), name, body);
             }
             ControlKind::Case { branches } => {
                 for (index, (when, branch)) in branches.iter().enumerate() {
                     let when = when.as_ref().map_or("always".into(), |c| {
-                        format!("when {}", c.describe(&file.counters))
+                        format!("when {}", c.describe(&file.program.counters))
                     });
                     let _ = writeln!(out, "case `{name}` branch {index} ({when}):");
                     render_block(&mut out, graph.devices(), &format!("{name}[{index}]"), branch);
@@ -562,7 +511,7 @@ pub fn emit(file: &GraphFile, schedule: &Schedule) -> Result<String, ScenarioErr
                        run the graph with `causeway schedule --run`";
         return Err(ScenarioError::at(&file.path, line, message.to_string()));
     }
-    let graph = &file.graph;
+    let graph = &file.program.graph;
     let nodes = graph.nodes();
     let assignment = &schedule.assignment;
     let signals = &schedule.signals;

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use causeway_cli::control::{run_graph, ControlError, GraphRun, Place};
-use causeway_cli::schedule::{parse, ControlKind, GraphFile};
+use causeway_cli::schedule::{parse, GraphFile};
+use causeway_schedule::control::ControlKind;
 
 fn causeway(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_causeway")).args(args).output().expect("the binary runs")
@@ -229,18 +230,17 @@ fn check_every_edge(file: &GraphFile, run: &GraphRun) -> usize {
         found[0]
     };
     // Each outer node's (first, last) position; a control's spans its body's instances.
-    let nodes = file.graph.nodes();
+    let nodes = file.program.graph.nodes();
     let mut span: Vec<Option<(usize, usize)>> = vec![None; nodes.len()];
     let mut checked = 0;
     let mut instances = 0;
-    for (control_index, control) in file.controls.iter().enumerate() {
+    for (control_index, control) in file.program.controls.iter().enumerate() {
         let (branch, block) = match &control.kind {
             ControlKind::While { body, .. } => (0, body),
             ControlKind::Case { branches } => match run.branches[control_index] {
                 Some(branch) => (branch, &branches[branch].1),
                 None => continue,
             },
-            _ => unreachable!("only while and case exist"),
         };
         let mut previous: Vec<usize> = Vec::new();
         for iteration in 0..run.iterations[control_index] {
@@ -261,8 +261,8 @@ fn check_every_edge(file: &GraphFile, run: &GraphRun) -> usize {
             span[control.node] = Some((low.min(first), high.max(*previous.iter().max().unwrap())));
         }
     }
-    for &node in file.graph.order() {
-        if !file.controls.iter().any(|c| c.node == node) {
+    for &node in file.program.graph.order() {
+        if !file.program.controls.iter().any(|c| c.node == node) {
             let at = position(Place::Graph(node), 0);
             span[node] = Some((at, at));
             instances += 1;
@@ -282,7 +282,7 @@ fn check_every_edge(file: &GraphFile, run: &GraphRun) -> usize {
 #[test]
 fn while_loops_until_the_condition_its_body_computes_fails() {
     let file = while_refine(1000);
-    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
+    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
     // 1000 / 3 / 3 ... : 333, 111, 37, 12, 4 — five iterations, then 4 < 5 takes branch 0.
     assert_eq!(run.iterations, [5, 1]);
     assert_eq!(run.branches, [None, Some(0)]);
@@ -290,10 +290,10 @@ fn while_loops_until_the_condition_its_body_computes_fails() {
     // 4 body edges × 5 iterations, plus load -> refine -> finish -> store, prefetch -> store.
     let checked = check_every_edge(&file, &run);
     assert_eq!(checked, 20 + 5, "{run:?}");
-    assert_eq!(run.check(&file), Ok(25));
+    assert_eq!(run.check(&file.program), Ok(25));
     // One worker is enough: the coroutine yields while the streams work, so that worker runs
     // both it and every node — no thread waits on the loop's behalf.
-    let run = run_graph(&file, 1, LIMIT).expect("the graph runs on one worker");
+    let run = run_graph(&file.program, 1, LIMIT).expect("the graph runs on one worker");
     assert_eq!(run.iterations, [5, 1]);
     assert_eq!(check_every_edge(&file, &run), 25);
     // The command line says the same.
@@ -317,7 +317,7 @@ fn path_of(graph: &str) -> PathBuf {
 #[test]
 fn the_trip_count_and_the_branch_follow_the_run_time_values() {
     let file = while_refine(100_000);
-    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
+    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
     // 33333, 11111, 3703, 1234, 411, 137, 45, 15, 5: nine iterations; 5 is not < 5, so the
     // default branch (smooth, then polish) runs.
     assert_eq!(run.iterations, [9, 1]);
@@ -326,7 +326,7 @@ fn the_trip_count_and_the_branch_follow_the_run_time_values() {
     assert_eq!(check_every_edge(&file, &run), 4 * 9 + 1 + 5);
     // A residual already small never enters the loop.
     let file = while_refine(7);
-    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
+    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
     assert_eq!(run.iterations, [0, 1]);
     assert_eq!(run.counters, [7, 0]);
     check_every_edge(&file, &run);
@@ -344,11 +344,11 @@ fn a_loop_repeated_many_times_keeps_every_edge() {
         .replace("us = ", "us = 0 # ")
         .replace("update = \"residual /= 3\"", "update = \"residual -= 1\"");
     let file = parse(&path, &source).expect("loads");
-    let run = run_graph(&file, 2, LIMIT).expect("the graph runs");
+    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
     assert_eq!(run.iterations, [10_000, 1]);
     assert_eq!(run.counters, [1000 - 10_000, 10_000]);
     assert_eq!(check_every_edge(&file, &run), 4 * 10_000 + 5);
-    assert_eq!(run.check(&file), Ok(4 * 10_000 + 5));
+    assert_eq!(run.check(&file.program), Ok(4 * 10_000 + 5));
 }
 
 #[test]
@@ -360,7 +360,7 @@ fn a_loop_that_never_ends_stops_at_the_time_limit() {
         .replace("condition = \"residual > 10\"", "condition = \"passes < 1\"")
         .replace("update = \"passes += 1\"", "");
     let file = parse(&path, &source).expect("loads");
-    let error = run_graph(&file, 2, Duration::from_millis(200)).unwrap_err();
+    let error = run_graph(&file.program, 2, Duration::from_millis(200)).unwrap_err();
     let ControlError::TimedOut { control, iterations } = error else {
         panic!("not a time-out: {error}")
     };

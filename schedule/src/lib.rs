@@ -14,16 +14,22 @@
 //! 4. [`signals`] — a wait only for a cross-stream edge that neither stream order nor another
 //!    wait already implies, decided with causeway's frontiers at schedule time: the same
 //!    knowledge the runtime will have when the schedule runs.
+//! 5. [`control`] — graphs with loops and branches: a [`Program`] whose `while` and `case`
+//!    nodes each stand for a body graph of their own, with the integer counters their
+//!    conditions read and nodes update. What they are and how a condition decides; running
+//!    them is left to the caller.
 //!
 //! Everything here is plain data code: no threads, no devices. Scheduling grows linearly with
 //! nodes and edges (times the frontier capacity, at most 64).
 
 pub mod assign;
+pub mod control;
 pub mod cover;
 pub mod graph;
 pub mod signals;
 
 pub use assign::{Assignment, Stream, StreamId};
+pub use control::Program;
 pub use graph::{Graph, GraphError, Node, NodeId, NodeSpec};
 pub use signals::Signals;
 
