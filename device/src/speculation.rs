@@ -71,7 +71,7 @@ pub struct CancelReport {
     /// cancelled), the conservative ones included.
     pub cancelled: usize,
     /// Of those, the ones cancelled only because their frontier was tainted
-    /// ([`Dependence::Conservative`]).
+    /// ([`Dependence::Conservative`](causeway_core::speculation::Dependence::Conservative)).
     pub conservative: usize,
     /// Operations that depended but had already started: they run to their end and are
     /// reported as having run on rejected work.

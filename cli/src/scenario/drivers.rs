@@ -360,7 +360,7 @@ impl Drivers {
     }
 
     /// Records `copy` work of `bytes` bytes for a queue naming `driver`, from a source holding
-    /// [`copy_pattern`] to a zeroed destination; returns the command buffer and the check of
+    /// `copy_pattern` to a zeroed destination; returns the command buffer and the check of
     /// the destination.
     pub fn record_copy(
         &mut self,
