@@ -203,8 +203,9 @@ fn op<'a>(
 
 fn wait_json<'a>(outcome: &'a Outcome<'_>, wait: &WaitRecord) -> WaitJson<'a> {
     WaitJson {
-        // A wait on an already-failed semaphore is decided on the spot.
-        resolution: wait.resolution.map_or("satisfied", |r| r.name()),
+        // A wait on a value that had already failed is decided on the spot, as failed (the
+        // stats count it apart from the four resolutions, and so does the view).
+        resolution: wait.resolution.map_or("failed", |r| r.name()),
         semaphore: &outcome.scenario.semaphores[wait.semaphore as usize].name,
         tainted: wait.tainted,
         value: wait.value,

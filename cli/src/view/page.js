@@ -8,7 +8,8 @@
   const ops = report.ops;
   const nOps = ops.length;
   const $ = (id) => document.getElementById(id);
-  const RESOLUTIONS = ["elided", "satisfied", "device", "held"];
+  // "failed": a wait on a value that had already failed (the report's stats count it apart).
+  const RESOLUTIONS = ["elided", "satisfied", "device", "held", "failed"];
   const TABLE_ROWS = 60;
   const LOG_ROWS = 60;
 
@@ -685,7 +686,7 @@
     let sameQueueEdges = 0;
     let unlinked = 0;
     const eventSources = new Set();
-    const counts = [0, 0, 0, 0];
+    const counts = [0, 0, 0, 0, 0];
     let taintedWaits = 0;
     for (let w = 0; w < nWaits; w++) {
       counts[waitResolution[w]]++;
@@ -737,8 +738,8 @@
         `<tr data-metric="${id}" title="${escapeHtml(why)}"><td>${label}</td><td data-model="binary">${binary}</td>` +
         `<td data-model="timeline">${timeline}</td><td data-model="frontier">${frontier}</td></tr>`).join("")
     }</tbody></table>
-    <p id="compare-resolutions" data-elided="${counts[0]}" data-satisfied="${counts[1]}" data-device="${counts[2]}" data-held="${counts[3]}" data-tainted="${taintedWaits}">
-    ${nWaits} waits: ${counts[0]} elided, ${counts[1]} satisfied, ${counts[2]} device, ${counts[3]} held, ${taintedWaits} tainted;
+    <p id="compare-resolutions" data-elided="${counts[0]}" data-satisfied="${counts[1]}" data-device="${counts[2]}" data-held="${counts[3]}" data-failed="${counts[4]}" data-tainted="${taintedWaits}">
+    ${nWaits} waits: ${counts[0]} elided, ${counts[1]} satisfied, ${counts[2]} device, ${counts[3]} held, ${counts[4]} on failed semaphores, ${taintedWaits} tainted;
     ${unlinked} with no signalling op in the run. Frontiers: ${(entries / Math.max(1, nOps)).toFixed(2)} entries on average, ${maxEntries} at most.
     Hover a row for how it is counted.</p>`;
   }
