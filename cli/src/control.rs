@@ -126,19 +126,8 @@ impl Body {
         for stream in &assignment.streams {
             // Room for a whole run: one run is submitted only after the previous one ended,
             // so a submission (on a pool worker) never waits for room.
-            let mut config = QueueConfig::default();
-            config.capacity = stream.nodes.len().max(1);
-            let queue = builder.queue(config);
-            let home = builder.endpoint(queue).unwrap_or(causeway::scope::Endpoint {
-                machine: 0,
-                process: 0,
-                device_group: 0,
-                device: 0,
-                queue: 0,
-            });
-            let mut semaphore = SemaphoreConfig::new(0, Scope::ProcessLocal, home);
-            semaphore.history = (stream.nodes.len() + 2).min(usize::from(u16::MAX));
-            let semaphore = builder.semaphore_config(semaphore);
+            let (queue, semaphore) =
+                stream_queue(builder, stream.nodes.len(), stream.nodes.len(), 0);
             streams.push((queue, semaphore, stream.nodes.len() as u64));
         }
         let ops = graph
@@ -388,20 +377,9 @@ pub fn run_graph(
     for (id, stream) in assignment.streams.iter().enumerate() {
         // Room for every operation and every signal of the stream at once: nothing submitted
         // ever waits for room.
-        let mut config = QueueConfig::default();
-        config.capacity = stream.nodes.len().max(1);
-        let queue = builder.queue(config);
-        let home = builder.endpoint(queue).unwrap_or(causeway::scope::Endpoint {
-            machine: 0,
-            process: 0,
-            device_group: 0,
-            device: 0,
-            queue: id as u64,
-        });
         let signalled = stream.nodes.iter().filter(|&&n| signals[n]).count();
-        let mut semaphore = SemaphoreConfig::new(0, Scope::ProcessLocal, home);
-        semaphore.history = (signalled + 2).min(usize::from(u16::MAX));
-        streams.push((queue, builder.semaphore_config(semaphore), stream.nodes.len() as u64));
+        let (queue, semaphore) = stream_queue(&mut builder, stream.nodes.len(), signalled, id);
+        streams.push((queue, semaphore, stream.nodes.len() as u64));
     }
     let mut submissions = Vec::with_capacity(nodes.len());
     for (node, spec) in nodes.iter().enumerate() {
@@ -704,4 +682,29 @@ pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
             std::process::ExitCode::from(1)
         }
     }
+}
+
+/// A stream's queue, with ring slots for `operations`, and its process-local semaphore, with
+/// history slots for `signals` pending at once (plus the newest reached): sized so that
+/// nothing submitted to them waits for room. `ordinal` names the home endpoint when the queue
+/// got no axis.
+fn stream_queue(
+    builder: &mut DeviceBuilder,
+    operations: usize,
+    signals: usize,
+    ordinal: usize,
+) -> (QueueId, SemaphoreId) {
+    let mut config = QueueConfig::default();
+    config.capacity = operations.max(1);
+    let queue = builder.queue(config);
+    let home = builder.endpoint(queue).unwrap_or(causeway::scope::Endpoint {
+        machine: 0,
+        process: 0,
+        device_group: 0,
+        device: 0,
+        queue: ordinal as u64,
+    });
+    let mut semaphore = SemaphoreConfig::new(0, Scope::ProcessLocal, home);
+    semaphore.history = (signals + 2).min(usize::from(u16::MAX));
+    (queue, builder.semaphore_config(semaphore))
 }

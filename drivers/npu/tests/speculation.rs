@@ -121,20 +121,29 @@ enum Downstream {
     CpuAndNpu,
 }
 
+/// The CPU driver and, per `downstream`, the driver of the other downstream queues (CPU or
+/// NPU) with the work they run.
+fn drivers(
+    builder: &mut causeway_device::DeviceBuilder,
+    downstream: Downstream,
+) -> (causeway_device::DriverId, causeway_device::DriverId, Work) {
+    let cpu = builder.driver(CpuBackend::new());
+    let mut npu_backend = NpuBackend::new();
+    let npu_kernel = npu_backend.command_buffer(vec![(2, Box::new(|_tile: u32| {}))]).unwrap();
+    let npu = builder.driver(npu_backend);
+    match downstream {
+        Downstream::Cpu => (cpu, cpu, Work::Spin(Duration::from_micros(5))),
+        Downstream::CpuAndNpu => (cpu, npu, Work::Execute(npu_kernel)),
+    }
+}
+
 /// A draft queue proposes four drafts; three downstream queues (one CPU queue and two more, CPU
 /// or NPU) consume them, each other's results, and nothing speculative; the verifier accepts
 /// two drafts and rejects the rest while everything is queued behind a host gate.
 fn rejection_while_downstream_work_is_queued(downstream: Downstream) {
     let events = Arc::new(Events::default());
     let mut builder = Device::builder(PoolConfig::with_workers(2));
-    let cpu = builder.driver(CpuBackend::new());
-    let mut npu_backend = NpuBackend::new();
-    let npu_kernel = npu_backend.command_buffer(vec![(2, Box::new(|_tile: u32| {}))]).unwrap();
-    let npu = builder.driver(npu_backend);
-    let (other, kernel) = match downstream {
-        Downstream::Cpu => (cpu, Work::Spin(Duration::from_micros(5))),
-        Downstream::CpuAndNpu => (npu, Work::Execute(npu_kernel)),
-    };
+    let (cpu, other, kernel) = drivers(&mut builder, downstream);
     let draft = queue(&mut builder, cpu, 16);
     let q1 = queue(&mut builder, cpu, 16);
     let q2 = queue(&mut builder, other, 16);
@@ -362,14 +371,7 @@ fn accepted_waiters_on_a_semaphore_shared_with_rejected_work_complete() {
 fn accepted_work_signals_a_shared_semaphore_after_the_cancel(downstream: Downstream) {
     let events = Arc::new(Events::default());
     let mut builder = Device::builder(PoolConfig::with_workers(2));
-    let cpu = builder.driver(CpuBackend::new());
-    let mut npu_backend = NpuBackend::new();
-    let npu_kernel = npu_backend.command_buffer(vec![(2, Box::new(|_tile: u32| {}))]).unwrap();
-    let npu = builder.driver(npu_backend);
-    let (other, kernel) = match downstream {
-        Downstream::Cpu => (cpu, Work::Spin(Duration::from_micros(5))),
-        Downstream::CpuAndNpu => (npu, Work::Execute(npu_kernel)),
-    };
+    let (cpu, other, kernel) = drivers(&mut builder, downstream);
     let draft = queue(&mut builder, cpu, 8);
     let verifier = queue(&mut builder, other, 8);
     let consumer = queue(&mut builder, other, 8);
