@@ -133,7 +133,7 @@ pub fn run<'s>(
     let gathered = gather_bytes(&node, &bytes);
     let session = Session { node: Some(node) };
     match gathered {
-        Some(parts) => (collect(scenario, share, parts), session),
+        Some(gathered) => (collect(scenario, share, gathered), session),
         None => (Ok(Ended::Sent), session),
     }
 }
@@ -147,7 +147,7 @@ fn failure_bytes(kind: u8, message: &str) -> Vec<u8> {
 
 /// Sends `mine` to rank 0; on rank 0 returns every rank's bytes, by rank (`None` elsewhere,
 /// or when the ranks' bytes together exceed what one MPI gather can count).
-fn gather_bytes(node: &Node, mine: &[u8]) -> Option<Vec<Vec<u8>>> {
+fn gather_bytes(node: &Node, mine: &[u8]) -> Option<Gathered> {
     node.with_world(|world| {
         let root = world.process_at_rank(0);
         // Checked by the caller.
@@ -179,26 +179,34 @@ fn gather_bytes(node: &Node, mine: &[u8]) -> Option<Vec<Vec<u8>>> {
         let mut partition = PartitionMut::new(&mut buffer[..], counts_used, displacements_used);
         root.gather_varcount_into_root(mine, &mut partition);
         if !fits {
-            return Some(Vec::new());
+            return Some(Gathered { bytes: Vec::new(), parts: Vec::new() });
         }
         let mut parts = Vec::with_capacity(counts.len());
         let mut at = 0;
         for &count in &counts {
             let len = usize::try_from(count).unwrap_or(0);
-            parts.push(buffer[at..at + len].to_vec());
+            parts.push(at..at + len);
             at += len;
         }
-        Some(parts)
+        Some(Gathered { bytes: buffer, parts })
     })
+}
+
+/// Every rank's bytes in one buffer, as rank 0 received them: rank `r`'s are
+/// `bytes[parts[r]]`.
+struct Gathered {
+    bytes: Vec<u8>,
+    parts: Vec<std::ops::Range<usize>>,
 }
 
 /// Rank 0: the whole run's outcome from every rank's bytes, or every rank's failure.
 fn collect<'s>(
     scenario: &'s Scenario,
     share: &Share,
-    parts: Vec<Vec<u8>>,
+    gathered: Gathered,
 ) -> Result<Ended<'s>, Vec<RankError>> {
     let size = share.placement.size;
+    let parts = &gathered.parts;
     if parts.len() != usize::from(size) {
         return Err(vec![RankError {
             rank: share.rank,
@@ -211,9 +219,9 @@ fn collect<'s>(
     }
     let mut outcomes = Vec::with_capacity(parts.len());
     let mut errors = Vec::new();
-    for (rank, bytes) in (0..).zip(&parts) {
+    for (rank, part) in (0..).zip(parts) {
         let failed = |message: String, deadlock| RankError { rank, message, deadlock };
-        match bytes.split_first() {
+        match gathered.bytes[part.clone()].split_first() {
             Some((&RECORDS, records)) => match rank_records::decode(scenario, records) {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(error) => errors.push(failed(error.to_string(), false)),
