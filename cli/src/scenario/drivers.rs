@@ -32,6 +32,10 @@ use causeway_driver_cuda::{
 
 use super::model::{ComputeKernel, DriverKind, Scenario, WorkSpec};
 
+/// The name of the NPU driver's device (every rank runs the same software model, so a rank's
+/// records name this one).
+pub const NPU_ADAPTER: &str = causeway::npu::backend::ADAPTER;
+
 /// Most regions a recorded command buffer (`tiles` or `compute` work) may hold.
 pub const MAX_REGIONS: usize = causeway::cpu::block::MAX_REGIONS;
 

@@ -421,11 +421,11 @@ pub fn decode<'s>(scenario: &'s Scenario, bytes: &[u8]) -> Result<Outcome<'s>, R
     };
     let npu = if input.bool("npu record")? {
         // Every rank runs the same software model: its name is this binary's.
-        if input.string()? != causeway::npu::backend::ADAPTER {
+        if input.string()? != super::drivers::NPU_ADAPTER {
             return Err(RecordsError::Invalid("npu adapter"));
         }
         Some(NpuRecord {
-            adapter: causeway::npu::backend::ADAPTER,
+            adapter: super::drivers::NPU_ADAPTER,
             wait_descriptors: input.u64()?,
             elided: input.u64()?,
             held: input.u64()?,
