@@ -18,7 +18,7 @@
 //! across a possible panic must not use these types.
 
 use core::fmt;
-use std::sync::{LockResult, PoisonError};
+use std::sync::{LockResult, PoisonError, TryLockError};
 use std::time::Duration;
 
 pub use std::sync::{MutexGuard, WaitTimeoutResult};
@@ -39,6 +39,15 @@ impl<T: ?Sized> Mutex<T> {
     /// Blocks until the lock is free, then holds it until the guard is dropped.
     pub fn lock(&self) -> MutexGuard<'_, T> {
         unpoison(self.0.lock())
+    }
+
+    /// Takes the lock if it is free (`None` if any thread, this one included, holds it).
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        match self.0.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 }
 

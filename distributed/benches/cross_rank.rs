@@ -4,14 +4,22 @@
 //! `mpirun` (`--oversubscribe` past two ranks; each run under `timeout`); launched by mpirun,
 //! it is one rank.
 //!
-//! - `cross_rank/signal_to_dependent_start` (2 ranks): rank 0 submits an operation that
-//!   signals a shared semaphore; an operation already submitted on rank 1 waits on it and
-//!   signals a second shared semaphore, which an operation already submitted on rank 0 waits
-//!   on. Timed on rank 0 from submitting the first to the last one's signal waking the bench
-//!   thread, halved: one signal → dependent-operation start across ranks (announcement and
-//!   reached messages, the receiver's progress process, its queue process), each way. Peer in
-//!   the same run: `cross_rank/raw_mpi_ping_pong`, a 1-byte rsmpi send/receive round trip
-//!   between the same two processes, halved.
+//! - `cross_rank/signal_to_dependent_start` (2 ranks): one causal chain of operations that
+//!   alternates between the ranks. Round r is an operation on rank 0 that signals a shared
+//!   semaphore to r, an operation on rank 1 that waits on it and signals a second shared
+//!   semaphore to r, and an operation on rank 0, after the first in queue order, that waits on
+//!   that; the next round's first operation runs only after it. Both ranks submit a batch of
+//!   rounds ahead (as causeway is meant to be used: remote waits are queued at submit time),
+//!   then their host threads sleep until the batch's last value; the rounds run without them.
+//!   Timed on rank 0 from the first submission to the last value waking its host thread, and
+//!   halved: per iteration, one cross-rank signal → dependent-operation start (the reached
+//!   message, the receiver's progress process, its queue process), with the batches' set-up
+//!   and wake-ups included. Peer in the same run: `cross_rank/raw_mpi_ping_pong`, a 1-byte
+//!   rsmpi send/receive round trip between the same two processes, halved.
+//! - `cross_rank/host_round_trip` (2 ranks): the same hop with each rank's host thread in the
+//!   loop every round — rank 0 submits a signal and a dependent operation and sleeps until the
+//!   answer, rank 1 submits one operation per round and sleeps until it ran — halved. The
+//!   difference from the chain is the cost of waking a sleeping host thread each round.
 //! - `collective frontier` (2, 4 and 8 ranks, printed, not timed): after an all-reduce on a
 //!   collective channel, the step that waits on it knows its own queue and the channel — the
 //!   same two frontier entries at every rank count. Each rank checks it; rank 0 prints it.
@@ -36,6 +44,10 @@ const PING_TAG: i32 = 98;
 const RAW: u64 = 1;
 const CAUSEWAY: u64 = 2;
 const QUIT: u64 = 3;
+const CHAIN: u64 = 4;
+/// Round trips of the chain submitted ahead at once (each rank's queue holds two operations
+/// per round on rank 0, one on rank 1; histories hold every pending value of a batch).
+const BATCH: u64 = 64;
 
 fn main() -> ExitCode {
     match (std::env::var("OMPI_COMM_WORLD_RANK"), std::env::var("CAUSEWAY_BENCH_MODE")) {
@@ -85,7 +97,11 @@ fn device(rank: i32, semaphores: usize) -> (&'static Device, [QueueId; 2], Vec<S
     let queue = [builder.queue(config), builder.queue(config)];
     let home: Endpoint = builder.endpoint(queue[0]).expect("the queue exists");
     let ids = (0..semaphores)
-        .map(|_| builder.semaphore_config(SemaphoreConfig::new(0, Scope::SystemWide, home)))
+        .map(|_| {
+            let mut config = SemaphoreConfig::new(0, Scope::SystemWide, home);
+            config.history = 2 * BATCH as usize;
+            builder.semaphore_config(config)
+        })
         .collect();
     let device = builder.build().expect("the device builds");
     (Box::leak(Box::new(device)), queue, ids)
@@ -141,6 +157,39 @@ fn latency(rank: i32) -> Result<(), String> {
             })
         });
         group.bench_function("signal_to_dependent_start", |b| {
+            b.iter_custom(|iters| {
+                command(&node, CHAIN, iters);
+                let semaphore = device.semaphore(done).expect("done");
+                let started = Instant::now();
+                let mut left = iters;
+                while left > 0 {
+                    let batch = left.min(BATCH);
+                    for _ in 0..batch {
+                        round += 1;
+                        // In queue order: this round's signal runs once the previous round's
+                        // dependent operation has run, so the rounds are one causal chain.
+                        let signal = Op {
+                            waits: &[],
+                            signals: &[(there, round)],
+                            work: Work::Barrier,
+                            tag: round,
+                        };
+                        node.submit(queue, &signal).expect("submits");
+                        let dependent = Op {
+                            waits: &[(back, round)],
+                            signals: &[(done, round)],
+                            work: Work::Barrier,
+                            tag: round,
+                        };
+                        node.submit(queue, &dependent).expect("submits");
+                    }
+                    blocking::wait(semaphore, round, Some(LONG)).expect("the chain ends");
+                    left -= batch;
+                }
+                started.elapsed() / 2
+            })
+        });
+        group.bench_function("host_round_trip", |b| {
             b.iter_custom(|iters| {
                 command(&node, CAUSEWAY, iters);
                 let mut total = Duration::ZERO;
@@ -199,6 +248,24 @@ fn latency(rank: i32) -> Result<(), String> {
                         };
                         node.submit(queue, &op).map_err(|e| e.to_string())?;
                         node.wait(LinkId(1), round, LONG).map_err(|e| e.to_string())?;
+                    }
+                }
+                CHAIN => {
+                    let mut left = iters;
+                    while left > 0 {
+                        let batch = left.min(BATCH);
+                        for _ in 0..batch {
+                            round += 1;
+                            let op = Op {
+                                waits: &[(there, round)],
+                                signals: &[(back, round)],
+                                work: Work::Barrier,
+                                tag: round,
+                            };
+                            node.submit(queue, &op).map_err(|e| e.to_string())?;
+                        }
+                        node.wait(LinkId(1), round, LONG).map_err(|e| e.to_string())?;
+                        left -= batch;
                     }
                 }
                 _ => break,

@@ -22,8 +22,17 @@
 //! matched receive). It keeps draining while a result is outstanding — a local operation or
 //! host thread waits on an imported value — and otherwise sleeps until a submission, an
 //! exported signal's completion or a host wait wakes it. Nothing spins while nothing is
-//! expected. Sends are small (at most [`MAX_MESSAGE_LEN`](crate::MAX_MESSAGE_LEN) bytes), so
-//! Open MPI's eager protocol completes them locally without waiting for the receiver.
+//! expected. While something is, the first drains that find nothing follow each other at
+//! once (an answer usually comes within microseconds, sooner than a `sched_yield` returns);
+//! after `SPIN_DRAINS` (64) of them the process yields its core between drains, so other threads
+//! — other ranks, when ranks outnumber cores — run. Sends are small (at most
+//! [`MAX_MESSAGE_LEN`](crate::MAX_MESSAGE_LEN) bytes), so Open MPI's eager protocol completes
+//! them locally without waiting for the receiver.
+//!
+//! The message that ends a cross-rank wait — an exported value reached — is sent by the
+//! thread that reached it, from the watch's callback, when the MPI lock is free (it only
+//! tries: a callback must not block); otherwise, and to re-arm the watch, the progress process
+//! does it. So a hop costs the sender no hand-off to another process before the message leaves.
 //!
 //! MPI is initialised with `MPI_THREAD_SERIALIZED`: the drain runs on whichever worker picks
 //! it up, and every MPI call is made under one lock.
@@ -43,7 +52,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -243,6 +252,8 @@ impl Waker {
 struct Watch {
     fired: AtomicBool,
     waker: &'static Waker,
+    /// The node and the index of the export it watches (set once the node is built).
+    export: OnceLock<(&'static Inner, usize)>,
 }
 
 impl Notify for Watch {
@@ -250,6 +261,18 @@ impl Notify for Watch {
         // Release pairs with the Acquire swap in `Inner::report`: the drain that sees the flag
         // sees the timeline state that fired it.
         self.fired.store(true, Ordering::Release);
+        // The importers wait for this: tell them from here, on the thread that reached the
+        // value, when MPI is free (a small eager send, done without waiting for the
+        // receiver), rather than after a hand-off to the progress process. Only `try_lock`:
+        // a callback must not block, and this thread may hold the lock already (a delivery
+        // that failed an import, and with it an operation signalling this export).
+        if let Some(&(inner, k)) = self.export.get() {
+            if let Some(mpi) = inner.mpi.try_lock() {
+                inner.send_reached(&mpi, &inner.exports[k]);
+            }
+        }
+        // The progress process re-arms the watch (a callback must not re-arm its own
+        // timepoint), and reports what the send above could not.
         self.waker.wake();
     }
 
@@ -382,8 +405,11 @@ impl Node {
             .exports
             .iter()
             .map(|(link, semaphore, to)| {
-                let watch: &'static Watch =
-                    Box::leak(Box::new(Watch { fired: AtomicBool::new(false), waker }));
+                let watch: &'static Watch = Box::leak(Box::new(Watch {
+                    fired: AtomicBool::new(false),
+                    waker,
+                    export: OnceLock::new(),
+                }));
                 Export {
                     link: *link,
                     semaphore: *semaphore,
@@ -429,7 +455,11 @@ impl Node {
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
         }));
-        let progress: &'static Progress = Box::leak(Box::new(Progress(inner)));
+        for (k, export) in inner.exports.iter().enumerate() {
+            let _ = export.watch.export.set((inner, k));
+        }
+        let progress: &'static Progress =
+            Box::leak(Box::new(Progress { inner, idle_drains: AtomicU32::new(0) }));
         let process: &'static Process<'static> =
             Box::leak(Box::new(Process::new(progress, Class::Immediate)));
         let _ = waker.process.set(process);
@@ -934,28 +964,8 @@ impl Inner {
         let Some(semaphore) = self.device.semaphore(export.semaphore) else { return };
         loop {
             let mut state = export.state.lock();
-            if state.failure_sent {
+            if self.send_reached_locked(mpi, export, &mut state) {
                 return;
-            }
-            if let Some(failure) = semaphore.failure() {
-                state.failure_sent = true;
-                state.announced.clear();
-                drop(state);
-                let mut bytes = Vec::new();
-                Message::Failed { link: export.link, failure }.encode(&mut bytes);
-                self.send(mpi, &export.to, &bytes);
-                return;
-            }
-            let reached = semaphore.value();
-            let mut newest = None;
-            while let Some(&value) = state.announced.front().filter(|&&value| value <= reached) {
-                state.announced.pop_front();
-                newest = Some(value);
-            }
-            if let Some(value) = newest {
-                let mut bytes = Vec::new();
-                Message::Reached { link: export.link, value }.encode(&mut bytes);
-                self.send(mpi, &export.to, &bytes);
             }
             if state.armed {
                 return;
@@ -978,6 +988,41 @@ impl Inner {
                 Err(_) => return,
             }
         }
+    }
+
+    /// Sends the importers of `export` its failure, or the newest value announced to them
+    /// that its timeline has reached (the watch stays as it is).
+    fn send_reached(&self, mpi: &Mpi, export: &Export) {
+        self.send_reached_locked(mpi, export, &mut export.state.lock());
+    }
+
+    /// [`send_reached`](Self::send_reached) with the export's state locked; whether its
+    /// failure has been sent (nothing more is reported then).
+    fn send_reached_locked(&self, mpi: &Mpi, export: &Export, state: &mut ExportState) -> bool {
+        if state.failure_sent {
+            return true;
+        }
+        let Some(semaphore) = self.device.semaphore(export.semaphore) else { return true };
+        if let Some(failure) = semaphore.failure() {
+            state.failure_sent = true;
+            state.announced.clear();
+            let mut bytes = Vec::new();
+            Message::Failed { link: export.link, failure }.encode(&mut bytes);
+            self.send(mpi, &export.to, &bytes);
+            return true;
+        }
+        let reached = semaphore.value();
+        let mut newest = None;
+        while let Some(&value) = state.announced.front().filter(|&&value| value <= reached) {
+            state.announced.pop_front();
+            newest = Some(value);
+        }
+        if let Some(value) = newest {
+            let mut bytes = Vec::new();
+            Message::Reached { link: export.link, value }.encode(&mut bytes);
+            self.send(mpi, &export.to, &bytes);
+        }
+        false
     }
 
     fn send(&self, mpi: &Mpi, to: &[i32], bytes: &[u8]) {
@@ -1035,12 +1080,24 @@ impl Inner {
     }
 }
 
+/// Drains in a row that moved nothing before the progress process starts yielding its core
+/// between them: a peer's answer usually comes within a few microseconds (one drain takes a
+/// fraction of one), and a `sched_yield` per look would cost more than the wait; past this,
+/// the wait is long and other threads — another rank, when ranks outnumber cores — get the
+/// core between looks.
+const SPIN_DRAINS: u32 = 64;
+
 /// The progress process's behaviour: one drain over the leaked [`Inner`].
-struct Progress(&'static Inner);
+struct Progress {
+    inner: &'static Inner,
+    /// Drains in a row that moved nothing (only the progress process's drain touches it, one
+    /// drain at a time, so Relaxed suffices).
+    idle_drains: AtomicU32,
+}
 
 impl Drain for Progress {
     fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
-        let this = self.0;
+        let this = self.inner;
         this.drains.fetch_add(1, Ordering::Relaxed);
         let mpi = this.mpi.lock();
         let mut moved = this.send_queued(&mpi);
@@ -1058,20 +1115,29 @@ impl Drain for Progress {
             return Drained::Done(Ok(()));
         }
         if this.outstanding() {
-            if !moved {
-                // Waiting on a peer: let other work on this core (another rank, when ranks
-                // outnumber cores) run before testing again.
-                std::thread::yield_now();
+            if moved {
+                self.idle_drains.store(0, Ordering::Relaxed);
+            } else {
+                let idle = self.idle_drains.load(Ordering::Relaxed);
+                if idle < SPIN_DRAINS {
+                    self.idle_drains.store(idle + 1, Ordering::Relaxed);
+                    core::hint::spin_loop();
+                } else {
+                    // Waiting on a peer for a while: let other work on this core run before
+                    // testing again.
+                    std::thread::yield_now();
+                }
             }
             Drained::Progress
         } else {
+            self.idle_drains.store(0, Ordering::Relaxed);
             this.sleeps.fetch_add(1, Ordering::Relaxed);
             Drained::Sleep
         }
     }
 
     fn finish(&self, _outcome: Result<(), Failure>) {
-        *self.0.stopped.lock() = true;
-        self.0.stopped_signal.notify_all();
+        *self.inner.stopped.lock() = true;
+        self.inner.stopped_signal.notify_all();
     }
 }
