@@ -24,10 +24,11 @@
 //! exported signal's completion or a host wait wakes it. Nothing spins while nothing is
 //! expected. While something is, the first drains that find nothing follow each other at
 //! once (an answer usually comes within microseconds, sooner than a `sched_yield` returns);
-//! after `SPIN_DRAINS` (64) of them the process yields its core between drains, so other threads
-//! — other ranks, when ranks outnumber cores — run. Sends are small (at most
-//! [`MAX_MESSAGE_LEN`](crate::MAX_MESSAGE_LEN) bytes), so Open MPI's eager protocol completes
-//! them locally without waiting for the receiver.
+//! after `SPIN_DRAINS` (64) of them the process yields its core between drains, so other
+//! threads run. When this machine's ranks outnumber its cores, every idle drain yields, as
+//! Open MPI's own progress does when oversubscribed: the peer it waits for may need this core.
+//! Sends are small (at most [`MAX_MESSAGE_LEN`](crate::MAX_MESSAGE_LEN) bytes), so Open MPI's
+//! eager protocol completes them locally without waiting for the receiver.
 //!
 //! The message that ends a cross-rank wait — an exported value reached — is sent by the
 //! thread that reached it, from the watch's callback, when the MPI lock is free (it only
@@ -381,6 +382,9 @@ impl Node {
         }
         let world = universe.world();
         let (rank, size) = (world.rank(), world.size());
+        // Ranks sharing this machine (a collective call: every rank is in `start`).
+        let local_ranks = usize::try_from(world.split_shared(rank).size()).unwrap_or(usize::MAX);
+        let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
         let waker: &'static Waker =
             Box::leak(Box::new(Waker { executor: device.executor(), process: OnceLock::new() }));
 
@@ -458,8 +462,13 @@ impl Node {
         for (k, export) in inner.exports.iter().enumerate() {
             let _ = export.watch.export.set((inner, k));
         }
-        let progress: &'static Progress =
-            Box::leak(Box::new(Progress { inner, idle_drains: AtomicU32::new(0) }));
+        let progress: &'static Progress = Box::leak(Box::new(Progress {
+            inner,
+            // As Open MPI does: spin only while every rank here has a core of its own;
+            // oversubscribed, every idle drain yields.
+            spin_drains: if local_ranks <= cores { SPIN_DRAINS } else { 0 },
+            idle_drains: AtomicU32::new(0),
+        }));
         let process: &'static Process<'static> =
             Box::leak(Box::new(Process::new(progress, Class::Immediate)));
         let _ = waker.process.set(process);
@@ -1090,6 +1099,9 @@ const SPIN_DRAINS: u32 = 64;
 /// The progress process's behaviour: one drain over the leaked [`Inner`].
 struct Progress {
     inner: &'static Inner,
+    /// Idle drains before yielding: [`SPIN_DRAINS`], or 0 when ranks outnumber this
+    /// machine's cores.
+    spin_drains: u32,
     /// Drains in a row that moved nothing (only the progress process's drain touches it, one
     /// drain at a time, so Relaxed suffices).
     idle_drains: AtomicU32,
@@ -1104,11 +1116,13 @@ impl Drain for Progress {
         for export in this.exports.iter() {
             this.report(&mpi, export);
         }
-        moved |= this.receive_arrived(&mpi);
-        // What arrived may have failed an export (an operation that waited on it failed):
-        // that failure goes out in the same drain.
-        for export in this.exports.iter() {
-            this.report(&mpi, export);
+        if this.receive_arrived(&mpi) {
+            moved = true;
+            // What arrived may have failed an export (an operation that waited on it failed):
+            // that failure goes out in the same drain.
+            for export in this.exports.iter() {
+                this.report(&mpi, export);
+            }
         }
         drop(mpi);
         if this.stopping.load(Ordering::Relaxed) {
@@ -1119,7 +1133,7 @@ impl Drain for Progress {
                 self.idle_drains.store(0, Ordering::Relaxed);
             } else {
                 let idle = self.idle_drains.load(Ordering::Relaxed);
-                if idle < SPIN_DRAINS {
+                if idle < self.spin_drains {
                     self.idle_drains.store(idle + 1, Ordering::Relaxed);
                     core::hint::spin_loop();
                 } else {
