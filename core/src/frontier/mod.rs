@@ -19,13 +19,21 @@
 //! slots always hold the sentinel axis `u64::MAX` (never a valid axis: its domain code is
 //! unknown) and epoch 0. That invariant makes whole-array comparisons meaningful, which
 //! [`Frontier::dominates`] uses: two frontiers over the same axes compare with straight-line
-//! element-wise code the compiler vectorises. A merge's target is usually a fresh copy, its wide
-//! stores still in flight, so the merge's same-axes test reads it one entry at a time instead
-//! (see [`Frontier::merge`]).
+//! element-wise code the compiler vectorises.
 //!
-//! A merge that may overflow walks the union into a stack scratch while keeping the four
-//! smallest epochs it wrote in registers; those fix the eviction cut, and one backward pass
-//! writes the survivors into place. More than four evictions take a second pass to find the cut.
+//! # Merge
+//!
+//! A merge's target is usually a fresh copy, written a moment ago with wide stores that are
+//! still in flight. A wide load straddling two of them cannot take its data from them and waits
+//! until both reach the cache, so the merge reads its target one entry at a time:
+//!
+//! - same axes in the same slots: the epochs join element-wise, over the length only;
+//! - both runs fit side by side: one walk counts the union, a second writes it in place from
+//!   the top down, reading both runs backwards (the writes never overtake an unread entry), with
+//!   no scratch and no copy of the target;
+//! - otherwise the merge walks the union into a stack scratch while keeping the four smallest
+//!   epochs it wrote in registers; those fix the eviction cut, and one backward pass writes the
+//!   survivors into place. More than four evictions take a second pass to find the cut.
 
 mod wire;
 
@@ -202,11 +210,9 @@ impl<const N: usize> Frontier<N> {
             self.len = other.len;
             return;
         }
-        // The same-axes test reads this frontier one entry at a time, not with wide loads: the
-        // target is often a fresh copy whose wide stores are still in flight, and a wide load
-        // that straddles two of them cannot take its data from them and waits until both
-        // reach the cache. Measured: fewer instructions than the whole-array compare (no
-        // straight-line pass over the empty slots) and faster in paired blocks.
+        // From here on this frontier is read entry by entry, never as whole arrays (see the
+        // module documentation). For the same-axes test that measured fewer instructions too
+        // (no pass over the empty slots) and 1.5 → 0.9–1.0× IREE's wall time.
         let (own_len, other_len) = (self.len(), other.len());
         let theirs = (&other.axes[..other_len], &other.epochs[..other_len]);
         if own_len == other_len && same_axes(&self.axes[..own_len], theirs.0) {
@@ -217,13 +223,7 @@ impl<const N: usize> Frontier<N> {
             return;
         }
         if own_len + other_len <= N {
-            // The union cannot overflow: walk straight into place from a copy of the old
-            // entries. Slots past the union were past the old length too: still sentinels.
-            // A whole-array copy despite its wide loads: an entry-by-entry copy measured
-            // slower (more instructions, and no faster in paired blocks).
-            let (own_axes, own_epochs) = (self.axes, self.epochs);
-            let own = (&own_axes[..own_len], &own_epochs[..own_len]);
-            self.len = sorted_union(own, theirs, (&mut self.axes, &mut self.epochs), |_| {}) as u8;
+            self.join_in_place(theirs);
             return;
         }
         // A scratch of 2·max(N, M) slots holds the whole union, so the walk never evicts.
@@ -232,6 +232,64 @@ impl<const N: usize> Frontier<N> {
         } else {
             self.merge_through_scratch::<M, M>(other);
         }
+    }
+
+    /// The join of two runs that fit side by side (`len + other.len ≤ N`), with no scratch and
+    /// no wide loads of this frontier: one walk counts the union, a second walks both runs
+    /// backwards and writes the union downwards from its last slot, which never overtakes an
+    /// own entry still to be read. Own entries below the first axis of `other` are already in
+    /// place. Both walks branch on the comparisons rather than advance branch-free: the axis
+    /// layout repeats from call to call, so the branches predict, and the next loads need not
+    /// wait for the last comparison (measured: 4+4 1.33 → 1.07× IREE's wall time).
+    fn join_in_place(&mut self, (other_axes, other_epochs): (&[u64], &[u64])) {
+        // Never above N (the length invariant); said so the count walk needs no index checks.
+        let own_len = self.len().min(N);
+        let other_len = other_axes.len().min(other_epochs.len());
+        let (mut i, mut j, mut union_len) = (0, 0, 0);
+        while i < own_len && j < other_len {
+            let (a, b) = (self.axes[i], other_axes[j]);
+            if a < b {
+                i += 1;
+            } else if b < a {
+                j += 1;
+            } else {
+                i += 1;
+                j += 1;
+            }
+            union_len += 1;
+        }
+        union_len += (own_len - i) + (other_len - j);
+        // The caller checked that both runs fit side by side; the unchecked writes below rely
+        // on it, so it is checked again rather than trusted.
+        assert!(union_len <= N, "join_in_place needs a union that fits");
+        let (axes, epochs) = (&mut self.axes, &mut self.epochs);
+        let (mut i, mut j, mut slot) = (own_len, other_len, union_len);
+        // SAFETY: for every unchecked access below, `i - 1 < own_len ≤ N` (length invariant)
+        // indexes the own arrays of length N; `j - 1 < other_len`, at most both other slices'
+        // lengths; `slot` starts at `union_len ≤ N` (checked above) and drops by one per
+        // write, staying at or above the size of the union of the unread entries, so it never
+        // wraps below 0 and never passes an unread own entry.
+        unsafe {
+            while j > 0 {
+                let b = *other_axes.get_unchecked(j - 1);
+                slot -= 1;
+                if i > 0 && *axes.get_unchecked(i - 1) > b {
+                    *axes.get_unchecked_mut(slot) = *axes.get_unchecked(i - 1);
+                    *epochs.get_unchecked_mut(slot) = *epochs.get_unchecked(i - 1);
+                    i -= 1;
+                } else {
+                    let mut epoch = *other_epochs.get_unchecked(j - 1);
+                    if i > 0 && *axes.get_unchecked(i - 1) == b {
+                        epoch = epoch.max(*epochs.get_unchecked(i - 1));
+                        i -= 1;
+                    }
+                    *axes.get_unchecked_mut(slot) = b;
+                    *epochs.get_unchecked_mut(slot) = epoch;
+                    j -= 1;
+                }
+            }
+        }
+        self.len = union_len as u8;
     }
 
     /// Sorted union into a stack scratch, then the survivors back into place: all of them, or
