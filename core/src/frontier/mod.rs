@@ -17,13 +17,23 @@
 //!
 //! Axes and epochs live in two parallel arrays (structure of arrays), sorted by axis. Unused
 //! slots always hold the sentinel axis `u64::MAX` (never a valid axis: its domain code is
-//! unknown) and epoch 0. That invariant makes whole-array comparisons meaningful, which the
-//! fast paths use: two frontiers over the same axes merge and compare with straight-line
+//! unknown) and epoch 0. That invariant makes whole-array comparisons meaningful, which
+//! [`Frontier::dominates`] uses: two frontiers over the same axes compare with straight-line
 //! element-wise code the compiler vectorises.
 //!
-//! A merge that may overflow walks the union into a stack scratch while keeping the four
-//! smallest epochs it wrote in registers; those fix the eviction cut, and one backward pass
-//! writes the survivors into place. More than four evictions take a second pass to find the cut.
+//! # Merge
+//!
+//! A merge's target is usually a fresh copy, written a moment ago with wide stores that are
+//! still in flight. A wide load straddling two of them cannot take its data from them and waits
+//! until both reach the cache, so the merge reads its target one entry at a time:
+//!
+//! - same axes in the same slots: the epochs join element-wise, over the length only;
+//! - both runs fit side by side: one walk counts the union, a second writes it in place from
+//!   the top down, reading both runs backwards (the writes never overtake an unread entry), with
+//!   no scratch and no copy of the target;
+//! - otherwise the merge walks the union into a stack scratch while keeping the four smallest
+//!   epochs it wrote in registers; those fix the eviction cut, and one backward pass writes the
+//!   survivors into place. More than four evictions take a second pass to find the cut.
 
 mod wire;
 
@@ -200,20 +210,19 @@ impl<const N: usize> Frontier<N> {
             self.len = other.len;
             return;
         }
-        if N == M && self.len == other.len && same_axes(&self.axes, &other.axes) {
+        // From here on this frontier is read entry by entry, never as whole arrays (see the
+        // module documentation). For the same-axes test that measured fewer instructions too
+        // (no pass over the empty slots) and 1.5 → 0.9–1.0× IREE's wall time.
+        let (own_len, other_len) = (self.len(), other.len());
+        let theirs = (&other.axes[..other_len], &other.epochs[..other_len]);
+        if own_len == other_len && same_axes(&self.axes[..own_len], theirs.0) {
             // Same axes in the same slots: epochs join element-wise, no reordering.
-            for (mine, theirs) in self.epochs.iter_mut().zip(other.epochs.iter()) {
-                *mine = (*mine).max(*theirs);
+            for (mine, &theirs) in self.epochs[..own_len].iter_mut().zip(theirs.1) {
+                *mine = (*mine).max(theirs);
             }
             return;
         }
-        if self.len() + other.len() <= N {
-            // The union cannot overflow: walk straight into place from a copy of the old
-            // entries. Slots past the union were past the old length too: still sentinels.
-            let (own_axes, own_epochs) = (self.axes, self.epochs);
-            let own = (&own_axes[..self.len()], &own_epochs[..self.len()]);
-            let theirs = (&other.axes[..other.len()], &other.epochs[..other.len()]);
-            self.len = sorted_union(own, theirs, (&mut self.axes, &mut self.epochs), |_| {}) as u8;
+        if self.join_in_place(theirs) {
             return;
         }
         // A scratch of 2·max(N, M) slots holds the whole union, so the walk never evicts.
@@ -222,6 +231,69 @@ impl<const N: usize> Frontier<N> {
         } else {
             self.merge_through_scratch::<M, M>(other);
         }
+    }
+
+    /// The join of two runs that fit side by side (`len + other.len ≤ N`), with no scratch and
+    /// no wide loads of this frontier: one walk counts the union, a second walks both runs
+    /// backwards and writes the union downwards from its last slot, which never overtakes an
+    /// own entry still to be read. Own entries below the first axis of `other` are already in
+    /// place. Both walks branch on the comparisons rather than advance branch-free: the axis
+    /// layout repeats from call to call, so the branches predict, and the next loads need not
+    /// wait for the last comparison (measured: 4+4 1.33 → 1.07× IREE's wall time).
+    ///
+    /// Returns `false`, changing nothing, when the runs do not fit side by side; the union
+    /// might overflow then, which needs the eviction walk.
+    fn join_in_place(&mut self, (other_axes, other_epochs): (&[u64], &[u64])) -> bool {
+        // Never above N (the length invariant); clamped so the count walk needs no index checks
+        // and the unchecked walk below has its bound in sight.
+        let own_len = self.len().min(N);
+        let other_len = other_axes.len().min(other_epochs.len());
+        if own_len + other_len > N {
+            return false;
+        }
+        let (mut i, mut j, mut union_len) = (0, 0, 0);
+        while i < own_len && j < other_len {
+            let (a, b) = (self.axes[i], other_axes[j]);
+            if a < b {
+                i += 1;
+            } else if b < a {
+                j += 1;
+            } else {
+                i += 1;
+                j += 1;
+            }
+            union_len += 1;
+        }
+        union_len += (own_len - i) + (other_len - j);
+        let (axes, epochs) = (&mut self.axes, &mut self.epochs);
+        let (mut i, mut j, mut slot) = (own_len, other_len, union_len);
+        // SAFETY: for every unchecked access below, `i - 1 < own_len ≤ N` (clamped above)
+        // indexes the own arrays of length N; `j - 1 < other_len`, at most both other slices'
+        // lengths; `slot` starts at `union_len ≤ own_len + other_len ≤ N` (checked above) and
+        // drops by one per write, staying at or above the size of the union of the unread
+        // entries, so it never wraps below 0 and never passes an unread own entry.
+        unsafe {
+            while j > 0 {
+                let b = *other_axes.get_unchecked(j - 1);
+                slot -= 1;
+                if i > 0 && *axes.get_unchecked(i - 1) > b {
+                    *axes.get_unchecked_mut(slot) = *axes.get_unchecked(i - 1);
+                    *epochs.get_unchecked_mut(slot) = *epochs.get_unchecked(i - 1);
+                    i -= 1;
+                } else {
+                    let mut epoch = *other_epochs.get_unchecked(j - 1);
+                    if i > 0 && *axes.get_unchecked(i - 1) == b {
+                        epoch = epoch.max(*epochs.get_unchecked(i - 1));
+                        i -= 1;
+                    }
+                    *axes.get_unchecked_mut(slot) = b;
+                    *epochs.get_unchecked_mut(slot) = epoch;
+                    j -= 1;
+                }
+            }
+        }
+        self.len = union_len as u8;
+        true
     }
 
     /// Sorted union into a stack scratch, then the survivors back into place: all of them, or
@@ -285,7 +357,7 @@ impl<const N: usize> Frontier<N> {
         if other.tainted {
             return false;
         }
-        if N == M && self.len == other.len && same_axes(&self.axes, &other.axes) {
+        if N == M && self.len == other.len && same_slots(&self.axes, &other.axes) {
             // Same axes in the same slots: one element-wise pass, no early exit to mispredict.
             let mut covered = true;
             for (mine, theirs) in self.epochs.iter().zip(other.epochs.iter()) {
@@ -373,8 +445,15 @@ fn sorted_union(
 
 /// Whole-array axis equality, written as a fold so it compiles to inline vector compares
 /// rather than a call to `bcmp`.
-fn same_axes<const N: usize, const M: usize>(a: &[u64; N], b: &[u64; M]) -> bool {
+fn same_slots<const N: usize, const M: usize>(a: &[u64; N], b: &[u64; M]) -> bool {
     a.iter().zip(b.iter()).fold(true, |same, (x, y)| same & (x == y))
+}
+
+/// Whether two runs of the same length hold the same axes. An early-exit scalar loop on
+/// purpose: a vectorised compare would read `a` with wide loads (see [`Frontier::merge`]).
+#[inline(always)]
+fn same_axes(a: &[u64], b: &[u64]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Where overflow cuts an axis-sorted run: the entries below `epoch` all go, and of those at
