@@ -113,8 +113,12 @@ use slots::{SlotArray, SlotWake};
 struct PerWorker {
     /// The worker's parking word (see the module docs).
     parking: FutexWord,
-    /// Processes completed by this worker. Only ever moved by RMWs: a worker index may move to
-    /// another thread (a dropped and re-taken [`Worker`]) without synchronising with the last.
+    /// Processes completed by this worker. Written only by the thread holding the worker's
+    /// [`Worker`] handle, with a plain load and store rather than a read-modify-write (a locked
+    /// instruction on every completion was a third of a chain hop's atomics). A worker index
+    /// that moves to another thread (a dropped and re-taken [`Worker`]) hands the count on
+    /// through `taken`: the Release `fetch_and` in `release_worker` pairs with the Acquire
+    /// `fetch_or` in [`Executor::worker`], so the new holder's first load sees the last store.
     completed: AtomicUsize,
 }
 
@@ -248,7 +252,9 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             return Err(ExecutorError::WorkerTaken(index));
         }
         let bit = 1u64 << index;
-        if self.taken.fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+        // Acquire pairs with the Release `fetch_and` in `release_worker`: a re-taken index
+        // sees its previous holder's completion count (see `PerWorker::completed`).
+        if self.taken.fetch_or(bit, Ordering::Acquire) & bit != 0 {
             return Err(ExecutorError::WorkerTaken(index));
         }
         Ok(Worker::new(self, index, P::for_worker(index, self.workers), spin))
@@ -451,8 +457,10 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
                 }
             }
         }
-        // Release pairs with the Acquire loads in `live`.
-        self.per_worker[worker].0.completed.fetch_add(1, Ordering::Release);
+        // Only this worker's thread writes its count (see `PerWorker::completed`), so a load
+        // and a store count exactly. Release pairs with the Acquire loads in `live`.
+        let completed = &self.per_worker[worker].0.completed;
+        completed.store(completed.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
         handed
     }
 
@@ -567,7 +575,9 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     /// Frees a worker index when its handle is dropped.
     pub(crate) fn release_worker(&self, index: usize) {
-        self.taken.fetch_and(!(1u64 << index), Ordering::Relaxed);
+        // Release pairs with the Acquire `fetch_or` in `worker`: the next holder of the index
+        // sees this holder's last completion count.
+        self.taken.fetch_and(!(1u64 << index), Ordering::Release);
     }
 
     pub(crate) fn futex(&self) -> &F {
