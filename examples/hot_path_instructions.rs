@@ -17,6 +17,12 @@
 //!   two claimers' loops run in turn on this thread, each ending at an arrival counter (what
 //!   the `add_1m` bench's floor does per dispatch, without the waiting).
 //!
+//! - `activation-causeway`: [`ACTIVATION_ROUNDS`] rounds of [`ACTIVATION_BATCH`] releases, each
+//!   driving a suspend count to zero, queueing the process on the immediate list and notifying
+//!   (nobody parked), as in the `activation` bench;
+//! - `activation-floor`: the same with a plain `fetch_sub`, an intrusive Treiber-stack push and
+//!   the idle-mask read-modify-write, the `activation` bench's `fetch_sub_treiber_push_idle_rmw`.
+//!
 //! The measured part of each mode is one function (`measured_*`, never inlined), which the
 //! script hands to callgrind's `--toggle-collect`; setup, rearming and checks lie outside it.
 //! With `repeats` > 1 the mode also prints the median wall time per hop or dispatch over that
@@ -24,7 +30,8 @@
 //! hop ran, every tile ran exactly once per dispatch, every process completed.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use causeway::cpu::{BlockProcessor, CommandBuffer};
@@ -32,7 +39,7 @@ use causeway::executor::{
     Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
     SpinPolicy, Worker,
 };
-use causeway::Failure;
+use causeway::{CachePadded, Failure};
 
 /// Hops in one chain.
 const HOPS: u32 = 100_000;
@@ -42,6 +49,12 @@ const DISPATCHES: u32 = 1_000;
 
 /// Tiles per dispatch, as in the `add_1m` bench (1M elements in tiles of 16Ki).
 const TILES: u32 = 64;
+
+/// Releases per activation round, as in the `activation` bench.
+const ACTIVATION_BATCH: usize = 1024;
+
+/// Activation rounds in one activation run.
+const ACTIVATION_ROUNDS: u32 = 100;
 
 /// Workers of the dispatch executor, as in the `add_1m` bench.
 const WORKERS: usize = 2;
@@ -237,6 +250,113 @@ fn dispatch_floor() -> Duration {
     elapsed / DISPATCHES
 }
 
+/// Does nothing: an activation is measured up to the queue, not the drain.
+struct Pass;
+
+impl Drain for Pass {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        Drained::Done(Ok(()))
+    }
+}
+
+#[inline(never)]
+fn measured_activation_causeway<'p>(executor: &StepExecutor<'p>, processes: &'p [Process<'p>]) {
+    for process in processes {
+        executor.release(process).expect("the process is held");
+    }
+}
+
+fn activation_causeway() -> Duration {
+    let pass = Pass;
+    let processes: Vec<Process> =
+        (0..ACTIVATION_BATCH).map(|_| Process::new(&pass, Class::Immediate)).collect();
+    let executor = StepExecutor::new(NeverParks, 1).expect("one worker");
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).expect("worker 0");
+    let mut elapsed = Duration::ZERO;
+    for _ in 0..ACTIVATION_ROUNDS {
+        for process in &processes {
+            if process.is_completed() {
+                process.rearm().expect("a completed process rearms");
+            }
+            executor.hold(process).expect("a fresh process can be held");
+            executor.submit(process).expect("a fresh process submits");
+        }
+        let start = Instant::now();
+        measured_activation_causeway(&executor, &processes);
+        elapsed += start.elapsed();
+        let mut drained = 0;
+        while worker.step() {
+            drained += 1;
+        }
+        assert_eq!(drained, ACTIVATION_BATCH, "every release activated its process");
+        assert_eq!(executor.live(), 0);
+    }
+    elapsed / (ACTIVATION_ROUNDS * ACTIVATION_BATCH as u32)
+}
+
+/// The activation floor's node: a suspend count and a stack link, on a line of its own.
+struct TreiberNode {
+    pending: AtomicU32,
+    next: AtomicPtr<TreiberNode>,
+}
+
+#[inline(never)]
+fn measured_activation_floor(
+    nodes: &[CachePadded<TreiberNode>],
+    head: &AtomicPtr<TreiberNode>,
+    idle: &AtomicU64,
+) {
+    for node in nodes {
+        // AcqRel, Release and AcqRel: the orderings of causeway's release, push and notify.
+        if node.0.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let pointer = ptr::from_ref(&node.0).cast_mut();
+            let mut current = head.load(Ordering::Relaxed);
+            loop {
+                node.0.next.store(current, Ordering::Relaxed);
+                match head.compare_exchange_weak(
+                    current,
+                    pointer,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => current = actual,
+                }
+            }
+        }
+        assert_eq!(idle.fetch_or(0, Ordering::AcqRel), 0, "nobody parks here");
+    }
+}
+
+fn activation_floor() -> Duration {
+    let nodes: Vec<CachePadded<TreiberNode>> = (0..ACTIVATION_BATCH)
+        .map(|_| {
+            CachePadded(TreiberNode { pending: AtomicU32::new(0), next: AtomicPtr::default() })
+        })
+        .collect();
+    let head = AtomicPtr::default();
+    let idle = AtomicU64::new(0);
+    let mut elapsed = Duration::ZERO;
+    for _ in 0..ACTIVATION_ROUNDS {
+        for node in &nodes {
+            node.0.pending.store(1, Ordering::Relaxed);
+        }
+        let start = Instant::now();
+        measured_activation_floor(&nodes, &head, &idle);
+        elapsed += start.elapsed();
+        let mut node = head.swap(ptr::null_mut(), Ordering::Acquire);
+        let mut queued = 0;
+        while !node.is_null() {
+            // SAFETY: every pointer on the stack came from a node of `nodes`, which outlives
+            // the stack and does not move while it is used.
+            node = unsafe { &*node }.next.load(Ordering::Relaxed);
+            queued += 1;
+        }
+        assert_eq!(queued, ACTIVATION_BATCH, "every node queued");
+    }
+    elapsed / (ACTIVATION_ROUNDS * ACTIVATION_BATCH as u32)
+}
+
 fn main() {
     let mut arguments = std::env::args().skip(1);
     let mode = arguments.next().unwrap_or_default();
@@ -245,10 +365,12 @@ fn main() {
         "chain-rayon" => chain_rayon,
         "dispatch-causeway" => dispatch_causeway,
         "dispatch-floor" => dispatch_floor,
+        "activation-causeway" => activation_causeway,
+        "activation-floor" => activation_floor,
         _ => {
             eprintln!(
                 "usage: hot_path_instructions chain-causeway|chain-rayon|dispatch-causeway|\
-                 dispatch-floor [repeats]"
+                 dispatch-floor|activation-causeway|activation-floor [repeats]"
             );
             std::process::exit(2);
         }
@@ -263,6 +385,13 @@ fn main() {
     };
     let mut times: Vec<Duration> = (0..repeats).map(|_| run()).collect();
     times.sort_unstable();
+    let ops = match mode.split('-').next() {
+        Some("chain") => HOPS,
+        Some("dispatch") => DISPATCHES,
+        _ => ACTIVATION_ROUNDS * ACTIVATION_BATCH as u32,
+    };
+    // Read by `scripts/instructions.sh`: the measured functions ran `ops` times per run.
+    println!("ops per run: {ops}");
     if repeats > 1 {
         println!("{mode}: median {:?} per op over {repeats} runs", times[repeats / 2]);
     }

@@ -74,6 +74,17 @@
 //!        otherwise (or token dropped):       token ──► list push + notify ──► any worker
 //! ```
 //!
+//! # Inlining
+//!
+//! The executor and its workers are generic (futex, scan policy, capacities), so their code is
+//! compiled in the crate that names the types, while the small non-generic steps they call on
+//! every hop (state transitions, list push and pop, the suspend-count release, failure and budget
+//! reads) live here. Without LTO a crate cannot inline another's non-generic function unless it is
+//! marked `#[inline]`, and each of those steps was an out-of-line call through the GOT in hosted
+//! builds: those steps are marked, in hosted builds only. Bare-metal images are built with LTO,
+//! which could inline them already; there the hint only grew the Cortex-M0 controller image
+//! past its flash budget (by about 500 bytes), so `target_os = "none"` builds go without it.
+//!
 //! # Shutdown
 //!
 //! [`Executor::shutdown`] stops new submissions, cancels every process in a compute slot or the
