@@ -105,6 +105,10 @@ step "tier 5: benchmarks build and run one iteration each"
 cargo bench --workspace -- --test
 passed
 
+step "executor hot paths in instructions: callgrind over hot_path_instructions, every run checked"
+./scripts/instructions.sh
+passed
+
 step "tier 4: firmware images on qemu (mps2-an386, microbit, riscv32 virt); Windows tests under wine"
 ./scripts/firmware.sh
 ./scripts/windows.sh

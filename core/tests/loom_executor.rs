@@ -19,7 +19,10 @@
 //! - the process state word: a wake landing while an immediate process's drain is about to
 //!   sleep runs it once more, and that drain sees what the waker wrote before waking; a
 //!   configuration racing a submission from another thread is either refused or seen by the
-//!   process's completion, which reads its dependents.
+//!   process's completion, which reads its dependents;
+//! - the per-worker completion count, written with a plain load and store by the worker's
+//!   thread only: a worker index dropped on one thread and taken again on another keeps
+//!   counting from where it was, so `live` reaches zero.
 //!
 //! Each model has been shown to fail on an injected bug in the protocol it covers (for the
 //! summary: a retract without its re-check, a retract whose `fetch_and` is Relaxed, and a wake
@@ -28,7 +31,8 @@
 //! for runs: a dropped worker that keeps its run, and a turn that leaves the shared ready run
 //! pointing inside the run it cut; for the state word: a `Sleep` whose failed compare-exchange
 //! is Relaxed, a configuration that ends with a Relaxed store, and a submission whose state
-//! load in `release` is Relaxed, each a data race on what the other thread wrote).
+//! load in `release` is Relaxed, each a data race on what the other thread wrote; for the
+//! completion count: a worker index handed on through Relaxed `taken` RMWs, which loses a count).
 #![cfg(loom)]
 
 mod loom_support;
@@ -487,6 +491,31 @@ fn a_configuration_racing_a_submission_is_refused_or_seen_by_the_completion() {
             step_until(&mut worker, || dependent.is_completed());
             assert_eq!(second.drains.load(Ordering::Relaxed), 1);
         }
+        assert_eq!(executor.live(), 0);
+    });
+}
+
+#[test]
+fn a_worker_index_taken_again_on_another_thread_keeps_its_completion_count() {
+    bounded(|| {
+        let executor = executor(1);
+        let (first, second) = (Counted::leaked(1), Counted::leaked(1));
+        let (a, b) = (process(first, Class::Immediate), process(second, Class::Immediate));
+        // Whichever thread takes index 0 first runs until its process completes and drops
+        // the worker; the other waits for the index and does the same.
+        let take_and_run_until = move |done: &'static Process<'static>| loop {
+            if let Ok(mut worker) = executor.worker::<RoundRobin>(0, SpinPolicy::Park) {
+                step_until(&mut worker, || done.is_completed());
+                return;
+            }
+            thread::yield_now();
+        };
+        executor.submit(a).unwrap();
+        let other = thread::spawn(move || take_and_run_until(a));
+        executor.submit(b).unwrap();
+        take_and_run_until(b);
+        other.join().unwrap();
+        // Two submissions, two completions counted on index 0 by two threads in turn.
         assert_eq!(executor.live(), 0);
     });
 }

@@ -55,11 +55,13 @@ pub(crate) struct Run<'p> {
 impl<'p> Run<'p> {
     pub(crate) const EMPTY: Run<'p> = Run { front: None };
 
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn is_empty(&self) -> bool {
         self.front.is_none()
     }
 
     /// Takes the oldest process of the run.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn pop(&mut self) -> Option<&'p Process<'p>> {
         let process = self.front?;
         let next = process.link().load(Ordering::Relaxed);
@@ -94,6 +96,7 @@ impl<'p> ProcessList<'p> {
     }
 
     /// Appends `process`, which must not be linked into any list.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn push(&self, process: &'p Process<'p>) {
         let node = ptr::from_ref(process).cast_mut();
         let mut head = self.inbox.load(Ordering::Relaxed);
@@ -110,6 +113,7 @@ impl<'p> ProcessList<'p> {
     }
 
     /// Whether the list looked empty: a hint (see the module docs).
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn looks_empty(&self) -> bool {
         self.inbox.load(Ordering::Relaxed).is_null() && self.ready.load(Ordering::Relaxed).is_null()
     }

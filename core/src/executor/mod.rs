@@ -74,6 +74,17 @@
 //!        otherwise (or token dropped):       token ──► list push + notify ──► any worker
 //! ```
 //!
+//! # Inlining
+//!
+//! The executor and its workers are generic (futex, scan policy, capacities), so their code is
+//! compiled in the crate that names the types, while the small non-generic steps they call on
+//! every hop (state transitions, list push and pop, the suspend-count release, failure and budget
+//! reads) live here. Without LTO a crate cannot inline another's non-generic function unless it is
+//! marked `#[inline]`, and each of those steps was an out-of-line call through the GOT in hosted
+//! builds: those steps are marked, in hosted builds only. Bare-metal images are built with LTO,
+//! which could inline them already; there the hint only grew the Cortex-M0 controller image
+//! past its flash budget (by about 500 bytes), so `target_os = "none"` builds go without it.
+//!
 //! # Shutdown
 //!
 //! [`Executor::shutdown`] stops new submissions, cancels every process in a compute slot or the
@@ -113,8 +124,12 @@ use slots::{SlotArray, SlotWake};
 struct PerWorker {
     /// The worker's parking word (see the module docs).
     parking: FutexWord,
-    /// Processes completed by this worker. Only ever moved by RMWs: a worker index may move to
-    /// another thread (a dropped and re-taken [`Worker`]) without synchronising with the last.
+    /// Processes completed by this worker. Written only by the thread holding the worker's
+    /// [`Worker`] handle, with a plain load and store rather than a read-modify-write (a locked
+    /// instruction on every completion was a third of a chain hop's atomics). A worker index
+    /// that moves to another thread (a dropped and re-taken [`Worker`]) hands the count on
+    /// through `taken`: the Release `fetch_and` in `release_worker` pairs with the Acquire
+    /// `fetch_or` in [`Executor::worker`], so the new holder's first load sees the last store.
     completed: AtomicUsize,
 }
 
@@ -248,7 +263,9 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             return Err(ExecutorError::WorkerTaken(index));
         }
         let bit = 1u64 << index;
-        if self.taken.fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+        // Acquire pairs with the Release `fetch_and` in `release_worker`: a re-taken index
+        // sees its previous holder's completion count (see `PerWorker::completed`).
+        if self.taken.fetch_or(bit, Ordering::Acquire) & bit != 0 {
             return Err(ExecutorError::WorkerTaken(index));
         }
         Ok(Worker::new(self, index, P::for_worker(index, self.workers), spin))
@@ -451,8 +468,10 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
                 }
             }
         }
-        // Release pairs with the Acquire loads in `live`.
-        self.per_worker[worker].0.completed.fetch_add(1, Ordering::Release);
+        // Only this worker's thread writes its count (see `PerWorker::completed`), so a load
+        // and a store count exactly. Release pairs with the Acquire loads in `live`.
+        let completed = &self.per_worker[worker].0.completed;
+        completed.store(completed.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
         handed
     }
 
@@ -567,7 +586,9 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     /// Frees a worker index when its handle is dropped.
     pub(crate) fn release_worker(&self, index: usize) {
-        self.taken.fetch_and(!(1u64 << index), Ordering::Relaxed);
+        // Release pairs with the Acquire `fetch_or` in `worker`: the next holder of the index
+        // sees this holder's last completion count.
+        self.taken.fetch_and(!(1u64 << index), Ordering::Release);
     }
 
     pub(crate) fn futex(&self) -> &F {

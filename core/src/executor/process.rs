@@ -367,6 +367,7 @@ impl<'p> Process<'p> {
     }
 
     /// The class fixed at creation.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub fn class(&self) -> Class {
         self.core.0.class
     }
@@ -377,11 +378,13 @@ impl<'p> Process<'p> {
     }
 
     /// The current wake budget.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub fn wake_budget(&self) -> u32 {
         self.wake_budget.0.load(Ordering::Relaxed)
     }
 
     /// Whether the process has completed (its `finish` has run).
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub fn is_completed(&self) -> bool {
         // The Acquire load pairs with the Release of `transition_to_completed`: an owner that
         // sees it may reuse the storage, everything the executor did is before it.
@@ -389,6 +392,7 @@ impl<'p> Process<'p> {
     }
 
     /// The failure the process has (or will) complete with, if any.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub fn failure(&self) -> Option<Failure> {
         // Acquire pairs with the AcqRel compare-exchange in `record_failure`.
         Failure::from_word(self.core.0.failure.load(Ordering::Acquire))
@@ -464,6 +468,7 @@ impl<'p> Process<'p> {
     /// Drops one suspension; `Ok(true)` when this call drove the count to zero, so the caller
     /// must activate the process. Before submission the creation hold is never dropped here,
     /// so only a submitted process can reach zero.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn release(&self) -> Result<bool, ProcessError> {
         let activation = &self.core.0;
         // AcqRel: the Release half publishes what this releaser wrote before; the Acquire half

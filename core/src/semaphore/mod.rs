@@ -107,6 +107,7 @@ impl Failure {
 
     /// Unpacks a word made by [`to_word`](Self::to_word); `None` for zero (no failure) and for
     /// words no failure packs to.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub const fn from_word(word: u64) -> Option<Failure> {
         let payload = word as u32;
         match word >> 32 {

@@ -221,6 +221,7 @@ impl State {
     }
 
     /// The current state.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn load(&self) -> Snapshot {
         // Acquire: pairs with the Release half of every transition that has one
         // (`transition_to_created`, `transition_to_suspended`, `transition_to_sleeping`,
@@ -273,6 +274,7 @@ impl State {
 
     /// SUSPENDED → QUEUED: activation (the first step of it, hand-offs included), by the
     /// thread whose release drove the suspend count to zero.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn transition_to_queued(&self) {
         debug_assert!(self.relaxed().is_suspended(), "activated twice");
         // Relaxed: the activator is the only writer (invariant 1), and the queue push or
@@ -282,6 +284,7 @@ impl State {
 
     /// QUEUED → RUNNING: an immediate process's drainer, which took it from the list, a run or
     /// a hand-off, is about to drain it.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn transition_to_running(&self) {
         debug_assert!(self.relaxed().is_queued(), "ran a process that is not queued");
         // Relaxed: this worker holds the process (invariant 1), and wakers only need to see
@@ -360,6 +363,7 @@ impl State {
 
     /// QUEUED (a compute process) or RUNNING (an immediate one) → COMPLETED, after `finish`:
     /// the executor's last access to the process's storage.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn transition_to_completed(&self) {
         // Release pairs with the Acquire of `load` (`Process::is_completed`) and of
         // `transition_to_configuring_from_completed`: an owner that sees COMPLETED sees
