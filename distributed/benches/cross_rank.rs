@@ -9,13 +9,15 @@
 //!   semaphore to r, an operation on rank 1 that waits on it and signals a second shared
 //!   semaphore to r, and an operation on rank 0, after the first in queue order, that waits on
 //!   that; the next round's first operation runs only after it. Both ranks submit a batch of
-//!   rounds ahead (as causeway is meant to be used: remote waits are queued at submit time),
-//!   then their host threads sleep until the batch's last value; the rounds run without them.
-//!   Timed on rank 0 from the first submission to the last value waking its host thread, and
+//!   rounds ahead (as causeway is meant to be used: remote waits are queued at submit time):
+//!   rank 1 once every announcement of rank 0's batch has arrived, rank 0 then waits for rank
+//!   1's last announcement. Rank 0's host thread then signals a local "go" that the batch's
+//!   first operation waits on, and sleeps until the batch's last value; the rounds run without
+//!   any host thread. Timed on rank 0 from the go to that wake-up, summed over batches, and
 //!   halved: per iteration, one cross-rank signal → dependent-operation start (the reached
-//!   message, the receiver's progress process, its queue process), with the batches' set-up
-//!   and wake-ups included. Peer in the same run: `cross_rank/raw_mpi_ping_pong`, a 1-byte
-//!   rsmpi send/receive round trip between the same two processes, halved.
+//!   message, the receiver's progress process, its queue process), with one host wake-up per
+//!   batch of 64 rounds included. Peer in the same run: `cross_rank/raw_mpi_ping_pong`, a
+//!   1-byte rsmpi send/receive round trip between the same two processes, halved.
 //! - `cross_rank/host_round_trip` (2 ranks): the same hop with each rank's host thread in the
 //!   loop every round — rank 0 submits a signal and a dependent operation and sleeps until the
 //!   answer, rank 1 submits one operation per round and sleeps until it ran — halved. The
@@ -124,12 +126,17 @@ fn rank_main(mode: &str) -> ExitCode {
     }
 }
 
-/// Semaphores: 0 = link 0 (rank 0 → 1), 1 = link 1 (rank 1 → 0), 2 = rank 0's local "done".
+/// Semaphores: 0 = link 0 (rank 0 → 1), 1 = link 1 (rank 1 → 0), 2 = rank 0's local "done",
+/// 3 = rank 0's local "go" (a chain batch starts).
 fn latency(rank: i32) -> Result<(), String> {
     // Rank 0 signals from one queue and depends from the other (one in-order queue would hold
     // the signal behind the operation waiting for its answer).
-    let (device, [queue, dependent_queue], semaphores) = device(rank, 3);
+    let (device, [queue, dependent_queue], semaphores) = device(rank, 4);
     let (there, back, done) = (semaphores[0], semaphores[1], semaphores[2]);
+    // Rank 0's go for each batch of the chain (signalled by its host thread).
+    let go_id = semaphores[3];
+    let done_id = done;
+    let mut batches = 0u64;
     let mut links = Links::new();
     if rank == 0 {
         links.export(LinkId(0), there, &[1]).import(LinkId(1), back, 1);
@@ -159,17 +166,21 @@ fn latency(rank: i32) -> Result<(), String> {
         group.bench_function("signal_to_dependent_start", |b| {
             b.iter_custom(|iters| {
                 command(&node, CHAIN, iters);
-                let semaphore = device.semaphore(done).expect("done");
-                let started = Instant::now();
+                let done = device.semaphore(done_id).expect("done");
+                let go = device.semaphore(go_id).expect("go");
+                let mut total = Duration::ZERO;
                 let mut left = iters;
                 while left > 0 {
                     let batch = left.min(BATCH);
-                    for _ in 0..batch {
+                    batches += 1;
+                    let start = [(go_id, batches)];
+                    for k in 0..batch {
                         round += 1;
                         // In queue order: this round's signal runs once the previous round's
-                        // dependent operation has run, so the rounds are one causal chain.
+                        // dependent operation has run, so the rounds are one causal chain. The
+                        // batch's first waits for the host's go.
                         let signal = Op {
-                            waits: &[],
+                            waits: if k == 0 { &start } else { &[] },
                             signals: &[(there, round)],
                             work: Work::Barrier,
                             tag: round,
@@ -177,16 +188,22 @@ fn latency(rank: i32) -> Result<(), String> {
                         node.submit(queue, &signal).expect("submits");
                         let dependent = Op {
                             waits: &[(back, round)],
-                            signals: &[(done, round)],
+                            signals: &[(done_id, round)],
                             work: Work::Barrier,
                             tag: round,
                         };
                         node.submit(queue, &dependent).expect("submits");
                     }
-                    blocking::wait(semaphore, round, Some(LONG)).expect("the chain ends");
+                    // Rank 1 has received every announcement of this batch and submitted its
+                    // own once it announces the last round.
+                    node.await_announced(LinkId(1), round, LONG).expect("rank 1 announces");
+                    let started = Instant::now();
+                    go.signal_external(batches).expect("go");
+                    blocking::wait(done, round, Some(LONG)).expect("the chain ends");
+                    total += started.elapsed();
                     left -= batch;
                 }
-                started.elapsed() / 2
+                total / 2
             })
         });
         group.bench_function("host_round_trip", |b| {
@@ -254,6 +271,10 @@ fn latency(rank: i32) -> Result<(), String> {
                     let mut left = iters;
                     while left > 0 {
                         let batch = left.min(BATCH);
+                        // Rank 0's announcements of the batch have all arrived (none is left
+                        // to deliver while the chain runs).
+                        node.await_announced(LinkId(0), round + batch, LONG)
+                            .map_err(|e| e.to_string())?;
                         for _ in 0..batch {
                             round += 1;
                             let op = Op {

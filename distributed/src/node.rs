@@ -384,7 +384,7 @@ impl Node {
         let (rank, size) = (world.rank(), world.size());
         // Ranks sharing this machine (a collective call: every rank is in `start`).
         let local_ranks = usize::try_from(world.split_shared(rank).size()).unwrap_or(usize::MAX);
-        let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+        let cores = cores_online();
         let waker: &'static Waker =
             Box::leak(Box::new(Waker { executor: device.executor(), process: OnceLock::new() }));
 
@@ -1095,6 +1095,15 @@ impl Inner {
 /// the wait is long and other threads — another rank, when ranks outnumber cores — get the
 /// core between looks.
 const SPIN_DRAINS: u32 = 64;
+
+/// The cores online on this machine (at least 1). Not the calling thread's affinity, which
+/// `mpirun` narrows to one core per rank when it binds ranks.
+fn cores_online() -> usize {
+    // SAFETY: `sysconf` only reads a system parameter; `_SC_NPROCESSORS_ONLN` is a valid name
+    // on every platform Open MPI runs on, and an error comes back as -1, handled below.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(online).ok().filter(|&cores| cores > 0).unwrap_or(1)
+}
 
 /// The progress process's behaviour: one drain over the leaked [`Inner`].
 struct Progress {
