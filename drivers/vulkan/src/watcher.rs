@@ -46,7 +46,11 @@
 //! - **a need** ([`Watcher::need`]): a value somebody is blocked on until the device reaches
 //!   it — the backend records one when a queue finds the command buffer it must submit still
 //!   pending (backpressure on a device resource). The target on a VkQueue is then the oldest
-//!   submission in flight that reaches a recorded need;
+//!   submission in flight that reaches a recorded need, or, when that one is in the older half
+//!   of what is in flight, the middle submission: the thread wakes once half the work in flight
+//!   has completed, the resources it freed are reused while the device still runs the other
+//!   half, and one wake serves several completions instead of one each (a need at the front
+//!   of eight submissions in flight wakes the thread after four);
 //! - **otherwise, the batch**: the newest submission in flight on that VkQueue when the wait
 //!   began. Everything submitted before it completes no later (in order on lavapipe's queue),
 //!   and the pass after the wake reports every registration reached by then, whatever it is;
@@ -162,7 +166,7 @@ struct State {
     /// By VkQueue: the submissions not yet seen complete, oldest first.
     in_flight: Vec<VecDeque<Signalled>>,
     watched: Vec<Watched>,
-    /// Values somebody needs as soon as they are reached ([`Watcher::need`]): each steers the
+    /// Values somebody needs soon ([`Watcher::need`]): each steers the
     /// thread's wait on its VkQueue to the submission that reaches it. Dropped once reached.
     needs: Vec<Signalled>,
     /// The last value signalled to the wake timeline.
@@ -307,10 +311,10 @@ impl Watcher {
         Ok(Registration::Watching)
     }
 
-    /// Somebody needs `timeline` to reach `value` as soon as the device gets there (a resource
-    /// another submission holds until then, a waiter on the host): from its next wait on, the
-    /// thread wakes when the submission that reaches it completes, instead of when the newest
-    /// submission in flight does (see the module documentation). Registrations report through
+    /// Somebody needs `timeline` to reach `value` soon (a resource a submission holds until
+    /// then): from its next wait on, the thread wakes when the submission that reaches it has
+    /// completed and, with more in flight behind it, half the work in flight has, instead of
+    /// when the newest submission in flight does (see the module documentation). Registrations report through
     /// [`register`](Self::register) as always; a need only moves when the thread looks.
     ///
     /// A hint: when it cannot be kept (the value is reached already, [`capacity`] needs are
@@ -504,8 +508,8 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
 }
 
 /// What the thread waits for on one VkQueue: the oldest submission in flight that reaches a
-/// value somebody needs, or else the newest in flight (the whole batch); `None` when nothing
-/// is in flight there.
+/// value somebody needs, but not before the middle one (half the work in flight), or else the
+/// newest in flight (the whole batch); `None` when nothing is in flight there.
 fn wait_target<'a>(list: &'a VecDeque<Signalled>, needs: &[Signalled]) -> Option<&'a Signalled> {
     let reaches_a_need = |entry: &&Signalled| {
         let raw = entry.timeline.raw();
@@ -514,7 +518,17 @@ fn wait_target<'a>(list: &'a VecDeque<Signalled>, needs: &[Signalled]) -> Option
     if needs.is_empty() {
         return list.back();
     }
-    list.iter().find(reaches_a_need).or_else(|| list.back())
+    let Some(needed) = list.iter().position(|entry| reaches_a_need(&entry)) else {
+        return list.back();
+    };
+    let middle = &list[needed.max((list.len() - 1) / 2)];
+    // A VkQueue that completes out of order may have completed the middle one already: waiting
+    // on it would end at once, so wait on the needed one (not complete: see `take_completed`).
+    if matches!(middle.timeline.value(), Ok(reached) if reached < middle.value) {
+        Some(middle)
+    } else {
+        list.get(needed)
+    }
 }
 
 /// Drops the completed submissions at both ends of every in-flight list (so that neither the
