@@ -61,8 +61,8 @@
 //!   value reached by another party than a watched submission).
 //!
 //! What the thread does not see: a waiter on the host or a queue of another driver waiting for
-//! a value a Vulkan queue signals (the device layer keeps those waiters; the driver is not told
-//! of them). Such a value is reported when the batch that contains it completes: later by at
+//! a value a Vulkan queue signals, or a submitter waiting for room in a queue's ring (the
+//! device layer keeps those waiters; the driver is not told of them). Such a value is reported when the batch that contains it completes: later by at
 //! most the work submitted to its VkQueue before the thread's wait began, never lost.
 //!
 //! Why no registration is missed: a registration is recorded only while its value is not
@@ -74,9 +74,10 @@
 //! it reached. On an in-order VkQueue (lavapipe's) the batch's target completes last; where a
 //! VkQueue completes out of order, a completion before the target is reported when the target
 //! completes or the poll interval ends: later, never lost. The pass drops the completed
-//! submissions at both ends of each list, so neither the oldest nor the newest target left has
-//! completed, and a need's target has not either (its need would have been reached and
-//! dropped in the same pass): no wait ends at once for a submission already seen complete.
+//! submissions at both ends of each list, so neither the oldest nor the newest left has
+//! completed; a need's target is the middle one only when a query at the pick finds it not
+//! complete, else the needed one, which has not completed either (its need would have been
+//! reached and dropped in the same pass): no wait ends at once for a submission known done.
 //!
 //! Why one semaphore per VkQueue, and the wake timeline only with several: Mesa's common
 //! timeline emulation (lavapipe's) implements `WAIT_ANY` over more than one semaphore by
