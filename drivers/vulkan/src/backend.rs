@@ -20,7 +20,11 @@
 //! Completion: every submission goes through the [`Watcher`], which follows it until it
 //! completes. When the layer polls a queue whose head has not completed, the backend registers
 //! `(timeline, epoch)` with it (at most one registration per queue), and its thread wakes the
-//! queue when the timeline gets there. An operation that retires on the host (a
+//! queue when the timeline gets there — not at once, but when the watcher next wakes: it lets
+//! completions batch unless a value is needed. A queue that finds the command buffer it must
+//! submit still pending ([`Issued::Busy`]) records that buffer's pending signal as needed
+//! ([`Watcher::need`]), so the watcher wakes when it completes, and the release of the buffer
+//! wakes the queue. An operation that retires on the host (a
 //! barrier, a host function, one failed by its waits) moves the queue's timeline with a host
 //! signal ([`Backend::completed_on_host`]): nothing later of that queue is on the device then.
 //!
@@ -195,6 +199,16 @@ impl VulkanBackend {
         }
     }
 
+    /// A queue waits for `recorded` to be released: its pending submission's completion is
+    /// needed now, not when the batch in flight completes (see the watcher's wake policy).
+    fn need_released(&self, recorded: &Recorded) {
+        if let (Some(watcher), Some((timeline, value))) =
+            (self.watcher.get(), recorded.commands.last_signal())
+        {
+            watcher.need(&timeline, value);
+        }
+    }
+
     /// Wakes the queues waiting for `work`'s command buffer.
     fn release(&self, work: Work) {
         let (Some(recorded), Some(device)) = (self.recorded(work), self.device.get()) else {
@@ -302,6 +316,9 @@ impl Backend for VulkanBackend {
                 waiting.register(issue.queue());
                 let issued = self.submit(issue, state, recorded);
                 drop(waiting);
+                if matches!(issued, Issued::Busy) {
+                    self.need_released(recorded);
+                }
                 issued
             }
             issued => issued,

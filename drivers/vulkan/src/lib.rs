@@ -24,7 +24,9 @@
 //!   ([`Gpu::native_waits`]).
 //! - [`Watcher`]: one thread per device that follows the submissions made through it, one
 //!   semaphore wait at a time per VkQueue, and reports each registered `(timeline, value)`,
-//!   by token, to a callback once reached (the backend wakes the causeway queue from it).
+//!   by token, to a callback once reached (the backend wakes the causeway queue from it). It
+//!   wakes when a value somebody needs ([`Watcher::need`]) is reached, and otherwise when the
+//!   newest submission in flight completes, reporting everything reached in one pass.
 //! - Device memory for stream-ordered allocations: a storage buffer bound to `VkDeviceMemory` of
 //!   its own per block the device layer assigns to an alloca on a Vulkan queue, kept across its
 //!   dealloca while the layer may reuse the block ([`Gpu::memory_blocks`] counts them).
@@ -86,4 +88,4 @@ pub use gpu::{Gpu, GpuOptions, MemoryBlocks};
 pub use kernels::{Kernel, Launch};
 pub use submit::{submit, CommandBuffer, Step, MAX_NATIVE_WAITS};
 pub use timeline::Timeline;
-pub use watcher::{OnComplete, Registration, Watcher, POLL_INTERVAL};
+pub use watcher::{OnComplete, Registration, Wakes, Watcher, POLL_INTERVAL};

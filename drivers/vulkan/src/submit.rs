@@ -180,6 +180,14 @@ impl fmt::Debug for CommandBuffer {
     }
 }
 
+impl CommandBuffer {
+    /// The signal of its last submission, `(timeline, value)`: until the timeline reaches the
+    /// value the command buffer is pending and cannot be submitted again.
+    pub(crate) fn last_signal(&self) -> Option<(Timeline, u64)> {
+        self.last_submission.lock().clone()
+    }
+}
+
 impl Drop for CommandBuffer {
     fn drop(&mut self) {
         let last = self.last_submission.lock().take();

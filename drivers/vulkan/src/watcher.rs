@@ -15,33 +15,69 @@
 //!   in a wait on the other VkQueues only).
 //! - The thread, in a loop: under the mutex, sleeps on the condition variable while nothing is
 //!   in flight (an idle watcher makes no Vulkan call; with registrations but nothing in flight
-//!   it looks again every [`POLL_INTERVAL`]). Otherwise it copies the **head** of each
-//!   non-empty list — the oldest submission of that VkQueue it has not seen complete — and,
-//!   with several VkQueues, the wake timeline's next value. Without the mutex it waits with
-//!   `vkWaitSemaphores` for any of them, or for [`POLL_INTERVAL`] (so a driver that never
-//!   reports a lost device is asked again). Then, under the mutex, it drops from each list the
-//!   submissions that have completed, oldest first, and takes out every registration whose
-//!   timeline has reached its value; it calls the callback for each **outside** the mutex (the
-//!   callback may register more).
+//!   it looks again every [`POLL_INTERVAL`]). Otherwise it picks one **target** per non-empty
+//!   list (the wake policy below) and, with several VkQueues, the wake timeline's next value.
+//!   Without the mutex it waits with `vkWaitSemaphores` for any of them, or for
+//!   [`POLL_INTERVAL`] (so a driver that never reports a lost device is asked again). Then,
+//!   under the mutex, it drops every submission that has completed, every need reached, and
+//!   takes out every registration whose timeline has reached its value; it calls the callback
+//!   for each **outside** the mutex (the callback may register more).
 //! - [`Watcher::register`], under the mutex: if the timeline has already reached the value it
 //!   answers [`Registration::Reached`] and records nothing; otherwise it records the
 //!   registration and answers [`Registration::Watching`]. The registered value belongs to a
 //!   submission in flight (or is reached by some other party, seen within the poll interval),
-//!   and the thread looks at every registration each time a head completes; so a registration
+//!   and the thread looks at every registration each time a wait ends; so a registration
 //!   wakes the thread only when it is the first one and nothing is in flight (the thread may
 //!   then be asleep with no deadline).
+//! - [`Watcher::need`], under the mutex: records `(timeline, value)` as needed unless already
+//!   reached (see the wake policy).
 //! - [`Watcher::stop`], under the mutex: sets `stopping`, notifies the condition variable and
 //!   signals the wake timeline; the thread sees it before its next wait (within the poll
 //!   interval), calls the callback with [`VulkanError::WatcherStopped`] for every registration
 //!   left, and ends.
 //!
+//! # Wake policy
+//!
+//! Every wake of the thread costs a thread switch, and each report wakes a queue process on a
+//! pool worker: waking at every completion (a small kernel on lavapipe completes every few
+//! tens of microseconds) costs more than the device work. So the thread wakes for what
+//! somebody needs, and otherwise lets completions pile up and reports them in one pass:
+//!
+//! - **a need** ([`Watcher::need`]): a value somebody is blocked on until the device reaches
+//!   it — the backend records one when a queue finds the command buffer it must submit still
+//!   pending (backpressure on a device resource). The target on a VkQueue is then the oldest
+//!   submission in flight that reaches a recorded need, or, when that one is in the older half
+//!   of what is in flight, the middle submission: the thread wakes once half the work in flight
+//!   has completed, the resources it freed are reused while the device still runs the other
+//!   half, and one wake serves several completions instead of one each (a need at the front
+//!   of eight submissions in flight wakes the thread after four);
+//! - **otherwise, the batch**: the newest submission in flight on that VkQueue when the wait
+//!   began. Everything submitted before it completes no later (in order on lavapipe's queue),
+//!   and the pass after the wake reports every registration reached by then, whatever it is;
+//! - **a stop** (teardown) and, with several VkQueues, a new submission on an idle VkQueue or
+//!   a new need, signal the wake timeline; on one VkQueue a stop is seen within
+//!   [`POLL_INTERVAL`], and a need recorded during a wait steers the next wait;
+//! - **the periodic wake** every [`POLL_INTERVAL`] (a device that never reports its loss, a
+//!   value reached by another party than a watched submission).
+//!
+//! What the thread does not see: a waiter on the host or a queue of another driver waiting for
+//! a value a Vulkan queue signals, or a submitter waiting for room in a queue's ring (the
+//! device layer keeps those waiters; the driver is not told of them). Such a value is reported when the batch that contains it completes: later by at
+//! most the work submitted to its VkQueue before the thread's wait began, never lost.
+//!
 //! Why no registration is missed: a registration is recorded only while its value is not
 //! reached (checked under the mutex, which the thread's look at the registrations also takes).
-//! Its submission is in flight then, so it is in a list; the thread waits on each list's head
-//! until it completes, so it comes back after that submission completes, and finds the
-//! registration reached. On an in-order VkQueue (lavapipe's) the heads complete in list order;
-//! where a VkQueue completes out of order, a completion behind a slower head is reported when
-//! the head completes: later, never lost.
+//! Its submission is in flight then, so it is in a list, and it leaves the list only once
+//! completed. While a list is not empty the thread waits on one of its submissions not yet
+//! complete, and looks at every registration after each wait (at the latest after
+//! [`POLL_INTERVAL`]): it comes back after the registration's submission completes, and finds
+//! it reached. On an in-order VkQueue (lavapipe's) the batch's target completes last; where a
+//! VkQueue completes out of order, a completion before the target is reported when the target
+//! completes or the poll interval ends: later, never lost. The pass drops the completed
+//! submissions at both ends of each list, so neither the oldest nor the newest left has
+//! completed; a need's target is the middle one only when a query at the pick finds it not
+//! complete, else the needed one, which has not completed either (its need would have been
+//! reached and dropped in the same pass): no wait ends at once for a submission known done.
 //!
 //! Why one semaphore per VkQueue, and the wake timeline only with several: Mesa's common
 //! timeline emulation (lavapipe's) implements `WAIT_ANY` over more than one semaphore by
@@ -64,6 +100,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -96,6 +133,18 @@ pub enum Registration {
     Watching,
 }
 
+/// How often the watcher thread's waits ended ([`Watcher::wakes`]): the cost the wake policy
+/// keeps down.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Wakes {
+    /// Waits that ended because a submission waited for completed (or, on a device with
+    /// several VkQueues, the wake timeline was signalled).
+    pub completed: u64,
+    /// Waits that ended after [`POLL_INTERVAL`] with nothing of theirs completed.
+    pub timed_out: u64,
+}
+
 /// The completion watcher of a [`Gpu`] (see the module documentation for its protocol).
 pub struct Watcher {
     shared: Arc<WatcherShared>,
@@ -109,12 +158,18 @@ struct WatcherShared {
     state: Mutex<State>,
     /// Notified when a submission arrives in an empty in-flight list, and on stop.
     submitted: Condvar,
+    /// Statistics of the thread's waits ([`Wakes`]).
+    completed_wakes: AtomicU64,
+    timed_out_wakes: AtomicU64,
 }
 
 struct State {
     /// By VkQueue: the submissions not yet seen complete, oldest first.
     in_flight: Vec<VecDeque<Signalled>>,
     watched: Vec<Watched>,
+    /// Values somebody needs soon ([`Watcher::need`]): each steers the
+    /// thread's wait on its VkQueue to the submission that reaches it. Dropped once reached.
+    needs: Vec<Signalled>,
     /// The last value signalled to the wake timeline.
     wake_value: u64,
     /// `stop` was called: the thread ends at its next look.
@@ -181,11 +236,14 @@ impl Watcher {
                     .map(|_| VecDeque::with_capacity(IN_FLIGHT_ROOM))
                     .collect(),
                 watched: Vec::with_capacity(capacity),
+                needs: Vec::with_capacity(capacity),
                 wake_value: 0,
                 stopping: false,
                 stopped: false,
             }),
             submitted: Condvar::new(),
+            completed_wakes: AtomicU64::new(0),
+            timed_out_wakes: AtomicU64::new(0),
         });
         let on_complete: OnComplete = Box::new(on_complete);
         let thread_shared = Arc::clone(&shared);
@@ -252,6 +310,46 @@ impl Watcher {
             self.shared.submitted.notify_all();
         }
         Ok(Registration::Watching)
+    }
+
+    /// Somebody needs `timeline` to reach `value` soon (a resource a submission holds until
+    /// then): from its next wait on, the thread wakes when the submission that reaches it has
+    /// completed and, with more in flight behind it, half the work in flight has, instead of
+    /// when the newest submission in flight does (see the module documentation). Registrations report through
+    /// [`register`](Self::register) as always; a need only moves when the thread looks.
+    ///
+    /// A hint: when it cannot be kept (the value is reached already, [`capacity`] needs are
+    /// kept already, the watcher has stopped), nothing is recorded and nothing is lost — the
+    /// value is still seen, when the batch it is part of completes.
+    ///
+    /// [`capacity`]: Self::start
+    pub fn need(&self, timeline: &Timeline, value: u64) {
+        let mut state = self.shared.state();
+        if state.refuses() || state.needs.len() == self.shared.capacity {
+            return;
+        }
+        if !matches!(timeline.value(), Ok(reached) if reached < value) {
+            return;
+        }
+        let raw = timeline.raw();
+        if state.needs.iter().any(|need| need.timeline.raw() == raw && need.value <= value) {
+            return;
+        }
+        state.needs.push(Signalled { timeline: timeline.clone(), value });
+        if self.shared.uses_wake() {
+            // Several VkQueues: interrupt the wait so the thread looks at the need now.
+            // Failing to signal leaves it to look after the current wait.
+            let _ = wake(&self.shared.wake, &mut state);
+        }
+    }
+
+    /// How often the thread's waits ended so far, by why.
+    pub fn wakes(&self) -> Wakes {
+        // Statistics: each counter is read on its own, ordering nothing.
+        Wakes {
+            completed: self.shared.completed_wakes.load(Ordering::Relaxed),
+            timed_out: self.shared.timed_out_wakes.load(Ordering::Relaxed),
+        }
     }
 
     /// Registrations not yet reported.
@@ -321,14 +419,14 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
     let queues = shared.gpu.queue_count();
     let mut semaphores = Vec::with_capacity(queues + 1);
     let mut values = Vec::with_capacity(queues + 1);
-    // Clones of the heads waited on, so none is destroyed during the wait.
-    let mut heads: Vec<Timeline> = Vec::with_capacity(queues);
+    // Clones of the timelines waited on, so none is destroyed during the wait.
+    let mut targets: Vec<Timeline> = Vec::with_capacity(queues);
     let mut completed: Vec<Watched> = Vec::with_capacity(shared.capacity);
     let poll_ns = POLL_INTERVAL.as_nanos() as u64;
     let failure = loop {
         semaphores.clear();
         values.clear();
-        heads.clear();
+        targets.clear();
         {
             let mut state = shared.state();
             while !state.stopping && !state.anything_in_flight() {
@@ -342,10 +440,11 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
             if state.stopping {
                 break VulkanError::WatcherStopped;
             }
-            for head in state.in_flight.iter().filter_map(VecDeque::front) {
-                semaphores.push(head.timeline.raw());
-                values.push(head.value);
-                heads.push(head.timeline.clone());
+            for list in &state.in_flight {
+                let Some(target) = wait_target(list, &state.needs) else { continue };
+                semaphores.push(target.timeline.raw());
+                values.push(target.value);
+                targets.push(target.timeline.clone());
             }
             if shared.uses_wake() && !semaphores.is_empty() {
                 semaphores.push(shared.wake.raw());
@@ -364,12 +463,18 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
             let waited = match injected_wait_fault(&shared.gpu) {
                 Some(injected) => Err(injected),
                 // SAFETY: every semaphore is a live timeline semaphore of this device: the wake
-                // one is ours, the others are held by `heads` across the call; the arrays live
+                // one is ours, the others are held by `targets` across the call; the arrays live
                 // across the call.
                 None => unsafe { device.wait_semaphores(&info, poll_ns) },
             };
             match waited {
-                Ok(()) | Err(vk::Result::TIMEOUT) => {}
+                // Statistics, as in `wakes`.
+                Ok(()) => {
+                    shared.completed_wakes.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(vk::Result::TIMEOUT) => {
+                    shared.timed_out_wakes.fetch_add(1, Ordering::Relaxed);
+                }
                 Err(result) => break VulkanError::Vk { call: "vkWaitSemaphores", result },
             }
         }
@@ -395,6 +500,7 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
         for list in &mut state.in_flight {
             list.clear();
         }
+        state.needs.clear();
         std::mem::take(&mut state.watched)
     };
     for watched in left {
@@ -402,15 +508,58 @@ fn watch(shared: &WatcherShared, on_complete: &OnComplete) {
     }
 }
 
-/// Drops the completed submissions from the front of every in-flight list and moves every
-/// reached registration into `completed` (the state's mutex held).
+/// What the thread waits for on one VkQueue: the oldest submission in flight that reaches a
+/// value somebody needs, but not before the middle one (half the work in flight), or else the
+/// newest in flight (the whole batch); `None` when nothing is in flight there.
+fn wait_target<'a>(list: &'a VecDeque<Signalled>, needs: &[Signalled]) -> Option<&'a Signalled> {
+    let reaches_a_need = |entry: &&Signalled| {
+        let raw = entry.timeline.raw();
+        needs.iter().any(|need| need.timeline.raw() == raw && entry.value >= need.value)
+    };
+    if needs.is_empty() {
+        return list.back();
+    }
+    let Some(needed) = list.iter().position(|entry| reaches_a_need(&entry)) else {
+        return list.back();
+    };
+    let middle = &list[needed.max((list.len() - 1) / 2)];
+    // A VkQueue that completes out of order may have completed the middle one already: waiting
+    // on it would end at once, so wait on the needed one (not complete: see `take_completed`).
+    if matches!(middle.timeline.value(), Ok(reached) if reached < middle.value) {
+        Some(middle)
+    } else {
+        list.get(needed)
+    }
+}
+
+/// Drops the completed submissions at both ends of every in-flight list (so that neither the
+/// oldest nor the newest left has completed: the thread never targets a completed one, which
+/// would end its next wait at once), drops the needs reached, and moves every reached
+/// registration into `completed` (the state's mutex held). Each submission is looked at once
+/// when it is dropped, and each pass looks at one more per end: the cost follows the work.
 fn take_completed(state: &mut State, completed: &mut Vec<Watched>) -> Result<(), VulkanError> {
     for list in &mut state.in_flight {
-        while let Some(head) = list.front() {
-            if head.timeline.value()? < head.value {
+        while let Some(oldest) = list.front() {
+            if oldest.timeline.value()? < oldest.value {
                 break;
             }
             list.pop_front();
+        }
+        // On an in-order VkQueue (lavapipe's) nothing is left here when the oldest has not
+        // completed; out of order, the newest may have.
+        while let Some(newest) = list.back() {
+            if newest.timeline.value()? < newest.value {
+                break;
+            }
+            list.pop_back();
+        }
+    }
+    let mut index = 0;
+    while index < state.needs.len() {
+        if state.needs[index].timeline.value()? >= state.needs[index].value {
+            state.needs.swap_remove(index);
+        } else {
+            index += 1;
         }
     }
     let mut index = 0;
