@@ -257,13 +257,7 @@ fn latency(rank: i32) -> Result<(), String> {
                 CAUSEWAY => {
                     for _ in 0..iters {
                         round += 1;
-                        let op = Op {
-                            waits: &[(there, round)],
-                            signals: &[(back, round)],
-                            work: Work::Barrier,
-                            tag: round,
-                        };
-                        node.submit(queue, &op).map_err(|e| e.to_string())?;
+                        relay(&node, queue, (there, back), round)?;
                         node.wait(LinkId(1), round, LONG).map_err(|e| e.to_string())?;
                     }
                 }
@@ -277,13 +271,7 @@ fn latency(rank: i32) -> Result<(), String> {
                             .map_err(|e| e.to_string())?;
                         for _ in 0..batch {
                             round += 1;
-                            let op = Op {
-                                waits: &[(there, round)],
-                                signals: &[(back, round)],
-                                work: Work::Barrier,
-                                tag: round,
-                            };
-                            node.submit(queue, &op).map_err(|e| e.to_string())?;
+                            relay(&node, queue, (there, back), round)?;
                         }
                         node.wait(LinkId(1), round, LONG).map_err(|e| e.to_string())?;
                         left -= batch;
@@ -296,6 +284,18 @@ fn latency(rank: i32) -> Result<(), String> {
     node.barrier();
     ManuallyDrop::into_inner(node).finish();
     Ok(())
+}
+
+/// Rank 1's operation of `round`: waits for rank 0's signal `from`, signals `to` back.
+fn relay(
+    node: &Node,
+    queue: QueueId,
+    (from, to): (SemaphoreId, SemaphoreId),
+    round: u64,
+) -> Result<(), String> {
+    let op =
+        Op { waits: &[(from, round)], signals: &[(to, round)], work: Work::Barrier, tag: round };
+    node.submit(queue, &op).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// Tells rank 1 what to serve next.

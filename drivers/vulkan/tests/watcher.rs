@@ -167,6 +167,27 @@ fn open_without_validation() -> Gpu {
     Gpu::open(&options).unwrap_or_else(|error| panic!("cannot open a Vulkan device: {error}"))
 }
 
+/// A watcher of four registrations reporting into `completions`, a `gate` timeline the host
+/// signals to let submissions through, and the `progress` timeline they signal.
+struct Gated {
+    watcher: Watcher,
+    completions: mpsc::Receiver<(u64, Result<(), VulkanError>)>,
+    gate: Timeline,
+    progress: Timeline,
+}
+
+impl Gated {
+    fn start(gpu: &Gpu) -> Gated {
+        let (sender, completions) = mpsc::channel();
+        let watcher = Watcher::start(gpu, 4, move |token, result| {
+            let _ = sender.send((token, result));
+        })
+        .expect("watcher");
+        let timeline = || Timeline::new(gpu, 0).expect("timeline");
+        Gated { watcher, completions, gate: timeline(), progress: timeline() }
+    }
+}
+
 /// How many submissions the batching test keeps in flight.
 const BATCH: u64 = 1024;
 
@@ -180,13 +201,7 @@ const BATCH: u64 = 1024;
 #[test]
 fn submissions_in_flight_together_are_reported_in_one_pass() {
     let gpu = open_without_validation();
-    let (sender, completions) = mpsc::channel();
-    let watcher = Watcher::start(&gpu, 4, move |token, result| {
-        let _ = sender.send((token, result));
-    })
-    .expect("watcher");
-    let (gate, progress) =
-        (Timeline::new(&gpu, 0).expect("timeline"), Timeline::new(&gpu, 0).expect("timeline"));
+    let Gated { watcher, completions, gate, progress } = Gated::start(&gpu);
     for value in 1..=BATCH {
         watcher.submit(0, None, &[(&gate, value)], (&progress, value)).expect("submit");
     }
@@ -215,13 +230,7 @@ fn submissions_in_flight_together_are_reported_in_one_pass() {
 #[test]
 fn a_needed_value_is_reported_when_reached_not_with_its_batch() {
     let gpu = open_without_validation();
-    let (sender, completions) = mpsc::channel();
-    let watcher = Watcher::start(&gpu, 4, move |token, result| {
-        let _ = sender.send((token, result));
-    })
-    .expect("watcher");
-    let (gate, progress) =
-        (Timeline::new(&gpu, 0).expect("timeline"), Timeline::new(&gpu, 0).expect("timeline"));
+    let Gated { watcher, completions, gate, progress } = Gated::start(&gpu);
     let mut woken_by_completion = false;
     for round in 0..3 {
         let (needed, held_back) = (2 * round + 1, 2 * round + 2);
