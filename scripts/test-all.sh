@@ -40,9 +40,10 @@ step "MPI: Open MPI set up; causeway-distributed on real ranks (mpirun -n 2 and 
 ./scripts/mpi.sh
 passed
 
-step "style: rustfmt and clippy (warnings are errors)"
+step "style: rustfmt, clippy and rustdoc (warnings are errors)"
 cargo fmt --all -- --check || die "cargo fmt reports unformatted code"
 cargo clippy --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 passed
 
 step "tiers 1 and 3: unit, property and integration tests"

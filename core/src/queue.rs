@@ -524,8 +524,8 @@ pub struct Submitted<const N: usize> {
 /// The retire half of an operation's life: when it succeeded (`Ok`), completes each of its
 /// `signals`; otherwise fails each timeline with its failure, so every waiter — on any queue or
 /// driver — learns of it. With the `signal-cancellation` feature a [`Failure::Cancelled`]
-/// cancels each signal instead ([`Semaphore::cancel_signal`]): only the values it would have
-/// reached fail.
+/// cancels each signal instead (`Semaphore::cancel_signal`, which only that feature has): only
+/// the values it would have reached fail.
 ///
 /// A completion refused here (out of order: another signaller broke the timeline's contract)
 /// fails the timeline itself, which is how its waiters learn of it; a refusal because the

@@ -24,7 +24,7 @@
 //! (cancelling speculative work that shares a semaphore with accepted work leaves the waits on
 //! the accepted values alone).
 //!
-//! A *cancelled signal* ([`Semaphore::cancel_signal`], with the `signal-cancellation` feature)
+//! A *cancelled signal* (`Semaphore::cancel_signal`, with the `signal-cancellation` feature)
 //! is a failure with a point: it fails only the values that one signal would have reached,
 //! while signals above it — accepted work that does not depend on the cancelled operation —
 //! still complete, and waits on their values succeed with their signallers' frontiers. The
