@@ -268,8 +268,8 @@ impl Notify for Watch {
         // a callback must not block, and this thread may hold the lock already (a delivery
         // that failed an import, and with it an operation signalling this export).
         if let Some(&(inner, k)) = self.export.get() {
-            if let Some(mpi) = inner.mpi.try_lock() {
-                inner.send_reached(&mpi, &inner.exports[k]);
+            if let Some(mut mpi) = inner.mpi.try_lock() {
+                inner.send_reached(&mut mpi, &inner.exports[k]);
             }
         }
         // The progress process re-arms the watch (a callback must not re-arm its own
@@ -333,6 +333,10 @@ struct Outgoing {
 /// The world communicator; every MPI call is made through it under [`Inner::mpi`].
 struct Mpi {
     world: SimpleCommunicator,
+    /// Where the reached and failed messages are encoded (at most [`crate::MAX_MESSAGE_LEN`] bytes,
+    /// reserved at start): they are sent on the path that completes a signal, which does not
+    /// allocate.
+    scratch: Vec<u8>,
 }
 
 // SAFETY: MPI was initialised with MPI_THREAD_SERIALIZED (checked in `Node::start`), which
@@ -444,7 +448,7 @@ impl Node {
             device,
             rank,
             size,
-            mpi: Mutex::new(Mpi { world }),
+            mpi: Mutex::new(Mpi { world, scratch: Vec::with_capacity(crate::MAX_MESSAGE_LEN) }),
             exports: exports.into_boxed_slice(),
             imports: imports.into_boxed_slice(),
             export_of,
@@ -965,7 +969,7 @@ impl Inner {
     /// Reports to its importers what exported semaphore `export` reached among the values
     /// already announced to them (or its failure), and arms its watch while announced values
     /// are still pending.
-    fn report(&self, mpi: &Mpi, export: &'static Export) {
+    fn report(&self, mpi: &mut Mpi, export: &'static Export) {
         // Acquire pairs with the Release store in `Watch::notify`.
         if export.watch.fired.swap(false, Ordering::Acquire) {
             export.state.lock().armed = false;
@@ -1001,13 +1005,13 @@ impl Inner {
 
     /// Sends the importers of `export` its failure, or the newest value announced to them
     /// that its timeline has reached (the watch stays as it is).
-    fn send_reached(&self, mpi: &Mpi, export: &Export) {
+    fn send_reached(&self, mpi: &mut Mpi, export: &Export) {
         self.send_reached_locked(mpi, export, &mut export.state.lock());
     }
 
     /// [`send_reached`](Self::send_reached) with the export's state locked; whether its
     /// failure has been sent (nothing more is reported then).
-    fn send_reached_locked(&self, mpi: &Mpi, export: &Export, state: &mut ExportState) -> bool {
+    fn send_reached_locked(&self, mpi: &mut Mpi, export: &Export, state: &mut ExportState) -> bool {
         if state.failure_sent {
             return true;
         }
@@ -1015,9 +1019,9 @@ impl Inner {
         if let Some(failure) = semaphore.failure() {
             state.failure_sent = true;
             state.announced.clear();
-            let mut bytes = Vec::new();
-            Message::Failed { link: export.link, failure }.encode(&mut bytes);
-            self.send(mpi, &export.to, &bytes);
+            mpi.scratch.clear();
+            Message::Failed { link: export.link, failure }.encode(&mut mpi.scratch);
+            self.send(&mpi.world, &export.to, &mpi.scratch);
             return true;
         }
         let reached = semaphore.value();
@@ -1027,16 +1031,16 @@ impl Inner {
             newest = Some(value);
         }
         if let Some(value) = newest {
-            let mut bytes = Vec::new();
-            Message::Reached { link: export.link, value }.encode(&mut bytes);
-            self.send(mpi, &export.to, &bytes);
+            mpi.scratch.clear();
+            Message::Reached { link: export.link, value }.encode(&mut mpi.scratch);
+            self.send(&mpi.world, &export.to, &mpi.scratch);
         }
         false
     }
 
-    fn send(&self, mpi: &Mpi, to: &[i32], bytes: &[u8]) {
+    fn send(&self, world: &SimpleCommunicator, to: &[i32], bytes: &[u8]) {
         for &rank in to {
-            mpi.world.process_at_rank(rank).send_with_tag(bytes, LINK_TAG);
+            world.process_at_rank(rank).send_with_tag(bytes, LINK_TAG);
             self.sent.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -1046,17 +1050,17 @@ impl Inner {
     /// signal that had to wait for a history slot follows the report of the value that freed
     /// it, and an importer never holds more pending values than its exporter did. Returns
     /// whether anything was sent.
-    fn send_queued(&'static self, mpi: &Mpi) -> bool {
+    fn send_queued(&'static self, mpi: &mut Mpi) -> bool {
         let queued = std::mem::take(&mut *self.outbox.lock());
         let any = !queued.is_empty();
         for outgoing in queued {
             let Some((k, value)) = outgoing.announces else {
-                self.send(mpi, &outgoing.to, &outgoing.bytes);
+                self.send(&mpi.world, &outgoing.to, &outgoing.bytes);
                 continue;
             };
             let export = &self.exports[k];
             self.report(mpi, export);
-            self.send(mpi, &outgoing.to, &outgoing.bytes);
+            self.send(&mpi.world, &outgoing.to, &outgoing.bytes);
             let mut state = export.state.lock();
             if !state.failure_sent {
                 state.announced.push_back(value);
@@ -1120,17 +1124,17 @@ impl Drain for Progress {
     fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
         let this = self.inner;
         this.drains.fetch_add(1, Ordering::Relaxed);
-        let mpi = this.mpi.lock();
-        let mut moved = this.send_queued(&mpi);
+        let mut mpi = this.mpi.lock();
+        let mut moved = this.send_queued(&mut mpi);
         for export in this.exports.iter() {
-            this.report(&mpi, export);
+            this.report(&mut mpi, export);
         }
         if this.receive_arrived(&mpi) {
             moved = true;
             // What arrived may have failed an export (an operation that waited on it failed):
             // that failure goes out in the same drain.
             for export in this.exports.iter() {
-                this.report(&mpi, export);
+                this.report(&mut mpi, export);
             }
         }
         drop(mpi);
