@@ -70,7 +70,7 @@ use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
 use mpi::point_to_point::MatchedReceiveVec;
 use mpi::topology::SimpleCommunicator;
-use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Source};
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, Source};
 use mpi::Threading;
 
 use crate::message::{LinkId, Message, MessageError};
@@ -299,6 +299,9 @@ struct Export {
     to: Box<[i32]>,
     watch: &'static Watch,
     timepoint: Timepoint<'static>,
+    /// `state.armed`, readable without the lock: written only by the progress process's
+    /// drain (which alone arms the watch and clears `armed`), so that drain reads it current.
+    watching: AtomicBool,
     state: Mutex<ExportState>,
 }
 
@@ -337,6 +340,10 @@ struct Mpi {
     /// reserved at start): they are sent on the path that completes a signal, which does not
     /// allocate.
     scratch: Vec<u8>,
+    /// Where a well-formed message is received ([`crate::MAX_MESSAGE_LEN`] bytes, reserved at
+    /// start), so the receiving side of a hop does not allocate either. A longer message is
+    /// malformed; it is received into a buffer of its own size, to be refused by the decoder.
+    inbox: Box<[u8]>,
 }
 
 // SAFETY: MPI was initialised with MPI_THREAD_SERIALIZED (checked in `Node::start`), which
@@ -424,6 +431,7 @@ impl Node {
                     to: to.clone().into_boxed_slice(),
                     watch,
                     timepoint: Timepoint::new(watch),
+                    watching: AtomicBool::new(false),
                     state: Mutex::new(ExportState::default()),
                 }
             })
@@ -448,7 +456,11 @@ impl Node {
             device,
             rank,
             size,
-            mpi: Mutex::new(Mpi { world, scratch: Vec::with_capacity(crate::MAX_MESSAGE_LEN) }),
+            mpi: Mutex::new(Mpi {
+                world,
+                scratch: Vec::with_capacity(crate::MAX_MESSAGE_LEN),
+                inbox: vec![0; crate::MAX_MESSAGE_LEN].into_boxed_slice(),
+            }),
             exports: exports.into_boxed_slice(),
             imports: imports.into_boxed_slice(),
             export_of,
@@ -970,9 +982,18 @@ impl Inner {
     /// already announced to them (or its failure), and arms its watch while announced values
     /// are still pending.
     fn report(&self, mpi: &mut Mpi, export: &'static Export) {
+        // A watch armed and not fired says the oldest value announced is not reached and the
+        // semaphore has not failed (either would fire it): nothing to report, and the idle
+        // drain skips the lock. A firing after this look sets the flag and wakes the progress
+        // process, whose next drain reports. Relaxed: the flag is only looked at here; the
+        // Acquire swap below is what reads the timeline state behind it.
+        if export.watching.load(Ordering::Relaxed) && !export.watch.fired.load(Ordering::Relaxed) {
+            return;
+        }
         // Acquire pairs with the Release store in `Watch::notify`.
         if export.watch.fired.swap(false, Ordering::Acquire) {
             export.state.lock().armed = false;
+            export.watching.store(false, Ordering::Relaxed);
         }
         let Some(semaphore) = self.device.semaphore(export.semaphore) else { return };
         loop {
@@ -993,6 +1014,7 @@ impl Inner {
             match armed {
                 Ok(Arm::Armed) => {
                     state.armed = true;
+                    export.watching.store(true, Ordering::Relaxed);
                     return;
                 }
                 // Reached or failed meanwhile: report again.
@@ -1069,14 +1091,24 @@ impl Inner {
         any
     }
 
-    fn receive_arrived(&self, mpi: &Mpi) -> bool {
+    fn receive_arrived(&self, mpi: &mut Mpi) -> bool {
         let mut any = false;
         while let Some(matched) = mpi.world.any_process().immediate_matched_probe_with_tag(LINK_TAG)
         {
             let sender = matched.1.source_rank();
-            let (bytes, _) = matched.matched_receive_vec::<u8>();
             self.received.fetch_add(1, Ordering::Relaxed);
-            self.deliver(sender, &bytes);
+            // A negative count (MPI's undefined) or one past the inbox is not a message this
+            // crate encodes: taken whole into a buffer of its own, so nothing is truncated.
+            match usize::try_from(matched.1.count(u8::equivalent_datatype())) {
+                Ok(len) if len <= mpi.inbox.len() => {
+                    matched.0.matched_receive_into(&mut mpi.inbox[..len]);
+                    self.deliver(sender, &mpi.inbox[..len]);
+                }
+                _ => {
+                    let (bytes, _) = matched.matched_receive_vec::<u8>();
+                    self.deliver(sender, &bytes);
+                }
+            }
             any = true;
         }
         any
@@ -1085,11 +1117,13 @@ impl Inner {
     /// Whether a result is awaited from another rank: a host thread or an operation waits on
     /// an imported value, or messages wait to be sent.
     fn outstanding(&self) -> bool {
+        // The outbox's lock last: while a result is awaited, one of the lock-free looks
+        // answers first.
         self.host_waiters.load(Ordering::Relaxed) > 0
-            || !self.outbox.lock().is_empty()
             || self.imports.iter().any(|import| {
                 self.device.semaphore(import.semaphore).is_some_and(|s| s.has_waiters())
             })
+            || !self.outbox.lock().is_empty()
     }
 }
 
@@ -1129,7 +1163,7 @@ impl Drain for Progress {
         for export in this.exports.iter() {
             this.report(&mut mpi, export);
         }
-        if this.receive_arrived(&mpi) {
+        if this.receive_arrived(&mut mpi) {
             moved = true;
             // What arrived may have failed an export (an operation that waited on it failed):
             // that failure goes out in the same drain.

@@ -31,7 +31,7 @@ use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Failure, Lookup};
 use causeway_device::{Device, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work};
 use causeway_distributed::{
-    HostWaitError, LinkId, Links, Message, MessageError, Node, RemoteError,
+    HostWaitError, LinkId, Links, Message, MessageError, Node, RemoteError, MAX_MESSAGE_LEN,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::{blocking, PoolConfig};
@@ -398,15 +398,21 @@ fn failure(rank: i32) -> Result<(), String> {
     Ok(())
 }
 
-/// Rank 1 sends garbage about links 5 and 6 to rank 0.
+/// Rank 1 sends garbage about links 5, 6 and 7 to rank 0: a truncated frontier, an unknown
+/// frontier version, and a well-formed message with bytes after it, longer than any message
+/// causeway encodes (the receiver takes it whole, never truncated by MPI, and refuses it).
 fn malformed(rank: i32) -> Result<(), String> {
-    let (device, queue, semaphores) = device(rank, 3, false);
-    let (five, six, local) = (semaphores[0], semaphores[1], semaphores[2]);
+    let (device, queue, semaphores) = device(rank, 4, false);
+    let (five, six, seven, local) = (semaphores[0], semaphores[1], semaphores[2], semaphores[3]);
     let mut links = Links::new();
     if rank == 0 {
-        links.import(LinkId(5), five, 1).import(LinkId(6), six, 1);
+        links.import(LinkId(5), five, 1).import(LinkId(6), six, 1).import(LinkId(7), seven, 1);
     } else {
-        links.export(LinkId(5), five, &[0]).export(LinkId(6), six, &[0]);
+        links.export(LinkId(5), five, &[0]).export(LinkId(6), six, &[0]).export(
+            LinkId(7),
+            seven,
+            &[0],
+        );
     }
     let node = started(Node::start(device, &links))?;
     if rank == 1 {
@@ -421,10 +427,14 @@ fn malformed(rank: i32) -> Result<(), String> {
         Message::Pending { link: LinkId(6), value: 1, origin, frontier }.encode(&mut bytes);
         bytes[5 + 24] = 0xee; // the frontier's version byte
         node.send_raw(0, &bytes);
+        let mut bytes = Vec::new();
+        Message::Pending { link: LinkId(7), value: 1, origin, frontier }.encode(&mut bytes);
+        bytes.resize(2 * MAX_MESSAGE_LEN, 0);
+        node.send_raw(0, &bytes);
     } else {
         let op = Op { waits: &[(five, 1)], signals: &[(local, 1)], work: Work::Barrier, tag: 1 };
         node.submit(queue, &op).map_err(|e| e.to_string())?;
-        for link in [LinkId(5), LinkId(6)] {
+        for link in [LinkId(5), LinkId(6), LinkId(7)] {
             let seen = node.wait(link, 1, LONG);
             check(seen == Err(HostWaitError::Failed(Failure::DeviceLost)), || {
                 format!("link {}: {seen:?}", link.0)
@@ -448,6 +458,12 @@ fn malformed(rank: i32) -> Result<(), String> {
                 })),
             || format!("link 6: {six_error:?}"),
         )?;
+        let seven_error = node.link_error(LinkId(7));
+        check(
+            seven_error
+                == Some(RemoteError::Malformed(MessageError::TrailingBytes { link: LinkId(7) })),
+            || format!("link 7: {seven_error:?}"),
+        )?;
         let downstream = blocking::wait(device.semaphore(local).ok_or("local")?, 1, Some(LONG));
         check(matches!(downstream, Err(blocking::HostWaitError::Failed(_))), || {
             format!("the operation waiting on link 5 signalled: {downstream:?}")
@@ -457,6 +473,10 @@ fn malformed(rank: i32) -> Result<(), String> {
             five_error.map(|e| e.to_string()).unwrap_or_default()
         );
         println!("rank 0: link 6 failed: {}", six_error.map(|e| e.to_string()).unwrap_or_default());
+        println!(
+            "rank 0: link 7 failed: {}",
+            seven_error.map(|e| e.to_string()).unwrap_or_default()
+        );
     }
     node.barrier();
     ManuallyDrop::into_inner(node).finish();
