@@ -20,7 +20,11 @@ source scripts/apt.sh
 
 ROOT=$PWD
 FIRMWARE=tests/firmware
-export CARGO_TARGET_DIR="$ROOT/target/firmware"
+# Beside the rest of the build: under the caller's CARGO_TARGET_DIR when one is set (made
+# absolute, since the builds below run from the firmware's directory).
+target_root=${CARGO_TARGET_DIR:-$ROOT/target}
+[[ $target_root == /* ]] || target_root=$ROOT/$target_root
+export CARGO_TARGET_DIR="$target_root/firmware"
 QEMU_TIMEOUT=${QEMU_TIMEOUT:-120}
 LOGS="$CARGO_TARGET_DIR/logs"
 

@@ -38,6 +38,16 @@
 //! MPI is initialised with `MPI_THREAD_SERIALIZED`: the drain runs on whichever worker picks
 //! it up, and every MPI call is made under one lock.
 //!
+//! ## Memory is reserved at start
+//!
+//! A hop allocates nothing once a node has started. Announcements are encoded into buffers the
+//! outbox keeps, received messages land in a reserved inbox, reached and failed messages in a
+//! reserved scratch buffer, and the queues of announced and pending values reserve what their
+//! semaphore's history can hold. The outbox stays bounded however far a submitting thread
+//! runs ahead of the progress process: a submitter that finds `OUTBOX_FLUSH` (64) messages
+//! queued sends them itself, in order, under the MPI lock. The relay test counts every heap
+//! allocation of every rank over 10^5 operations and requires none past its first rounds.
+//!
 //! Work waiting on imported semaphores is submitted through [`Node::submit`], and host threads
 //! wait on them through [`Node::wait`] or [`Node::await_announced`]: these are what wake the
 //! progress process when it sleeps (a wait made on the device directly would not).
@@ -65,6 +75,7 @@ use causeway_core::semaphore::{Arm, Failure, Notify, Outcome, SignalError, Timep
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use causeway_device::{
     Device, HostExecutor, Op, QueueId, Receipt, SemaphoreId, SubmitError, FRONTIER_CAPACITY,
+    MAX_SIGNALS,
 };
 use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
@@ -327,10 +338,54 @@ struct Import {
 
 /// A message waiting for the progress process.
 struct Outgoing {
-    /// The export and value it announces (a pending signal), if it is an announcement.
-    announces: Option<(usize, u64)>,
-    to: Box<[i32]>,
+    purpose: Purpose,
+    /// A buffer of the outbox's, returned to it once sent.
     bytes: Vec<u8>,
+}
+
+/// What a queued message is for, and so whom it goes to.
+enum Purpose {
+    /// A pending signal of export `export` at `value`, for the export's importers.
+    Announces { export: usize, value: u64 },
+    /// Bytes for one rank ([`Node::send_raw`]).
+    Raw { rank: i32 },
+}
+
+/// Messages for the progress process to send, and the buffers of those it sent. The queue
+/// and the buffers keep their capacity from one drain to the next, and a submitter that finds
+/// [`OUTBOX_FLUSH`] messages queued sends them itself, so the queue stays bounded however far
+/// the submitting threads run ahead of the progress process: once the first rounds have sized
+/// them, announcing a signal allocates nothing.
+struct Outbox {
+    queued: VecDeque<Outgoing>,
+    free: Vec<Vec<u8>>,
+}
+
+/// Queued messages at which a submitting thread sends the queue itself rather than leave it
+/// to the progress process (see [`Outbox`]).
+const OUTBOX_FLUSH: usize = 64;
+
+/// Messages one submitting thread can have queued or in the progress process's hands at
+/// once: up to a flush's worth plus one operation's signals in the queue, as many being sent.
+/// The outbox reserves this many buffers at start; more submitting threads, or
+/// [`Node::announce`] and [`Node::send_raw`], can take it past this, and it grows then.
+const OUTBOX_BOUND: usize = 2 * (OUTBOX_FLUSH + MAX_SIGNALS);
+
+impl Outbox {
+    fn new() -> Outbox {
+        Outbox {
+            queued: VecDeque::with_capacity(OUTBOX_BOUND),
+            free: (0..OUTBOX_BOUND).map(|_| Vec::with_capacity(crate::MAX_MESSAGE_LEN)).collect(),
+        }
+    }
+
+    /// A buffer for one message, empty.
+    fn buffer(&mut self) -> Vec<u8> {
+        let mut bytes =
+            self.free.pop().unwrap_or_else(|| Vec::with_capacity(crate::MAX_MESSAGE_LEN));
+        bytes.clear();
+        bytes
+    }
 }
 
 /// The world communicator; every MPI call is made through it under [`Inner::mpi`].
@@ -344,6 +399,11 @@ struct Mpi {
     /// start), so the receiving side of a hop does not allocate either. A longer message is
     /// malformed; it is received into a buffer of its own size, to be refused by the decoder.
     inbox: Box<[u8]>,
+    /// The outbox's queue while the progress process sends it (swapped with the empty one
+    /// left from the drain before, so neither gives up its capacity).
+    sending: VecDeque<Outgoing>,
+    /// Buffers sent in this drain, handed back to the outbox in one go.
+    sent: Vec<Vec<u8>>,
 }
 
 // SAFETY: MPI was initialised with MPI_THREAD_SERIALIZED (checked in `Node::start`), which
@@ -361,7 +421,7 @@ struct Inner {
     exports: Box<[Export]>,
     imports: Box<[Import]>,
     export_of: HashMap<usize, usize>,
-    outbox: Mutex<VecDeque<Outgoing>>,
+    outbox: Mutex<Outbox>,
     host_waiters: AtomicUsize,
     stopping: AtomicBool,
     stopped: Mutex<bool>,
@@ -432,7 +492,10 @@ impl Node {
                     watch,
                     timepoint: Timepoint::new(watch),
                     watching: AtomicBool::new(false),
-                    state: Mutex::new(ExportState::default()),
+                    state: Mutex::new(ExportState {
+                        announced: VecDeque::with_capacity(pending_bound(device, *semaphore)),
+                        ..ExportState::default()
+                    }),
                 }
             })
             .collect();
@@ -444,7 +507,10 @@ impl Node {
                 link,
                 semaphore,
                 from,
-                state: Mutex::new(ImportState::default()),
+                state: Mutex::new(ImportState {
+                    pending: VecDeque::with_capacity(pending_bound(device, semaphore)),
+                    ..ImportState::default()
+                }),
                 announced_signal: Condvar::new(),
             })
             .collect();
@@ -460,11 +526,13 @@ impl Node {
                 world,
                 scratch: Vec::with_capacity(crate::MAX_MESSAGE_LEN),
                 inbox: vec![0; crate::MAX_MESSAGE_LEN].into_boxed_slice(),
+                sending: VecDeque::with_capacity(OUTBOX_BOUND),
+                sent: Vec::with_capacity(OUTBOX_BOUND),
             }),
             exports: exports.into_boxed_slice(),
             imports: imports.into_boxed_slice(),
             export_of,
-            outbox: Mutex::new(VecDeque::new()),
+            outbox: Mutex::new(Outbox::new()),
             host_waiters: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             stopped: Mutex::new(false),
@@ -576,19 +644,26 @@ impl Node {
         frontier: &Frontier<FRONTIER_CAPACITY>,
     ) -> bool {
         let mut queued = false;
+        let mut backlog = 0;
         for &(semaphore, value) in signals {
             let Some(&k) = self.inner.export_of.get(&semaphore.index()) else { continue };
             let export = &self.inner.exports[k];
             let message =
                 Message::Pending { link: export.link, value, origin, frontier: *frontier };
-            let mut bytes = Vec::new();
+            let mut outbox = self.inner.outbox.lock();
+            let mut bytes = outbox.buffer();
             message.encode(&mut bytes);
-            self.inner.outbox.lock().push_back(Outgoing {
-                announces: Some((k, value)),
-                to: export.to.clone(),
-                bytes,
-            });
+            let purpose = Purpose::Announces { export: k, value };
+            outbox.queued.push_back(Outgoing { purpose, bytes });
+            backlog = outbox.queued.len();
             queued = true;
+        }
+        if backlog >= OUTBOX_FLUSH {
+            // The progress process is behind (its worker busy, or this thread submitting in a
+            // tight loop): send the backlog from here, in order, exactly as its drain would.
+            // Blocking on the lock is safe: it is held only for a drain or a send, never
+            // while waiting on a submitter, and this thread holds no lock of the node's.
+            self.inner.send_queued(&mut self.lock_mpi());
         }
         queued
     }
@@ -687,11 +762,11 @@ impl Node {
     /// Sends `bytes` to `rank` as if they were a semaphore message: for fault-injection
     /// tests of a receiver's handling of malformed input.
     pub fn send_raw(&self, rank: i32, bytes: &[u8]) {
-        self.inner.outbox.lock().push_back(Outgoing {
-            announces: None,
-            to: Box::new([rank]),
-            bytes: bytes.to_vec(),
-        });
+        let mut outbox = self.inner.outbox.lock();
+        let mut buffer = outbox.buffer();
+        buffer.extend_from_slice(bytes);
+        outbox.queued.push_back(Outgoing { purpose: Purpose::Raw { rank }, bytes: buffer });
+        drop(outbox);
         self.inner.waker.wake();
     }
 
@@ -1073,22 +1148,34 @@ impl Inner {
     /// it, and an importer never holds more pending values than its exporter did. Returns
     /// whether anything was sent.
     fn send_queued(&'static self, mpi: &mut Mpi) -> bool {
-        let queued = std::mem::take(&mut *self.outbox.lock());
-        let any = !queued.is_empty();
-        for outgoing in queued {
-            let Some((k, value)) = outgoing.announces else {
-                self.send(&mpi.world, &outgoing.to, &outgoing.bytes);
-                continue;
-            };
-            let export = &self.exports[k];
-            self.report(mpi, export);
-            self.send(&mpi.world, &outgoing.to, &outgoing.bytes);
-            let mut state = export.state.lock();
-            if !state.failure_sent {
-                state.announced.push_back(value);
+        {
+            let mut outbox = self.outbox.lock();
+            if outbox.queued.is_empty() {
+                return false;
             }
+            std::mem::swap(&mut outbox.queued, &mut mpi.sending);
         }
-        any
+        // Out of `mpi` while it is sent, since reporting takes `mpi` as well; put back below
+        // with its capacity.
+        let mut sending = std::mem::take(&mut mpi.sending);
+        for outgoing in sending.drain(..) {
+            match outgoing.purpose {
+                Purpose::Raw { rank } => self.send(&mpi.world, &[rank], &outgoing.bytes),
+                Purpose::Announces { export: k, value } => {
+                    let export = &self.exports[k];
+                    self.report(mpi, export);
+                    self.send(&mpi.world, &export.to, &outgoing.bytes);
+                    let mut state = export.state.lock();
+                    if !state.failure_sent {
+                        state.announced.push_back(value);
+                    }
+                }
+            }
+            mpi.sent.push(outgoing.bytes);
+        }
+        mpi.sending = sending;
+        self.outbox.lock().free.append(&mut mpi.sent);
+        true
     }
 
     fn receive_arrived(&self, mpi: &mut Mpi) -> bool {
@@ -1123,8 +1210,15 @@ impl Inner {
             || self.imports.iter().any(|import| {
                 self.device.semaphore(import.semaphore).is_some_and(|s| s.has_waiters())
             })
-            || !self.outbox.lock().is_empty()
+            || !self.outbox.lock().queued.is_empty()
     }
+}
+
+/// How many values a link's semaphore can have pending at once (its history's slots), and so
+/// how many an importer can hold announced and not reached, or an exporter announced and not
+/// reported: their queues reserve that much at start.
+fn pending_bound(device: &Device, semaphore: SemaphoreId) -> usize {
+    device.semaphore(semaphore).map_or(0, |semaphore| semaphore.with_history(|h| h.capacity()))
 }
 
 /// Drains in a row that moved nothing before the progress process starts yielding its core

@@ -24,6 +24,7 @@
 
 use std::mem::ManuallyDrop;
 use std::process::{Command, ExitCode};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use causeway_core::axis::Domain;
@@ -36,8 +37,13 @@ use causeway_distributed::{
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::{blocking, PoolConfig};
 
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
 /// Operations the relay submits across all its ranks.
 const RELAY_OPS: u64 = 100_000;
+/// Relay rounds that size the queues and buffers before the relay counts allocations.
+const WARM_UP_ROUNDS: u64 = 1_000;
 const LONG: Duration = Duration::from_secs(60);
 
 fn main() -> ExitCode {
@@ -265,7 +271,7 @@ fn run_rank(case: &str) -> Result<(), String> {
 }
 
 /// Rank r signals link r (its semaphore 0) each round and, past rank 0, waits on link r-1
-/// (its semaphore 1).
+/// (its semaphore 1). Past the first [`WARM_UP_ROUNDS`], no thread of any rank allocates.
 fn relay(rank: i32, size: i32) -> Result<(), String> {
     let rounds = RELAY_OPS / size as u64;
     let (device, queue, semaphores) = device(rank, 2, false);
@@ -279,7 +285,11 @@ fn relay(rank: i32, size: i32) -> Result<(), String> {
     }
     let node = started(Node::start(device, &links))?;
     let mut last = None;
+    let mut allocations_before = 0;
     for round in 1..=rounds {
+        if round == WARM_UP_ROUNDS {
+            allocations_before = support::ALLOCATIONS.load(Ordering::SeqCst);
+        }
         let waits = [(upstream, round)];
         let waits: &[(SemaphoreId, u64)] = if rank > 0 {
             let link = LinkId(rank as u32 - 1);
@@ -292,6 +302,12 @@ fn relay(rank: i32, size: i32) -> Result<(), String> {
         let op = Op { waits, signals: &[(own, round)], work: Work::Barrier, tag: round };
         last = Some(node.submit(queue, &op).map_err(|e| format!("round {round}: {e}"))?);
     }
+    // Every thread of this rank, while the host thread announced, submitted and awaited
+    // announcements, and the worker ran the operations, the watch callbacks and MPI progress.
+    let allocations = support::ALLOCATIONS.load(Ordering::SeqCst) - allocations_before;
+    check(allocations == 0, || {
+        format!("{allocations} heap allocations in rounds {WARM_UP_ROUNDS}..={rounds}")
+    })?;
     let receipt = last.ok_or("no rounds")?;
     // Every rank up to this one, each at the last round: learned from announcements alone.
     for machine in 0..=rank {
