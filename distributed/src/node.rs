@@ -45,7 +45,8 @@
 //! reserved scratch buffer, and the queues of announced and pending values reserve what their
 //! semaphore's history can hold. The outbox stays bounded however far a submitting thread
 //! runs ahead of the progress process: a submitter that finds `OUTBOX_FLUSH` (64) messages
-//! queued sends them itself, in order, under the MPI lock. The relay test counts every heap
+//! queued sends them itself, in order, under the MPI lock (inside [`Node::with_world`], which
+//! holds that lock, it leaves them to the progress process). The relay test counts every heap
 //! allocation of every rank over 10^5 operations and requires none past its first rounds.
 //!
 //! Work waiting on imported semaphores is submitted through [`Node::submit`], and host threads
@@ -60,6 +61,7 @@
 //! semaphore fails every semaphore imported from its sender. A message about a semaphore the
 //! sender does not export is refused the same way. Nothing panics on peer bytes.
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::pin::Pin;
@@ -353,9 +355,9 @@ enum Purpose {
 
 /// Messages for the progress process to send, and the buffers of those it sent. The queue
 /// and the buffers keep their capacity from one drain to the next, and a submitter that finds
-/// [`OUTBOX_FLUSH`] messages queued sends them itself, so the queue stays bounded however far
-/// the submitting threads run ahead of the progress process: once the first rounds have sized
-/// them, announcing a signal allocates nothing.
+/// [`OUTBOX_FLUSH`] messages queued sends them itself, waiting for the MPI lock if need be,
+/// so the queue stays bounded however far the submitting threads
+/// run ahead of the progress process: announcing a signal takes a reserved buffer.
 struct Outbox {
     queued: VecDeque<Outgoing>,
     free: Vec<Vec<u8>>,
@@ -364,6 +366,12 @@ struct Outbox {
 /// Queued messages at which a submitting thread sends the queue itself rather than leave it
 /// to the progress process (see [`Outbox`]).
 const OUTBOX_FLUSH: usize = 64;
+
+thread_local! {
+    /// Whether this thread is inside [`Node::with_world`], holding the MPI lock (a submission
+    /// made there leaves its backlog to the progress process rather than wait for the lock).
+    static IN_WITH_WORLD: Cell<bool> = const { Cell::new(false) };
+}
 
 /// Messages one submitting thread can have queued or in the progress process's hands at
 /// once: up to a flush's worth plus one operation's signals in the queue, as many being sent.
@@ -661,9 +669,12 @@ impl Node {
         if backlog >= OUTBOX_FLUSH {
             // The progress process is behind (its worker busy, or this thread submitting in a
             // tight loop): send the backlog from here, in order, exactly as its drain would.
-            // Blocking on the lock is safe: it is held only for a drain or a send, never
-            // while waiting on a submitter, and this thread holds no lock of the node's.
-            self.inner.send_queued(&mut self.lock_mpi());
+            // Waiting for the lock is safe: a drain or a send holds it briefly and never waits
+            // on a submitter. Not inside `with_world`, where this thread holds it already; the
+            // progress process sends the queue then.
+            if !IN_WITH_WORLD.get() {
+                self.inner.send_queued(&mut self.lock_mpi());
+            }
         }
         queued
     }
@@ -791,8 +802,19 @@ impl Node {
     /// Runs `f` with the world communicator, under the lock every MPI call of this node takes
     /// (plain MPI beside the node: a peer measurement, an application's own exchange). `f`
     /// must not block on another rank's progress: this rank's progress process waits for it.
+    /// `f` may submit through this node; its announcements go out after `f` returns.
     pub fn with_world<R>(&self, f: impl FnOnce(&SimpleCommunicator) -> R) -> R {
-        f(&self.lock_mpi().world)
+        /// Clears the flag however `f` ends.
+        struct Leaving;
+        impl Drop for Leaving {
+            fn drop(&mut self) {
+                IN_WITH_WORLD.set(false);
+            }
+        }
+        let mpi = self.lock_mpi();
+        IN_WITH_WORLD.set(true);
+        let _leaving = Leaving;
+        f(&mpi.world)
     }
 
     /// Sums `data` element-wise across every rank (an `MPI_Allreduce`), as round

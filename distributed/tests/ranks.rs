@@ -105,6 +105,14 @@ fn launch_all() -> ExitCode {
             prints: &[],
         },
         Case {
+            name: "inside_world",
+            ranks: 2,
+            succeeds: true,
+            limit: secs(60),
+            options: &[],
+            prints: &[],
+        },
+        Case {
             name: "malformed",
             ranks: 2,
             succeeds: true,
@@ -260,6 +268,7 @@ fn run_rank(case: &str) -> Result<(), String> {
         "relay" => relay(rank, size_of()),
         "failure" => failure(rank),
         "malformed" => malformed(rank),
+        "inside_world" => inside_world(rank),
         "killed" => killed(rank),
         other => Err(format!("unknown case {other:?}")),
     };
@@ -408,6 +417,37 @@ fn failure(rank: i32) -> Result<(), String> {
             })?;
         }
         _ => {}
+    }
+    node.barrier();
+    ManuallyDrop::into_inner(node).finish();
+    Ok(())
+}
+
+/// Rank 0 submits, inside `Node::with_world` (holding the MPI lock), more exported signals
+/// than a submitter sends itself: the node must leave them to its progress process rather than
+/// wait for the lock it holds. Rank 1 waits for the last.
+fn inside_world(rank: i32) -> Result<(), String> {
+    const SIGNALS: u64 = 200;
+    let (device, queue, semaphores) = device(rank, 1, false);
+    let shared = semaphores[0];
+    let mut links = Links::new();
+    if rank == 0 {
+        links.export(LinkId(1), shared, &[1]);
+    } else {
+        links.import(LinkId(1), shared, 0);
+    }
+    let node = started(Node::start(device, &links))?;
+    if rank == 0 {
+        node.with_world(|_| {
+            (1..=SIGNALS).try_for_each(|value| {
+                let op =
+                    Op { waits: &[], signals: &[(shared, value)], work: Work::Barrier, tag: 0 };
+                node.submit(queue, &op).map(|_| ()).map_err(|e| format!("signal {value}: {e}"))
+            })
+        })?;
+    } else {
+        let seen = node.wait(LinkId(1), SIGNALS, LONG);
+        check(seen == Ok(SIGNALS), || format!("the link: {seen:?}"))?;
     }
     node.barrier();
     ManuallyDrop::into_inner(node).finish();
