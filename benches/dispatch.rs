@@ -28,7 +28,8 @@
 //! After the criterion functions, each group prints a blocked paired estimate: alternating
 //! blocks of causeway and floor runs on the same pool, medians per block, and the median over
 //! block pairs of the difference — steadier than the difference of two criterion means on a
-//! machine where memory bandwidth and competing load drift over seconds. Every run records which
+//! machine where memory bandwidth and competing load drift over seconds; the quartiles of the
+//! per-pair differences say how far to trust the median. Every run records which
 //! threads ran its tiles (one load per tile and one RMW per thread and run, in both peers), and
 //! the overhead is given twice: over the runs both threads took part in (both CPUs were the
 //! workers', so the difference is the runtime's), and over all runs (what the machine gave).
@@ -84,9 +85,10 @@ const SPIN_WITHOUT_PARKING: SpinPolicy = SpinPolicy::Fixed(u32::MAX);
 /// Checked runs before measuring each function.
 const CHECK_RUNS: usize = 3;
 
-/// Blocks and runs per block of the paired estimates.
-const PAIRED_BLOCKS: usize = 12;
-const PAIRED_RUNS: usize = 100;
+/// Blocks and runs per block of the paired estimates: many short blocks, so that the median
+/// and quartiles of the per-pair differences rest on enough pairs to agree from run to run.
+const PAIRED_BLOCKS: usize = 30;
+const PAIRED_RUNS: usize = 40;
 const PAIRED_REGION_RUNS: usize = 20;
 
 /// Parks the bench thread until the end of a run is signalled.
@@ -536,13 +538,16 @@ impl Run {
                 continue;
             }
             differences.sort_by(f64::total_cmp);
+            let quartile = |q: usize| differences[(differences.len() - 1) * q / 4];
             eprintln!(
-                "  overhead over {label}: {:+.3} µs (median of {} block pairs; range \
-                 {:+.3} .. {:+.3} µs)",
-                differences[differences.len() / 2],
+                "  overhead over {label}: {:+.3} µs (median of {} block pairs; quartiles \
+                 {:+.3} .. {:+.3} µs, range {:+.3} .. {:+.3} µs)",
+                quartile(2),
                 differences.len(),
-                differences[0],
-                differences[differences.len() - 1],
+                quartile(1),
+                quartile(3),
+                quartile(0),
+                quartile(4),
             );
         }
     }

@@ -120,6 +120,8 @@ impl<'a, 'p> DrainContext<'a, 'p> {
     }
 
     /// Whether the process has been cancelled or has failed: long drains may stop early.
+    // Inlined in hosted builds, as `Process::failure` is: block processors ask once per tile.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub fn is_failed(&self) -> bool {
         self.process.failure().is_some()
     }

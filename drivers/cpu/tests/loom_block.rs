@@ -5,7 +5,7 @@
 //!   once, exactly one claimer finishes the execution, and region 1 reads region 0's output
 //!   through plain (loom-tracked) cells, so a missing happens-before edge is a reported race;
 //! - the same across two executions, with the owner resetting while the other claimer may still
-//!   be looking at the finished one;
+//!   be looking at the finished one (through a cursor whose memo is of the finished execution);
 //! - the processor as a compute process on a two-worker executor: every tile once, `finish`
 //!   and the hook once, after the last drain call;
 //! - cancellation racing the workers: no tile twice, no tile of region 1 after a cancelled
@@ -20,7 +20,7 @@ use causeway_core::executor::{
 };
 use causeway_core::Failure;
 use causeway_driver_cpu::block::{
-    BlockProcessor, CommandBuffer, Completion, Kernel, Next, OnFinish, TileSchedule,
+    BlockProcessor, CommandBuffer, Completion, Cursor, Kernel, Next, OnFinish, TileSchedule,
 };
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicU32, Ordering};
@@ -92,13 +92,16 @@ impl Dispatch {
             .dispatch_batched(TILES, 1, &nothing)
             .build()
             .unwrap();
+        // One cursor for the whole loop, as the processor keeps one per drain call: across a
+        // reset, its memo of the finished execution's epochs must simply never match again.
+        let mut cursor = Cursor::new(&buffer);
         loop {
             // Acquire pairs with the Release increment below: the finished execution's runs.
             let finished = self.finishes.load(Ordering::Acquire);
             if finished == executions {
                 return;
             }
-            match self.schedule.claim(&buffer) {
+            match self.schedule.claim_with(&mut cursor) {
                 Next::Claimed(claim) => {
                     for tile in claim.tiles() {
                         self.run(claim.region(), tile);

@@ -56,16 +56,17 @@
 //! A worker's drain call:
 //!
 //! ```text
-//!  claim ─┬─ Claimed(tiles) ─► run each tile ─► complete ─┬─ Pending ─────► claim again
-//!         │                                               ├─ Advanced ────► set budget; claim
-//!         │                                               │                 again, or Progress
-//!         │                                               │                 once the call ran
-//!         │                                               │                 its tile budget
-//!         │                                               └─ Finished ────► Done(Ok)
+//!  claim ─┬─ Claimed(tiles) ─► run each tile ─► claim again in the region until none is left
+//!         │                    ─► complete all of them at once ─┬─ Pending ──► claim again
+//!         │                                                     ├─ Advanced ─► set budget;
+//!         │                                                     │   claim again, or Progress
+//!         │                                                     │   once the call ran its
+//!         │                                                     │   tile budget
+//!         │                                                     └─ Finished ─► Done(Ok)
 //!         ├─ Waiting ─► look again up to WAIT_SPINS times, then Progress
 //!         └─ Finished ─► Done(Ok)
 //!  (a failure seen before any tile or while waiting ─► Done(Err(Cancelled));
-//!   a kernel that panics ─► Done(Err(Aborted)), its claim left incomplete)
+//!   a kernel that panics ─► Done(Err(Aborted)), its claims left unreported)
 //! ```
 //!
 //! - **Claim**: load the word; if its epoch names a region of the buffer and `next` is below the
@@ -73,7 +74,14 @@
 //!   tiles. The batch is guided — `ceil(left / 2·workers)`, capped per region — so claims are
 //!   few while much is left and single tiles at the end; each tile is still in exactly one
 //!   claim.
-//! - **Complete**: add the batch size to `done`. The one caller whose addition makes `done`
+//!   A claiming loop keeps a [`Cursor`]: a memo of the last epoch it looked up and its region,
+//!   so that only the first claim in a region maps the epoch to the region (a `base` load and a
+//!   bounds check). Epochs never repeat (I2), so a memo can only be stale by not matching.
+//! - **Complete**: add the batch size to `done`. A worker holds back the reports of its claims
+//!   in a region while it can still claim there, and adds them in one go once every tile is
+//!   claimed: the region cannot complete without them, so no other claim of the worker's can
+//!   fall in a later epoch meanwhile, and `done` takes one RMW per worker and region instead of
+//!   one per claim. The one caller whose addition makes `done`
 //!   reach `end(k)` is the region's *completer*: it stores `(e+1, 0)`, opening region `k+1` (or
 //!   the terminal epoch), sets the process's wake budget to `min(tiles(k+1), workers)` and
 //!   goes on claiming in the region it opened — unless its drain call has already run a budget
@@ -151,7 +159,7 @@ use causeway_core::Failure;
 
 pub use buffer::{CommandBuffer, CommandBufferBuilder, MAX_REGIONS};
 pub use processor::BlockProcessor;
-pub use schedule::{Claim, Completion, Next, TileSchedule};
+pub use schedule::{Claim, Completion, Cursor, Next, TileSchedule};
 
 /// The body of a tiled dispatch: called once per tile index, from any worker, concurrently for
 /// different tiles. Implemented by every `Fn(u32) + Sync`.

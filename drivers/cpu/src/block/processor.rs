@@ -6,7 +6,7 @@ use std::fmt;
 use causeway_core::executor::{Drain, DrainContext, Drained};
 use causeway_core::{CachePadded, Failure};
 
-use super::schedule::{Completion, Next, TileSchedule};
+use super::schedule::{Completion, Cursor, Next, TileSchedule};
 use super::{BlockError, CommandBuffer, OnFinish};
 use causeway_runtime::contain::{contain, Panicked};
 use causeway_runtime::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -126,45 +126,48 @@ impl<'k> BlockProcessor<'k> {
     }
 }
 
-impl Drain for BlockProcessor<'_> {
-    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+impl BlockProcessor<'_> {
+    /// The claiming loop of one drain call (see `drain`, which contains its panics).
+    fn claim_and_run(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        let mut cursor = Cursor::new(self.buffer);
         let mut waited = 0;
         let mut ran = 0u32;
         loop {
-            match self.schedule.claim(self.buffer) {
-                Next::Claimed(claim) => {
+            match self.schedule.claim_with(&mut cursor) {
+                Next::Claimed(mut held) => {
                     waited = 0;
-                    let region = claim.region();
-                    let Some(recorded) = self.buffer.region(region) else {
-                        // Unreachable: claims only name regions of the buffer.
+                    let Some(recorded) = cursor.region() else {
+                        // Unreachable: a successful claim leaves its region in the cursor.
                         return Drained::Done(Ok(()));
                     };
-                    if region == 0 && claim.opens_region() {
+                    if held.opens_region() && held.region() == 0 {
                         self.set_budget(cx, recorded.tiles);
                     }
-                    // One containment per claim, not per tile: entering it costs nothing
-                    // until something unwinds.
-                    let ran_claim = contain(|| {
-                        for tile in claim.tiles() {
+                    // This worker's claims of the region run back to back and are reported
+                    // together once nothing is left to claim: one RMW of the completion count
+                    // per worker and region rather than one per claim.
+                    let mut tiles = held.tiles();
+                    loop {
+                        for tile in tiles {
                             if cx.is_failed() {
-                                return false;
+                                // Leaving the claims unreported: the region never completes,
+                                // and the process is finishing with its failure anyway.
+                                return Drained::Done(Err(Failure::Cancelled));
                             }
                             recorded.kernel.run(tile);
                         }
-                        true
-                    });
-                    match ran_claim {
-                        Ok(true) => {}
-                        // Leaving the claim incomplete: the region never completes, and the
-                        // process is finishing with its failure anyway.
-                        Ok(false) => return Drained::Done(Err(Failure::Cancelled)),
-                        // Recorded before any other claimer can see a failure, so the
-                        // execution fails with `Aborted`; their `Cancelled` comes second and
-                        // loses (the first failure wins).
-                        Err(Panicked) => return Drained::Done(Err(Failure::Aborted)),
+                        match self.schedule.claim_with(&mut cursor) {
+                            Next::Claimed(later) => {
+                                tiles = later.tiles();
+                                held.absorb(later);
+                            }
+                            // Every tile of the region is claimed (held reports keep it from
+                            // completing, so it is still the current one).
+                            Next::Waiting | Next::Finished => break,
+                        }
                     }
-                    ran = ran.saturating_add(claim.tiles().len() as u32);
-                    match self.schedule.complete(self.buffer, claim) {
+                    ran = ran.saturating_add(held.reported());
+                    match self.schedule.complete(self.buffer, held) {
                         Completion::Pending => {}
                         Completion::Advanced { tiles, .. } => {
                             self.set_budget(cx, tiles);
@@ -190,6 +193,20 @@ impl Drain for BlockProcessor<'_> {
                 }
                 Next::Finished => return Drained::Done(Ok(())),
             }
+        }
+    }
+}
+
+impl Drain for BlockProcessor<'_> {
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        // One containment per drain call, not per claim: entering it costs nothing until
+        // something unwinds, and a kernel's panic ends the call the same way wherever it
+        // happens. The panicking claim is left incomplete; the failure is recorded before any
+        // other claimer can see one, so the execution fails with `Aborted`, and their
+        // `Cancelled` comes second and loses (the first failure wins).
+        match contain(|| self.claim_and_run(cx)) {
+            Ok(drained) => drained,
+            Err(Panicked) => Drained::Done(Err(Failure::Aborted)),
         }
     }
 

@@ -33,8 +33,56 @@ pub struct TileSchedule {
     done: CachePadded<AtomicU64>,
     /// The epoch of region 0 of the current execution; written only by [`reset`](Self::reset).
     base: AtomicU32,
-    /// Threads expected to claim (the guided batch divides what is left among them).
-    claimers: u32,
+    /// Threads expected to claim, times two: the guided batch is an equal share of half of
+    /// what is left.
+    shares: u32,
+}
+
+/// A claimer's memo of the region it last looked at, keyed by that region's epoch, so that
+/// claims after the first in a region skip the epoch-to-region lookup (a `base` load and a
+/// bounds check). Sound across regions and executions because an epoch names one region of one
+/// execution only: epochs only grow (I2), so a memo for an older epoch is simply never matched
+/// again (short of the 2³² epochs I2's ABA note needs, so keep a cursor for one claiming loop,
+/// not for the schedule's lifetime). Create one per claiming loop, over the buffer it claims
+/// from.
+pub struct Cursor<'b, 'k> {
+    buffer: &'b CommandBuffer<'k>,
+    /// The epoch last looked up, its region's index and the region.
+    seen: Option<(u32, usize, &'b Region<'k>)>,
+}
+
+impl<'b, 'k> Cursor<'b, 'k> {
+    /// A cursor over `buffer` that has seen no region yet.
+    pub fn new(buffer: &'b CommandBuffer<'k>) -> Cursor<'b, 'k> {
+        Cursor { buffer, seen: None }
+    }
+
+    /// The region of the epoch last looked up: after [`Next::Claimed`], the claim's region.
+    pub(crate) fn region(&self) -> Option<&'b Region<'k>> {
+        self.seen.map(|(_, _, region)| region)
+    }
+
+    /// The index and region of `epoch`, looked up only when it is not the memo's.
+    fn resolve(&mut self, epoch: u32, base: &AtomicU32) -> Option<(usize, &'b Region<'k>)> {
+        match self.seen {
+            Some((seen, index, region)) if seen == epoch => Some((index, region)),
+            _ => {
+                let index = epoch.wrapping_sub(base.load(Ordering::Relaxed)) as usize;
+                let region = self.buffer.region(index)?;
+                self.seen = Some((epoch, index, region));
+                Some((index, region))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Cursor<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cursor")
+            .field("epoch", &self.seen.map(|(epoch, _, _)| epoch))
+            .field("region", &self.seen.map(|(_, index, _)| index))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Tiles claimed by one thread: run every one of them, then hand the claim to
@@ -45,6 +93,11 @@ pub struct Claim {
     epoch: u32,
     region: usize,
     tiles: Range<u32>,
+    /// The completion count at which the region is complete, copied from it at claim time so
+    /// that completing needs no region lookup.
+    end: u64,
+    /// Tiles this claim reports when completed: its own, plus those of the claims it absorbed.
+    count: u32,
 }
 
 impl Claim {
@@ -61,6 +114,22 @@ impl Claim {
     /// Whether this claim took the region's first tile (exactly one claim per region does).
     pub fn opens_region(&self) -> bool {
         self.tiles.start == 0
+    }
+
+    /// Takes over the report of `later`, a claim of the same region by the same claimer whose
+    /// tiles have run, so that one [`TileSchedule::complete`] reports both: one RMW of the
+    /// completion count instead of two. [`tiles`](Self::tiles) still names this claim's own
+    /// tiles. Holding reports back is safe because the region cannot complete without them
+    /// (I4): the holder reports when it finds nothing left to claim, and no claim it makes in
+    /// the meantime can be in another epoch.
+    pub(crate) fn absorb(&mut self, later: Claim) {
+        debug_assert_eq!(self.epoch, later.epoch, "absorbed claims are of one region");
+        self.count += later.count;
+    }
+
+    /// Tiles [`TileSchedule::complete`] reports for this claim: its own and those absorbed.
+    pub(crate) fn reported(&self) -> u32 {
+        self.count
     }
 }
 
@@ -102,12 +171,18 @@ impl TileSchedule {
             claim: CachePadded(AtomicU64::new(pack(0, 0))),
             done: CachePadded(AtomicU64::new(0)),
             base: AtomicU32::new(0),
-            claimers: claimers.max(1),
+            shares: claimers.max(1).saturating_mul(2),
         }
     }
 
     /// Claims the next batch of tiles of `buffer`'s current region.
     pub fn claim(&self, buffer: &CommandBuffer<'_>) -> Next {
+        self.claim_with(&mut Cursor::new(buffer))
+    }
+
+    /// As [`claim`](Self::claim), from `cursor`'s buffer, remembering the region looked up in
+    /// `cursor` for the next call: what a claiming loop calls.
+    pub fn claim_with(&self, cursor: &mut Cursor<'_, '_>) -> Next {
         // Acquire: pairs with the Release store that opened the epoch read here (`complete`'s
         // advance or `reset`), directly or through the claims since (RMWs, so they continue
         // its release sequence): the previous region's writes happen before any tile claimed
@@ -116,8 +191,9 @@ impl TileSchedule {
         let mut word = self.claim.0.load(Ordering::Acquire);
         loop {
             let (epoch, next) = unpack(word);
-            let index = epoch.wrapping_sub(self.base.load(Ordering::Relaxed)) as usize;
-            let Some(region) = buffer.region(index) else {
+            // `base` is read (on a memo miss) after the Acquire above, so it is at least the
+            // one this epoch was published with.
+            let Some((index, region)) = cursor.resolve(epoch, &self.base) else {
                 // The terminal epoch, or one from before the last reset.
                 return Next::Finished;
             };
@@ -127,15 +203,23 @@ impl TileSchedule {
             let count = self.batch(region, next);
             // The epoch in the expected word is what makes a stale claimer harmless (I2): this
             // succeeds only if the word is still in the epoch just read. Acquire on success and
-            // failure: as for the load above, for the value this exchange read.
+            // failure: as for the load above, for the value this exchange read. Adding `count`
+            // to the word is `pack(epoch, next + count)`: `next + count` is at most the
+            // region's tile count, a `u32`, so nothing carries into the epoch.
             match self.claim.0.compare_exchange_weak(
                 word,
-                pack(epoch, next + count),
+                word + u64::from(count),
                 Ordering::Acquire,
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    return Next::Claimed(Claim { epoch, region: index, tiles: next..next + count })
+                    return Next::Claimed(Claim {
+                        epoch,
+                        region: index,
+                        tiles: next..next + count,
+                        end: region.end,
+                        count,
+                    })
                 }
                 Err(actual) => word = actual,
             }
@@ -145,15 +229,12 @@ impl TileSchedule {
     /// Reports `claim`'s tiles as run. The caller that completes a region's last tile is its
     /// completer: it opens the next region (or ends the execution) before this returns.
     pub fn complete(&self, buffer: &CommandBuffer<'_>, claim: Claim) -> Completion {
-        let count = u64::from(claim.tiles.end - claim.tiles.start);
+        let count = u64::from(claim.count);
         // AcqRel: the Release half publishes this caller's kernel writes to the region's
         // completer; the Acquire half makes the completer see every other tile's writes, since
         // each earlier increment heads a release sequence that this RMW continues (I3).
         let before = self.done.0.fetch_add(count, Ordering::AcqRel);
-        let Some(region) = buffer.region(claim.region) else {
-            return Completion::Pending;
-        };
-        if before + count != region.end {
+        if before + count != claim.end {
             return Completion::Pending;
         }
         // Elected (I4). Every tile of the region is claimed, so no claimer writes the word any
@@ -187,8 +268,12 @@ impl TileSchedule {
 
     /// Guided batch size: an equal share of half of what is left, capped by the region.
     fn batch(&self, region: &Region<'_>, next: u32) -> u32 {
+        if region.max_batch == 1 {
+            // One tile per claim: no division on the path of the finest-grained regions.
+            return 1;
+        }
         let left = region.tiles - next;
-        left.div_ceil(self.claimers.saturating_mul(2)).min(region.max_batch)
+        left.div_ceil(self.shares).min(region.max_batch)
     }
 }
 
@@ -200,7 +285,7 @@ impl fmt::Debug for TileSchedule {
             .field("next", &next)
             .field("base", &self.base.load(Ordering::Relaxed))
             .field("done", &self.done.0.load(Ordering::Relaxed))
-            .field("claimers", &self.claimers)
+            .field("claimers", &(self.shares / 2))
             .finish()
     }
 }
@@ -339,6 +424,58 @@ mod tests {
             completions.iter().filter(|c| matches!(c, Completion::Advanced { .. })).count(),
             1
         );
+    }
+
+    /// One cursor kept across regions and executions: its memo is keyed by epoch, so it finds
+    /// each new region, and a memo from a finished execution never matches the next one.
+    #[test]
+    fn a_cursor_follows_regions_and_executions() {
+        let buffer = CommandBuffer::builder()
+            .dispatch_batched(1, 1, &nothing)
+            .dispatch_batched(2, 1, &nothing)
+            .build()
+            .unwrap();
+        let schedule = TileSchedule::new(1);
+        let mut cursor = Cursor::new(&buffer);
+        for _ in 0..2 {
+            let mut claimed = Vec::new();
+            loop {
+                match schedule.claim_with(&mut cursor) {
+                    Next::Claimed(claim) => {
+                        claimed.push((claim.region(), claim.tiles()));
+                        assert_eq!(
+                            cursor.region().map(|region| region.tiles),
+                            Some([1, 2][claim.region()])
+                        );
+                        if schedule.complete(&buffer, claim) == Completion::Finished {
+                            break;
+                        }
+                    }
+                    other => panic!("expected a claim, found {other:?}"),
+                }
+            }
+            assert_eq!(claimed, [(0, 0..1), (1, 0..1), (1, 1..2)]);
+            assert_eq!(schedule.claim_with(&mut cursor), Next::Finished);
+            schedule.reset();
+        }
+    }
+
+    #[test]
+    fn absorbed_claims_are_reported_by_one_completion() {
+        let buffer = CommandBuffer::builder()
+            .dispatch_batched(3, 1, &nothing)
+            .dispatch(4, &nothing)
+            .build()
+            .unwrap();
+        let schedule = TileSchedule::new(1);
+        let mut held = claimed(schedule.claim(&buffer));
+        for _ in 1..3 {
+            held.absorb(claimed(schedule.claim(&buffer)));
+        }
+        assert_eq!(held.tiles(), 0..1, "the holder's own tiles");
+        assert_eq!(held.reported(), 3);
+        assert_eq!(schedule.claim(&buffer), Next::Waiting);
+        assert_eq!(schedule.complete(&buffer, held), Completion::Advanced { region: 1, tiles: 4 });
     }
 
     #[test]
