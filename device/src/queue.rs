@@ -84,6 +84,7 @@ use causeway_runtime::contain::{contain, Panicked};
 use causeway_runtime::FRONTIER_CAPACITY;
 
 use crate::backend::{DeviceContext, Issue, Issued, MemoryOp, QueueWaiters};
+use crate::clock;
 use crate::hand_off::{self, Collector};
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
@@ -693,7 +694,7 @@ impl QueueShared {
         let body = unsafe { &mut *slot.body.get() };
         body.issued = true;
         body.issued_status = status;
-        body.issued_ns = device.now_ns();
+        body.issued_ns = clock::start_ns();
         self.cursor.fetch_add(1, Ordering::Relaxed);
         if self.native {
             self.advance_issued(epoch);
@@ -824,7 +825,7 @@ impl QueueShared {
         worker: usize,
         work: impl FnOnce() -> OpStatus,
     ) -> Option<OpStatus> {
-        self.phase.start_work(Running { tag, worker, since_ns: self.device().now_ns() });
+        self.phase.start_work(Running { tag, worker, since_ns: clock::start_ns() });
         let status = work();
         self.phase.finish_work().then_some(status)
     }
