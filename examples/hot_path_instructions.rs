@@ -23,23 +23,43 @@
 //! - `activation-floor`: the same with a plain `fetch_sub`, an intrusive Treiber-stack push and
 //!   the idle-mask read-modify-write, the `activation` bench's `fetch_sub_treiber_push_idle_rmw`.
 //!
-//! The measured part of each mode is one function (`measured_*`, never inlined), which the
-//! script hands to callgrind's `--toggle-collect`; setup, rearming and checks lie outside it.
+//! - `signal-causeway`: [`SIGNAL_ROUNDS`] rounds of the `signal_to_start` device bench on a CPU
+//!   device with one worker: a host function on queue A signals a semaphore that an operation
+//!   already waiting on queue B depends on. Counted: from the moment A's host function returns
+//!   to the moment B's host function is entered — completing the signal (semaphore lock,
+//!   history, timepoint callback, wait gate), the woken queue's wake held back for the wake
+//!   hand-off, A's retirement, the end of A's drain, the worker taking B's queue process as its
+//!   hand-off and the queue stepping to B's operation. The device's workers are threads of its
+//!   own pool, which no caller can step, so the two host functions bracket the span with
+//!   callgrind's toggle-collect client request instead of a `measured_*` function; with one
+//!   worker both toggles run on its thread, one round after another;
+//! - `signal-floor`: the bench's floor, an atomic hand-off, with its two sides run in turn on
+//!   this thread: the waiter announces it is ready (a store), the signaller takes the
+//!   announcement (a swap) and publishes the round (a store), the waiter loads and compares it.
+//!   Everything a peer has to do at the least for one thread to learn of another's signal; the
+//!   cost the bench adds on two cores — moving the line between them — is not an instruction.
+//!
+//! The measured part of each mode but `signal-causeway` is one function (`measured_*`, never
+//! inlined), which the script hands to callgrind's `--toggle-collect`; setup, rearming and
+//! checks lie outside it.
 //! With `repeats` > 1 the mode also prints the median wall time per hop or dispatch over that
 //! many runs (a second figure, for a quiet machine). Every run checks what it measured: every
 //! hop ran, every tile ran exactly once per dispatch, every process completed.
 
 use std::hint::black_box;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use causeway::cpu::{BlockProcessor, CommandBuffer};
+use causeway::cpu::{BlockProcessor, CommandBuffer, CpuBackend};
+use causeway::device::{Device, Op, QueueConfig, Work};
 use causeway::executor::{
     Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
     SpinPolicy, Worker,
 };
-use causeway::{CachePadded, Failure};
+use causeway::scope::{Endpoint, Scope};
+use causeway::{host, CachePadded, Failure, PoolConfig};
 
 /// Hops in one chain.
 const HOPS: u32 = 100_000;
@@ -58,6 +78,15 @@ const ACTIVATION_ROUNDS: u32 = 100;
 
 /// Workers of the dispatch executor, as in the `add_1m` bench.
 const WORKERS: usize = 2;
+
+/// Measured rounds in one signal run (after as many unmeasured warm-up rounds).
+const SIGNAL_ROUNDS: u32 = 1_000;
+
+/// How long the host thread leaves the device alone after submitting a round's dependent: long
+/// enough, even under callgrind, for the worker to find it waiting and put its queue to sleep
+/// before the signalling operation is submitted (else the dependent's queue may still be
+/// queued behind the signaller's when the signal lands, and there is nothing to hand off).
+const SIGNAL_SETTLE: Duration = Duration::from_millis(1);
 
 /// Workers here are only ever stepped, never parked: waiting and waking are never called.
 struct NeverParks;
@@ -357,6 +386,142 @@ fn activation_floor() -> Duration {
     elapsed / (ACTIVATION_ROUNDS * ACTIVATION_BATCH as u32)
 }
 
+/// Toggles callgrind's collection on the calling thread (the `CALLGRIND_TOGGLE_COLLECT` client
+/// request of valgrind's `callgrind.h`); natively the instruction sequence does nothing.
+#[cfg(target_arch = "x86_64")]
+fn callgrind_toggle_collect() {
+    // `VG_USERREQ_TOOL_BASE('C', 'T') + 2`: callgrind's third request.
+    const TOGGLE_COLLECT: u64 = (b'C' as u64) << 24 | (b'T' as u64) << 16 | 2;
+    let request: [u64; 6] = [TOGGLE_COLLECT, 0, 0, 0, 0, 0];
+    // SAFETY: valgrind's client-request sequence for amd64 (`valgrind.h`). Natively it rotates
+    // `rdi` by 128 bits in all (back to its value, declared clobbered anyway), exchanges `rbx`
+    // with itself and leaves `rdx` as the default result (clobbered); flags are clobbered, as
+    // `asm!` assumes unless told otherwise. Under valgrind the sequence reads the six words of
+    // `request`, which live on this frame until the block ends, and writes only `rdx`.
+    unsafe {
+        std::arch::asm!(
+            "rol rdi, 3",
+            "rol rdi, 13",
+            "rol rdi, 61",
+            "rol rdi, 51",
+            "xchg rbx, rbx",
+            in("rax") request.as_ptr(),
+            inout("rdx") 0u64 => _,
+            inout("rdi") 0u64 => _,
+        );
+    }
+}
+
+/// No client requests off x86-64: callgrind then collects nothing for `signal-causeway`, which
+/// `scripts/instructions.sh` reports as a failure.
+#[cfg(not(target_arch = "x86_64"))]
+fn callgrind_toggle_collect() {}
+
+const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
+
+/// Nanoseconds since `origin`.
+fn stamp(origin: Instant) -> u64 {
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn signal_causeway() -> Duration {
+    let mut pool = PoolConfig::with_workers(1);
+    pool.spin = SpinPolicy::Park;
+    let mut builder = Device::builder(pool);
+    builder.driver(CpuBackend::new());
+    let (a, b) = (builder.queue(QueueConfig::default()), builder.queue(QueueConfig::default()));
+    let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let origin = Instant::now();
+    // Whether the host functions bracket their round for callgrind (not in the warm-up).
+    let measuring = Arc::new(AtomicBool::new(false));
+    let signalled = Arc::new(AtomicU64::new(0));
+    let started = Arc::new(AtomicU64::new(0));
+    let signal_ends = {
+        let (measuring, signalled) = (Arc::clone(&measuring), Arc::clone(&signalled));
+        builder.host_call(move || {
+            signalled.store(stamp(origin), Ordering::Relaxed);
+            if measuring.load(Ordering::Relaxed) {
+                callgrind_toggle_collect();
+            }
+            Ok(())
+        })
+    };
+    let dependent_starts = {
+        let (measuring, started) = (Arc::clone(&measuring), Arc::clone(&started));
+        builder.host_call(move || {
+            if measuring.load(Ordering::Relaxed) {
+                callgrind_toggle_collect();
+            }
+            started.store(stamp(origin), Ordering::Relaxed);
+            Ok(())
+        })
+    };
+    let device = builder.build().expect("the device starts");
+    let done_semaphore = device.semaphore(done).expect("declared");
+    let mut elapsed = Duration::ZERO;
+    for round in 1..=2 * u64::from(SIGNAL_ROUNDS) {
+        let measured = round > u64::from(SIGNAL_ROUNDS);
+        // Stored before the round's submissions, whose publication the queue processes
+        // acquire before running either host function.
+        measuring.store(measured, Ordering::Relaxed);
+        let (waits, signals_done, signals_s) = ([(s, round)], [(done, round)], [(s, round)]);
+        let dependent = Op {
+            waits: &waits,
+            signals: &signals_done,
+            work: Work::Host(dependent_starts),
+            tag: round,
+        };
+        device.submit(b, &dependent).expect("room in the ring");
+        std::thread::sleep(SIGNAL_SETTLE);
+        let signaller =
+            Op { waits: &[], signals: &signals_s, work: Work::Host(signal_ends), tag: round };
+        device.submit(a, &signaller).expect("room in the ring");
+        host::wait(done_semaphore, round, Some(Duration::from_secs(60)))
+            .expect("the round completes");
+        if measured {
+            let latency = started.load(Ordering::Relaxed) - signalled.load(Ordering::Relaxed);
+            elapsed += Duration::from_nanos(latency);
+        }
+    }
+    assert_eq!(done_semaphore.value(), 2 * u64::from(SIGNAL_ROUNDS), "every round completed");
+    elapsed / SIGNAL_ROUNDS
+}
+
+/// The two sides of the floor's hand-off, on lines of their own as on two cores.
+struct HandOffFloor {
+    ready: CachePadded<AtomicBool>,
+    sequence: CachePadded<AtomicU64>,
+}
+
+/// The waiter announces it is ready, the signaller takes that and publishes the round, the
+/// waiter sees it: the bench floor's atomics for one round, in the order two cores run them.
+#[inline(never)]
+fn measured_signal_floor(floor: &HandOffFloor, rounds: u64) {
+    for round in 1..=rounds {
+        floor.ready.0.store(true, Ordering::Release);
+        while !floor.ready.0.swap(false, Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        floor.sequence.0.store(round, Ordering::Release);
+        while floor.sequence.0.load(Ordering::Acquire) != round {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+fn signal_floor() -> Duration {
+    let floor = HandOffFloor {
+        ready: CachePadded(AtomicBool::new(false)),
+        sequence: CachePadded(AtomicU64::new(0)),
+    };
+    let start = Instant::now();
+    measured_signal_floor(&floor, black_box(u64::from(SIGNAL_ROUNDS)));
+    let elapsed = start.elapsed();
+    assert_eq!(floor.sequence.0.load(Ordering::Relaxed), u64::from(SIGNAL_ROUNDS));
+    elapsed / SIGNAL_ROUNDS
+}
+
 fn main() {
     let mut arguments = std::env::args().skip(1);
     let mode = arguments.next().unwrap_or_default();
@@ -367,10 +532,13 @@ fn main() {
         "dispatch-floor" => dispatch_floor,
         "activation-causeway" => activation_causeway,
         "activation-floor" => activation_floor,
+        "signal-causeway" => signal_causeway,
+        "signal-floor" => signal_floor,
         _ => {
             eprintln!(
                 "usage: hot_path_instructions chain-causeway|chain-rayon|dispatch-causeway|\
-                 dispatch-floor|activation-causeway|activation-floor [repeats]"
+                 dispatch-floor|activation-causeway|activation-floor|signal-causeway|\
+                 signal-floor [repeats]"
             );
             std::process::exit(2);
         }
@@ -388,6 +556,7 @@ fn main() {
     let ops = match mode.split('-').next() {
         Some("chain") => HOPS,
         Some("dispatch") => DISPATCHES,
+        Some("signal") => SIGNAL_ROUNDS,
         _ => ACTIVATION_ROUNDS * ACTIVATION_BATCH as u32,
     };
     // Read by `scripts/instructions.sh`: the measured functions ran `ops` times per run.

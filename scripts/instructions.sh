@@ -2,10 +2,14 @@
 # Instruction counts of the executor's hot paths beside their peers, from callgrind: a figure
 # that is the same from run to run, where wall time on a shared machine is not. Runs the
 # `hot_path_instructions` example (see its docs) once per mode under callgrind, collecting only
-# inside the measured function of each, and prints instructions per chain hop (causeway and
-# rayon `scope.spawn`), per activation (causeway's release, queue and notify, and the plain
-# fetch_sub, Treiber push and idle-mask RMW) and per tiled dispatch (causeway's block processor
-# and the plain-counter floor, and their difference: the runtime's overhead per dispatch).
+# inside the measured function of each (or between the client requests of the device mode), and
+# prints instructions per chain hop (causeway and rayon `scope.spawn`), per activation
+# (causeway's release, queue and notify, and the plain fetch_sub, Treiber push and idle-mask
+# RMW), per tiled dispatch (causeway's block processor and the plain-counter floor, and their
+# difference: the runtime's overhead per dispatch) and per semaphore signal → dependent start on
+# a CPU device (from the signalling host function's return to the dependent's entry, bracketed
+# by callgrind client requests on the device's one worker, beside the atomic hand-off floor of
+# the `signal_to_start` bench).
 #
 # Installs valgrind through apt-get when it is missing; fails when it cannot be had.
 #
@@ -48,7 +52,10 @@ activation_causeway=$(per_op activation-causeway)
 activation_floor=$(per_op activation-floor)
 dispatch_causeway=$(per_op dispatch-causeway)
 dispatch_floor=$(per_op dispatch-floor)
+signal_causeway=$(per_op signal-causeway)
+signal_floor=$(per_op signal-floor)
 
 note "chain hop: causeway $chain_causeway instructions, rayon scope.spawn $chain_rayon"
 note "activation: causeway $activation_causeway instructions, fetch_sub + Treiber push + idle RMW $activation_floor"
 note "tiled dispatch (64 tiles, 2 workers): causeway $dispatch_causeway instructions, floor $dispatch_floor, overhead $(awk -v a="$dispatch_causeway" -v b="$dispatch_floor" 'BEGIN { printf "%.2f", a - b }') per dispatch"
+note "signal -> dependent start: causeway $signal_causeway instructions, atomic hand-off (ready store + swap, sequence store + load) $signal_floor"

@@ -6,9 +6,13 @@
 //!
 //! The wake reaches the queue through core callbacks (semaphore timepoint → wait gate →
 //! [`QueueShared::wake`](super::queue::QueueShared::wake)) that carry no drain context, so the
-//! collecting drain is recorded per thread. The held token is a core `Woken`: if nobody takes
-//! it — the drain goes on with ready work, or unwinds — dropping it publishes the wake exactly
-//! as a plain wake would have, so holding one can delay a wake but never lose it.
+//! collecting drain is found through the thread: a thread-local pointer to the drain's
+//! [`Collector`], which lives in [`collect`]'s frame. The pointer is a plain word without a
+//! destructor, so each look is one thread-local load; a thread-local holding the token itself
+//! (it has a destructor) cost a registration check on every access, four times per hand-off.
+//! The held token is a core `Woken`: if nobody takes it — the drain goes on with ready work,
+//! or unwinds — dropping it publishes the wake exactly as a plain wake would have, so holding
+//! one can delay a wake but never lose it.
 
 use std::cell::Cell;
 use std::ptr;
@@ -18,47 +22,61 @@ use causeway_core::executor::{Process, Woken};
 use super::DeviceShared;
 
 thread_local! {
-    /// The device whose queue this thread is draining (null when none).
-    static COLLECTING: Cell<*const DeviceShared> = const { Cell::new(ptr::null()) };
-    /// The wake held back for the draining worker.
-    static HELD: Cell<Option<Woken<'static, 'static>>> = const { Cell::new(None) };
+    /// The collector of the drain this thread is in, set by [`collect`] for the length of its
+    /// body (null outside one).
+    static COLLECTOR: Cell<*const Collector> = const { Cell::new(ptr::null()) };
 }
 
-/// Collects wakes for one drain of a queue of `device` on this thread; ends when dropped,
-/// publishing a held wake nobody took.
-pub(crate) struct Collecting {
-    previous: *const DeviceShared,
+/// What one drain collects: the wake held back for its worker.
+pub(crate) struct Collector {
+    /// The device whose queue is being drained: only its queues' wakes are held back.
+    device: *const DeviceShared,
+    held: Cell<Option<Woken<'static, 'static>>>,
 }
 
-impl Collecting {
-    pub(crate) fn start(device: &'static DeviceShared) -> Collecting {
-        Collecting { previous: COLLECTING.replace(ptr::from_ref(device)) }
-    }
-
+impl Collector {
     /// The wake held back since the last call, if any.
     pub(crate) fn take(&self) -> Option<Woken<'static, 'static>> {
-        HELD.take()
+        self.held.take()
     }
 }
 
-impl Drop for Collecting {
+/// Restores the thread's previous collector when [`collect`]'s body ends, unwinding included.
+struct Restore(*const Collector);
+
+impl Drop for Restore {
     fn drop(&mut self) {
-        COLLECTING.set(self.previous);
-        // Publishes it (see `Woken`), outside any drain decision.
-        drop(HELD.take());
+        COLLECTOR.set(self.0);
     }
+}
+
+/// Runs `body` — one drain of a queue of `device` — collecting wakes on this thread; a held
+/// wake nobody took is published when it ends.
+pub(crate) fn collect<R>(device: &'static DeviceShared, body: impl FnOnce(&Collector) -> R) -> R {
+    let collector = Collector { device: ptr::from_ref(device), held: Cell::new(None) };
+    let _restore = Restore(COLLECTOR.replace(ptr::from_ref(&collector)));
+    body(&collector)
+    // `_restore` drops first, so the thread no longer points at `collector`; then `collector`,
+    // whose held wake, if any, publishes itself (see `Woken`), outside any drain decision.
 }
 
 /// Wakes the queue process `process` of `device`: held back when this thread is draining a
 /// queue of the same device and holds no other wake, published at once otherwise.
 pub(crate) fn wake(device: &'static DeviceShared, process: &'static Process<'static>) {
-    let collecting = COLLECTING.get() == ptr::from_ref(device);
-    let held = HELD.take();
-    match held {
-        None if collecting => HELD.set(device.executor.wake_deferred(process)),
-        held => {
-            HELD.set(held);
-            device.executor.wake(process);
-        }
+    // SAFETY: the pointer is non-null only while a `collect` call on this thread runs its body
+    // (set before, restored by `Restore` after, on unwind too), and then points at that call's
+    // `collector`, which stays in place in its frame until after the restore. Only shared
+    // references to it exist (its state is a `Cell`), and this thread is the only one that can
+    // read the pointer.
+    let collector = unsafe { COLLECTOR.get().as_ref() };
+    match collector {
+        Some(collector) if ptr::eq(collector.device, device) => match collector.held.take() {
+            None => collector.held.set(device.executor.wake_deferred(process)),
+            held => {
+                collector.held.set(held);
+                device.executor.wake(process);
+            }
+        },
+        _ => device.executor.wake(process),
     }
 }

@@ -38,6 +38,7 @@
 
 pub mod backend;
 
+mod clock;
 mod hand_off;
 mod memory;
 pub mod native_blocks;
@@ -1249,7 +1250,7 @@ impl Device {
                         tag: running.tag,
                         worker: (running.worker != usize::MAX).then_some(running.worker),
                         running: Duration::from_nanos(
-                            shared.now_ns().saturating_sub(running.since_ns),
+                            clock::now_ns().saturating_sub(running.since_ns),
                         ),
                     }));
                 }

@@ -156,7 +156,7 @@ pub(crate) struct OpBody {
     /// The status of an operation the driver finished at issue while operations before it
     /// were still pending: retired with it when it reaches the head.
     pub(crate) issued_status: Option<OpStatus>,
-    /// When it was issued (device clock, ns), for shutdown reports.
+    /// When it was issued (`clock::start_ns`), for shutdown reports.
     pub(crate) issued_ns: u64,
 }
 

@@ -38,7 +38,7 @@ pub(crate) struct Running {
     pub(crate) tag: u64,
     /// The worker running it.
     pub(crate) worker: usize,
-    /// When its work started (device clock, ns).
+    /// When its work started (`clock::start_ns`).
     pub(crate) since_ns: u64,
 }
 

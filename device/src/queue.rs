@@ -84,7 +84,8 @@ use causeway_runtime::contain::{contain, Panicked};
 use causeway_runtime::FRONTIER_CAPACITY;
 
 use crate::backend::{DeviceContext, Issue, Issued, MemoryOp, QueueWaiters};
-use crate::hand_off::{self, Collecting};
+use crate::clock;
+use crate::hand_off::{self, Collector};
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
 use crate::phase::{QueuePhase, Running, TakeOver};
@@ -124,6 +125,14 @@ pub(crate) struct QueueShared {
     pub(crate) submit: Mutex<SubmitSide>,
     head: AtomicU64,
     tail: AtomicU64,
+    /// Operations in flight at most (`QueueConfig::capacity`).
+    capacity: usize,
+    /// The ring position of operation index `i` is `i & ring_mask`: the ring arrays are
+    /// `capacity` rounded up to a power of two long, so that finding a slot is a mask rather
+    /// than a division (three divisions per operation were a tenth of a signal → start
+    /// hand-over's latency). At most `capacity` operations are in flight (`free_slot`), so
+    /// those in flight never share a position; the extra positions only take turns.
+    ring_mask: u64,
     slots: Box<[OpSlot]>,
     /// Each slot's lineage (see `speculation`), apart from the slots and in two arrays: a
     /// cancellation walks the frontiers in order (small records, no stride over whole slots)
@@ -201,6 +210,7 @@ impl QueueShared {
         queues: usize,
     ) -> QueueShared {
         let point = causeway_core::frontier::Point::new(clock.axis(), 0);
+        let ring = capacity.checked_next_power_of_two().expect("a queue's ring fits in memory");
         QueueShared {
             index,
             driver,
@@ -212,10 +222,12 @@ impl QueueShared {
             submit: Mutex::new(SubmitSide { clock, counts: ResolutionCounts::default() }),
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
-            slots: (0..capacity).map(|_| OpSlot::new(point)).collect(),
-            frontiers: (0..capacity).map(|_| LineageCell::new()).collect(),
-            signals: (0..capacity).map(|_| LineageCell::new()).collect(),
-            claims: (0..capacity).map(|_| RunClaim::new()).collect(),
+            capacity,
+            ring_mask: ring as u64 - 1,
+            slots: (0..ring).map(|_| OpSlot::new(point)).collect(),
+            frontiers: (0..ring).map(|_| LineageCell::new()).collect(),
+            signals: (0..ring).map(|_| LineageCell::new()).collect(),
+            claims: (0..ring).map(|_| RunClaim::new()).collect(),
             completed: AtomicU64::new(0),
             slot_waiters: AtomicUsize::new(0),
             slot_lock: Mutex::new(()),
@@ -244,7 +256,12 @@ impl QueueShared {
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.slots.len()
+        self.capacity
+    }
+
+    /// The ring position of operation index `index`.
+    fn position(&self, index: u64) -> usize {
+        (index & self.ring_mask) as usize
     }
 
     pub(crate) fn lock_submit(&self) -> MutexGuard<'_, SubmitSide> {
@@ -258,7 +275,7 @@ impl QueueShared {
     }
 
     pub(crate) fn slot(&self, index: u64) -> &OpSlot {
-        &self.slots[(index % self.slots.len() as u64) as usize]
+        &self.slots[self.position(index)]
     }
 
     /// The lineage of the operation in slot `index` (see `speculation`): its frontier and its
@@ -267,13 +284,13 @@ impl QueueShared {
         &self,
         index: u64,
     ) -> (&LineageCell<LineageFrontier>, &LineageCell<LineageSignals>) {
-        let at = (index % self.frontiers.len() as u64) as usize;
+        let at = self.position(index);
         (&self.frontiers[at], &self.signals[at])
     }
 
     /// The run claim of the operation in slot `index` (see `speculation`).
     pub(crate) fn claim(&self, index: u64) -> &RunClaim {
-        &self.claims[(index % self.claims.len() as u64) as usize]
+        &self.claims[self.position(index)]
     }
 
     pub(crate) fn timepoint(slot: &OpSlot, wait: usize) -> Pin<&Timepoint<'static>> {
@@ -289,13 +306,13 @@ impl QueueShared {
         // Acquire pairs with the Release store of `head` in `retire`: the queue process is
         // done with the slot being reused.
         let head = self.head.load(Ordering::Acquire);
-        (tail - head < self.slots.len() as u64).then_some(tail)
+        (tail - head < self.capacity as u64).then_some(tail)
     }
 
     /// Blocks until a slot may be free (then the caller tries again) or `deadline` passes
     /// (`false`). Called without the submit lock.
     pub(crate) fn wait_for_slot(&self, deadline: Option<Instant>) -> bool {
-        let capacity = self.slots.len() as u64;
+        let capacity = self.capacity as u64;
         self.wait_for_retire(|head, tail| tail - head < capacity, deadline)
     }
 
@@ -677,7 +694,7 @@ impl QueueShared {
         let body = unsafe { &mut *slot.body.get() };
         body.issued = true;
         body.issued_status = status;
-        body.issued_ns = device.now_ns();
+        body.issued_ns = clock::start_ns();
         self.cursor.fetch_add(1, Ordering::Relaxed);
         if self.native {
             self.advance_issued(epoch);
@@ -808,7 +825,7 @@ impl QueueShared {
         worker: usize,
         work: impl FnOnce() -> OpStatus,
     ) -> Option<OpStatus> {
-        self.phase.start_work(Running { tag, worker, since_ns: self.device().now_ns() });
+        self.phase.start_work(Running { tag, worker, since_ns: clock::start_ns() });
         let status = work();
         self.phase.finish_work().then_some(status)
     }
@@ -976,7 +993,15 @@ impl QueueShared {
     /// The drain proper, in the Stepping phase; `None` when the queue was taken over (the
     /// phase is Abandoned and must stay so).
     fn drain_entered(&self, cx: &mut DrainContext<'_, '_>) -> Option<Drained> {
-        let collecting = Collecting::start(self.device());
+        hand_off::collect(self.device(), |collector| self.drain_collecting(cx, collector))
+    }
+
+    /// The drain loop, with wakes of other queues held back in `collector`.
+    fn drain_collecting(
+        &self,
+        cx: &mut DrainContext<'_, '_>,
+        collector: &Collector,
+    ) -> Option<Drained> {
         for _ in 0..OPS_PER_DRAIN {
             let head = self.head.load(Ordering::Relaxed);
             // Acquire pairs with the Release store in `publish`.
@@ -985,7 +1010,7 @@ impl QueueShared {
                 // A cancelled head runs nothing: its shut gate is released in `step`.
                 !slot.gate.is_open() && self.claim(head).cancelled().is_none()
             };
-            if let Some(woken) = collecting.take() {
+            if let Some(woken) = collector.take() {
                 if idle {
                     // This worker is about to be free: the woken queue runs here next.
                     cx.hand_off(woken);

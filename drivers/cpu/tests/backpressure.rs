@@ -96,6 +96,39 @@ fn a_full_ring_hands_the_operation_back_and_changes_nothing() {
     assert_eq!(wait(device.semaphore(done).unwrap(), 1, PATIENCE), Ok(1));
 }
 
+/// The ring is laid out a power of two long (3 → 4 positions) so a slot is found with a mask;
+/// what is in flight is still bounded by the configured capacity, and operations keep their
+/// order as their positions wrap around the longer ring.
+#[test]
+fn a_ring_of_a_capacity_that_is_no_power_of_two_holds_that_many_and_wraps_in_order() {
+    const CAPACITY: usize = 3;
+    const OPS: u64 = 50;
+    let (mut builder, tally) = builder();
+    let q = queue(&mut builder, CAPACITY);
+    let gate = semaphore(&mut builder, 4);
+    let order = semaphore(&mut builder, 8);
+    let device = builder.build().unwrap();
+    let signal_first = [(order, 1)];
+    device.submit(q, &op(&[(gate, 1)], &signal_first, 1)).unwrap();
+    let signals: Vec<[(SemaphoreId, u64); 1]> = (2..=OPS).map(|value| [(order, value)]).collect();
+    for (tag, signal) in (2..=CAPACITY as u64).zip(&signals) {
+        device.submit(q, &op(&[], signal, tag)).unwrap();
+    }
+    let next = signals[CAPACITY - 1];
+    let rejected = device.try_submit(q, op(&[], &next, CAPACITY as u64 + 1)).unwrap_err();
+    assert_eq!(rejected.error, SubmitError::Full(Resource::QueueSlots { capacity: CAPACITY }));
+    assert_eq!(device.in_flight(q), Some(CAPACITY as u64));
+
+    device.semaphore(gate).unwrap().signal_external(1).unwrap();
+    // Each signal completes only in value order (an out-of-order one fails the timeline), so
+    // reaching the last value says every operation ran in submission order.
+    for (tag, signal) in (CAPACITY as u64 + 1..=OPS).zip(&signals[CAPACITY - 1..]) {
+        device.submit(q, &op(&[], signal, tag)).unwrap();
+    }
+    assert_eq!(wait(device.semaphore(order).unwrap(), OPS, PATIENCE), Ok(OPS));
+    assert_eq!(tally.failed.load(Ordering::Relaxed), 0);
+}
+
 #[test]
 fn a_blocking_submit_waits_for_a_slot_and_a_timed_one_gives_up() {
     let (mut builder, tally) = builder();

@@ -302,6 +302,7 @@ impl State {
 
     /// RUNNING → SLEEPING after a `Sleep` result; or, if a wake arrived during the drain
     /// (NOTIFIED), QUEUED, and the caller must push the process.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn transition_to_sleeping(&self) -> TransitionToSleeping {
         let running = Snapshot::at(Stage::Running);
         // AcqRel on success: the Release half pairs with the Acquire of the waker's load and
@@ -332,6 +333,7 @@ impl State {
 
     /// A wake of an immediate process: SLEEPING → QUEUED (the caller must publish it),
     /// RUNNING → RUNNING+NOTIFIED (its `Sleep` will requeue it), anything else unchanged.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn transition_to_notified(&self) -> TransitionToNotified {
         let mut current = self.load();
         loop {
