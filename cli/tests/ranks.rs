@@ -26,10 +26,11 @@ fn mpirun(ranks: usize, args: &[&str]) -> Output {
     mpirun_within(LAUNCH_LIMIT, ranks, args)
 }
 
-/// [`mpirun`] under `timeout limit`.
+/// [`mpirun`] under `timeout limit`, each rank free to use every core (a rank runs several
+/// threads; see the README's section on ranks).
 fn mpirun_within(limit: &str, ranks: usize, args: &[&str]) -> Output {
     let output = Command::new("timeout")
-        .args([limit, "mpirun", "--oversubscribe", "-n", &ranks.to_string()])
+        .args([limit, "mpirun", "--bind-to", "none", "--oversubscribe", "-n", &ranks.to_string()])
         .arg(env!("CARGO_BIN_EXE_causeway"))
         .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
