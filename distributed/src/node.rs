@@ -300,8 +300,6 @@ impl Notify for Watch {
 struct ExportState {
     /// Values announced (their pending message sent) and not yet reported reached, in order.
     announced: VecDeque<u64>,
-    /// Whether the watch timepoint is linked into the semaphore.
-    armed: bool,
     /// Whether the failure went out.
     failure_sent: bool,
 }
@@ -312,8 +310,9 @@ struct Export {
     to: Box<[i32]>,
     watch: &'static Watch,
     timepoint: Timepoint<'static>,
-    /// `state.armed`, readable without the lock: written only by the progress process's
-    /// drain (which alone arms the watch and clears `armed`), so that drain reads it current.
+    /// Whether the watch timepoint is linked into the semaphore. Written only by the progress
+    /// process's drain, which alone arms the watch and sees it fire, so Relaxed reads there
+    /// are current and need no lock.
     watching: AtomicBool,
     state: Mutex<ExportState>,
 }
@@ -1089,7 +1088,6 @@ impl Inner {
         }
         // Acquire pairs with the Release store in `Watch::notify`.
         if export.watch.fired.swap(false, Ordering::Acquire) {
-            export.state.lock().armed = false;
             export.watching.store(false, Ordering::Relaxed);
         }
         let Some(semaphore) = self.device.semaphore(export.semaphore) else { return };
@@ -1098,19 +1096,18 @@ impl Inner {
             if self.send_reached_locked(mpi, export, &mut state) {
                 return;
             }
-            if state.armed {
+            if export.watching.load(Ordering::Relaxed) {
                 return;
             }
             let Some(&next) = state.announced.front() else { return };
             let timepoint = Pin::static_ref(&export.timepoint);
             // SAFETY: the timepoint lives in the leaked `Inner` (never moved or freed), the
             // semaphore in the device the caller of `Node::start` gave as `'static`, so both
-            // outlive the arming; it is armed only while `armed` is false, i.e. idle (`armed`
-            // is cleared only after it fired), and `arm` refuses a busy one anyway.
+            // outlive the arming; it is armed only while `watching` is false, i.e. idle
+            // (`watching` is cleared only after it fired), and `arm` refuses a busy one anyway.
             let armed = unsafe { semaphore.arm(timepoint, next) };
             match armed {
                 Ok(Arm::Armed) => {
-                    state.armed = true;
                     export.watching.store(true, Ordering::Relaxed);
                     return;
                 }
