@@ -11,7 +11,12 @@
 //!   the same pool's two threads, claiming tiles from one plain atomic counter (`fetch_add`, one
 //!   tile per claim) and meeting at an arrival counter, the last arriver waking the bench thread
 //!   in the same way. The difference is the runtime's overhead per dispatch: submission, the
-//!   slot, claims and election, finalization; the wake of the bench thread is in both.
+//!   slot, claims and election, finalization up to the finish hook.
+//! - `spin_64`: the same dispatch shape (64 tiles, one per claim, two workers) over a kernel
+//!   that touches no shared memory, 0.15–0.3 µs of dependent multiply-adds per tile. The
+//!   12 MB of `add_1m` stay in the caches from run to run, so a tile's cost there depends on
+//!   where its lines were left; here it is the same on either core, and the difference is the
+//!   dispatch alone. Same floor as `add_1m`.
 //! - `region_transition`: a command buffer of [`REGIONS`] regions of [`REGION_TILES`] trivial
 //!   tiles each, reported **per region** (each function divides its time by [`REGIONS`]), so
 //!   the figure is the cost of one barrier between dispatches. Floor: the same two threads
@@ -41,7 +46,12 @@
 //!
 //! How the bench thread waits: it parks (`std::thread::park`) and the finisher unparks it, in
 //! both peers, because on a two-core machine a third spinning thread would take a core from
-//! the two being measured. The finish hook runs just before the executor marks the process
+//! the two being measured. A run's time ends where the finisher reads the clock, just before it
+//! unparks the bench thread: how soon the woken thread then gets a CPU from the two spinning
+//! workers is the scheduler's choice, and while it was timed it moved the `add_1m` overhead
+//! between −12 and +8 µs from one run of the bench to the next. Work the runtime does after
+//! the finish hook (marking the process completed) is outside the wall figure; the instruction
+//! count of `examples/hot_path_instructions.rs` includes it. The finish hook runs just before the executor marks the process
 //! completed, so causeway runs alternate between two processors over the same buffer
 //! ([`Alternating`]): the bench thread never waits for the worker it has just preempted.
 //!
@@ -91,31 +101,54 @@ const PAIRED_BLOCKS: usize = 30;
 const PAIRED_RUNS: usize = 40;
 const PAIRED_REGION_RUNS: usize = 20;
 
-/// Parks the bench thread until the end of a run is signalled.
+/// Parks the bench thread until the end of a run is signalled, and keeps the time of that end.
+///
+/// The finisher reads the clock, not the woken bench thread: on two cores both held by spinning
+/// workers, how soon the bench thread gets a CPU back is the scheduler's choice, and it took
+/// some blocks of runs twice as long as others. It is not part of a dispatch.
 struct Waiter {
     ended: AtomicBool,
+    /// When the run ended, in nanoseconds since `epoch`.
+    ended_at: AtomicU64,
+    epoch: Instant,
     thread: Thread,
 }
 
 impl Waiter {
     fn for_current_thread() -> Waiter {
-        Waiter { ended: AtomicBool::new(false), thread: thread::current() }
+        Waiter {
+            ended: AtomicBool::new(false),
+            ended_at: AtomicU64::new(0),
+            epoch: Instant::now(),
+            thread: thread::current(),
+        }
+    }
+
+    /// Nanoseconds since `epoch`: a clock that finisher and bench thread share.
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
     }
 
     /// Called by whoever finishes the run.
     fn end(&self) {
-        // Release pairs with the Acquire load in `wait`: the run's writes are visible.
+        self.ended_at.store(self.now(), Ordering::Relaxed);
+        // Release pairs with the Acquire load in `wait`: the run's writes and its end time are
+        // visible.
         self.ended.store(true, Ordering::Release);
         self.thread.unpark();
     }
 
-    /// Sleeps until `end`, then re-arms.
-    fn wait(&self) {
+    /// Runs `start` (which begins a run), sleeps until `end`, re-arms, and returns the time
+    /// from just before `start` to the end.
+    fn time(&self, start: impl FnOnce()) -> Duration {
+        let started_at = self.now();
+        start();
         // `park` may return spuriously or for an earlier `unpark`: re-check.
         while !self.ended.load(Ordering::Acquire) {
             thread::park();
         }
         self.ended.store(false, Ordering::Relaxed);
+        Duration::from_nanos(self.ended_at.load(Ordering::Relaxed).saturating_sub(started_at))
     }
 }
 
@@ -234,7 +267,7 @@ impl<'k, 'p> Alternating<'k, 'p> {
         Alternating { processors, processes, next: Cell::new(0) }
     }
 
-    /// Runs one execution and returns the time from submission to the bench thread being woken
+    /// Runs one execution and returns the time from submission to the finish
     /// by the finish hook.
     fn run(&self, executor: &HostExecutor<'p>, waiter: &Waiter) -> Duration {
         let index = self.next.get();
@@ -250,10 +283,7 @@ impl<'k, 'p> Alternating<'k, 'p> {
             processor.reset().expect("a finished processor resets");
         }
         next_run();
-        let start = Instant::now();
-        executor.submit(process).expect("a fresh process submits");
-        waiter.wait();
-        start.elapsed()
+        waiter.time(|| executor.submit(process).expect("a fresh process submits"))
     }
 }
 
@@ -336,18 +366,17 @@ impl Floor {
         }
     }
 
-    /// Runs one round and returns the time from its start to the bench thread being woken.
+    /// Runs one round and returns the time from its start to its end (the last arrival).
     fn run(&self) -> Duration {
         for next in &self.next {
             next.0.store(0, Ordering::Relaxed);
         }
         self.phase.0.store(0, Ordering::Relaxed);
         next_run();
-        let start = Instant::now();
-        // Release: pairs with the Acquire wait in `serve`, publishing the resets above.
-        self.round.0.fetch_add(1, Ordering::Release);
-        self.waiter.wait();
-        start.elapsed()
+        self.waiter.time(|| {
+            // Release: pairs with the Acquire wait in `serve`, publishing the resets above.
+            self.round.0.fetch_add(1, Ordering::Release);
+        })
     }
 
     /// Runs `body` while both of `executor`'s workers serve rounds inside `host`'s drain.
@@ -463,26 +492,159 @@ fn bench_add_1m(c: &mut Criterion) {
                 b.iter_custom(|iters| (0..iters).map(|_| floor.run()).sum())
             });
         });
+        let paired = Paired {
+            title: "add_1m",
+            runs: PAIRED_RUNS,
+            per: String::new(),
+            floor_name: "direct_floor",
+        };
+        paired.measure(
+            (executor, &floor, &host),
+            || Run::new(causeway.run(executor, &waiter)),
+            || Run::new(floor.run()),
+        );
+    });
+    group.finish();
+}
 
-        // Blocked pairs on the same two threads: memory bandwidth and competing load on a
-        // shared machine drift over seconds, so compare neighbouring blocks rather than two
-        // windows far apart.
+/// Dependent multiply-add steps per tile of `spin_64`: about a microsecond of one core's
+/// arithmetic on registers, so a tile costs the same whichever core runs it.
+const SPIN_STEPS: u32 = 1000;
+
+/// The `spin_64` kernel: an LCG walk of [`SPIN_STEPS`] from the tile's index, its end stored in
+/// the tile's own slot.
+struct Spin {
+    ends: Vec<CachePadded<AtomicU64>>,
+}
+
+impl Spin {
+    fn new() -> Spin {
+        Spin { ends: (0..ADD_TILES).map(|_| CachePadded::default()).collect() }
+    }
+
+    /// The end of the walk from `tile` (`black_box` keeps the compiler from folding it).
+    fn walk(tile: u32) -> u64 {
+        let mut x = black_box(u64::from(tile));
+        for _ in 0..SPIN_STEPS {
+            x = x.wrapping_mul(0x5851_F42D_4C95_7F2D).wrapping_add(0x1405_7B7E_F767_814F);
+        }
+        x
+    }
+
+    /// Checks every tile's slot against the walk and clears it (between runs only).
+    fn check_and_clear(&self) {
+        for (tile, end) in (0..).zip(&self.ends) {
+            assert_eq!(end.0.swap(0, Ordering::Relaxed), Spin::walk(tile), "tile {tile}");
+        }
+    }
+}
+
+impl Kernel for Spin {
+    fn run(&self, tile: u32) {
+        participate();
+        self.ends[tile as usize].0.store(Spin::walk(tile), Ordering::Relaxed);
+    }
+}
+
+/// `spin_64`: the dispatch of `add_1m`, 64 tiles claimed one at a time on two workers, over a
+/// kernel that touches no shared memory. `add_1m`'s tiles cost what the caches make them cost,
+/// and which core ran which tile the run before decides that; here every tile costs the same on
+/// either core, so the difference between the peers is the dispatch itself.
+fn bench_spin_64(c: &mut Criterion) {
+    let mut group = c.benchmark_group("spin_64");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(50)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    eprintln!(
+        "spin_64: {ADD_TILES} tiles of {SPIN_STEPS} dependent multiply-adds, {WORKERS} workers"
+    );
+
+    let kernel = Spin::new();
+    let waiter = Waiter::for_current_thread();
+    let hook = |outcome: Result<(), Failure>| {
+        assert_eq!(outcome, Ok(()));
+        waiter.end();
+    };
+    let buffer =
+        CommandBuffer::builder().dispatch_batched(ADD_TILES, 1, &kernel).build().expect("record");
+    let processor =
+        || BlockProcessor::new(&buffer, WORKERS).expect("a processor").with_finish_hook(&hook);
+    let processors = [processor(), processor()];
+    let processes = [0, 1].map(|index| Process::new(&processors[index], Class::Compute));
+    let causeway = Alternating::new(&processors, &processes);
+    let floor = Floor::new(1, ADD_TILES);
+    let host = FloorHost { floor: &floor, kernel: &kernel };
+    let host = Process::new(&host, Class::Compute);
+
+    with_pool("spin", |executor| {
+        for _ in 0..CHECK_RUNS {
+            causeway.run(executor, &waiter);
+            kernel.check_and_clear();
+        }
+        group.bench_function("causeway", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| causeway.run(executor, &waiter)).sum())
+        });
+        floor.on_pool(executor, &host, || {
+            for _ in 0..CHECK_RUNS {
+                floor.run();
+                kernel.check_and_clear();
+            }
+            group.bench_function("direct_floor", |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| floor.run()).sum())
+            });
+        });
+        let paired = Paired {
+            title: "spin_64",
+            runs: PAIRED_RUNS,
+            per: String::new(),
+            floor_name: "direct_floor",
+        };
+        paired.measure(
+            (executor, &floor, &host),
+            || Run::new(causeway.run(executor, &waiter)),
+            || Run::new(floor.run()),
+        );
+    });
+    group.finish();
+}
+
+/// The blocked paired estimate of one group: alternating blocks of causeway runs and floor
+/// runs on the same pool, then the report.
+struct Paired {
+    title: &'static str,
+    /// Runs per block.
+    runs: usize,
+    /// What a run's time is per, for the heading (empty for a whole run).
+    per: String,
+    floor_name: &'static str,
+}
+
+impl Paired {
+    fn measure<'p>(
+        &self,
+        (executor, floor, host): (&HostExecutor<'p>, &Floor, &'p Process<'p>),
+        mut causeway: impl FnMut() -> Run,
+        mut direct: impl FnMut() -> Run,
+    ) {
+        // Memory bandwidth and competing load on a shared machine drift over seconds, so
+        // compare neighbouring blocks rather than two windows far apart.
         let mut causeway_runs: Vec<Vec<Run>> = Vec::new();
         let mut floor_runs: Vec<Vec<Run>> = Vec::new();
         for _ in 0..PAIRED_BLOCKS {
-            causeway_runs.push(
-                (0..PAIRED_RUNS).map(|_| Run::new(causeway.run(executor, &waiter))).collect(),
-            );
-            floor_runs.push(floor.on_pool(executor, &host, || {
-                (0..PAIRED_RUNS).map(|_| Run::new(floor.run())).collect()
-            }));
+            causeway_runs.push((0..self.runs).map(|_| causeway()).collect());
+            floor_runs
+                .push(floor.on_pool(executor, host, || (0..self.runs).map(|_| direct()).collect()));
         }
-        eprintln!("add_1m paired, {PAIRED_BLOCKS} alternating blocks of {PAIRED_RUNS} runs:");
+        eprintln!(
+            "{} paired, {PAIRED_BLOCKS} alternating blocks of {} runs{}:",
+            self.title, self.runs, self.per
+        );
         Run::report("causeway", &causeway_runs.concat());
-        Run::report("direct_floor", &floor_runs.concat());
+        Run::report(self.floor_name, &floor_runs.concat());
         Run::report_overhead(&causeway_runs, &floor_runs);
-    });
-    group.finish();
+    }
 }
 
 /// One timed run and how many threads ran its tiles.
@@ -623,22 +785,17 @@ fn bench_region_transition(c: &mut Criterion) {
             });
         });
 
-        let mut causeway_runs: Vec<Vec<Run>> = Vec::new();
-        let mut floor_runs: Vec<Vec<Run>> = Vec::new();
-        for _ in 0..PAIRED_BLOCKS {
-            causeway_runs
-                .push((0..PAIRED_REGION_RUNS).map(|_| Run::new(per_region(causeway()))).collect());
-            floor_runs.push(floor.on_pool(executor, &host, || {
-                (0..PAIRED_REGION_RUNS).map(|_| Run::new(per_region(direct()))).collect()
-            }));
-        }
-        eprintln!(
-            "region_transition paired, {PAIRED_BLOCKS} alternating blocks of \
-             {PAIRED_REGION_RUNS} runs of {REGIONS} regions (times per region):"
+        let paired = Paired {
+            title: "region_transition",
+            runs: PAIRED_REGION_RUNS,
+            per: format!(" of {REGIONS} regions (times per region)"),
+            floor_name: "barrier_floor",
+        };
+        paired.measure(
+            (executor, &floor, &host),
+            || Run::new(per_region(causeway())),
+            || Run::new(per_region(direct())),
         );
-        Run::report("causeway", &causeway_runs.concat());
-        Run::report("barrier_floor", &floor_runs.concat());
-        Run::report_overhead(&causeway_runs, &floor_runs);
     });
     group.finish();
 }
@@ -652,7 +809,7 @@ mod group {
         name = benches;
         // Groups set their own windows.
         config = Criterion::default();
-        targets = bench_add_1m, bench_region_transition
+        targets = bench_add_1m, bench_spin_64, bench_region_transition
     }
 }
 
