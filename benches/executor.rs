@@ -5,21 +5,21 @@
 //!
 //! - `chain_hop`: a chain of [`CHAIN_HOPS`] tasks, each started by the completion of the one
 //!   before (the first by the bench thread), on two workers. Reported **per hop**: every
-//!   function divides its measured time by [`CHAIN_HOPS`] before handing it to criterion, so the
-//!   time column reads time per hop directly. Peers: causeway (immediate processes, each the
-//!   sole dependent of the previous, so each is handed off to the worker that completed the one
-//!   before — a continuation, as in rayon's scope) on two workers that never park; the same
+//!   function divides a chain's time — from the bench thread starting the head to the last hop
+//!   starting, which that hop stamps itself — by [`CHAIN_HOPS`] before handing it to criterion,
+//!   so the time column reads time per hop directly. Peers: causeway (immediate processes, each
+//!   the sole dependent of the previous, so each is handed off to the worker that completed the
+//!   one before — a continuation, as in rayon's scope) on two workers that never park; the same
 //!   under the default spin policy, where the idle worker parks; the same on one worker; a
 //!   rayon `scope` whose tasks each `spawn` the next; a `rayon::spawn` chain; a tokio
 //!   multi-thread `tokio::spawn` chain; and the floor, two threads passing a counter back and
-//!   forth through one atomic (per one-way hop, so every hop crosses threads). Every hop records which worker ran it, and each
-//!   function prints the share of hops that ran on another worker than the hop before: a chain
-//!   that stays on one worker is a continuation, not a hand-over, and is not bounded below by
-//!   the ping-pong. Each function also prints the in-chain hop, from the first hop starting to
-//!   the last one starting, which leaves out the thread wake-ups at either end of the chain
-//!   (see below): where the two differ, the difference is the operating system's doing (with
-//!   two workers that never park, waking the bench thread at the end of a chain means
-//!   preempting one of them).
+//!   forth through one atomic (per one-way hop, so every hop crosses threads). Every hop
+//!   records which worker ran it, and each function prints the share of hops that ran on
+//!   another worker than the hop before: a chain that stays on one worker is a continuation,
+//!   not a hand-over, and is not bounded below by the ping-pong. Each function also prints the
+//!   in-chain hop, from the first hop starting to the last one starting (the start of the chain
+//!   left out as well), and the hop with the bench thread's wake-up at the end counted in (see
+//!   below).
 //! - `parked_wake`: one round trip from a submission to the bench thread seeing the process
 //!   completed, with the only worker parked (`SpinPolicy::Park`). Floor: the bench thread wakes
 //!   a thread asleep in `futex(2)` and spins until it answers.
@@ -43,11 +43,15 @@
 //!
 //! How the bench thread waits matters on a two-core machine. Where two workers are measured, the
 //! bench thread sleeps until the last task wakes it (rayon's own `scope` does the same), because
-//! a third spinning thread would take a core away from the two being measured. Each chain thus
-//! includes one or two thread wake-ups (the bench thread at the end; a sleeping pool worker at
-//! the start for rayon and tokio), a few microseconds each (see `parked_wake`), which is 1–4% of
-//! a chain of [`CHAIN_HOPS`] hops. Where one worker is measured (`parked_wake`), the bench thread
-//! spins, exactly as in the futex floor.
+//! a third spinning thread would take a core away from the two being measured. How soon the
+//! woken bench thread runs again is the scheduler's choice: with two workers that never park it
+//! must preempt one of them, which took from microseconds to hundreds of microseconds per chain
+//! (40 ns per hop of 10^4 in one run), and with workers that park it finds a free core at
+//! once. That is why a chain's time ends where its last hop reads the clock, in every peer; the
+//! figure with the wake-up is printed beside it. A chain still includes the start: the bench
+//! thread's release or spawn, and waking a sleeping pool worker for rayon and tokio (a few
+//! microseconds, see `parked_wake`, 1–4% of a chain). Where one worker is measured
+//! (`parked_wake`), the bench thread spins, exactly as in the futex floor.
 //!
 //! Every function checks what it measures on every run, outside the timed part: every hop of a
 //! chain must have run, tallies must add up, every release must have activated its process, the
@@ -121,12 +125,15 @@ struct Chain {
     /// Over the chains checked so far: hops, and hops run by another worker than the hop before.
     hops_checked: AtomicU64,
     crossings: AtomicU64,
-    /// When the first and the last hop of the current chain started, in nanoseconds since
-    /// `epoch`; and over the chains checked so far, the sum of the differences.
+    /// When the bench thread started the current chain and when its first and last hop
+    /// started, in nanoseconds since `epoch`; over the chains checked so far, the sums of the
+    /// in-chain spans (first hop to last) and of the spans up to the bench thread running again.
     epoch: Instant,
+    begun: AtomicU64,
     first_started: AtomicU64,
     last_started: AtomicU64,
     in_chain: AtomicU64,
+    to_wake: AtomicU64,
 }
 
 impl Chain {
@@ -139,17 +146,38 @@ impl Chain {
             hops_checked: AtomicU64::new(0),
             crossings: AtomicU64::new(0),
             epoch: Instant::now(),
+            begun: AtomicU64::new(0),
             first_started: AtomicU64::new(0),
             last_started: AtomicU64::new(0),
             in_chain: AtomicU64::new(0),
+            to_wake: AtomicU64::new(0),
         }
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Stamps the start of a chain: the bench thread calls it just before it starts the head.
+    fn begin(&self) {
+        self.begun.store(self.now(), Ordering::Relaxed);
+    }
+
+    /// The chain's time, from [`begin`](Self::begin) to the last hop starting; called by the
+    /// bench thread once it has seen the chain end. The last hop reads the clock itself, so
+    /// how soon the bench thread runs again is not in the figure; that span is summed apart.
+    fn timed(&self) -> Duration {
+        let begun = self.begun.load(Ordering::Relaxed);
+        self.to_wake.fetch_add(self.now().saturating_sub(begun), Ordering::Relaxed);
+        let last = self.last_started.load(Ordering::Relaxed);
+        Duration::from_nanos(last.saturating_sub(begun))
     }
 
     /// Records that hop `position` (from 1) ran on `worker`: one plain store, the same for every
     /// peer, plus a clock read at the first and the last hop.
     fn record(&self, position: u32, worker: usize) {
         if position == 1 || Chain::is_last(position) {
-            let now = self.epoch.elapsed().as_nanos() as u64;
+            let now = self.now();
             let at = if position == 1 { &self.first_started } else { &self.last_started };
             at.store(now, Ordering::Relaxed);
         }
@@ -197,18 +225,21 @@ impl Chain {
 
     /// Prints the share of hops that changed worker in the chains checked since the last report
     /// (it says whether a hop measured a hand-over between threads or a continuation on one),
-    /// and the in-chain hop (the wake-ups at either end of a chain left out).
+    /// the in-chain hop (the start of the chain left out too), and the hop with the bench
+    /// thread's wake-up at the end of the chain counted in.
     fn report_crossings(&self, function: &str) {
         let hops = self.hops_checked.swap(0, Ordering::Relaxed);
         let crossings = self.crossings.swap(0, Ordering::Relaxed);
         let in_chain = self.in_chain.swap(0, Ordering::Relaxed);
+        let to_wake = self.to_wake.swap(0, Ordering::Relaxed);
         if hops > 0 {
             let share = 100.0 * crossings as f64 / hops as f64;
             let chains = hops / u64::from(CHAIN_HOPS);
             let hop = in_chain as f64 / (chains * u64::from(CHAIN_HOPS - 1)) as f64;
+            let woken = to_wake as f64 / hops as f64;
             eprintln!(
                 "chain_hop/{function}: {share:.1}% of {hops} hops ran on another worker; \
-                 in-chain hop {hop:.1} ns"
+                 in-chain hop {hop:.1} ns; with the bench thread's wake-up {woken:.1} ns"
             );
         }
     }
@@ -235,8 +266,8 @@ impl Drain for Link<'_> {
     }
 }
 
-/// Runs one causeway chain and returns the time from the head's activation to the bench thread
-/// being woken by the tail. Rearming and wiring the chain happen before the timer starts.
+/// Runs one causeway chain and returns the time from the head's activation to the tail's start
+/// (see [`Chain::timed`]). Rearming and wiring the chain happen before the timer starts.
 fn run_causeway_chain<'p>(
     executor: &HostExecutor<'p>,
     processes: &'p [Process<'p>],
@@ -258,10 +289,10 @@ fn run_causeway_chain<'p>(
     for process in processes {
         executor.submit(process).expect("a fresh process submits");
     }
-    let start = Instant::now();
+    chain.begin();
     executor.release(head).expect("the head is held");
     chain.wait();
-    let elapsed = start.elapsed();
+    let elapsed = chain.timed();
     let tail = processes.last().expect("the chain is not empty");
     // `finish` (which woke this thread) runs just before the executor marks the tail completed.
     spin_until(|| tail.is_completed());
@@ -282,9 +313,9 @@ fn rayon_scope_link<'s>(scope: &rayon::Scope<'s>, position: u32, chain: &'s Chai
 }
 
 fn run_rayon_scope_chain(pool: &rayon::ThreadPool, chain: &Chain) -> Duration {
-    let start = Instant::now();
+    chain.begin();
     pool.scope(|scope| scope.spawn(|scope| rayon_scope_link(scope, 1, chain)));
-    let elapsed = start.elapsed();
+    let elapsed = chain.timed();
     chain.check_and_clear();
     elapsed
 }
@@ -302,10 +333,10 @@ fn rayon_spawn_link(position: u32, chain: Arc<Chain>) {
 
 fn run_rayon_spawn_chain(pool: &rayon::ThreadPool, chain: &Arc<Chain>) -> Duration {
     let moving = Arc::clone(chain);
-    let start = Instant::now();
+    chain.begin();
     pool.spawn(move || rayon_spawn_link(1, moving));
     chain.wait();
-    let elapsed = start.elapsed();
+    let elapsed = chain.timed();
     chain.check_and_clear();
     elapsed
 }
@@ -332,10 +363,10 @@ fn tokio_link(position: u32, chain: Arc<Chain>) {
 
 fn run_tokio_chain(runtime: &tokio::runtime::Runtime, chain: &Arc<Chain>) -> Duration {
     let moving = Arc::clone(chain);
-    let start = Instant::now();
+    chain.begin();
     drop(runtime.spawn(async move { tokio_link(1, moving) }));
     chain.wait();
-    let elapsed = start.elapsed();
+    let elapsed = chain.timed();
     chain.check_and_clear();
     elapsed
 }
