@@ -9,8 +9,9 @@
 //!   the submission count and, on one line per worker, its parking word and completion count.
 //! - [`Worker`] — one per thread (or the main loop of an MCU): runs a dependent handed to it
 //!   by its own last completion, then immediate work (taken from the list a fair-share run at a
-//!   time, see `list`), scans compute slots under a swappable [`ScanPolicy`], spins adaptively,
-//!   then parks on the platform [`Futex`].
+//!   time, see `list`), scans compute slots under a swappable [`ScanPolicy`], spins adaptively
+//!   (offering its CPU to other threads every [`IDLE_SCANS_PER_YIELD`] scans), then parks on
+//!   the platform [`Futex`].
 //!
 //! # Activation, wake and parking
 //!
@@ -132,6 +133,13 @@ struct PerWorker {
     /// `fetch_or` in [`Executor::worker`], so the new holder's first load sees the last store.
     completed: AtomicUsize,
 }
+
+/// How many scans that found nothing a spinning worker makes between two offers of its CPU to
+/// other threads ([`Futex::yield_now`]). A scan and its pause take some tens of nanoseconds, so
+/// a thread woken onto a spinning worker's CPU runs within about ten microseconds, and an idle
+/// worker spends a few percent of its spinning in the yield. A power of two: the check is a
+/// mask.
+pub const IDLE_SCANS_PER_YIELD: u32 = 256;
 
 /// Parking word values.
 const AWAKE: u32 = 0;

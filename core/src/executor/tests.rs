@@ -454,6 +454,52 @@ fn a_single_worker_main_loop_steps_without_blocking() {
     assert_eq!(counter.load(RELAXED), 3);
 }
 
+/// Counts parks and yields; a wait ends at once as if a waker had answered it.
+#[derive(Default)]
+struct CountingYields {
+    waits: StdUsize,
+    yields: StdUsize,
+}
+
+impl Futex for CountingYields {
+    fn wait(&self, word: &FutexWord, expected: u32, _timeout: Option<Duration>) {
+        if word.load(Ordering::Acquire) == expected {
+            self.waits.fetch_add(1, SEQ);
+            word.store(AWAKE, Ordering::Release);
+        }
+    }
+
+    fn wake_one(&self, _word: &FutexWord) {}
+
+    fn wake_all(&self, _word: &FutexWord) {}
+
+    fn yield_now(&self) {
+        self.yields.fetch_add(1, SEQ);
+    }
+}
+
+#[test]
+fn a_spinning_worker_offers_its_cpu_every_idle_scans_per_yield_scans() {
+    // Two offers per spin, then a park that returns at once: the count of each follows the
+    // other exactly, whatever the threads' timing.
+    let spin = SpinPolicy::Fixed(2 * IDLE_SCANS_PER_YIELD + IDLE_SCANS_PER_YIELD / 2);
+    let executor = Executor::<CountingYields, 4, 1>::new(CountingYields::default(), 1).unwrap();
+    let mut worker = executor.worker::<RoundRobin>(0, spin).unwrap();
+    thread::scope(|scope| {
+        let running = scope.spawn(move || worker.run());
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while executor.futex().waits.load(SEQ) < 3 && std::time::Instant::now() < deadline {
+            thread::yield_now();
+        }
+        executor.shutdown();
+        running.join().expect("the worker returns after shutdown");
+    });
+    let (waits, yields) = (executor.futex().waits.load(SEQ), executor.futex().yields.load(SEQ));
+    assert!(waits >= 3, "the worker parked {waits} times");
+    // The spin cut short by shutdown may have offered its CPU fewer than twice.
+    assert!((2 * waits..=2 * waits + 2).contains(&yields), "{yields} offers over {waits} parks");
+}
+
 #[test]
 fn a_handed_off_dependent_keeps_fifo_order_behind_queued_work() {
     static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());

@@ -6,18 +6,21 @@ use super::process::state::TransitionToSleeping;
 use super::process::{DrainContext, Drained, Process};
 use super::scan::{ScanPolicy, SlotHint};
 use super::slots;
-use super::{Executor, Futex, AWAKE, PARKED};
+use super::{Executor, Futex, AWAKE, IDLE_SCANS_PER_YIELD, PARKED};
 use crate::semaphore::Failure;
 use crate::sync::atomic::Ordering;
 use crate::sync::spin_hint;
 
-/// How long a worker with nothing to do keeps scanning before it parks.
+/// How long a worker with nothing to do keeps scanning before it parks. While it scans, it
+/// offers its CPU to other threads every [`IDLE_SCANS_PER_YIELD`] scans
+/// ([`Futex::yield_now`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SpinPolicy {
     /// Park as soon as a scan finds nothing.
     Park,
-    /// Scan this many more times before parking.
+    /// Scan this many more times before parking. (`u32::MAX` is minutes of scanning: in
+    /// effect a worker that never parks.)
     Fixed(u32),
     /// Scan `min` more times, or `max` while the aggregate wake budget of active compute
     /// processes exceeds the workers awake to serve it (work is likely to appear soon).
@@ -98,7 +101,11 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             }
             if idle_scans < self.spin_limit() {
                 idle_scans += 1;
-                spin_hint();
+                if idle_scans % IDLE_SCANS_PER_YIELD == 0 {
+                    self.executor.futex().yield_now();
+                } else {
+                    spin_hint();
+                }
                 continue;
             }
             idle_scans = 0;

@@ -68,4 +68,8 @@ impl Futex for LinuxFutex {
         // As in `wake_one`: nothing to learn from the result.
         let _ = futex::wake(as_kernel_word(word), futex::Flags::PRIVATE, WAKE_EVERY_WAITER);
     }
+
+    fn yield_now(&self) {
+        rustix::thread::sched_yield();
+    }
 }

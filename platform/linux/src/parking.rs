@@ -120,4 +120,8 @@ impl Futex for ParkingFutex {
     fn wake_all(&self, word: &FutexWord) {
         self.wake_bucket(word);
     }
+
+    fn yield_now(&self) {
+        std::thread::yield_now();
+    }
 }

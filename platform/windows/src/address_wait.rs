@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use causeway_core::executor::{Futex, FutexWord};
 use windows_sys::Win32::System::Threading::{
-    WaitOnAddress, WakeByAddressAll, WakeByAddressSingle, INFINITE,
+    SwitchToThread, WaitOnAddress, WakeByAddressAll, WakeByAddressSingle, INFINITE,
 };
 
 // `WaitOnAddress` compares the word with a plain hardware read, so core's word must be a real
@@ -73,6 +73,12 @@ impl Futex for WindowsFutex {
     fn wake_all(&self, word: &FutexWord) {
         // SAFETY: as in `wake_one`.
         unsafe { WakeByAddressAll(address(word)) };
+    }
+
+    fn yield_now(&self) {
+        // Whether another thread ran is of no use to the caller, which goes on scanning.
+        // SAFETY: `SwitchToThread` takes no arguments and touches no memory of the caller.
+        let _ = unsafe { SwitchToThread() };
     }
 }
 
