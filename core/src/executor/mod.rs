@@ -298,6 +298,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     /// Drops one suspension (an awaited event happened); activates the process when it was
     /// the last. Callable from any thread, including semaphore callbacks and interrupts.
+    #[cfg_attr(not(target_os = "none"), inline)]
     pub fn release(&self, process: &'p Process<'p>) -> Result<(), ProcessError> {
         if process.release()? {
             self.activate(process);
