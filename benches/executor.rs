@@ -26,7 +26,9 @@
 //! - `activation`: one release that drives a suspend count to zero, pushes the process onto the
 //!   immediate list and notifies, with no worker parked. Peers: a plain `fetch_sub` and Treiber
 //!   stack push, alone and followed by the read-modify-write that causeway's notify makes on
-//!   the idle mask.
+//!   the idle mask. After the criterion functions, a paired estimate: blocks of causeway and
+//!   the floor with its idle RMW alternating, the ratio taken per block (median and quartiles
+//!   printed), which two criterion windows a second apart on a shared machine cannot give.
 //! - `scan_64`: one `Worker::step` that finds nothing, over 64 compute slots each holding a
 //!   sleeping process. Floor: 64 relaxed loads from an array of 64 words, what a scan costs
 //!   without causeway's runnable summary (with it, a step that finds nothing reads one word
@@ -59,6 +61,7 @@
 //! not the thing measured (rearming storage, building dependencies, draining after
 //! `activation`) is done outside the timer through `iter_custom`.
 
+use std::cell::RefCell;
 use std::hint::{black_box, spin_loop};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -88,6 +91,10 @@ const SPAWN_CHUNK: usize = 1024;
 
 /// Processes released per timed batch in `activation`.
 const ACTIVATION_BATCH: usize = 1024;
+
+/// Blocks of the paired `activation` estimate, and activations per block.
+const ACTIVATION_PAIRED_BLOCKS: usize = 101;
+const ACTIVATION_BLOCK: u64 = 64 * ACTIVATION_BATCH as u64;
 
 /// Compute slots scanned in `scan_64`: every slot of a [`HostExecutor`].
 const SCAN_SLOTS: usize = 64;
@@ -732,37 +739,38 @@ fn bench_activation(c: &mut Criterion) {
     let processes: Vec<Process> =
         (0..ACTIVATION_BATCH).map(|_| Process::new(&drain, Class::Immediate)).collect();
     let executor = HostExecutor::new(HostFutex::new(), 1).expect("a one-worker executor");
-    // Never run, so never parked: every notify finds the idle mask empty.
-    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).expect("worker 0");
-    group.bench_function("causeway", |b| {
-        b.iter_custom(|iters| {
-            time_batched(
-                iters,
-                |batch| {
-                    for process in &processes[..batch] {
-                        if process.is_completed() {
-                            process.rearm().expect("a completed process rearms");
-                        }
-                        executor.hold(process).expect("a fresh process can be held");
-                        executor.submit(process).expect("a fresh process submits");
+    // Never run, so never parked: every notify finds the idle mask empty. In a cell: the
+    // causeway closure is called by criterion and by the paired blocks.
+    let worker =
+        RefCell::new(executor.worker::<RoundRobin>(0, SpinPolicy::Park).expect("worker 0"));
+    let causeway = |iters: u64| {
+        time_batched(
+            iters,
+            |batch| {
+                for process in &processes[..batch] {
+                    if process.is_completed() {
+                        process.rearm().expect("a completed process rearms");
                     }
-                },
-                |batch| {
-                    for process in &processes[..batch] {
-                        executor.release(process).expect("the process is held");
-                    }
-                },
-                |batch| {
-                    let mut drained = 0;
-                    while worker.step() {
-                        drained += 1;
-                    }
-                    assert_eq!(drained, batch, "every release activated its process");
-                    assert_eq!(executor.live(), 0, "every activated process completed");
-                },
-            )
-        })
-    });
+                    executor.hold(process).expect("a fresh process can be held");
+                    executor.submit(process).expect("a fresh process submits");
+                }
+            },
+            |batch| {
+                for process in &processes[..batch] {
+                    executor.release(process).expect("the process is held");
+                }
+            },
+            |batch| {
+                let mut drained = 0;
+                while worker.borrow_mut().step() {
+                    drained += 1;
+                }
+                assert_eq!(drained, batch, "every release activated its process");
+                assert_eq!(executor.live(), 0, "every activated process completed");
+            },
+        )
+    };
+    group.bench_function("causeway", |b| b.iter_custom(causeway));
 
     let nodes: Vec<CachePadded<TreiberNode>> = (0..ACTIVATION_BATCH)
         .map(|_| {
@@ -791,26 +799,45 @@ fn bench_activation(c: &mut Criterion) {
             )
         })
     });
-    group.bench_function("fetch_sub_treiber_push_idle_rmw", |b| {
-        b.iter_custom(|iters| {
-            time_batched(
-                iters,
-                prepare_nodes,
-                |batch| {
-                    for node in &nodes[..batch] {
-                        release_node(node, &stack);
-                        // The read-modify-write causeway's notify makes on its idle mask (an RMW
-                        // rather than a load: it orders the notifier against parking workers).
-                        if idle.0.fetch_or(0, Ordering::AcqRel) != 0 {
-                            unreachable!("nobody parks in this benchmark");
-                        }
+    let floor = |iters: u64| {
+        time_batched(
+            iters,
+            prepare_nodes,
+            |batch| {
+                for node in &nodes[..batch] {
+                    release_node(node, &stack);
+                    // The read-modify-write causeway's notify makes on its idle mask (an RMW
+                    // rather than a load: it orders the notifier against parking workers).
+                    if idle.0.fetch_or(0, Ordering::AcqRel) != 0 {
+                        unreachable!("nobody parks in this benchmark");
                     }
-                },
-                drain_nodes,
-            )
-        })
-    });
+                }
+            },
+            drain_nodes,
+        )
+    };
+    group.bench_function("fetch_sub_treiber_push_idle_rmw", |b| b.iter_custom(floor));
     group.finish();
+
+    // Paired: blocks alternating causeway and the floor with its idle RMW, the ratio taken per
+    // block. Two criterion windows a second apart see different machines on a shared host; two
+    // neighbouring blocks of a few milliseconds mostly see the same one.
+    let mut ratios: Vec<f64> = (0..ACTIVATION_PAIRED_BLOCKS)
+        .map(|_| {
+            let ours = causeway(ACTIVATION_BLOCK);
+            let theirs = floor(ACTIVATION_BLOCK);
+            ours.as_secs_f64() / theirs.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let quartile = |q: usize| ratios[(ratios.len() - 1) * q / 4];
+    eprintln!(
+        "activation paired, {ACTIVATION_PAIRED_BLOCKS} alternating blocks of {ACTIVATION_BLOCK} \
+         activations: causeway / (fetch_sub + push + idle RMW) {:.3} (quartiles {:.3} .. {:.3})",
+        quartile(2),
+        quartile(1),
+        quartile(3),
+    );
 }
 
 /// A compute process that always goes back to sleep: it occupies its slot without being

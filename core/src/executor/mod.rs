@@ -363,6 +363,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         self.wake_all_workers();
     }
 
+    #[cfg_attr(not(target_os = "none"), inline)]
     fn activate(&self, process: &'p Process<'p>) {
         self.mark_queued(process);
         match process.class() {
