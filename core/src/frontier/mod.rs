@@ -246,6 +246,14 @@ impl<const N: usize> Frontier<N> {
         if own_len == other_len && self.join_same_axes(other) {
             return;
         }
+        self.join_other_axes(other);
+    }
+
+    /// The merges that reorder entries. Out of line on hosted targets, so that the registers
+    /// their walks save weigh only on them, not on the same-axes join.
+    #[cfg_attr(not(target_os = "none"), inline(never))]
+    fn join_other_axes<const M: usize>(&mut self, other: &Frontier<M>) {
+        let (own_len, other_len) = (self.len(), other.len());
         if own_len + other_len <= N {
             self.join_in_place(&other.axes[..other_len], &other.epochs[..other_len]);
         } else if M <= N {
