@@ -391,7 +391,8 @@ proptest! {
         #![proptest_config(crate::testing::proptest_config())]
     #[test]
     fn merge_keeps_unused_slots_empty(a in entries(8), b in entries(8), c in entries(3)) {
-        let (fa, fb, fc): (Frontier<8>, Frontier<8>, Frontier<3>) = (frontier(&a), frontier(&b), frontier(&c));
+        let (fa, fb): (Frontier<8>, Frontier<8>) = (frontier(&a), frontier(&b));
+        let fc: Frontier<3> = frontier(&c);
         let mut merged = fa;
         merged.merge(&fb);
         prop_assert!(unused_slots_are_empty(&merged), "{:?}", merged);
