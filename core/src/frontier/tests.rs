@@ -353,3 +353,68 @@ proptest! {
         prop_assert_eq!(fa.dominates(&fb), model_dominates(&model_of(&fa), &model_of(&fb)));
     }
 }
+
+/// Whether every slot past the length holds the sentinel axis and epoch 0 (the layout invariant
+/// the merge's union walk reads up to).
+fn unused_slots_are_empty<const N: usize>(f: &Frontier<N>) -> bool {
+    f.axes[f.len()..].iter().all(|&a| a == EMPTY) && f.epochs[f.len()..].iter().all(|&e| e == 0)
+}
+
+/// `(ordinal, epoch)` entries of one frontier.
+type Entries = Vec<(u64, u64)>;
+
+/// Two runs of equal length that share their first `shared` axes and differ after them: the
+/// inputs on which the same-axes loop joins a prefix before it gives up.
+fn shared_prefix_pair() -> impl Strategy<Value = (Entries, Entries)> {
+    (1usize..=6, 0usize..6)
+        .prop_flat_map(|(len, shared)| {
+            let shared = shared.min(len - 1);
+            let epochs = proptest::collection::vec(1u64..40, 2 * len);
+            (Just(len), Just(shared), epochs, 0u64..3)
+        })
+        .prop_map(|(len, shared, epochs, gap)| {
+            // Ordinals climb by 2 on the left; from `shared` on the right takes the odd ones (and a
+            // few more), so every axis there differs from the left's in the same slot.
+            let left = (0..len).map(|k| (2 * k as u64 + 2, epochs[k])).collect();
+            let right = (0..len)
+                .map(|k| {
+                    let ordinal =
+                        if k < shared { 2 * k as u64 + 2 } else { 2 * k as u64 + 3 + gap };
+                    (ordinal, epochs[len + k])
+                })
+                .collect();
+            (left, right)
+        })
+}
+
+proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
+    #[test]
+    fn merge_keeps_unused_slots_empty(a in entries(8), b in entries(8), c in entries(3)) {
+        let (fa, fb): (Frontier<8>, Frontier<8>) = (frontier(&a), frontier(&b));
+        let fc: Frontier<3> = frontier(&c);
+        let mut merged = fa;
+        merged.merge(&fb);
+        prop_assert!(unused_slots_are_empty(&merged), "{:?}", merged);
+        merged.merge(&fc);
+        prop_assert!(unused_slots_are_empty(&merged), "{:?}", merged);
+        let mut small = fc;
+        small.merge(&fa);
+        prop_assert!(unused_slots_are_empty(&small), "{:?}", small);
+        let mut wide = Frontier::<16>::from_frontier(&fa);
+        wide.merge(&fb);
+        prop_assert!(unused_slots_are_empty(&wide), "{:?}", wide);
+    }
+
+    #[test]
+    fn merge_after_a_shared_prefix_matches_model((left, right) in shared_prefix_pair()) {
+        let (fa, fb): (Frontier<8>, Frontier<8>) = (frontier(&left), frontier(&right));
+        let mut merged = fa;
+        merged.merge(&fb);
+        let mut model = model_join(&model_of(&fa), &model_of(&fb));
+        let overflowed = evict_model(&mut model, 8);
+        prop_assert_eq!(model_of(&merged), model);
+        prop_assert_eq!(merged.is_tainted(), overflowed);
+        prop_assert!(unused_slots_are_empty(&merged));
+    }
+}
