@@ -190,7 +190,7 @@ fn wire_round_trips_extreme_epochs_and_taint() {
 }
 
 proptest! {
-        #![proptest_config(crate::testing::proptest_config())]
+    #![proptest_config(crate::testing::proptest_config())]
     #[test]
     fn merge_matches_model_including_overflow(a in entries(8), b in entries(8)) {
         let (fa, fb): (Frontier<8>, Frontier<8>) = (frontier(&a), frontier(&b));
@@ -340,7 +340,7 @@ fn same_axes_pairs(max_len: usize) -> impl Strategy<Value = Vec<(u64, u64)>> {
 }
 
 proptest! {
-        #![proptest_config(crate::testing::proptest_config())]
+    #![proptest_config(crate::testing::proptest_config())]
     #[test]
     fn same_axes_merge_matches_model(pairs in same_axes_pairs(8)) {
         let left: Vec<(u64, u64)> = pairs.iter().zip(1..).map(|(&(e, _), k)| (k, e)).collect();
@@ -388,7 +388,7 @@ fn shared_prefix_pair() -> impl Strategy<Value = (Entries, Entries)> {
 }
 
 proptest! {
-        #![proptest_config(crate::testing::proptest_config())]
+    #![proptest_config(crate::testing::proptest_config())]
     #[test]
     fn merge_keeps_unused_slots_empty(a in entries(8), b in entries(8), c in entries(3)) {
         let (fa, fb): (Frontier<8>, Frontier<8>) = (frontier(&a), frontier(&b));
