@@ -13,10 +13,12 @@
 //!   rank 1 once every announcement of rank 0's batch has arrived, rank 0 then waits for rank
 //!   1's last announcement. Rank 0's host thread then signals a local "go" that the batch's
 //!   first operation waits on, and sleeps until the batch's last value; the rounds run without
-//!   any host thread. Timed on rank 0 from the go to that wake-up, summed over batches, and
-//!   halved: per iteration, one cross-rank signal → dependent-operation start (the reached
-//!   message, the receiver's progress process, its queue process), with one host wake-up per
-//!   batch of 64 rounds included. Peer in the same run: `cross_rank/raw_mpi_ping_pong`, a
+//!   any host thread. Timed on rank 0 from the go to the start of the batch's last operation,
+//!   which stamps the time itself in a host function, summed over batches, and halved: per
+//!   iteration, one cross-rank signal → dependent-operation start (the reached message, the
+//!   receiver's progress process, its queue process). The time up to the host thread running
+//!   again after each batch is printed beside it: how soon a woken thread gets a CPU is the
+//!   scheduler's choice, not part of a hop. Peer in the same run: `cross_rank/raw_mpi_ping_pong`, a
 //!   1-byte rsmpi send/receive round trip between the same two processes, halved.
 //! - `cross_rank/host_round_trip` (2 ranks): the same hop with each rank's host thread in the
 //!   loop every round — rank 0 submits a signal and a dependent operation and sleeps until the
@@ -29,10 +31,14 @@
 use std::hint::black_box;
 use std::mem::ManuallyDrop;
 use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use causeway_core::scope::{Endpoint, Scope};
-use causeway_device::{Device, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work};
+use causeway_device::{
+    Device, HostCallId, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work,
+};
 use causeway_distributed::{LinkId, Links, Node};
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::{blocking, PoolConfig};
@@ -90,8 +96,32 @@ fn launch_all() -> ExitCode {
 }
 
 /// A device with two CPU queues on machine `rank` and `semaphores` system-wide semaphores.
-fn device(rank: i32, semaphores: usize) -> (&'static Device, [QueueId; 2], Vec<SemaphoreId>) {
+/// The clock the chain's last operation and rank 0's host thread share.
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// Nanoseconds since [`origin`].
+fn now() -> u64 {
+    origin().elapsed().as_nanos() as u64
+}
+
+/// When the last operation of the latest chain batch started (nanoseconds since [`origin`]),
+/// stamped by that operation's host function.
+static CHAIN_END: AtomicU64 = AtomicU64::new(0);
+
+/// A device of one worker and two queues, `semaphores` system-wide semaphores, and a host
+/// function that stamps [`CHAIN_END`].
+fn device(
+    rank: i32,
+    semaphores: usize,
+) -> (&'static Device, [QueueId; 2], Vec<SemaphoreId>, HostCallId) {
     let mut builder = Device::builder(PoolConfig::with_workers(1));
+    let stamp = builder.host_call(|| {
+        CHAIN_END.store(now(), Ordering::Relaxed);
+        Ok(())
+    });
     let driver = builder.driver(CpuBackend::new());
     let mut config = QueueConfig::default();
     config.machine = rank as u16;
@@ -106,7 +136,7 @@ fn device(rank: i32, semaphores: usize) -> (&'static Device, [QueueId; 2], Vec<S
         })
         .collect();
     let device = builder.build().expect("the device builds");
-    (Box::leak(Box::new(device)), queue, ids)
+    (Box::leak(Box::new(device)), queue, ids, stamp)
 }
 
 fn rank_main(mode: &str) -> ExitCode {
@@ -131,7 +161,7 @@ fn rank_main(mode: &str) -> ExitCode {
 fn latency(rank: i32) -> Result<(), String> {
     // Rank 0 signals from one queue and depends from the other (one in-order queue would hold
     // the signal behind the operation waiting for its answer).
-    let (device, [queue, dependent_queue], semaphores) = device(rank, 4);
+    let (device, [queue, dependent_queue], semaphores, stamp) = device(rank, 4);
     let (there, back, done) = (semaphores[0], semaphores[1], semaphores[2]);
     // Rank 0's go for each batch of the chain (signalled by its host thread).
     let go_id = semaphores[3];
@@ -145,6 +175,8 @@ fn latency(rank: i32) -> Result<(), String> {
     }
     let node = ManuallyDrop::new(Node::start(device, &links).map_err(|e| e.to_string())?);
     let mut round = 0u64;
+    // Chain hops timed, and the same hops timed up to the host thread's wake-up.
+    let (mut chain_hops, mut chain_woken) = (0u64, Duration::ZERO);
     if rank == 0 {
         let mut criterion = Criterion::default().configure_from_args();
         let mut group = criterion.benchmark_group("cross_rank");
@@ -186,10 +218,12 @@ fn latency(rank: i32) -> Result<(), String> {
                             tag: round,
                         };
                         node.submit(queue, &signal).expect("submits");
+                        // The batch's last operation stamps when it starts.
+                        let work = if k + 1 == batch { Work::Host(stamp) } else { Work::Barrier };
                         let dependent = Op {
                             waits: &[(back, round)],
                             signals: &[(done_id, round)],
-                            work: Work::Barrier,
+                            work,
                             tag: round,
                         };
                         node.submit(queue, &dependent).expect("submits");
@@ -197,10 +231,16 @@ fn latency(rank: i32) -> Result<(), String> {
                     // Rank 1 has received every announcement of this batch and submitted its
                     // own once it announces the last round.
                     node.await_announced(LinkId(1), round, LONG).expect("rank 1 announces");
-                    let started = Instant::now();
+                    let started = now();
                     go.signal_external(batches).expect("go");
                     blocking::wait(done, round, Some(LONG)).expect("the chain ends");
-                    total += started.elapsed();
+                    // Up to the last operation's own stamp: how soon this thread runs again
+                    // is the scheduler's choice, not part of a hop. `done` reaching the
+                    // round orders the stamp before this load.
+                    let ended = CHAIN_END.load(Ordering::Relaxed);
+                    total += Duration::from_nanos(ended.saturating_sub(started));
+                    chain_woken += Duration::from_nanos(now().saturating_sub(started));
+                    chain_hops += 2 * batch;
                     left -= batch;
                 }
                 total / 2
@@ -238,6 +278,13 @@ fn latency(rank: i32) -> Result<(), String> {
             })
         });
         group.finish();
+        if chain_hops > 0 {
+            println!(
+                "cross_rank/signal_to_dependent_start with rank 0's host thread woken at the end \
+                 of each batch of {BATCH} rounds counted in: {:.1} ns per hop",
+                chain_woken.as_nanos() as f64 / chain_hops as f64
+            );
+        }
         command(&node, QUIT, 0);
     } else {
         loop {
@@ -305,7 +352,7 @@ fn command(node: &Node, kind: u64, iters: u64) {
 
 /// An all-reduce on the world's collective channel, then a step that waits on it.
 fn collective(rank: i32) -> Result<(), String> {
-    let (device, [queue, _], semaphores) = device(rank, 3);
+    let (device, [queue, _], semaphores, _) = device(rank, 3);
     let (contributed, reduced, stepped) = (semaphores[0], semaphores[1], semaphores[2]);
     let node = ManuallyDrop::new(Node::start(device, &Links::new()).map_err(|e| e.to_string())?);
     let size = node.size();
