@@ -69,7 +69,8 @@ use causeway::executor::{Class, Drain, DrainContext, Drained, Process, SpinPolic
 use causeway::{CachePadded, Failure, HostExecutor};
 use causeway_driver_cpu::block::{BlockProcessor, CommandBuffer, Kernel};
 use causeway_runtime::{CpuPool, PoolConfig};
-use criterion::{criterion_group, Criterion, SamplingMode, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput};
 
 /// Elements of each vector in `add_1m`.
 const ELEMENTS: usize = 1 << 20;
@@ -459,26 +460,40 @@ fn bench_add_1m(c: &mut Criterion) {
 
     let mut vectors = Vectors::new();
     let kernel = vectors.kernel();
+    bench_tiles(&mut group, "add_1m", &kernel, || check_and_clear(&kernel));
+    group.finish();
+}
+
+/// One 64-tile dispatch of `kernel` (one tile per claim) on a fresh two-worker pool named after
+/// the group: criterion's functions for causeway and the direct floor, then the paired
+/// estimate. `check` verifies and
+/// clears the kernel's output after each of the untimed checked runs.
+fn bench_tiles(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &'static str,
+    kernel: &dyn Kernel,
+    check: impl Fn(),
+) {
     let waiter = Waiter::for_current_thread();
     let hook = |outcome: Result<(), Failure>| {
         assert_eq!(outcome, Ok(()));
         waiter.end();
     };
     let buffer =
-        CommandBuffer::builder().dispatch_batched(ADD_TILES, 1, &kernel).build().expect("record");
+        CommandBuffer::builder().dispatch_batched(ADD_TILES, 1, kernel).build().expect("record");
     let processor =
         || BlockProcessor::new(&buffer, WORKERS).expect("a processor").with_finish_hook(&hook);
     let processors = [processor(), processor()];
     let processes = [0, 1].map(|index| Process::new(&processors[index], Class::Compute));
     let causeway = Alternating::new(&processors, &processes);
     let floor = Floor::new(1, ADD_TILES);
-    let host = FloorHost { floor: &floor, kernel: &kernel };
+    let host = FloorHost { floor: &floor, kernel };
     let host = Process::new(&host, Class::Compute);
 
-    with_pool("add", |executor| {
+    with_pool(name, |executor| {
         for _ in 0..CHECK_RUNS {
             causeway.run(executor, &waiter);
-            check_and_clear(&kernel);
+            check();
         }
         group.bench_function("causeway", |b| {
             b.iter_custom(|iters| (0..iters).map(|_| causeway.run(executor, &waiter)).sum())
@@ -486,14 +501,14 @@ fn bench_add_1m(c: &mut Criterion) {
         floor.on_pool(executor, &host, || {
             for _ in 0..CHECK_RUNS {
                 floor.run();
-                check_and_clear(&kernel);
+                check();
             }
             group.bench_function("direct_floor", |b| {
                 b.iter_custom(|iters| (0..iters).map(|_| floor.run()).sum())
             });
         });
         let paired = Paired {
-            title: "add_1m",
+            title: name,
             runs: PAIRED_RUNS,
             per: String::new(),
             floor_name: "direct_floor",
@@ -504,7 +519,6 @@ fn bench_add_1m(c: &mut Criterion) {
             || Run::new(floor.run()),
         );
     });
-    group.finish();
 }
 
 /// Dependent multiply-add steps per tile of `spin_64`: about a microsecond of one core's
@@ -562,51 +576,7 @@ fn bench_spin_64(c: &mut Criterion) {
     );
 
     let kernel = Spin::new();
-    let waiter = Waiter::for_current_thread();
-    let hook = |outcome: Result<(), Failure>| {
-        assert_eq!(outcome, Ok(()));
-        waiter.end();
-    };
-    let buffer =
-        CommandBuffer::builder().dispatch_batched(ADD_TILES, 1, &kernel).build().expect("record");
-    let processor =
-        || BlockProcessor::new(&buffer, WORKERS).expect("a processor").with_finish_hook(&hook);
-    let processors = [processor(), processor()];
-    let processes = [0, 1].map(|index| Process::new(&processors[index], Class::Compute));
-    let causeway = Alternating::new(&processors, &processes);
-    let floor = Floor::new(1, ADD_TILES);
-    let host = FloorHost { floor: &floor, kernel: &kernel };
-    let host = Process::new(&host, Class::Compute);
-
-    with_pool("spin", |executor| {
-        for _ in 0..CHECK_RUNS {
-            causeway.run(executor, &waiter);
-            kernel.check_and_clear();
-        }
-        group.bench_function("causeway", |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| causeway.run(executor, &waiter)).sum())
-        });
-        floor.on_pool(executor, &host, || {
-            for _ in 0..CHECK_RUNS {
-                floor.run();
-                kernel.check_and_clear();
-            }
-            group.bench_function("direct_floor", |b| {
-                b.iter_custom(|iters| (0..iters).map(|_| floor.run()).sum())
-            });
-        });
-        let paired = Paired {
-            title: "spin_64",
-            runs: PAIRED_RUNS,
-            per: String::new(),
-            floor_name: "direct_floor",
-        };
-        paired.measure(
-            (executor, &floor, &host),
-            || Run::new(causeway.run(executor, &waiter)),
-            || Run::new(floor.run()),
-        );
-    });
+    bench_tiles(&mut group, "spin_64", &kernel, || kernel.check_and_clear());
     group.finish();
 }
 

@@ -709,6 +709,22 @@ fn release_node(node: &TreiberNode, stack: &TreiberStack) {
     }
 }
 
+/// The peer's activation of every node, each followed by the read-modify-write causeway's notify
+/// makes on its idle mask when `IDLE_RMW` (an RMW rather than a load: it orders the notifier
+/// against parking workers).
+fn release_nodes<const IDLE_RMW: bool>(
+    nodes: &[CachePadded<TreiberNode>],
+    stack: &TreiberStack,
+    idle: &AtomicU64,
+) {
+    for node in nodes {
+        release_node(node, stack);
+        if IDLE_RMW && idle.fetch_or(0, Ordering::AcqRel) != 0 {
+            unreachable!("nobody parks in this benchmark");
+        }
+    }
+}
+
 /// Times `iters` activations in batches; `prepare` and `drain` run untimed around each batch
 /// of `batch` releases.
 fn time_batched(
@@ -790,11 +806,7 @@ fn bench_activation(c: &mut Criterion) {
             time_batched(
                 iters,
                 prepare_nodes,
-                |batch| {
-                    for node in &nodes[..batch] {
-                        release_node(node, &stack);
-                    }
-                },
+                |batch| release_nodes::<false>(&nodes[..batch], &stack, &idle.0),
                 drain_nodes,
             )
         })
@@ -803,16 +815,7 @@ fn bench_activation(c: &mut Criterion) {
         time_batched(
             iters,
             prepare_nodes,
-            |batch| {
-                for node in &nodes[..batch] {
-                    release_node(node, &stack);
-                    // The read-modify-write causeway's notify makes on its idle mask (an RMW
-                    // rather than a load: it orders the notifier against parking workers).
-                    if idle.0.fetch_or(0, Ordering::AcqRel) != 0 {
-                        unreachable!("nobody parks in this benchmark");
-                    }
-                }
-            },
+            |batch| release_nodes::<true>(&nodes[..batch], &stack, &idle.0),
             drain_nodes,
         )
     };
