@@ -51,8 +51,8 @@
 //! workers is the scheduler's choice, and while it was timed it moved the `add_1m` overhead
 //! between −12 and +8 µs from one run of the bench to the next. Work the runtime does after
 //! the finish hook (marking the process completed) is outside the wall figure; the instruction
-//! count of `examples/hot_path_instructions.rs` includes it. The finish hook runs just before the executor marks the process
-//! completed, so causeway runs alternate between two processors over the same buffer
+//! count of `examples/hot_path_instructions.rs` includes it. The finish hook runs just before
+//! the executor marks the process completed, so causeway runs alternate between two processors over the same buffer
 //! ([`Alternating`]): the bench thread never waits for the worker it has just preempted.
 //!
 //! Every run is checked outside the timed part: the output of `add_1m` after the check runs, and
@@ -268,8 +268,7 @@ impl<'k, 'p> Alternating<'k, 'p> {
         Alternating { processors, processes, next: Cell::new(0) }
     }
 
-    /// Runs one execution and returns the time from submission to the finish
-    /// by the finish hook.
+    /// Runs one execution and returns the time from submission to the finish hook's stamp.
     fn run(&self, executor: &HostExecutor<'p>, waiter: &Waiter) -> Duration {
         let index = self.next.get();
         self.next.set(1 - index);
@@ -466,8 +465,8 @@ fn bench_add_1m(c: &mut Criterion) {
 
 /// One 64-tile dispatch of `kernel` (one tile per claim) on a fresh two-worker pool named after
 /// the group: criterion's functions for causeway and the direct floor, then the paired
-/// estimate. `check` verifies and
-/// clears the kernel's output after each of the untimed checked runs.
+/// estimate. `check` verifies and clears the kernel's output after each of the untimed checked
+/// runs.
 fn bench_tiles(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &'static str,
@@ -521,8 +520,8 @@ fn bench_tiles(
     });
 }
 
-/// Dependent multiply-add steps per tile of `spin_64`: about a microsecond of one core's
-/// arithmetic on registers, so a tile costs the same whichever core runs it.
+/// Dependent multiply-add steps per tile of `spin_64`: a fraction of a microsecond of one
+/// core's arithmetic on registers, so a tile costs the same whichever core runs it.
 const SPIN_STEPS: u32 = 1000;
 
 /// The `spin_64` kernel: an LCG walk of [`SPIN_STEPS`] from the tile's index, its end stored in
