@@ -719,6 +719,8 @@ fn release_nodes<const IDLE_RMW: bool>(
 ) {
     for node in nodes {
         release_node(node, stack);
+        // AcqRel, as causeway's notify, whose RMW pairs with a parking worker's AcqRel
+        // `fetch_or` of its idle bit; nobody parks here, so it only costs what notify's does.
         if IDLE_RMW && idle.fetch_or(0, Ordering::AcqRel) != 0 {
             unreachable!("nobody parks in this benchmark");
         }
