@@ -8,9 +8,7 @@ mod common;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use causeway_driver_vulkan::{
-    Gpu, GpuOptions, Registration, Timeline, VulkanError, Watcher, POLL_INTERVAL,
-};
+use causeway_driver_vulkan::{Gpu, Registration, Timeline, VulkanError, Watcher, POLL_INTERVAL};
 
 const SUBMISSIONS: u64 = 1200;
 
@@ -155,18 +153,6 @@ fn a_panicking_callback_stops_the_watcher() {
     common::assert_validation_clean(&gpu);
 }
 
-/// The device without validation, for the tests of the wake policy: they hold submissions back
-/// with a gate the host signals, and the validation layer 1.3.239 at times loses track of a
-/// timeline whose device signal follows a host signal of the value it waits for, and reports
-/// `UNASSIGNED-VkSemaphore-state-timeout` ("most likely a validation bug",
-/// KhronosGroup/Vulkan-ValidationLayers#4649). What those tests pin is the watcher's wakes, not
-/// Vulkan usage: the watcher's other tests run under validation.
-fn open_without_validation() -> Gpu {
-    let mut options = GpuOptions::from_env().unwrap_or_else(|error| panic!("{error}"));
-    options.validation = false;
-    Gpu::open(&options).unwrap_or_else(|error| panic!("cannot open a Vulkan device: {error}"))
-}
-
 /// A watcher of four registrations reporting into `completions`, a `gate` timeline the host
 /// signals to let submissions through, and the `progress` timeline they signal.
 struct Gated {
@@ -197,10 +183,10 @@ const BATCH: u64 = 1024;
 /// completions (for the newest submission it saw when a wait began, and for the newest after
 /// that), not once per completion, and reports both registrations.
 ///
-/// With validation off (see `open_without_validation`).
+/// With validation off (see `common::open_without_validation`).
 #[test]
 fn submissions_in_flight_together_are_reported_in_one_pass() {
-    let gpu = open_without_validation();
+    let gpu = common::open_without_validation();
     let Gated { watcher, completions, gate, progress } = Gated::start(&gpu);
     for value in 1..=BATCH {
         watcher.submit(0, None, &[(&gate, value)], (&progress, value)).expect("submit");
@@ -226,10 +212,10 @@ fn submissions_in_flight_together_are_reported_in_one_pass() {
 /// be reported only by the next periodic look, a wait that timed out, never by a completion.
 /// A round whose wait happens to time out just as the needed submission completes reports it
 /// by that timeout instead; such a round is run again (at most three rounds). With validation
-/// off (see `open_without_validation`).
+/// off (see `common::open_without_validation`).
 #[test]
 fn a_needed_value_is_reported_when_reached_not_with_its_batch() {
-    let gpu = open_without_validation();
+    let gpu = common::open_without_validation();
     let Gated { watcher, completions, gate, progress } = Gated::start(&gpu);
     let mut woken_by_completion = false;
     for round in 0..3 {
