@@ -124,8 +124,14 @@ impl fmt::Debug for Timepoint<'_> {
 /// Sorted (ascending minimum, FIFO among equals) intrusive list of armed timepoints.
 ///
 /// Lives inside the semaphore's lock; every method requires that lock to be held.
+///
+/// Besides the head it keeps the last node, `tail` (null exactly when `head` is): a consumer
+/// that waits on each next value of a producer's timeline arms in ascending order, and each of
+/// those arms appends in constant time instead of walking every earlier waiter (a queue
+/// submitted n operations deep on one semaphore armed in O(n²) without it).
 pub(super) struct WaiterList {
     head: *mut Timepoint<'static>,
+    tail: *mut Timepoint<'static>,
 }
 
 // SAFETY: the list only holds pointers to `Timepoint`s, which are `Sync` (all fields atomic or
@@ -141,7 +147,7 @@ pub(super) struct FiredChain {
 
 impl WaiterList {
     pub(super) const fn new() -> WaiterList {
-        WaiterList { head: ptr::null_mut() }
+        WaiterList { head: ptr::null_mut(), tail: ptr::null_mut() }
     }
 
     /// Links `timepoint`; the caller has checked it is IDLE or DONE and holds the lock.
@@ -155,11 +161,19 @@ impl WaiterList {
         // that the lock does not already order.
         timepoint.state.store(ARMED, Ordering::Relaxed);
         let node = timepoint.erased();
-        let mut previous: *mut Timepoint<'static> = ptr::null_mut();
-        let mut current = self.head;
-        // SAFETY: every pointer reached from `head` is a linked timepoint, alive and pinned by
-        // the arm contract, and we hold the lock that guards the links.
+        // SAFETY: every pointer reached from `head` (and `tail`, the last of them) is a linked
+        // timepoint, alive and pinned by the arm contract, and we hold the lock that guards the
+        // links.
         unsafe {
+            // FIFO among equals: a minimum equal to the last one's goes after it too.
+            if !self.tail.is_null() && (*self.tail).minimum.load(Ordering::Relaxed) <= minimum {
+                timepoint.next.store(ptr::null_mut(), Ordering::Relaxed);
+                (*self.tail).next.store(node, Ordering::Relaxed);
+                self.tail = node;
+                return;
+            }
+            let mut previous: *mut Timepoint<'static> = ptr::null_mut();
+            let mut current = self.head;
             while !current.is_null() && (*current).minimum.load(Ordering::Relaxed) <= minimum {
                 previous = current;
                 current = (*current).next.load(Ordering::Relaxed);
@@ -169,6 +183,9 @@ impl WaiterList {
                 self.head = node;
             } else {
                 (*previous).next.store(node, Ordering::Relaxed);
+            }
+            if current.is_null() {
+                self.tail = node;
             }
         }
     }
@@ -188,6 +205,9 @@ impl WaiterList {
                         self.head = after;
                     } else {
                         (*previous).next.store(after, Ordering::Relaxed);
+                    }
+                    if after.is_null() {
+                        self.tail = previous;
                     }
                     timepoint.next.store(ptr::null_mut(), Ordering::Relaxed);
                     timepoint.state.store(IDLE, Ordering::Relaxed);
@@ -219,6 +239,9 @@ impl WaiterList {
             (*last).next.store(ptr::null_mut(), Ordering::Relaxed);
         }
         self.head = current;
+        if current.is_null() {
+            self.tail = ptr::null_mut();
+        }
         FiredChain { head }
     }
 
@@ -249,6 +272,9 @@ impl WaiterList {
                 self.head = current;
             } else {
                 (*previous).next.store(current, Ordering::Relaxed);
+            }
+            if current.is_null() {
+                self.tail = previous;
             }
             FiredChain { head: first }
         }
@@ -308,4 +334,128 @@ pub(super) fn is_armable(timepoint: &Timepoint<'_>) -> bool {
     // Acquire pairs with the Release store of DONE in `notify_all`: the last firer's accesses
     // happen-before the timepoint is linked again.
     matches!(timepoint.state.load(Ordering::Acquire), IDLE | DONE)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::boxed::Box;
+    use std::pin::Pin;
+    use std::vec::Vec;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const TIMEPOINTS: usize = 6;
+
+    struct Quiet;
+
+    impl Notify for Quiet {
+        fn notify(&self, _outcome: Outcome) {}
+    }
+
+    static QUIET: Quiet = Quiet;
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Arm { id: usize, minimum: u64 },
+        Cancel(usize),
+        CutThrough(u64),
+        CutRange { after: u64, through: u64 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (0..TIMEPOINTS, 0..6u64).prop_map(|(id, minimum)| Step::Arm { id, minimum }),
+            2 => (0..TIMEPOINTS).prop_map(Step::Cancel),
+            1 => (0..6u64).prop_map(Step::CutThrough),
+            1 => (0..6u64, 0..6u64).prop_map(|(a, b)| Step::CutRange {
+                after: a.min(b),
+                through: a.max(b),
+            }),
+        ]
+    }
+
+    /// Indices of the timepoints from `head` on; checks that `tail` is the last one when given.
+    fn walk(
+        head: *mut Timepoint<'static>,
+        tail: Option<*mut Timepoint<'static>>,
+        timepoints: &[Pin<Box<Timepoint<'static>>>],
+    ) -> Vec<usize> {
+        let mut order = Vec::new();
+        let mut last = ptr::null_mut();
+        let mut current = head;
+        while !current.is_null() {
+            let id = timepoints.iter().position(|t| t.erased() == current);
+            order.push(id.expect("only the test's timepoints are linked"));
+            last = current;
+            // SAFETY: every linked node is one of `timepoints`, alive for the whole test.
+            current = unsafe { (*current).next.load(Ordering::Relaxed) };
+        }
+        if let Some(tail) = tail {
+            assert_eq!(tail, last, "tail is the last node");
+        }
+        order
+    }
+
+    /// Removes the model's entries that `fired` selects, returning their ids in list order.
+    fn cut(model: &mut Vec<(u64, usize)>, fired: impl Fn(u64) -> bool) -> Vec<usize> {
+        let ids = model.iter().filter(|&&(minimum, _)| fired(minimum)).map(|&(_, id)| id);
+        let ids: Vec<usize> = ids.collect();
+        model.retain(|&(minimum, _)| !fired(minimum));
+        ids
+    }
+
+    proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
+
+        /// The list against a model (a vector kept sorted by minimum, FIFO among equals): the
+        /// same order, the same timepoints cut and removed, and `tail` on the last node after
+        /// every step, through appends, inserts in the middle, removal of the last node and
+        /// cuts that empty the list.
+        #[test]
+        fn the_waiter_list_keeps_model_order_and_its_tail(
+            steps in proptest::collection::vec(step(), 1..60)
+        ) {
+            let timepoints: Vec<Pin<Box<Timepoint<'static>>>> =
+                (0..TIMEPOINTS).map(|_| Box::pin(Timepoint::new(&QUIET))).collect();
+            let mut list = WaiterList::new();
+            let mut model: Vec<(u64, usize)> = Vec::new();
+            for step in steps {
+                match step {
+                    Step::Arm { id, minimum } => {
+                        if model.iter().any(|&(_, linked)| linked == id) {
+                            continue;
+                        }
+                        // SAFETY: the timepoint is pinned in its box, which outlives `list`'s
+                        // use of it (both live to the end of the case).
+                        unsafe { list.insert(&timepoints[id], minimum) };
+                        let at = model.partition_point(|&(linked, _)| linked <= minimum);
+                        model.insert(at, (minimum, id));
+                    }
+                    Step::Cancel(id) => {
+                        let linked = model.iter().any(|&(_, linked)| linked == id);
+                        prop_assert_eq!(list.remove(&timepoints[id]), linked);
+                        model.retain(|&(_, other)| other != id);
+                    }
+                    Step::CutThrough(value) => {
+                        let chain = list.cut_through(value);
+                        let fired = walk(chain.head, None, &timepoints);
+                        prop_assert_eq!(fired, cut(&mut model, |minimum| minimum <= value));
+                        chain.notify_all(Ok(value));
+                    }
+                    Step::CutRange { after, through } => {
+                        let chain = list.cut_range(after, through);
+                        let fired = walk(chain.head, None, &timepoints);
+                        let expected = cut(&mut model, |m| after < m && m <= through);
+                        prop_assert_eq!(fired, expected);
+                        chain.notify_all(Ok(through));
+                    }
+                }
+                let ids: Vec<usize> = model.iter().map(|&(_, id)| id).collect();
+                prop_assert_eq!(walk(list.head, Some(list.tail), &timepoints), ids);
+                prop_assert_eq!(list.is_empty(), model.is_empty());
+            }
+        }
+    }
 }

@@ -538,3 +538,38 @@ fn a_doomed_operation_passes_on_no_knowledge_it_did_not_wait_for() {
     let position = |tag| order.iter().position(|&t| t == tag).unwrap();
     assert!(position(1) < position(4), "the waiter ran before what it waited for: {order:?}");
 }
+
+#[test]
+fn a_hundred_thousand_operations_armed_in_order_on_one_timeline_run_in_order() {
+    // Each batch arms one wait per operation on the same semaphore, at ascending values, before
+    // any of them is reached: the waiter list grows to `BATCH` and each arm appends.
+    const BATCH: u64 = 25_000;
+    const BATCHES: u64 = 4;
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    builder.driver(CpuBackend::new());
+    let mut config = QueueConfig::default();
+    config.capacity = BATCH as usize;
+    let q = builder.queue(config);
+    let starts = Arc::new(Finishes::default());
+    builder.observer(starts.clone());
+    let timeline = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let done = builder.semaphore(0, Scope::DeviceLocal, HOME);
+    let device = builder.build().unwrap();
+    for batch in 0..BATCHES {
+        let base = batch * BATCH;
+        for k in 1..=BATCH {
+            let signals = [(done, base + k)];
+            let last = if k == BATCH { &signals[..] } else { &[] };
+            device.submit(q, &op(&[(timeline, base + k)], last, base + k)).unwrap();
+        }
+        assert!(device.semaphore(timeline).unwrap().has_waiters());
+        // Reached in steps, each firing a run of the list's front.
+        for step in (1..=BATCH).step_by(997).chain([BATCH]) {
+            device.semaphore(timeline).unwrap().signal_external(base + step).unwrap();
+        }
+        assert_eq!(wait_for(&device, done, base + BATCH), Ok(base + BATCH));
+    }
+    let tags = starts.1.lock().unwrap().clone();
+    let expected: Vec<u64> = (1..=BATCH * BATCHES).collect();
+    assert_eq!(tags, expected);
+}
