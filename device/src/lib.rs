@@ -44,6 +44,7 @@ mod memory;
 pub mod native_blocks;
 mod op;
 mod phase;
+mod prefetch;
 mod queue;
 mod run_claim;
 mod semaphores;

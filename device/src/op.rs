@@ -275,6 +275,11 @@ impl WaitGate {
 
 impl Notify for WaitGate {
     fn notify(&self, outcome: Outcome) {
+        // Asked for before `release` waits for the gate's own line: this thread is likely to
+        // run the queue next (see `prefetch`).
+        if let Some(queue) = self.queue.get() {
+            queue.prefetch_for_drain();
+        }
         if let Err(failure) = outcome {
             self.record_failure(failure);
         }

@@ -89,6 +89,7 @@ use crate::hand_off::{self, Collector};
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
 use crate::phase::{QueuePhase, Running, TakeOver};
+use crate::prefetch;
 use crate::run_claim::{Claimed, RunClaim};
 use crate::speculation::{CancelReport, LineageCell, LineageFrontier, LineageSignals};
 use crate::{DeviceShared, QueueId};
@@ -394,6 +395,24 @@ impl QueueShared {
         }
     }
 
+    /// Hints into this core's cache what a drain of this queue reads first — its process's
+    /// state, its indices and ring pointers, the head operation's gate, body and run claim — for
+    /// a thread about to wake it and likely to run it next (see `prefetch`). `head` is read
+    /// without ordering: a stale value only hints the wrong slot.
+    pub(crate) fn prefetch_for_drain(&self) {
+        prefetch::first_line(&self.process);
+        prefetch::first_line(&self.phase);
+        prefetch::first_line(&self.slots);
+        prefetch::first_line(&self.device);
+        prefetch::first_line(&self.head);
+        prefetch::first_line(&self.native);
+        let head = self.head.load(Ordering::Relaxed);
+        let slot = self.slot(head);
+        prefetch::first_line(&slot.gate);
+        prefetch::object(&slot.body);
+        prefetch::first_line(self.claim(head));
+    }
+
     /// Runs the head operation if it may run.
     fn step(&self, head: u64, worker: usize) -> Step {
         let slot = self.slot(head);
@@ -409,6 +428,10 @@ impl QueueShared {
             // of `tail`), so by invariant 1 only this queue process touches its body until
             // `retire`; the shared reference ends with this block.
             let body = unsafe { &*slot.body.get() };
+            // What it signals is reached right after its work: see `prefetch`.
+            for &(semaphore, _) in &body.signals {
+                prefetch::object(&device.semaphores[semaphore]);
+            }
             (
                 body.issued,
                 body.issued_status,
