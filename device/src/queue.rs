@@ -396,8 +396,10 @@ impl QueueShared {
     }
 
     /// Hints into this core's cache what a drain of this queue reads first — its process's
-    /// state, its indices and ring pointers, the head operation's gate, body and run claim — for
-    /// a thread about to wake it and likely to run it next (see `prefetch`). `head` is read
+    /// state, its phase, ring pointers, indices and flags, the head operation's gate, body and
+    /// run claim — for a thread about to wake it and likely to run it next (see `prefetch`).
+    /// One hint per field the drain reads early; the compiler places the fields, so hints that
+    /// land on a line already hinted cost an instruction and nothing more. `head` is read
     /// without ordering: a stale value only hints the wrong slot.
     pub(crate) fn prefetch_for_drain(&self) {
         prefetch::first_line(&self.process);
