@@ -18,8 +18,12 @@
 //!
 //! Open MPI 4.1 makes no progress on its own: someone must call into it. That someone is one
 //! process on the device's executor ([`Drain`]): each drain sends what is queued, reports
-//! exported values that were reached, and receives what has arrived (`MPI_Improbe`, then a
-//! matched receive). It keeps draining while a result is outstanding — a local operation or
+//! exported values that were reached, and tests the one receive it keeps posted (`MPI_Irecv`
+//! into the reserved inbox, on the links' own duplicate of the world communicator). A poll is
+//! one `MPI_Test`, and a message that arrives is matched and copied by Open MPI's progress
+//! inside it, as a blocking receive's would be: no probe, no second receive call. A drain
+//! delivers at most one message and returns, so the operation it woke runs before anything is
+//! tested again; the next drain posts the receive again. It keeps draining while a result is outstanding — a local operation or
 //! host thread waits on an imported value — and otherwise sleeps until a submission, an
 //! exported signal's completion or a host wait wakes it. Nothing spins while nothing is
 //! expected. While something is, the first drains that find nothing follow each other at
@@ -55,7 +59,10 @@
 //!
 //! ## Bytes from peers are untrusted
 //!
-//! A message that does not decode fails the semaphore it names with
+//! A message longer than any encoding is truncated into the inbox (one byte longer than
+//! [`MAX_MESSAGE_LEN`](crate::MAX_MESSAGE_LEN)): the links' communicator returns MPI errors
+//! rather than aborting, and the truncated bytes are still too long to decode. A message that
+//! does not decode fails the semaphore it names with
 //! [`Failure::DeviceLost`] (its operations and host waiters see it) and keeps the typed
 //! reason, [`RemoteError::Malformed`], for [`Node::link_error`]; one too short to name a
 //! semaphore fails every semaphore imported from its sender. A message about a semaphore the
