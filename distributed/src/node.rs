@@ -18,8 +18,12 @@
 //!
 //! Open MPI 4.1 makes no progress on its own: someone must call into it. That someone is one
 //! process on the device's executor ([`Drain`]): each drain sends what is queued, reports
-//! exported values that were reached, and receives what has arrived (`MPI_Improbe`, then a
-//! matched receive). It keeps draining while a result is outstanding — a local operation or
+//! exported values that were reached, and tests the one receive it keeps posted (`MPI_Irecv`
+//! into the reserved inbox, on the links' own duplicate of the world communicator). A poll is
+//! one `MPI_Test`, and a message that arrives is matched and copied by Open MPI's progress
+//! inside it, as a blocking receive's would be: no probe, no second receive call. A drain
+//! delivers at most one message and returns, so the operation it woke runs before anything is
+//! tested again; the next drain posts the receive again. It keeps draining while a result is outstanding — a local operation or
 //! host thread waits on an imported value — and otherwise sleeps until a submission, an
 //! exported signal's completion or a host wait wakes it. Nothing spins while nothing is
 //! expected. While something is, the first drains that find nothing follow each other at
@@ -55,7 +59,10 @@
 //!
 //! ## Bytes from peers are untrusted
 //!
-//! A message that does not decode fails the semaphore it names with
+//! A message longer than any encoding is truncated into the inbox (one byte longer than
+//! [`MAX_MESSAGE_LEN`](crate::MAX_MESSAGE_LEN)): the links' communicator returns MPI errors
+//! rather than aborting, and the truncated bytes are still too long to decode. A message that
+//! does not decode fails the semaphore it names with
 //! [`Failure::DeviceLost`] (its operations and host waiters see it) and keeps the typed
 //! reason, [`RemoteError::Malformed`], for [`Node::link_error`]; one too short to name a
 //! semaphore fails every semaphore imported from its sender. A message about a semaphore the
@@ -81,9 +88,9 @@ use causeway_device::{
 };
 use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
-use mpi::point_to_point::MatchedReceiveVec;
+use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
-use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, Source};
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence};
 use mpi::Threading;
 
 use crate::message::{LinkId, Message, MessageError};
@@ -395,17 +402,29 @@ impl Outbox {
     }
 }
 
-/// The world communicator; every MPI call is made through it under [`Inner::mpi`].
+/// The communicators; every MPI call is made through them under [`Inner::mpi`].
 struct Mpi {
     world: SimpleCommunicator,
+    /// The semaphore messages' own duplicate of `world`, so an application's traffic beside
+    /// the node ([`Node::with_world`]) never matches them. Its errors are returned, not fatal:
+    /// a peer's oversized message truncates the posted receive, and that is a malformed
+    /// message for the receiver to refuse, not a reason to abort the job.
+    links: SimpleCommunicator,
     /// Where the reached and failed messages are encoded (at most [`crate::MAX_MESSAGE_LEN`] bytes,
     /// reserved at start): they are sent on the path that completes a signal, which does not
     /// allocate.
     scratch: Vec<u8>,
-    /// Where a well-formed message is received ([`crate::MAX_MESSAGE_LEN`] bytes, reserved at
-    /// start), so the receiving side of a hop does not allocate either. A longer message is
-    /// malformed; it is received into a buffer of its own size, to be refused by the decoder.
-    inbox: Box<[u8]>,
+    /// Where messages are received: one byte past [`crate::MAX_MESSAGE_LEN`], reserved at start
+    /// and never freed, so the receiving side of a hop does not allocate either. A longer
+    /// message fills it and is truncated there: still one byte too long to decode, so the
+    /// decoder refuses it as it would the whole. Reached only through a raw pointer: MPI
+    /// writes it while a receive is posted, whatever the borrows of `Mpi` say.
+    inbox: *mut [u8],
+    /// The receive posted into `inbox` on `links` (from any rank, [`LINK_TAG`]), or
+    /// `MPI_REQUEST_NULL` when none is. One stays posted while the progress process polls, so
+    /// a poll is one `MPI_Test` and an arriving message is matched and copied by Open MPI's
+    /// progress itself, with no probe and no second receive call (as a blocking receive is).
+    posted: mpi::ffi::MPI_Request,
     /// The outbox's queue while the progress process sends it (swapped with the empty one
     /// left from the drain before, so neither gives up its capacity).
     sending: VecDeque<Outgoing>,
@@ -415,8 +434,54 @@ struct Mpi {
 
 // SAFETY: MPI was initialised with MPI_THREAD_SERIALIZED (checked in `Node::start`), which
 // allows calls from any thread as long as no two overlap; `Mpi` is only reached through the
-// `Inner::mpi` mutex, which serialises them.
+// `Inner::mpi` mutex, which serialises them. The inbox and the posted request are touched only
+// through `Mpi` as well.
 unsafe impl Send for Mpi {}
+
+impl Mpi {
+    /// Posts the receive into the inbox unless one is posted.
+    fn post_receive(&mut self) {
+        if self.posted != request_null() {
+            return;
+        }
+        let len = self.inbox.len() as std::os::raw::c_int;
+        // SAFETY: the inbox is leaked at start (never freed or moved) and `len` bytes long; no
+        // receive is posted into it (`posted` is null), and no slice of it is alive: slices
+        // are made only in `receive_one`, after its receive completed, and end there.
+        // `posted` is written by MPI before it returns.
+        unsafe {
+            mpi::ffi::MPI_Irecv(
+                self.inbox.cast::<std::ffi::c_void>(),
+                len,
+                u8::equivalent_datatype().as_raw(),
+                mpi::ffi::RSMPI_ANY_SOURCE,
+                LINK_TAG,
+                self.links.as_raw(),
+                &mut self.posted,
+            );
+        }
+    }
+
+    /// Cancels the posted receive, if any (before MPI is finalised). A message it may have
+    /// matched already is dropped: the node is stopping.
+    fn cancel_receive(&mut self) {
+        if self.posted == request_null() {
+            return;
+        }
+        // SAFETY: `posted` is an active request of this process (not null); cancelling and
+        // then waiting on it is how MPI retires one, and the wait sets it to null.
+        unsafe {
+            mpi::ffi::MPI_Cancel(&mut self.posted);
+            mpi::ffi::MPI_Wait(&mut self.posted, mpi::ffi::RSMPI_STATUS_IGNORE);
+        }
+    }
+}
+
+/// `MPI_REQUEST_NULL`: no request.
+fn request_null() -> mpi::ffi::MPI_Request {
+    // SAFETY: reading an immutable constant that mpi-sys initialises statically.
+    unsafe { mpi::ffi::RSMPI_REQUEST_NULL }
+}
 
 /// Everything the progress process reaches; leaked when the node starts (the process and the
 /// watch timepoints hold `'static` references into it).
@@ -429,6 +494,12 @@ struct Inner {
     imports: Box<[Import]>,
     export_of: HashMap<usize, usize>,
     outbox: Mutex<Outbox>,
+    /// Whether the outbox's queue holds a message: written only under the outbox's lock, so
+    /// it equals `!queue.is_empty()` whenever the lock is free. The idle drain reads it
+    /// instead of taking the lock. Relaxed: the lock, taken when it reads true, is what
+    /// orders the queue; a message queued after a false read is seen by the drain that the
+    /// submitter's wake (or its own flush) starts.
+    outbox_queued: AtomicBool,
     host_waiters: AtomicUsize,
     stopping: AtomicBool,
     stopped: Mutex<bool>,
@@ -462,6 +533,15 @@ impl Node {
         let (rank, size) = (world.rank(), world.size());
         // Ranks sharing this machine (a collective call: every rank is in `start`).
         let local_ranks = usize::try_from(world.split_shared(rank).size()).unwrap_or(usize::MAX);
+        // Collective as well. Its errors are returned (see `Mpi::links`); rsmpi's sends on it
+        // ignore what they return, as they would abort otherwise, so a send to a dead peer is
+        // lost and its importers time out.
+        let link_comm = world.duplicate();
+        // SAFETY: `link_comm` is a valid communicator of this process, and MPI_ERRORS_RETURN a
+        // predefined error handler.
+        unsafe {
+            mpi::ffi::MPI_Comm_set_errhandler(link_comm.as_raw(), mpi::ffi::RSMPI_ERRORS_RETURN);
+        }
         let cores = cores_online();
         let waker: &'static Waker =
             Box::leak(Box::new(Waker { executor: device.executor(), process: OnceLock::new() }));
@@ -532,7 +612,9 @@ impl Node {
             mpi: Mutex::new(Mpi {
                 world,
                 scratch: Vec::with_capacity(crate::MAX_MESSAGE_LEN),
-                inbox: vec![0; crate::MAX_MESSAGE_LEN].into_boxed_slice(),
+                links: link_comm,
+                inbox: Box::into_raw(vec![0; crate::MAX_MESSAGE_LEN + 1].into_boxed_slice()),
+                posted: request_null(),
                 sending: VecDeque::with_capacity(OUTBOX_BOUND),
                 sent: Vec::with_capacity(OUTBOX_BOUND),
             }),
@@ -540,6 +622,7 @@ impl Node {
             imports: imports.into_boxed_slice(),
             export_of,
             outbox: Mutex::new(Outbox::new()),
+            outbox_queued: AtomicBool::new(false),
             host_waiters: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             stopped: Mutex::new(false),
@@ -662,6 +745,7 @@ impl Node {
             message.encode(&mut bytes);
             let purpose = Purpose::Announces { export: k, value };
             outbox.queued.push_back(Outgoing { purpose, bytes });
+            self.inner.outbox_queued.store(true, Ordering::Relaxed);
             backlog = outbox.queued.len();
             queued = true;
         }
@@ -776,6 +860,7 @@ impl Node {
         let mut buffer = outbox.buffer();
         buffer.extend_from_slice(bytes);
         outbox.queued.push_back(Outgoing { purpose: Purpose::Raw { rank }, bytes: buffer });
+        self.inner.outbox_queued.store(true, Ordering::Relaxed);
         drop(outbox);
         self.inner.waker.wake();
     }
@@ -1137,7 +1222,7 @@ impl Inner {
             state.announced.clear();
             mpi.scratch.clear();
             Message::Failed { link: export.link, failure }.encode(&mut mpi.scratch);
-            self.send(&mpi.world, &export.to, &mpi.scratch);
+            self.send(&mpi.links, &export.to, &mpi.scratch);
             return true;
         }
         let reached = semaphore.value();
@@ -1149,7 +1234,7 @@ impl Inner {
         if let Some(value) = newest {
             mpi.scratch.clear();
             Message::Reached { link: export.link, value }.encode(&mut mpi.scratch);
-            self.send(&mpi.world, &export.to, &mpi.scratch);
+            self.send(&mpi.links, &export.to, &mpi.scratch);
         }
         false
     }
@@ -1157,7 +1242,9 @@ impl Inner {
     fn send(&self, world: &SimpleCommunicator, to: &[i32], bytes: &[u8]) {
         for &rank in to {
             world.process_at_rank(rank).send_with_tag(bytes, LINK_TAG);
-            self.sent.fetch_add(1, Ordering::Relaxed);
+            // Every send is made under the MPI lock, which orders these writes: no
+            // read-modify-write needed.
+            self.sent.store(self.sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         }
     }
 
@@ -1167,23 +1254,27 @@ impl Inner {
     /// it, and an importer never holds more pending values than its exporter did. Returns
     /// whether anything was sent.
     fn send_queued(&'static self, mpi: &mut Mpi) -> bool {
+        if !self.outbox_queued.load(Ordering::Relaxed) {
+            return false;
+        }
         {
             let mut outbox = self.outbox.lock();
             if outbox.queued.is_empty() {
                 return false;
             }
             std::mem::swap(&mut outbox.queued, &mut mpi.sending);
+            self.outbox_queued.store(false, Ordering::Relaxed);
         }
         // Out of `mpi` while it is sent, since reporting takes `mpi` as well; put back below
         // with its capacity.
         let mut sending = std::mem::take(&mut mpi.sending);
         for outgoing in sending.drain(..) {
             match outgoing.purpose {
-                Purpose::Raw { rank } => self.send(&mpi.world, &[rank], &outgoing.bytes),
+                Purpose::Raw { rank } => self.send(&mpi.links, &[rank], &outgoing.bytes),
                 Purpose::Announces { export: k, value } => {
                     let export = &self.exports[k];
                     self.report(mpi, export);
-                    self.send(&mpi.world, &export.to, &outgoing.bytes);
+                    self.send(&mpi.links, &export.to, &outgoing.bytes);
                     let mut state = export.state.lock();
                     if !state.failure_sent {
                         state.announced.push_back(value);
@@ -1197,39 +1288,64 @@ impl Inner {
         true
     }
 
-    fn receive_arrived(&self, mpi: &mut Mpi) -> bool {
-        let mut any = false;
-        while let Some(matched) = mpi.world.any_process().immediate_matched_probe_with_tag(LINK_TAG)
-        {
-            let sender = matched.1.source_rank();
-            self.received.fetch_add(1, Ordering::Relaxed);
-            // A negative count (MPI's undefined) or one past the inbox is not a message this
-            // crate encodes: taken whole into a buffer of its own, so nothing is truncated.
-            match usize::try_from(matched.1.count(u8::equivalent_datatype())) {
-                Ok(len) if len <= mpi.inbox.len() => {
-                    matched.0.matched_receive_into(&mut mpi.inbox[..len]);
-                    self.deliver(sender, &mpi.inbox[..len]);
-                }
-                _ => {
-                    let (bytes, _) = matched.matched_receive_vec::<u8>();
-                    self.deliver(sender, &bytes);
-                }
-            }
-            any = true;
+    /// Delivers the message the posted receive got, if it got one; whether it did. One
+    /// message per call: the drain then returns, so an operation the message woke starts
+    /// before anything else is tested, and the receive is posted again by the next drain.
+    fn receive_one(&self, mpi: &mut Mpi) -> bool {
+        mpi.post_receive();
+        let mut done: std::os::raw::c_int = 0;
+        let mut status = std::mem::MaybeUninit::<mpi::ffi::MPI_Status>::uninit();
+        // SAFETY: `posted` is the active request `post_receive` left (or null, which MPI_Test
+        // answers as done with an empty status); `done` and `status` are written by it.
+        let code = unsafe { mpi::ffi::MPI_Test(&mut mpi.posted, &mut done, status.as_mut_ptr()) };
+        if done == 0 {
+            return false;
         }
-        any
+        // SAFETY: MPI_Test set `done`, and with it wrote the status.
+        let status = unsafe { status.assume_init() };
+        if status.MPI_SOURCE < 0 {
+            // The empty status of a null request: there was nothing to receive.
+            return false;
+        }
+        // Only the progress process receives, under the MPI lock: no read-modify-write.
+        self.received.store(self.received.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let capacity = mpi.inbox.len();
+        // A truncated (too long) message fills the inbox, one byte past any message this
+        // crate encodes, so the decoder refuses it. So does one whose count MPI cannot say.
+        let len = if code == mpi::ffi::MPI_SUCCESS as std::os::raw::c_int {
+            let mut count: std::os::raw::c_int = 0;
+            // SAFETY: `status` is the completed receive's; `count` is written by MPI.
+            unsafe {
+                mpi::ffi::MPI_Get_count(&status, u8::equivalent_datatype().as_raw(), &mut count)
+            };
+            usize::try_from(count).ok().filter(|&len| len <= capacity).unwrap_or(capacity)
+        } else {
+            if mpi.posted != request_null() {
+                // A request that completed in error may be left allocated (the standard leaves
+                // it to the implementation): retire it, so the next drain posts a fresh one
+                // rather than test this one again.
+                // SAFETY: `posted` is a completed request of this process, not null.
+                unsafe { mpi::ffi::MPI_Request_free(&mut mpi.posted) };
+            }
+            capacity
+        };
+        // SAFETY: the receive completed (`done`), so MPI no longer writes the inbox, and none
+        // is posted again while this slice lives (only `post_receive` posts, and `mpi` is
+        // borrowed here); the inbox is `capacity` initialised bytes, leaked at start.
+        let bytes = unsafe { std::slice::from_raw_parts(mpi.inbox.cast::<u8>(), len) };
+        self.deliver(status.MPI_SOURCE, bytes);
+        true
     }
 
     /// Whether a result is awaited from another rank: a host thread or an operation waits on
     /// an imported value, or messages wait to be sent.
     fn outstanding(&self) -> bool {
-        // The outbox's lock last: while a result is awaited, one of the lock-free looks
-        // answers first.
+        // The semaphores' locks last: the flags answer first when they can.
         self.host_waiters.load(Ordering::Relaxed) > 0
+            || self.outbox_queued.load(Ordering::Relaxed)
             || self.imports.iter().any(|import| {
                 self.device.semaphore(import.semaphore).is_some_and(|s| s.has_waiters())
             })
-            || !self.outbox.lock().queued.is_empty()
     }
 }
 
@@ -1270,25 +1386,34 @@ struct Progress {
 impl Drain for Progress {
     fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
         let this = self.inner;
-        this.drains.fetch_add(1, Ordering::Relaxed);
+        // One drain at a time (the executor's state transitions order them): no
+        // read-modify-write.
+        this.drains.store(this.drains.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let mut mpi = this.mpi.lock();
-        let mut moved = this.send_queued(&mut mpi);
+        let moved = this.send_queued(&mut mpi);
         for export in this.exports.iter() {
             this.report(&mut mpi, export);
         }
-        if this.receive_arrived(&mut mpi) {
-            moved = true;
+        let received = this.receive_one(&mut mpi);
+        if received {
             // What arrived may have failed an export (an operation that waited on it failed):
             // that failure goes out in the same drain.
             for export in this.exports.iter() {
                 this.report(&mut mpi, export);
             }
         }
-        drop(mpi);
         if this.stopping.load(Ordering::Relaxed) {
+            // What has arrived is delivered before the receive is retired and MPI finalised.
+            while this.receive_one(&mut mpi) {}
+            mpi.cancel_receive();
             return Drained::Done(Ok(()));
         }
-        if this.outstanding() {
+        drop(mpi);
+        if received {
+            // More may have arrived: the next drain looks (after what this message woke).
+            self.idle_drains.store(0, Ordering::Relaxed);
+            Drained::Progress
+        } else if this.outstanding() {
             if moved {
                 self.idle_drains.store(0, Ordering::Relaxed);
             } else {
