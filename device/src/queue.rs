@@ -430,9 +430,12 @@ impl QueueShared {
             // of `tail`), so by invariant 1 only this queue process touches its body until
             // `retire`; the shared reference ends with this block.
             let body = unsafe { &*slot.body.get() };
-            // What it signals is reached right after its work: see `prefetch`.
-            for &(semaphore, _) in &body.signals {
-                prefetch::object(&device.semaphores[semaphore]);
+            // What it signals is reached right after its work (see `prefetch`). Hinted once,
+            // when the work is about to start: an issued operation's later steps only poll.
+            if !body.issued {
+                for &(semaphore, _) in &body.signals {
+                    prefetch::object(&device.semaphores[semaphore]);
+                }
             }
             (
                 body.issued,

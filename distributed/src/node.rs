@@ -23,9 +23,9 @@
 //! one `MPI_Test`, and a message that arrives is matched and copied by Open MPI's progress
 //! inside it, as a blocking receive's would be: no probe, no second receive call. A drain
 //! delivers at most one message and returns, so the operation it woke runs before anything is
-//! tested again; the next drain posts the receive again. It keeps draining while a result is outstanding — a local operation or
-//! host thread waits on an imported value — and otherwise sleeps until a submission, an
-//! exported signal's completion or a host wait wakes it. Nothing spins while nothing is
+//! tested again; the next drain posts the receive again. It keeps draining while a result is
+//! outstanding — a local operation or host thread waits on an imported value — and otherwise
+//! sleeps until a submission, an exported signal's completion or a host wait wakes it. Nothing spins while nothing is
 //! expected. While something is, the first drains that find nothing follow each other at
 //! once (an answer usually comes within microseconds, sooner than a `sched_yield` returns);
 //! after `SPIN_DRAINS` (64) of them the process yields its core between drains, so other
@@ -1239,9 +1239,9 @@ impl Inner {
         false
     }
 
-    fn send(&self, world: &SimpleCommunicator, to: &[i32], bytes: &[u8]) {
+    fn send(&self, links: &SimpleCommunicator, to: &[i32], bytes: &[u8]) {
         for &rank in to {
-            world.process_at_rank(rank).send_with_tag(bytes, LINK_TAG);
+            links.process_at_rank(rank).send_with_tag(bytes, LINK_TAG);
             // Every send is made under the MPI lock, which orders these writes: no
             // read-modify-write needed.
             self.sent.store(self.sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
