@@ -39,6 +39,7 @@
 pub mod backend;
 
 mod clock;
+mod gate_count;
 mod hand_off;
 mod memory;
 pub mod native_blocks;
@@ -1075,10 +1076,7 @@ impl Device {
         }
         queue.claim(index).reset();
         // The submission hold keeps the gate shut while timepoints are armed.
-        slot.gate
-            .failure
-            .store(failure.map_or(0, Failure::to_word), std::sync::atomic::Ordering::Relaxed);
-        slot.gate.pending.store(1, std::sync::atomic::Ordering::Relaxed);
+        slot.gate.count.hold(failure);
         if failure.is_none() {
             for (wait, outcome) in waits.iter().enumerate() {
                 let WaitOutcome::Resolved(resolution) = outcome else { continue };
@@ -1195,7 +1193,7 @@ impl Device {
         while timepoint.is_busy() {
             std::hint::spin_loop();
         }
-        slot.gate.pending.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        slot.gate.count.add_wait();
         // SAFETY: the timepoint lives in the device's leaked storage (pinned, see
         // `QueueShared::timepoint`) and so does the semaphore; both stay until `drop`, which
         // cancels every armed timepoint before freeing them.
@@ -1205,13 +1203,13 @@ impl Device {
                 if let Err(failure) = outcome {
                     slot.gate.record_failure(failure);
                 }
-                slot.gate.pending.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                slot.gate.count.withdraw_wait();
                 false
             }
             Err(_) => {
                 // Unreachable after the busy wait; fail safe rather than hang.
                 slot.gate.record_failure(Failure::Aborted);
-                slot.gate.pending.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                slot.gate.count.withdraw_wait();
                 false
             }
         }

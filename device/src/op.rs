@@ -3,7 +3,6 @@
 
 use std::cell::UnsafeCell;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use causeway_core::speculation::Dependence;
 use heapless::Vec as FixedVec;
 
 use super::backend::{NativeWait, Origin};
+use super::gate_count::GateCount;
 use super::memory::AllocationId;
 use super::queue::QueueShared;
 use super::{
@@ -224,43 +224,30 @@ impl OpBody {
     }
 }
 
-/// Counts an operation's outstanding waits and remembers the first failure among them; the
-/// notify target of the slot's timepoints.
+/// Counts an operation's outstanding waits and remembers the first failure among them (see
+/// `gate_count` for the protocol); the notify target of the slot's timepoints.
 pub(crate) struct WaitGate {
-    /// Outstanding armed waits, plus one while the submitter is still arming.
-    pub(crate) pending: AtomicU32,
-    /// First failure (see [`Failure::to_word`]); zero for none.
-    pub(crate) failure: AtomicU64,
-    /// The queue to wake when `pending` reaches zero; set once when the device is built.
+    pub(crate) count: GateCount,
+    /// The queue to wake when the count reaches zero; set once when the device is built.
     pub(crate) queue: OnceLock<&'static QueueShared>,
 }
 
 impl WaitGate {
     pub(crate) fn new() -> WaitGate {
-        WaitGate { pending: AtomicU32::new(0), failure: AtomicU64::new(0), queue: OnceLock::new() }
+        WaitGate { count: GateCount::new(), queue: OnceLock::new() }
     }
 
     pub(crate) fn record_failure(&self, failure: Failure) {
-        // First failure wins; Relaxed suffices because the decrement in `release` that follows
-        // publishes it (Release) to the queue process's Acquire load of `pending`.
-        let _ = self.failure.compare_exchange(
-            0,
-            failure.to_word(),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+        self.count.record_failure(failure);
     }
 
     pub(crate) fn failure(&self) -> Option<Failure> {
-        Failure::from_word(self.failure.load(Ordering::Relaxed))
+        self.count.failure()
     }
 
     /// Drops one outstanding wait; the last one wakes the queue.
     pub(crate) fn release(&self) {
-        // AcqRel: Release publishes this thread's failure record to the queue process, which
-        // loads `pending` with Acquire; Acquire makes the last releaser see earlier releasers'
-        // records before it wakes the queue.
-        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.count.release() {
             if let Some(queue) = self.queue.get() {
                 queue.wake();
             }
@@ -268,8 +255,7 @@ impl WaitGate {
     }
 
     pub(crate) fn is_open(&self) -> bool {
-        // Acquire pairs with the AcqRel decrement in `release`.
-        self.pending.load(Ordering::Acquire) == 0
+        self.count.is_open()
     }
 }
 
@@ -295,7 +281,7 @@ impl Notify for WaitGate {
 impl fmt::Debug for WaitGate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WaitGate")
-            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .field("pending", &self.count.pending())
             .field("failure", &self.failure())
             .finish_non_exhaustive()
     }
