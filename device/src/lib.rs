@@ -682,6 +682,9 @@ impl DeviceBuilder {
             endpoints.push(endpoint);
         }
         let workers = self.pool.workers;
+        // Before any queue process runs: the rings' free-slot handshake uses the asymmetric
+        // barrier (see `queue`), which is a fence on both sides until this has registered it.
+        causeway_runtime::barrier::prepare();
         let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
         let semaphores =
             SemaphoreTable::new(&self.semaphores, self.semaphore_pool, self.queues.len()).map_err(

@@ -60,12 +60,18 @@
 //! A submitter that finds the ring full ([`QueueShared::wait_for_slot`]) counts itself in
 //! `slot_waiters` and sleeps on a condition variable; `retire` wakes it. The two sides are a
 //! store/load pair on different words — the submitter increments `slot_waiters` then reads
-//! `head`, the queue process stores `head` then reads `slot_waiters` — so both use SeqCst:
-//! in the single order of SeqCst operations one of the two reads sees the other side's write,
-//! so either the submitter sees the freed slot or the queue process sees the waiter. Its
-//! wake-up takes the condition variable's mutex, under which the submitter checks before
-//! sleeping, so the wake cannot fall between a check and the sleep. The queue process pays
-//! one SeqCst store per operation and, with nobody waiting, one load.
+//! `head`, the queue process stores `head` then reads `slot_waiters` — so each side needs a
+//! store → load barrier between its two accesses, and then either the submitter sees the freed
+//! slot or the queue process sees the waiter. Its wake-up takes the condition variable's
+//! mutex, under which the submitter checks before sleeping, so the wake cannot fall between a
+//! check and the sleep.
+//!
+//! The queue process retires every operation and a submitter waits rarely, so the pair is
+//! asymmetric (`causeway_runtime::barrier`): the queue process's barrier is a compiler barrier
+//! only, the waiter's makes every thread of the process execute a full one (`membarrier` on
+//! Linux; both are `SeqCst` fences where that is not available). A locked instruction here
+//! cost the signal → dependent start path 7–8 ns of its ~125 (it waits for every store before
+//! it to reach the cache). The queue process pays, with nobody waiting, one load.
 
 use std::fmt;
 use std::pin::Pin;
@@ -80,6 +86,7 @@ use causeway_core::semaphore::{Cancelled, Failure, Timepoint};
 use causeway_core::speculation::{Dependence, Rejection};
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
+use causeway_runtime::barrier;
 use causeway_runtime::contain::{contain, Panicked};
 use causeway_runtime::FRONTIER_CAPACITY;
 
@@ -325,12 +332,15 @@ impl QueueShared {
     /// Blocks until `done(head, tail)` holds, re-checking at every retirement, or until
     /// `deadline` passes (`false`).
     fn wait_for_retire(&self, done: impl Fn(u64, u64) -> bool, deadline: Option<Instant>) -> bool {
-        // SeqCst: the Dekker pair with `retire` (module docs, "Waiting for a free slot").
-        self.slot_waiters.fetch_add(1, Ordering::SeqCst);
+        self.slot_waiters.fetch_add(1, Ordering::Relaxed);
+        // The rare side of the store → load pair with `retire` (module docs, "Waiting for a
+        // free slot"); pairs with its light barrier.
+        barrier::heavy();
         let mut guard = self.slot_lock.lock();
         let reached = loop {
-            // SeqCst: the other half of the pair; see above.
-            let head = self.head.load(Ordering::SeqCst);
+            // Acquire pairs with the Release store in `retire`: what the retired operations did
+            // is visible to the caller.
+            let head = self.head.load(Ordering::Acquire);
             if done(head, self.tail.load(Ordering::Relaxed)) {
                 break true;
             }
@@ -876,11 +886,13 @@ impl QueueShared {
         body.allocation = None;
         body.issued = false;
         body.issued_status = None;
-        // Release (within SeqCst) pairs with the Acquire load in `free_slot`: every access to
-        // the body above happens before the submitter reuses the slot. SeqCst makes this store
-        // and the load below the queue's half of the Dekker pair with `wait_for_slot`.
-        self.head.store(head + 1, Ordering::SeqCst);
-        if self.slot_waiters.load(Ordering::SeqCst) != 0 {
+        // Release pairs with the Acquire load in `free_slot`: every access to the body above
+        // happens before the submitter reuses the slot.
+        self.head.store(head + 1, Ordering::Release);
+        // The frequent side of the store → load pair with `wait_for_retire` (module docs,
+        // "Waiting for a free slot"); pairs with its heavy barrier.
+        barrier::light();
+        if self.slot_waiters.load(Ordering::Relaxed) != 0 {
             // Under the mutex the waiter checks under, so the wake cannot slip between its
             // check and its sleep.
             let _guard = self.slot_lock.lock();

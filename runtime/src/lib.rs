@@ -23,7 +23,8 @@
 //! [`invoke`] is the invocation model on top of them, and [`stream`] drains a ring of small
 //! direct operations. [`blocking`] makes a host thread wait for a semaphore value, and
 //! [`contain`] and [`sync`] are what the layers above share for running user code and for
-//! loom-modelled protocols. The device layer (`causeway-device`) runs its queues on this pool;
+//! loom-modelled protocols; [`barrier`] is the host's asymmetric store → load barrier for
+//! protocols with a frequent and a rare side. The device layer (`causeway-device`) runs its queues on this pool;
 //! `docs/ARCHITECTURE.md` shows where each layer sits.
 
 use std::fmt;
@@ -45,6 +46,8 @@ pub mod stream;
 pub mod sync;
 pub mod wait;
 
+/// The host's asymmetric store → load barrier (see the module's documentation).
+pub use causeway_platform_linux::barrier;
 pub use coroutine::{JoinError, JoinHandle, SpawnError, Spawner};
 pub use host::HostFutex;
 pub use invoke::{Invocation, InvokeError, Invoker};

@@ -11,10 +11,13 @@
 //! - [`HostFutex`] names the best of the two for the target being built, so executors can be
 //!   written once: `static FUTEX: HostFutex = HostFutex::new();`.
 //! - [`pin_current_thread`] restricts a worker thread to one CPU.
+//! - [`barrier`] pairs a compiler-only barrier on a frequent path with a process-wide one
+//!   (`membarrier`) on a rare path, where both would otherwise need a `SeqCst` fence.
 //!
 //! [`Futex`]: causeway_core::executor::Futex
 
 mod affinity;
+pub mod barrier;
 // Under `cfg(loom)` core's futex word is a loom model type the kernel cannot wait on (it has no
 // address of a real 32-bit word), so loom builds fall back to the parking emulation; that keeps
 // crates above this one (the CPU driver) compiling for their own loom models.
