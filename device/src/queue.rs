@@ -97,7 +97,7 @@ use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
 use crate::phase::{QueuePhase, Running, TakeOver};
 use crate::prefetch;
-use crate::run_claim::{Claimed, RunClaim};
+use crate::run_claim::{Cancellers, Claimed, RunClaim};
 use crate::speculation::{CancelReport, LineageCell, LineageFrontier, LineageSignals};
 use crate::{DeviceShared, QueueId};
 
@@ -150,6 +150,8 @@ pub(crate) struct QueueShared {
     /// Each slot's run claim (see `speculation`): one byte each, in order, so the walk that
     /// fails what a cancellation claimed reads a few cache lines per thousand operations.
     claims: Box<[RunClaim]>,
+    /// The cancellation walks under way on this queue (see `run_claim`).
+    cancellers: Cancellers,
     /// Epoch of the last retired operation (what the device knows is complete).
     completed: AtomicU64,
     /// Submitters waiting for a free slot (see "Waiting for a free slot").
@@ -236,6 +238,7 @@ impl QueueShared {
             frontiers: (0..ring).map(|_| LineageCell::new()).collect(),
             signals: (0..ring).map(|_| LineageCell::new()).collect(),
             claims: (0..ring).map(|_| RunClaim::new()).collect(),
+            cancellers: Cancellers::new(),
             completed: AtomicU64::new(0),
             slot_waiters: AtomicUsize::new(0),
             slot_lock: Mutex::new(()),
@@ -492,7 +495,7 @@ impl QueueShared {
             match slot.gate.failure() {
                 // Failing counts as starting: a cancellation either came first or reports it
                 // as having run.
-                Some(failure) => match claim.start() {
+                Some(failure) => match claim.start(&self.cancellers) {
                     Ok(()) => OpStatus::Failed(failure),
                     Err(_) => OpStatus::Cancelled,
                 },
@@ -546,6 +549,7 @@ impl QueueShared {
         // Held for the walk: no slot from the head on is refilled meanwhile, so each lineage
         // stays the one published, even for operations the queue process retires meanwhile.
         let _side = self.lock_submit();
+        let walk = self.cancellers.begin();
         // Acquire pairs with the Release store of `head` in `retire` (as in `free_slot`).
         let head = self.head.load(Ordering::Acquire);
         // Written only under the submit lock, which this thread holds.
@@ -557,7 +561,7 @@ impl QueueShared {
             if !dependence.is_dependent() {
                 continue;
             }
-            match self.claim(index).cancel(dependence) {
+            match walk.cancel(self.claim(index), dependence) {
                 Claimed::Cancelled => {
                     report.cancelled += 1;
                     report.conservative += usize::from(dependence == Dependence::Conservative);
@@ -631,7 +635,7 @@ impl QueueShared {
             || device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
         // Kernels are claimed in `issue`, once nothing but the driver stands between them and
         // running.
-        if !work.is_kernel() && claim.start().is_err() {
+        if !work.is_kernel() && claim.start(&self.cancellers).is_err() {
             return Ran::Finished(OpStatus::Cancelled);
         }
         match work {
@@ -695,12 +699,12 @@ impl QueueShared {
         let failed = if self.native { self.failed_wait(slot) } else { None };
         if let Some(failure) = failed {
             // Failing counts as starting, as in `step`.
-            return match claim.start() {
+            return match claim.start(&self.cancellers) {
                 Ok(()) => Issuing::Finished(OpStatus::Failed(failure)),
                 Err(_) => Issuing::Cancelled,
             };
         }
-        if claim.start().is_err() {
+        if claim.start(&self.cancellers).is_err() {
             return Issuing::Cancelled;
         }
         let mut issue = Issue {

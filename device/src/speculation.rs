@@ -8,9 +8,9 @@
 //!   publishes the slot and only read afterwards, by cancellers: kept in an array of its own
 //!   beside the ring, apart from the body the queue process mutates, so a cancellation walks
 //!   small records in order instead of striding over whole slots; and
-//! - a **run claim** (an array of one-byte words beside the ring too), the one word on which
-//!   the queue process (about to start the operation) and a canceller (about to cancel it)
-//!   agree who came first.
+//! - a **run claim** (an array of two-byte records beside the ring too: the claim's word and
+//!   a `started` flag), on which the queue process (about to start the operation) and a
+//!   canceller (about to cancel it) agree who came first.
 //!
 //! # Run claim
 //!
@@ -26,10 +26,13 @@
 //! ```
 //!
 //! `start` is idempotent (an operation that started and waits for room — a full device ring,
-//! no quota — starts again). Both transitions are compare-and-swaps of one word, so exactly
-//! one side wins; no other memory is handed over through it (the lineage is published by the
-//! ring's `tail` store and read under the submit lock, the queue process is woken through the
-//! executor), so every access is Relaxed.
+//! no quota — starts again). While no cancellation walk is under way on the queue, a start
+//! only raises its `started` flag (a walk that begins later sees it and takes the right-hand
+//! path); while one is, both sides settle on the word with compare-and-swaps, so exactly one
+//! wins (`run_claim` explains the handshake, an asymmetric barrier between the queue's starts
+//! and its walks). No other memory is handed over through the claim (the lineage is published
+//! by the ring's `tail` store and read under the submit lock, the queue process is woken
+//! through the executor).
 //!
 //! # Cancelling
 //!

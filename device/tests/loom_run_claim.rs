@@ -1,6 +1,7 @@
 //! Loom model of the run claim (`src/run_claim.rs`, compiled here as it is, against loom's
-//! atomics): every interleaving of the queue process starting an operation and cancellers
-//! cancelling it.
+//! atomics, with `SeqCst` fences for the two sides of the asymmetric barrier): every
+//! interleaving of the queue process starting an operation — on the fast path when no walk is
+//! under way, settling on the word when one is — and cancellation walks cancelling it.
 //!
 //! What each model checks is the claim's contract with the code around it: exactly one side
 //! wins and both see the same winner; an operation whose start succeeded runs and is never
@@ -20,7 +21,7 @@ use causeway_core::speculation::Dependence;
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use run_claim::{Claimed, RunClaim};
+use run_claim::{Cancellers, Claimed, RunClaim};
 
 /// An operation's fate as the model's threads leave it: whether its work ran, and its signal's
 /// failure word (first wins, as a semaphore's).
@@ -52,10 +53,30 @@ impl Fate {
     }
 }
 
+/// One ring slot's claim and its queue's cancellation walks.
+struct Slot {
+    claim: RunClaim,
+    cancellers: Cancellers,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot { claim: RunClaim::new(), cancellers: Cancellers::new() }
+    }
+}
+
+impl std::ops::Deref for Slot {
+    type Target = RunClaim;
+
+    fn deref(&self) -> &RunClaim {
+        &self.claim
+    }
+}
+
 /// The queue process: starts the operation (`tries` times, as one waiting for room does) and
 /// runs its work if the start succeeded; the answers of every try.
-fn queue_process(claim: &RunClaim, fate: &Fate, tries: usize) -> Vec<Result<(), Dependence>> {
-    let answers: Vec<_> = (0..tries).map(|_| claim.start()).collect();
+fn queue_process(claim: &Slot, fate: &Fate, tries: usize) -> Vec<Result<(), Dependence>> {
+    let answers: Vec<_> = (0..tries).map(|_| claim.start(&claim.cancellers)).collect();
     if answers[0].is_ok() {
         fate.ran.store(true, Ordering::Relaxed);
     }
@@ -63,8 +84,10 @@ fn queue_process(claim: &RunClaim, fate: &Fate, tries: usize) -> Vec<Result<(), 
 }
 
 /// A canceller: claims the operation and, if that cancelled it, fails its signals.
-fn canceller(claim: &RunClaim, fate: &Fate, dependence: Dependence) -> Claimed {
-    let claimed = claim.cancel(dependence);
+fn canceller(claim: &Slot, fate: &Fate, dependence: Dependence) -> Claimed {
+    // The walk stays counted until its claims are acted on, as `claim_speculative`'s does.
+    let walk = claim.cancellers.begin();
+    let claimed = walk.cancel(&claim.claim, dependence);
     if claimed == Claimed::Cancelled {
         fate.fail_cancelled(dependence);
     }
@@ -72,7 +95,7 @@ fn canceller(claim: &RunClaim, fate: &Fate, dependence: Dependence) -> Claimed {
 }
 
 fn spawn_canceller(
-    claim: &Arc<RunClaim>,
+    claim: &Arc<Slot>,
     fate: &Arc<Fate>,
     dependence: Dependence,
 ) -> thread::JoinHandle<Claimed> {
@@ -83,7 +106,7 @@ fn spawn_canceller(
 #[test]
 fn a_start_and_a_cancel_agree_on_one_winner_and_the_work_runs_or_fails_never_both() {
     loom::model(|| {
-        let (claim, fate) = (Arc::new(RunClaim::new()), Arc::new(Fate::default()));
+        let (claim, fate) = (Arc::new(Slot::new()), Arc::new(Fate::default()));
         let cancelling = spawn_canceller(&claim, &fate, Dependence::Rejected);
         let started = queue_process(&claim, &fate, 1).remove(0);
         let claimed = cancelling.join().unwrap();
@@ -110,7 +133,7 @@ fn a_start_and_a_cancel_agree_on_one_winner_and_the_work_runs_or_fails_never_bot
 #[test]
 fn a_start_repeated_after_waiting_for_room_answers_as_the_first_did() {
     loom::model(|| {
-        let (claim, fate) = (Arc::new(RunClaim::new()), Arc::new(Fate::default()));
+        let (claim, fate) = (Arc::new(Slot::new()), Arc::new(Fate::default()));
         let cancelling = spawn_canceller(&claim, &fate, Dependence::Conservative);
         let answers = queue_process(&claim, &fate, 2);
         let claimed = cancelling.join().unwrap();
@@ -121,8 +144,13 @@ fn a_start_repeated_after_waiting_for_room_answers_as_the_first_did() {
 
 #[test]
 fn of_two_cancellers_and_a_start_one_canceller_decides_and_the_start_sees_its_reason() {
-    loom::model(|| {
-        let (claim, fate) = (Arc::new(RunClaim::new()), Arc::new(Fate::default()));
+    // Three threads, each with a barrier and a few atomics: unbounded, loom needs more than ten
+    // minutes. Three preemptions cover every order of the two walks' count, barrier, flag read
+    // and swap around the start's flag, barrier, count read and swap.
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let (claim, fate) = (Arc::new(Slot::new()), Arc::new(Fate::default()));
         let rejected = spawn_canceller(&claim, &fate, Dependence::Rejected);
         let conservative = spawn_canceller(&claim, &fate, Dependence::Conservative);
         let started = queue_process(&claim, &fate, 1).remove(0);
