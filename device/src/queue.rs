@@ -147,7 +147,7 @@ pub(crate) struct QueueShared {
     /// and reads the signals of the operations it cancelled; nothing else reads them.
     frontiers: Box<[LineageCell<LineageFrontier>]>,
     signals: Box<[LineageCell<LineageSignals>]>,
-    /// Each slot's run claim (see `speculation`): one byte each, in order, so the walk that
+    /// Each slot's run claim (see `speculation`): two bytes each, in order, so the walk that
     /// fails what a cancellation claimed reads a few cache lines per thousand operations.
     claims: Box<[RunClaim]>,
     /// The cancellation walks under way on this queue (see `run_claim`).
