@@ -418,9 +418,34 @@ impl<const N: usize> Frontier<N> {
         // forwarded from the walk's narrow stores still in flight. Two loops: the first decides
         // each entry with a branch while tied victims remain; the second, once none do, needs
         // only the comparison with the cut and runs without a branch per entry (both together:
-        // 131 → 119 instructions per 6+6 merge, against one loop testing for ties throughout).
+        // 131 → 119 instructions per 6+6 merge, against one loop testing for ties throughout;
+        // bare-metal builds keep that one loop, which is smaller, for their flash budget).
         let mut ties = cut.tied_victims;
         let (mut slot, mut from) = (N, k);
+        if cfg!(target_os = "none") {
+            // Bare metal: one loop, testing for ties throughout (flash budget).
+            while slot > 0 {
+                // SAFETY: as for the two loops below: `slot` survivors remain among the `from`
+                // unread entries, so `from - 1` never wraps while `slot > 0`, and a survivor is
+                // written at `slot - 1 < N`.
+                unsafe {
+                    from -= 1;
+                    let epoch = *epochs.get_unchecked(from);
+                    if epoch < cut.epoch {
+                        continue;
+                    }
+                    if epoch == cut.epoch && ties > 0 {
+                        ties -= 1;
+                        continue;
+                    }
+                    slot -= 1;
+                    *self.axes.get_unchecked_mut(slot) = *axes.get_unchecked(from);
+                    *self.epochs.get_unchecked_mut(slot) = epoch;
+                }
+            }
+            self.len = N as u8;
+            return;
+        }
         // While tied victims remain: each entry is kept, evicted below the cut, or evicted as
         // a tie.
         while ties > 0 {
@@ -692,12 +717,27 @@ impl SmallestEpochs {
     /// and on 256 varied 6+6 pairs, where the branches do not repeat, 20.3 → 18.0–19.5 ns
     /// (minimum of the block means), for 5 more instructions per merge.
     ///
-    /// Unrolled, slot by named slot: with no index into the array, the four epochs stay in
-    /// registers through the whole walk (a loop over the array kept them on the stack, and an
-    /// entering offer paid a load and a store per slot it moved: 130 → 97 instructions per 6+6
-    /// merge).
+    /// On hosted targets, unrolled, slot by named slot: with no index into the array, the four
+    /// epochs stay in registers through the whole walk (a loop over the array kept them on the
+    /// stack, and an entering offer paid a load and a store per slot it moved: 130 → 97
+    /// instructions per 6+6 merge). Bare-metal builds keep the loop, which is smaller, for
+    /// their flash budget.
     #[inline(always)]
     fn offer(&mut self, epoch: u64) {
+        if cfg!(target_os = "none") {
+            // Bare metal: the loop, less code than the unrolled insert (flash budget).
+            let held = &mut self.0;
+            let mut at = SmallestEpochs::HELD - 1;
+            if epoch >= held[at] {
+                return;
+            }
+            while at > 0 && held[at - 1] > epoch {
+                held[at] = held[at - 1];
+                at -= 1;
+            }
+            held[at] = epoch;
+            return;
+        }
         let [h0, h1, h2, h3] = &mut self.0;
         if epoch >= *h3 {
             return;
@@ -724,6 +764,10 @@ impl SmallestEpochs {
     /// smallest epoch, and how many of the `count` smallest equal it.
     #[inline(always)]
     fn cut(&self, count: usize) -> EvictionCut {
+        if cfg!(target_os = "none") {
+            // Bare metal: the general loop (flash budget).
+            return EvictionCut::from_smallest(&self.0[..count]);
+        }
         let [h0, h1, h2, h3] = self.0;
         let equal = |held: u64, cut: u64| usize::from(held == cut);
         let (epoch, tied_victims) = match count {
