@@ -79,8 +79,13 @@ pub fn heavy() {
         if expedited_barrier() {
             return;
         }
-        // Registered, yet refused (never expected): no `light` can be relied on any more, so
-        // there is nothing sound left to do.
+        // Refused although registered: a forked child's address space may have started out
+        // unregistered while this static says otherwise. Register again, once.
+        if register() && expedited_barrier() {
+            return;
+        }
+        // Still refused (never expected): a `light` somewhere may already rely on this
+        // barrier, so there is nothing sound left to do.
         std::process::abort();
     }
     fence(Ordering::SeqCst);
