@@ -94,9 +94,8 @@ pub(crate) struct Running {
 pub(crate) enum TakeOver {
     /// The queue was between drains: the device now owns its whole ring.
     Idle,
-    /// The head operation's work is still running (described), or returned after the request
-    /// and its drain stopped there; the device owns the ring, and may read (not write) the head
-    /// operation's slot.
+    /// The head operation's work is still running (described); the device owns the ring, and
+    /// may read (not write) the head operation's slot.
     Stuck(Running),
     /// A drain is in its bookkeeping; try again.
     Stepping,
