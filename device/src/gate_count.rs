@@ -26,17 +26,22 @@
 //!    wakes the queue; the queue process reads the gate with Acquire, and sees every failure
 //!    recorded by any holder before its release.
 //! 3. The count is zero before a slot is reused (the queue process ran the operation only after
-//!    reading it open), and the last release's store or decrement is its last access: `hold`
-//!    for the next operation races with nothing.
+//!    reading it open), and the last release's decrement is its last access: `hold` for the
+//!    next operation races with nothing.
 //!
-//! # Why the last release is a plain store
+//! # Why every release is a read-modify-write
 //!
-//! By invariant 1, a holder that reads 1 is alone, so it may store 0 instead of decrementing:
-//! no other change can fall between its load and its store. A locked read-modify-write would
-//! wait for every store before it to reach the cache (on x86-64), which the signalling thread,
-//! fresh from writing the semaphore's history and waiter list, pays for on the signal →
-//! dependent start path; the load and store do not. With more than one holder left, `release`
-//! decrements as usual.
+//! By invariant 1 a holder that reads 1 is alone, and could store 0 instead of decrementing;
+//! that saves a locked instruction on x86-64 but loses wakes. The holder that opens the gate
+//! then wakes the queue process, and an executor wake that finds the process already queued
+//! changes nothing: it only loads the process's state. The queue process, starting the drain
+//! that queue promised, stores its state and then reads the gate. That is a store → load pair
+//! on each side, and only the locked decrement here (and a locked instruction the drain runs
+//! between the two, today the phase's compare-and-swap in `enter`) keeps the hardware from
+//! letting both loads miss the other side's store. With a plain store the device soak lost an
+//! operation's wake in about one run in ten. The pair rests on the hardware's ordering of
+//! locked instructions, not on the language's memory model, so the loom model below cannot
+//! see it; the soak can.
 
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -99,23 +104,15 @@ impl GateCount {
 
     /// Drops the caller's count; `true` when that opened the gate (the caller wakes the queue).
     pub(crate) fn release(&self) -> bool {
-        // Acquire: the value read is the last in a release sequence of the other holders'
-        // AcqRel decrements, so a holder that finds itself alone sees their failure records
-        // before it opens the gate.
-        if self.pending.load(Ordering::Acquire) == 1 {
-            // Alone (invariant 1): nothing changes the count between the load and this store.
-            // Release pairs with the queue process's Acquire in `is_open`.
-            self.pending.store(0, Ordering::Release);
-            return true;
-        }
         // AcqRel: Release publishes this holder's failure record to the queue process and to
         // the holder that opens the gate; Acquire makes the opener see earlier holders' records.
+        // A read-modify-write even for the last holder (module docs).
         self.pending.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
     /// Whether every count was released.
     pub(crate) fn is_open(&self) -> bool {
-        // Acquire pairs with the Release of the store or decrement in `release` that opened it.
+        // Acquire pairs with the Release of the decrement in `release` that opened it.
         self.pending.load(Ordering::Acquire) == 0
     }
 

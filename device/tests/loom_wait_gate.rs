@@ -130,7 +130,7 @@ fn the_queue_process_reads_the_gate_open_only_after_every_release() {
 
 /// A wait counted and then withdrawn (its semaphore had already reached the value), one armed
 /// wait, and the slot reused once the gate opened: the last release of the first operation
-/// (alone, so a plain store) cannot disturb the second operation's count.
+/// cannot disturb the second operation's count.
 #[test]
 fn a_withdrawn_wait_and_a_reused_slot_keep_the_count_exact() {
     loom::model(|| {
