@@ -38,8 +38,10 @@
 //! that queue promised, stores its state and then reads the gate. That is a store → load pair
 //! on each side, and only the locked decrement here (and a locked instruction the drain runs
 //! between the two, today the phase's compare-and-swap in `enter`) keeps the hardware from
-//! letting both loads miss the other side's store. With a plain store the device soak lost an
-//! operation's wake in about one run in ten. The pair rests on the hardware's ordering of
+//! letting both loads miss the other side's store. With a plain store here and the phase's
+//! compare-and-swap replaced by plain stores as well, the device soak lost an operation's wake
+//! in about one run in ten (with the plain store alone it lost none in 60 runs: the window is
+//! narrow, not closed). The pair rests on the hardware's ordering of
 //! locked instructions, not on the language's memory model, so the loom model below cannot
 //! see it; the soak can.
 
