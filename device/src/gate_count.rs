@@ -41,9 +41,8 @@
 //! letting both loads miss the other side's store. With a plain store here and the phase's
 //! compare-and-swap replaced by plain stores as well, the device soak lost an operation's wake
 //! in about one run in ten (with the plain store alone it lost none in 60 runs: the window is
-//! narrow, not closed). The pair rests on the hardware's ordering of
-//! locked instructions, not on the language's memory model, so the loom model below cannot
-//! see it; the soak can.
+//! narrow, not closed). The pair rests on the hardware's ordering of locked instructions, not
+//! on the language's memory model, so the loom model below cannot see it; the soak can.
 
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
