@@ -57,8 +57,20 @@
 //!
 //! # Waiting for a free slot
 //!
-//! A submitter that finds the ring full ([`QueueShared::wait_for_slot`]) counts itself in
-//! `slot_waiters` and sleeps on a condition variable; `retire` wakes it. The two sides are a
+//! A submitter that finds the ring full ([`QueueShared::wait_for_slot`]) first watches `head`
+//! for [`SLOT_WATCH`], about what a sleep and a wake cost: at the ring limit the next
+//! retirement is usually microseconds away, and seeing it costs loads only. Sleeping at once
+//! cost a sleep, a wake and a barrier per operation. Measured on a 2-core VM with host
+//! operations through a ring of 8:
+//!
+//! | operation | sleeping at once | watching first |
+//! |---|---|---|
+//! | 200 ns | 4.1–5.0 µs each | 0.36 µs |
+//! | 2 µs | 4.9–5.2 µs | 2.2 µs |
+//! | 20 µs | 26.1 µs | 22.6–23.2 µs |
+//!
+//! If no retirement comes, it counts itself in `slot_waiters` and sleeps on a condition
+//! variable; `retire` wakes it. The two sides are a
 //! store/load pair on different words — the submitter increments `slot_waiters` then reads
 //! `head`, the queue process stores `head` then reads `slot_waiters` — so each side needs a
 //! store → load barrier between its two accesses, and then either the submitter sees the freed
@@ -77,7 +89,7 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use causeway_core::axis::Axis;
 use causeway_core::executor::{Drain, DrainContext, Drained, Process};
@@ -103,6 +115,13 @@ use crate::{DeviceShared, QueueId};
 
 /// Operations one drain call runs before yielding the worker to other processes.
 const OPS_PER_DRAIN: usize = 32;
+
+/// How long a submitter waiting for a retirement watches `head` before it sleeps (see
+/// "Waiting for a free slot").
+const SLOT_WATCH: Duration = Duration::from_micros(5);
+
+/// Spin hints between two looks at the clock while watching `head`.
+const SPINS_PER_LOOK: u32 = 16;
 
 /// What the submit path keeps under the queue's lock.
 #[derive(Debug)]
@@ -332,19 +351,31 @@ impl QueueShared {
         self.wait_for_retire(|head, _| head >= count, deadline)
     }
 
-    /// Blocks until `done(head, tail)` holds, re-checking at every retirement, or until
-    /// `deadline` passes (`false`).
+    /// Blocks until `done(head, tail)` holds — watching for [`SLOT_WATCH`], then re-checking at
+    /// every retirement — or until `deadline` passes (`false`).
     fn wait_for_retire(&self, done: impl Fn(u64, u64) -> bool, deadline: Option<Instant>) -> bool {
+        // Acquire (here and below) pairs with the Release store in `retire`: what the retired
+        // operations did is visible to the caller.
+        let holds = || done(self.head.load(Ordering::Acquire), self.tail.load(Ordering::Relaxed));
+        let watching = Instant::now();
+        loop {
+            if holds() {
+                return true;
+            }
+            for _ in 0..SPINS_PER_LOOK {
+                std::hint::spin_loop();
+            }
+            if watching.elapsed() >= SLOT_WATCH {
+                break;
+            }
+        }
         self.slot_waiters.fetch_add(1, Ordering::Relaxed);
         // The rare side of the store → load pair with `retire` (module docs, "Waiting for a
         // free slot"); pairs with its light barrier.
         barrier::heavy();
         let mut guard = self.slot_lock.lock();
         let reached = loop {
-            // Acquire pairs with the Release store in `retire`: what the retired operations did
-            // is visible to the caller.
-            let head = self.head.load(Ordering::Acquire);
-            if done(head, self.tail.load(Ordering::Relaxed)) {
+            if holds() {
                 break true;
             }
             guard = match deadline {
