@@ -14,6 +14,13 @@
 //! The bench thread never spins during a measurement: it sleeps in a host wait, and the
 //! signalling operation busy-works for 20 µs before stamping so that the bench thread is asleep
 //! by then. On the two-core machine the two workers keep their cores.
+//!
+//! - `ring_limit`: a submitter streams [`STREAM`] host operations of [`STREAM_WORK`] busy work
+//!   each into one queue whose ring holds [`RING`], then waits for the last: the submitter
+//!   meets a full ring at every operation after the first few, and the stream runs at the pace
+//!   the wait for a free slot allows. Peer: the same work items sent through a bounded
+//!   `std::sync::mpsc::sync_channel` of [`RING`] to one thread that runs them, the sender then
+//!   waiting for the last one's acknowledgement. Both sides' floor is `STREAM × STREAM_WORK`.
 
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -147,6 +154,114 @@ fn atomic_handoff(rounds: u64) -> Duration {
     Duration::from_nanos(total)
 }
 
+/// Operations per `ring_limit` stream.
+const STREAM: u64 = 1000;
+/// Busy work of each streamed operation.
+const STREAM_WORK: Duration = Duration::from_nanos(500);
+/// The ring (and the peer's channel) capacity of `ring_limit`.
+const RING: usize = 8;
+
+/// A device with one queue of [`RING`] slots and a host function of [`STREAM_WORK`].
+struct StreamBench {
+    device: Device,
+    queue: QueueId,
+    work: causeway::device::HostCallId,
+    progress: SemaphoreId,
+    value: u64,
+}
+
+impl StreamBench {
+    fn new() -> StreamBench {
+        let mut builder = Device::builder(PoolConfig::with_workers(2));
+        builder.driver(CpuBackend::new());
+        let mut config = QueueConfig::default();
+        config.capacity = RING;
+        let queue = builder.queue(config);
+        let progress = builder.semaphore(0, Scope::DeviceLocal, HOME);
+        let work = builder.host_call(|| {
+            spin_for(STREAM_WORK);
+            Ok(())
+        });
+        let device = builder.build().expect("the device starts");
+        StreamBench { device, queue, work, progress, value: 0 }
+    }
+
+    /// One stream of [`STREAM`] operations, submitted, then waited for.
+    fn stream(&mut self) -> Duration {
+        let start = Instant::now();
+        for _ in 0..STREAM {
+            self.value += 1;
+            let signals = [(self.progress, self.value)];
+            let op =
+                Op { waits: &[], signals: &signals, work: Work::Host(self.work), tag: self.value };
+            self.device.submit(self.queue, &op).expect("a slot, after waiting");
+        }
+        let progress = self.device.semaphore(self.progress).expect("declared");
+        host::wait(progress, self.value, Some(Duration::from_secs(10))).expect("the stream ends");
+        start.elapsed()
+    }
+}
+
+/// The peer of [`StreamBench`]: a bounded channel of [`RING`] to one thread running the work.
+struct ChannelStream {
+    items: Option<mpsc::SyncSender<u64>>,
+    acknowledged: mpsc::Receiver<u64>,
+    runner: Option<thread::JoinHandle<()>>,
+    value: u64,
+}
+
+impl ChannelStream {
+    fn new() -> ChannelStream {
+        let (items, queued) = mpsc::sync_channel::<u64>(RING);
+        let (acknowledge, acknowledged) = mpsc::channel();
+        let runner = thread::spawn(move || {
+            for item in queued {
+                spin_for(STREAM_WORK);
+                if item % STREAM == 0 {
+                    acknowledge.send(item).expect("the bench thread waits");
+                }
+            }
+        });
+        ChannelStream { items: Some(items), acknowledged, runner: Some(runner), value: 0 }
+    }
+
+    fn stream(&mut self) -> Duration {
+        let start = Instant::now();
+        let items = self.items.as_ref().expect("open until dropped");
+        for _ in 0..STREAM {
+            self.value += 1;
+            items.send(self.value).expect("the runner runs");
+        }
+        assert_eq!(self.acknowledged.recv().expect("the runner acknowledges"), self.value);
+        start.elapsed()
+    }
+}
+
+impl Drop for ChannelStream {
+    fn drop(&mut self) {
+        drop(self.items.take());
+        if let Some(runner) = self.runner.take() {
+            runner.join().expect("no panic");
+        }
+    }
+}
+
+fn ring_limit(c: &mut Criterion) {
+    let mut group = c.benchmark_group("ring_limit");
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Duration::from_secs(4));
+    let mut causeway = StreamBench::new();
+    group.bench_function("causeway_ring_of_8", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| causeway.stream()).sum())
+    });
+    drop(causeway);
+    let mut peer = ChannelStream::new();
+    group.bench_function("peer_sync_channel_of_8", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| peer.stream()).sum())
+    });
+    group.finish();
+}
+
 fn signal_to_start(c: &mut Criterion) {
     let mut group = c.benchmark_group("signal_to_start");
     group.sampling_mode(SamplingMode::Flat);
@@ -163,7 +278,7 @@ fn signal_to_start(c: &mut Criterion) {
 // `criterion_group!` emits an undocumented `pub fn`; a private module keeps it out of the
 // workspace's `missing_docs` lint without silencing the lint for the rest of the file.
 mod group {
-    criterion::criterion_group!(benches, super::signal_to_start);
+    criterion::criterion_group!(benches, super::signal_to_start, super::ring_limit);
 }
 
 criterion_main!(group::benches);
