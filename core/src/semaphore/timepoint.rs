@@ -191,7 +191,16 @@ impl WaiterList {
     }
 
     /// Unlinks `timepoint` if it is in this list. Returns whether it was.
+    ///
+    /// A timepoint that is not ARMED is in no list (a cut marks it FIRING as it unlinks it), so
+    /// the common cancel — after the wait was fired — costs one load instead of a walk over
+    /// every waiter still armed here.
     pub(super) fn remove(&mut self, timepoint: &Timepoint<'_>) -> bool {
+        // Relaxed: ARMED is written under the lock of the list it joins, held here when that
+        // list is this one; any other value, or ARMED on another list, means not in this one.
+        if timepoint.state.load(Ordering::Relaxed) != ARMED {
+            return false;
+        }
         let node = timepoint.erased();
         let mut previous: *mut Timepoint<'static> = ptr::null_mut();
         let mut current = self.head;
