@@ -233,9 +233,15 @@ fn run_across<'s>(
         Ok(Ended::Gathered(outcome)) => Ok((Some(*outcome), session)),
         Ok(Ended::Sent) => Ok((None, session)),
         Err(errors) => {
-            for error in &errors {
-                eprintln!("error: rank {}: {}", error.rank, error.message);
-            }
+            // One write for every rank's error: under `mpirun`, the non-zero exit that follows
+            // makes Open MPI abort the job, and output it has not forwarded by then is lost. A
+            // line written apart from the others was lost that way on a loaded machine.
+            let report: String = errors
+                .iter()
+                .map(|error| format!("error: rank {}: {}\n", error.rank, error.message))
+                .collect();
+            // Nothing is left to tell if stderr itself is gone.
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), report.as_bytes());
             let deadlock = errors.iter().any(|error| error.deadlock);
             Err(ExitCode::from(if deadlock { EXIT_DEADLOCK } else { EXIT_INPUT }))
         }

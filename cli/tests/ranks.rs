@@ -173,8 +173,10 @@ expect_status = "failed"
     assert!(stdout.contains("expectations: 5 checked, all met"), "{stdout}");
 }
 
-/// Work stuck on rank 1 past `--timeout`: rank 1 reports what is stuck, rank 0 (waiting for
-/// its value) gives up at the same deadline, and rank 0 prints both, exiting 3. With one
+/// Work stuck on rank 1 past `--timeout`: rank 1 reports what is stuck, and rank 0 prints it
+/// beside what became of its own `client`, exiting 3. `client` waits for rank 1's value: rank
+/// 0 gives up on it at the same deadline, or, when rank 1's failure (sent at its own deadline)
+/// arrives first, `client` fails and rank 0 ran to the end; either way rank 0 names it. With one
 /// worker, the stuck work also holds rank 1's progress process, which can then never stop:
 /// rank 1 exits without finalising MPI once rank 0 has printed both errors, and `mpirun`,
 /// seeing a rank end without finalising, exits 1 instead of 3. Neither hangs.
@@ -218,6 +220,49 @@ wait = ["s>=1"]
         assert!(stderr.contains("rank 1:") && stderr.contains("op `forever`"), "{stderr}");
         assert!(stderr.contains("rank 0:") && stderr.contains("`client`"), "{stderr}");
     }
+}
+
+/// A run that fails on one rank (work stuck past `--timeout` on rank 1) while another ran its
+/// share to the end: rank 0 prints rank 1's error and, for itself, the operations of its own
+/// that failed (here one that fails by itself, with nothing to wait for).
+#[test]
+fn a_failed_run_names_what_failed_on_the_ranks_that_ran_to_the_end() {
+    let file = scratch("stuck-and-failed.toml");
+    std::fs::write(
+        &file,
+        r#"name = "stuck-and-failed"
+description = "machine 1 is stuck; an op on machine 0 fails by itself"
+workers = 2
+
+[[queue]]
+name = "q0"
+
+[[queue]]
+name = "q1"
+machine = 1
+
+[[op]]
+name = "forever"
+queue = "q1"
+work = { kind = "sleep", us = 600000000 }
+
+[[op]]
+name = "own"
+queue = "q0"
+work = { kind = "host", us = 10, fail = 7 }
+"#,
+    )
+    .expect("write the scenario");
+    let args = ["run", file.to_str().expect("utf-8 path"), "--timeout", "3"];
+    let output = mpirun_within(SHORT_LAUNCH_LIMIT, 2, &args);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    assert!(stderr.contains("rank 1:") && stderr.contains("op `forever`"), "{stderr}");
+    assert!(
+        stderr
+            .contains("error: rank 0: ran to the end, but not all of it: `own` (line 17, failed)"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -223,7 +223,7 @@ fn collect<'s>(
         let failed = |message: String, deadlock| RankError { rank, message, deadlock };
         match gathered.bytes[part.clone()].split_first() {
             Some((&RECORDS, records)) => match rank_records::decode(scenario, records) {
-                Ok(outcome) => outcomes.push(outcome),
+                Ok(outcome) => outcomes.push((rank, outcome)),
                 Err(error) => errors.push(failed(error.to_string(), false)),
             },
             Some((&kind @ (FAILED | DEADLOCKED), message)) => errors
@@ -232,13 +232,57 @@ fn collect<'s>(
         }
     }
     if !errors.is_empty() {
+        // The run is not reported, so a rank that ran to the end tells here what of its own
+        // did not complete: often what waited on the ranks that failed (whose failure reached
+        // it before its own deadline would have).
+        for (rank, outcome) in &outcomes {
+            if let Some(message) = incomplete_ops(scenario, &share.placement, *rank, outcome) {
+                errors.push(RankError { rank: *rank, message, deadlock: false });
+            }
+        }
+        errors.sort_by_key(|error| error.rank);
         return Err(errors);
     }
+    let outcomes: Vec<Outcome<'s>> = outcomes.into_iter().map(|(_, outcome)| outcome).collect();
     ranks::gather(&share.placement, scenario, &outcomes)
         .map(|outcome| Ended::Gathered(Box::new(outcome)))
         .map_err(|error| {
             vec![RankError { rank: share.rank, message: error.to_string(), deadlock: false }]
         })
+}
+
+/// Operations listed by name at most in [`incomplete_ops`]'s message; the rest are counted.
+const INCOMPLETE_NAMED: usize = 8;
+
+/// What `rank`'s operations that failed or never ran were, from its `outcome`, for a run that
+/// failed elsewhere: `None` when every one of them ran and succeeded.
+fn incomplete_ops(
+    scenario: &Scenario,
+    placement: &ranks::Placement,
+    rank: u16,
+    outcome: &Outcome<'_>,
+) -> Option<String> {
+    let incomplete: Vec<String> = scenario
+        .ops
+        .iter()
+        .zip(&outcome.ops)
+        .filter(|(op, record)| {
+            placement.rank_of(op.target) == rank && record.status != run::Status::Ok
+        })
+        .map(|(op, record)| {
+            format!("`{}` (line {}, {})", scenario.op_name(op), op.line, record.status.name())
+        })
+        .collect();
+    if incomplete.is_empty() {
+        return None;
+    }
+    let named = incomplete.len().min(INCOMPLETE_NAMED);
+    let mut message =
+        format!("ran to the end, but not all of it: {}", incomplete[..named].join(", "));
+    if incomplete.len() > named {
+        message.push_str(&format!(" and {} more", incomplete.len() - named));
+    }
+    Some(message)
 }
 
 /// The other ranks, through this rank's [`Node`] (started by [`Peers::connect`]).
