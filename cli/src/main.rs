@@ -233,9 +233,8 @@ fn run_across<'s>(
         Ok(Ended::Gathered(outcome)) => Ok((Some(*outcome), session)),
         Ok(Ended::Sent) => Ok((None, session)),
         Err(errors) => {
-            // One write for every rank's error: under `mpirun`, the non-zero exit that follows
-            // makes Open MPI abort the job, and output it has not forwarded by then is lost. A
-            // line written apart from the others was lost that way on a loaded machine.
+            // One write for every rank's error, so that no output of another rank, forwarded
+            // by `mpirun` to the same stream, comes between its lines.
             let report: String = errors
                 .iter()
                 .map(|error| format!("error: rank {}: {}\n", error.rank, error.message))
