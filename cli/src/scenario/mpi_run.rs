@@ -262,25 +262,23 @@ fn incomplete_ops(
     rank: u16,
     outcome: &Outcome<'_>,
 ) -> Option<String> {
-    let incomplete: Vec<String> = scenario
-        .ops
-        .iter()
-        .zip(&outcome.ops)
-        .filter(|(op, record)| {
-            placement.rank_of(op.target) == rank && record.status != run::Status::Ok
-        })
+    let mut incomplete = scenario.ops.iter().zip(&outcome.ops).filter(|(op, record)| {
+        placement.rank_of(op.target) == rank && record.status != run::Status::Ok
+    });
+    let named: Vec<String> = incomplete
+        .by_ref()
+        .take(INCOMPLETE_NAMED)
         .map(|(op, record)| {
             format!("`{}` (line {}, {})", scenario.op_name(op), op.line, record.status.name())
         })
         .collect();
-    if incomplete.is_empty() {
+    if named.is_empty() {
         return None;
     }
-    let named = incomplete.len().min(INCOMPLETE_NAMED);
-    let mut message =
-        format!("ran to the end, but not all of it: {}", incomplete[..named].join(", "));
-    if incomplete.len() > named {
-        message.push_str(&format!(" and {} more", incomplete.len() - named));
+    let mut message = format!("ran to the end, but not all of it: {}", named.join(", "));
+    let more = incomplete.count();
+    if more > 0 {
+        message.push_str(&format!(" and {more} more"));
     }
     Some(message)
 }
