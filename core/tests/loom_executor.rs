@@ -19,7 +19,9 @@
 //! - the process state word: a wake landing while an immediate process's drain is about to
 //!   sleep runs it once more, and that drain sees what the waker wrote before waking; a
 //!   configuration racing a submission from another thread is either refused or seen by the
-//!   process's completion, which reads its dependents;
+//!   process's completion, which reads its dependents; a wake that finds the process QUEUED,
+//!   which orders nothing by itself, is not slept through when the waker publishes its reason
+//!   and the drain checks it by read-modify-writes of one flag;
 //! - the per-worker completion count, written with a plain load and store by the worker's
 //!   thread only: a worker index dropped on one thread and taken again on another keeps
 //!   counting from where it was, so `live` reaches zero.
@@ -31,7 +33,8 @@
 //! for runs: a dropped worker that keeps its run, and a turn that leaves the shared ready run
 //! pointing inside the run it cut; for the state word: a `Sleep` whose failed compare-exchange
 //! is Relaxed, a configuration that ends with a Relaxed store, and a submission whose state
-//! load in `release` is Relaxed, each a data race on what the other thread wrote; for the
+//! load in `release` is Relaxed, each a data race on what the other thread wrote, and a reason
+//! stored by the waker and loaded by the drain, which sleeps through the wake; for the
 //! completion count: a worker index handed on through Relaxed `taken` RMWs, which loses a count).
 #![cfg(loom)]
 
@@ -516,6 +519,82 @@ fn a_worker_index_taken_again_on_another_thread_keeps_its_completion_count() {
         take_and_run_until(b);
         other.join().unwrap();
         // Two submissions, two completions counted on index 0 by two threads in turn.
+        assert_eq!(executor.live(), 0);
+    });
+}
+
+/// An immediate process that runs once a waker has set its reason, and sleeps until then.
+/// The reason is checked as the executor's invariant 4 asks of a drain whose wakes may find
+/// it QUEUED: by a read-modify-write, which the waker's own read-modify-write pairs with.
+struct WaitsForReason {
+    reason: AtomicBool,
+    drains: AtomicUsize,
+    finishes: AtomicUsize,
+}
+
+impl WaitsForReason {
+    fn leaked() -> &'static WaitsForReason {
+        Box::leak(Box::new(WaitsForReason {
+            reason: AtomicBool::new(false),
+            drains: AtomicUsize::new(0),
+            finishes: AtomicUsize::new(0),
+        }))
+    }
+}
+
+impl Drain for WaitsForReason {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        self.drains.fetch_add(1, Ordering::Relaxed);
+        // The last check before sleeping. Release pairs with the waker's Acquire swap: when
+        // this comes first in the flag's modification order, the waker's wake sees this drain
+        // RUNNING (or asleep) and runs it again; Acquire pairs with the waker's Release when
+        // the waker came first.
+        if self.reason.swap(false, Ordering::AcqRel) {
+            Drained::Done(Ok(()))
+        } else {
+            Drained::Sleep
+        }
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {
+        self.finishes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_wake_that_finds_the_process_queued_is_not_lost_when_both_sides_read_modify_write() {
+    bounded(|| {
+        let executor = executor(1);
+        let waits = WaitsForReason::leaked();
+        let process: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(waits, Class::Immediate)));
+        // QUEUED from here: the waker's wake may find it so, before any drain started, and
+        // then orders nothing by itself.
+        executor.submit(process).unwrap();
+        let woke: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let waker = thread::spawn(move || {
+            // Acquire pairs with the drain's Release swap (see `WaitsForReason::drain`);
+            // Release with its Acquire.
+            waits.reason.swap(true, Ordering::AcqRel);
+            executor.wake(process);
+            // Release pairs with the worker's Acquire below: once it sees this, whatever the
+            // wake queued is visible to its steps.
+            woke.store(true, Ordering::Release);
+        });
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        loop {
+            let woken = woke.load(Ordering::Acquire);
+            if !worker.step() && !process.is_completed() {
+                // Asleep with the wake done: only a lost wake leaves it so.
+                assert!(!woken, "the process sleeps through a wake whose reason was set");
+                thread::yield_now();
+            }
+            if process.is_completed() {
+                break;
+            }
+        }
+        waker.join().unwrap();
+        assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
         assert_eq!(executor.live(), 0);
     });
 }

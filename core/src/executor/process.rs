@@ -48,8 +48,13 @@ pub enum Drained {
     Progress,
     /// Nothing to do until an outside event: skip this process until
     /// [`wake`](crate::executor::Executor::wake) is called for it. A wake that arrives before
-    /// the drain call started, while the process was still queued, counts for that call, so a
-    /// drain arranges its wake-up before it last checks for work.
+    /// the drain call started, while the process was still queued, counts for that call and
+    /// orders nothing: the call may not see what the waker wrote before waking. So a drain
+    /// arranges its wake-up before it last checks for work, and that last check pairs with the
+    /// waker by itself: under a lock the waker writes under, or as a read-modify-write
+    /// (Release) of a word that the waker writes only by read-modify-writes (Acquire). A plain
+    /// load of a plain store can miss the waker's write while its wake finds the process
+    /// queued, and the process then sleeps through it.
     Sleep,
     /// The process is finished, successfully or not.
     Done(Result<(), Failure>),

@@ -55,7 +55,8 @@
 //!    already NOTIFIED, not active yet, or completed), or whose NOTIFIED a `Progress` requeue
 //!    overwrites, orders nothing: the drain still to come must find the wake's cause through
 //!    its own synchronisation, which is why a drain arranges its wake-up before its last check
-//!    for work (see [`Drained::Sleep`](super::Drained::Sleep)).
+//!    for work, and makes that check pair with the waker by a lock or by read-modify-writes on
+//!    both sides (see [`Drained::Sleep`](super::Drained::Sleep); loom-modelled).
 //! 5. *Completion is the executor's last access.* COMPLETED is written by a Release swap after
 //!    `finish` has run and before the dependents are released, and only a rearm leaves it: an
 //!    owner who sees COMPLETED may reuse the storage.
