@@ -9,13 +9,19 @@
 //! - a full ring hands the operation back, and nothing is stranded;
 //! - with two drainers popping out of order, a producer may find its slot still being
 //!   vacated (the ring-level refusal, whose producer may hold the wake duty): each push is
-//!   refused or run exactly once, and the stream still completes.
+//!   refused or run exactly once, and the stream still completes;
+//! - a stream started while every slot is taken waits on the overflow list, and a worker claims
+//!   it there (on its own thread) while a producer pushes: the producer's wake may find no slot
+//!   yet, so only the drain's read-modify-write of the count before it sleeps keeps the push
+//!   from being stranded (it fails with that RMW back to a Relaxed load).
 #![cfg(loom)]
 
 #[path = "../../core/tests/loom_support/mod.rs"]
 mod loom_support;
 
-use causeway_core::executor::{Class, Executor, Process, RoundRobin, SpinPolicy, Worker};
+use causeway_core::executor::{
+    Class, Drain, DrainContext, Drained, Executor, Process, RoundRobin, SpinPolicy, Worker,
+};
 use causeway_runtime::{Operation, PushError, Stream};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
@@ -178,5 +184,57 @@ fn slots_vacated_out_of_order_refuse_or_accept_each_push_once() {
         }
         assert!(process.is_completed());
         assert_eq!(ticks.load(Ordering::Relaxed), accepted);
+    });
+}
+
+/// A compute process that finishes on its first drain: it holds a slot until a worker runs it.
+struct Filler;
+
+impl Drain for Filler {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        Drained::Done(Ok(()))
+    }
+}
+
+#[test]
+fn a_stream_claimed_from_overflow_while_a_producer_pushes_loses_no_wake_up() {
+    bounded(|| {
+        let Model { executor, stream, process, ticks } = model(1);
+        // Both slots taken, so the stream goes onto the overflow list.
+        for _ in 0..2 {
+            let filler = Box::leak(Box::new(Process::new(&Filler, Class::Compute)));
+            executor.submit(filler).unwrap();
+        }
+        let producer = stream.start(executor, process).unwrap();
+        // The producer's wake may land before the stream has a slot (a no-op then) or find it
+        // claimed by the worker, which it has not synchronised with.
+        let pusher = thread::spawn(move || assert!(producer.push(Tick(ticks)).is_ok()));
+        let drainer = thread::spawn(move || {
+            let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+            // The fillers' drains, the claim from overflow, the stream's first drain.
+            for _ in 0..4 {
+                worker.step();
+            }
+        });
+        pusher.join().unwrap();
+        drainer.join().unwrap();
+        // The push returned: its operation ran, or the stream is runnable and runs it now
+        // (before the close, whose wake would mask a lost one).
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        for _ in 0..4 {
+            if ticks.load(Ordering::Relaxed) == 1 {
+                break;
+            }
+            worker.step();
+        }
+        assert_eq!(ticks.load(Ordering::Relaxed), 1, "an accepted operation is stranded");
+        producer.close();
+        for _ in 0..4 {
+            if process.is_completed() {
+                break;
+            }
+            worker.step();
+        }
+        assert!(process.is_completed());
     });
 }
