@@ -524,8 +524,8 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     /// Wakes up to `wanted` parked workers: one now, the rest through the wake tree.
     ///
     /// Inlined into every wake path on hosted targets: the call and its register shuffling
-    /// were a third of what activation costs beyond its floor (activation beside `fetch_sub`
-    /// + push + idle RMW, 101 alternating blocks: 1.050 out of line, 1.017 inlined; 37 → 32
+    /// were most of what activation cost beyond its floor, a `fetch_sub`, a push and the idle
+    /// RMW (101 alternating blocks: 1.050× the floor out of line, 1.017× inlined; 37 → 32
     /// instructions). Bare-metal builds keep one out-of-line copy: inlined into each wake
     /// path, it cost the Cortex-M0 controller image about 190 bytes of its 16 KiB flash
     /// budget.
