@@ -19,9 +19,9 @@
 //! - the process state word: a wake landing while an immediate process's drain is about to
 //!   sleep runs it once more, and that drain sees what the waker wrote before waking; a
 //!   configuration racing a submission from another thread is either refused or seen by the
-//!   process's completion, which reads its dependents; a wake that finds the process QUEUED,
-//!   which orders nothing by itself, is not slept through when the waker publishes its reason
-//!   and the drain checks it by read-modify-writes of one flag;
+//!   process's completion, which reads its dependents; a wake, or a cancellation, that finds
+//!   the process QUEUED before its drain call starts is seen by that call even through a
+//!   Relaxed flag;
 //! - the per-worker completion count, written with a plain load and store by the worker's
 //!   thread only: a worker index dropped on one thread and taken again on another keeps
 //!   counting from where it was, so `live` reaches zero.
@@ -33,8 +33,9 @@
 //! for runs: a dropped worker that keeps its run, and a turn that leaves the shared ready run
 //! pointing inside the run it cut; for the state word: a `Sleep` whose failed compare-exchange
 //! is Relaxed, a configuration that ends with a Relaxed store, and a submission whose state
-//! load in `release` is Relaxed, each a data race on what the other thread wrote, and a reason
-//! stored by the waker and loaded by the drain, which sleeps through the wake; for the
+//! load in `release` is Relaxed, each a data race on what the other thread wrote, and a drain
+//! call that starts with a store instead of a swap, or a wake that only loads a QUEUED state,
+//! each of which sleeps through the wake or the cancellation; for the
 //! completion count: a worker index handed on through Relaxed `taken` RMWs, which loses a count).
 #![cfg(loom)]
 
@@ -524,11 +525,10 @@ fn a_worker_index_taken_again_on_another_thread_keeps_its_completion_count() {
 }
 
 /// An immediate process that runs once a waker has set its reason, and sleeps until then.
-/// The reason is checked as the executor's invariant 4 asks of a drain whose wakes may find
-/// it QUEUED: by a read-modify-write, which the waker's own read-modify-write pairs with.
+/// The reason is a Relaxed flag: only the executor orders the waker's store before the drain
+/// that looks at it.
 struct WaitsForReason {
     reason: AtomicBool,
-    drains: AtomicUsize,
     finishes: AtomicUsize,
 }
 
@@ -536,7 +536,6 @@ impl WaitsForReason {
     fn leaked() -> &'static WaitsForReason {
         Box::leak(Box::new(WaitsForReason {
             reason: AtomicBool::new(false),
-            drains: AtomicUsize::new(0),
             finishes: AtomicUsize::new(0),
         }))
     }
@@ -544,12 +543,7 @@ impl WaitsForReason {
 
 impl Drain for WaitsForReason {
     fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
-        self.drains.fetch_add(1, Ordering::Relaxed);
-        // The last check before sleeping. Release pairs with the waker's Acquire swap: when
-        // this comes first in the flag's modification order, the waker's wake sees this drain
-        // RUNNING (or asleep) and runs it again; Acquire pairs with the waker's Release when
-        // the waker came first.
-        if self.reason.swap(false, Ordering::AcqRel) {
+        if self.reason.load(Ordering::Relaxed) {
             Drained::Done(Ok(()))
         } else {
             Drained::Sleep
@@ -561,39 +555,70 @@ impl Drain for WaitsForReason {
     }
 }
 
+/// Steps `worker` until `process` completes; once `settled` holds (the racing thread is done),
+/// a step that finds nothing to run means the process sleeps with nobody left to wake it.
+fn step_until_completed_or_stranded(
+    worker: &mut causeway_core::executor::Worker<'_, 'static, LoomFutex, RoundRobin, 2, 2>,
+    process: &'static Process<'static>,
+    settled: &AtomicBool,
+) {
+    loop {
+        // Acquire pairs with the racing thread's Release store of `settled`: whatever its wake
+        // queued is visible to the step below.
+        let settled = settled.load(Ordering::Acquire);
+        let stepped = worker.step();
+        if process.is_completed() {
+            return;
+        }
+        if !stepped {
+            assert!(!settled, "the process sleeps through a wake");
+            thread::yield_now();
+        }
+    }
+}
+
 #[test]
-fn a_wake_that_finds_the_process_queued_is_not_lost_when_both_sides_read_modify_write() {
+fn a_wake_that_finds_the_process_queued_orders_the_waker_before_its_next_drain() {
     bounded(|| {
         let executor = executor(1);
         let waits = WaitsForReason::leaked();
         let process: &'static Process<'static> =
             Box::leak(Box::new(Process::new(waits, Class::Immediate)));
-        // QUEUED from here: the waker's wake may find it so, before any drain started, and
-        // then orders nothing by itself.
+        // QUEUED from here: the wake may find it so, before its first drain call starts.
         executor.submit(process).unwrap();
-        let woke: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let settled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         let waker = thread::spawn(move || {
-            // Acquire pairs with the drain's Release swap (see `WaitsForReason::drain`);
-            // Release with its Acquire.
-            waits.reason.swap(true, Ordering::AcqRel);
+            waits.reason.store(true, Ordering::Relaxed);
             executor.wake(process);
-            // Release pairs with the worker's Acquire below: once it sees this, whatever the
-            // wake queued is visible to its steps.
-            woke.store(true, Ordering::Release);
+            // Release pairs with the Acquire load in `step_until_completed_or_stranded`.
+            settled.store(true, Ordering::Release);
         });
         let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
-        loop {
-            let woken = woke.load(Ordering::Acquire);
-            if !worker.step() && !process.is_completed() {
-                // Asleep with the wake done: only a lost wake leaves it so.
-                assert!(!woken, "the process sleeps through a wake whose reason was set");
-                thread::yield_now();
-            }
-            if process.is_completed() {
-                break;
-            }
-        }
+        step_until_completed_or_stranded(&mut worker, process, settled);
         waker.join().unwrap();
+        assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
+        assert_eq!(executor.live(), 0);
+    });
+}
+
+#[test]
+fn a_cancellation_racing_the_first_drain_of_a_queued_process_is_never_lost() {
+    bounded(|| {
+        let executor = executor(1);
+        // Never set: the process sleeps after every drain, so only the cancellation ends it.
+        let waits = WaitsForReason::leaked();
+        let process: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(waits, Class::Immediate)));
+        executor.submit(process).unwrap();
+        let settled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let canceller = thread::spawn(move || {
+            executor.cancel(process);
+            // Release pairs with the Acquire load in `step_until_completed_or_stranded`.
+            settled.store(true, Ordering::Release);
+        });
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        step_until_completed_or_stranded(&mut worker, process, settled);
+        canceller.join().unwrap();
         assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
         assert_eq!(executor.live(), 0);
     });

@@ -29,20 +29,24 @@
 //!    reading it open), and the last release's decrement is its last access: `hold` for the
 //!    next operation races with nothing.
 //!
-//! # Why every release is a read-modify-write
+//! # Why the last release is a store
 //!
-//! By invariant 1 a holder that reads 1 is alone, and could store 0 instead of decrementing;
-//! that saves a locked instruction on x86-64 but loses wakes. The holder that opens the gate
-//! then wakes the queue process, and an executor wake that finds the process already queued
-//! changes nothing: it only loads the process's state. The queue process, starting the drain
-//! that queue promised, stores its state and then reads the gate. That is a store → load pair
-//! on each side, and only the locked decrement here (and a locked instruction the drain runs
-//! between the two, today the phase's compare-and-swap in `enter`) keeps the hardware from
-//! letting both loads miss the other side's store. With a plain store here and the phase's
-//! compare-and-swap replaced by plain stores as well, the device soak lost an operation's wake
-//! in about one run in ten (with the plain store alone it lost none in 60 runs: the window is
-//! narrow, not closed). The pair rests on the hardware's ordering of locked instructions, not
-//! on the language's memory model, so the loom model below cannot see it; the soak can.
+//! By invariant 1 a holder that reads 1 is alone: nobody else changes the count any more, so
+//! it stores 0 instead of decrementing, and saves a locked instruction on every operation
+//! whose waits resolve on the host (the common single wait, or the submitter's hold when its
+//! waits fired before it published). The read cannot be stale in a way that matters: a holder
+//! exists only after the submitter counted it (its timepoint was armed under the semaphore's
+//! lock after `add_wait`, and fires under it), so it reads that count or a later one, and every
+//! value from there on is at least 1 plus the holders not yet released. A 1 is therefore its
+//! own count. Its Acquire reads the last decrement, whose release sequence carries every
+//! earlier holder's failure record; its Release store hands them on to the queue process.
+//!
+//! The opener then wakes the queue process. That wake is ordered before the drain call it asks
+//! for whatever state it finds the process in (the executor's invariant 4: even a process
+//! already queued is rewritten by a read-modify-write that the drain's starting swap reads),
+//! so the drain sees the gate open without this word taking part in the handshake. Before the
+//! executor gave that guarantee, a plain store here lost an operation's wake in about one
+//! device soak run in ten.
 
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -105,9 +109,16 @@ impl GateCount {
 
     /// Drops the caller's count; `true` when that opened the gate (the caller wakes the queue).
     pub(crate) fn release(&self) -> bool {
-        // AcqRel: Release publishes this holder's failure record to the queue process and to
-        // the holder that opens the gate; Acquire makes the opener see earlier holders' records.
-        // A read-modify-write even for the last holder (module docs).
+        // Acquire pairs with the Release of the other holders' decrements: an opener that
+        // reads 1 sees every failure they recorded.
+        if self.pending.load(Ordering::Acquire) == 1 {
+            // The last holder, alone (module docs). Release pairs with the Acquire load in
+            // `is_open`: the queue process sees the records.
+            self.pending.store(0, Ordering::Release);
+            return true;
+        }
+        // AcqRel: Release publishes this holder's failure record to the holder that opens the
+        // gate; Acquire makes the opener, if it is this one after all, see earlier records.
         self.pending.fetch_sub(1, Ordering::AcqRel) == 1
     }
 

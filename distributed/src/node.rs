@@ -57,26 +57,11 @@
 //! wait on them through [`Node::wait`] or [`Node::await_announced`]: these are what wake the
 //! progress process when it sleeps (a wait made on the device directly would not).
 //!
-//! ## No wake is slept through
-//!
 //! Whoever gives the progress process something to do — a queued message, a host waiter, an
-//! exported value reached, a request to stop — publishes it and then wakes the process. A wake
-//! that finds the process already queued orders nothing (see the executor's
-//! [`Drained::Sleep`]): the drain to come may not see what the waker wrote. The idle drain's
-//! looks are plain Relaxed loads, cheap enough for every drain, so before the process sleeps
-//! one last look pairs with every kind of waker by itself:
-//!
-//! - the outbox is looked at under its lock, which submitters queue under;
-//! - the host-waiter count, the stop request and each export's `fired` flag are written only
-//!   by read-modify-writes, the wakers' with Acquire, and the last look reads them by
-//!   read-modify-writes with Release.
-//!
-//! Whichever of the two read-modify-writes comes first in the word's modification order,
-//! either the last look sees the reason and the process drains again, or the waker's reads the
-//! look's value (or a later read-modify-write's), so the drain's start happens before the
-//! waker's wake. That wake then finds the process running or asleep, and the executor's own
-//! read-modify-writes run it once more. The executor's loom models cover this pairing
-//! (`a_wake_that_finds_the_process_queued_…` in `core/tests/loom_executor.rs`).
+//! exported value reached, a request to stop — writes it and then wakes the process, and the
+//! idle drain reads those flags with plain loads. That is enough because the executor orders
+//! every wake before the drain call it asks for, even a wake that finds the process already
+//! queued (see [`Drained::Sleep`]).
 //!
 //! ## Bytes from peers are untrusted
 //!
@@ -301,11 +286,8 @@ struct Watch {
 impl Notify for Watch {
     fn notify(&self, _outcome: Outcome) {
         // Release pairs with the Acquire swap in `Inner::report`: the drain that sees the flag
-        // sees the timeline state that fired it. A swap, and Acquire, because the last look
-        // before the progress process sleeps reads the flag by a Release read-modify-write
-        // (`Inner::quiet`): when it came first, this reads its value, and the wake below then
-        // finds the process running or asleep, never still queued unseen.
-        self.fired.swap(true, Ordering::AcqRel);
+        // sees the timeline state that fired it.
+        self.fired.store(true, Ordering::Release);
         // The importers wait for this: tell them from here, on the thread that reached the
         // value, when MPI is free (a small eager send, done without waiting for the
         // receiver), rather than after a hand-off to the progress process. Only `try_lock`:
@@ -521,13 +503,11 @@ struct Inner {
     /// Whether the outbox's queue holds a message: written only under the outbox's lock, so
     /// it equals `!queue.is_empty()` whenever the lock is free. The idle drain reads it
     /// instead of taking the lock. Relaxed: the lock, taken when it reads true, is what
-    /// orders the queue; a message queued after a false read is seen by the last look before
-    /// the process sleeps, which takes the lock (see "No wake is slept through").
+    /// orders the queue; a message queued after a false read is seen by the drain that the
+    /// submitter's wake (or its own flush) starts, since the executor orders that wake before
+    /// it.
     outbox_queued: AtomicBool,
-    /// Host threads waiting on imported values. Only read-modify-writes write it (see "No
-    /// wake is slept through").
     host_waiters: AtomicUsize,
-    /// Set once, by a read-modify-write (see "No wake is slept through").
     stopping: AtomicBool,
     stopped: Mutex<bool>,
     stopped_signal: Condvar,
@@ -797,9 +777,7 @@ impl Node {
         let semaphore =
             self.inner.device.semaphore(semaphore).ok_or(HostWaitError::UnknownLink(link))?;
         let woken = HostWake { outcome: Mutex::new(None), signal: Condvar::new() };
-        // Acquire pairs with the Release read-modify-write of `Inner::quiet`, the progress
-        // process's last look before it sleeps: see "No wake is slept through".
-        self.inner.host_waiters.fetch_add(1, Ordering::Acquire);
+        self.inner.host_waiters.fetch_add(1, Ordering::Relaxed);
         self.inner.waker.wake();
         let deadline = Instant::now() + timeout;
         let outcome = semaphore.wait_scoped(value, &woken, |arm| match arm {
@@ -851,9 +829,7 @@ impl Node {
             .semaphore(import.semaphore)
             .ok_or(HostWaitError::UnknownLink(link))?;
         let deadline = Instant::now() + timeout;
-        // Acquire pairs with the Release read-modify-write of `Inner::quiet`, the progress
-        // process's last look before it sleeps: see "No wake is slept through".
-        self.inner.host_waiters.fetch_add(1, Ordering::Acquire);
+        self.inner.host_waiters.fetch_add(1, Ordering::Relaxed);
         self.inner.waker.wake();
         let mut state = import.state.lock();
         let outcome = loop {
@@ -1028,9 +1004,7 @@ impl Node {
     /// Asks the progress process to stop and waits for it, up to `grace` when given; whether
     /// it stopped.
     fn stop_within(&self, grace: Option<Duration>) -> bool {
-        // Acquire pairs with the Release read-modify-write of `Inner::quiet` (see "No wake
-        // is slept through").
-        self.inner.stopping.swap(true, Ordering::Acquire);
+        self.inner.stopping.store(true, Ordering::Relaxed);
         self.inner.waker.wake();
         let deadline = grace.and_then(|grace| Instant::now().checked_add(grace));
         let mut stopped = self.inner.stopped.lock();
@@ -1204,9 +1178,8 @@ impl Inner {
         if export.watching.load(Ordering::Relaxed) && !export.watch.fired.load(Ordering::Relaxed) {
             return;
         }
-        // Acquire pairs with the Release swap in `Watch::notify`; Release with its Acquire,
-        // as `Inner::quiet`'s look does (every write of the flag is a read-modify-write).
-        if export.watch.fired.swap(false, Ordering::AcqRel) {
+        // Acquire pairs with the Release store in `Watch::notify`.
+        if export.watch.fired.swap(false, Ordering::Acquire) {
             export.watching.store(false, Ordering::Relaxed);
         }
         let Some(semaphore) = self.device.semaphore(export.semaphore) else { return };
@@ -1371,23 +1344,8 @@ impl Inner {
         true
     }
 
-    /// The last look before the progress process sleeps: whether nothing was given to it.
-    /// Unlike the idle drain's looks, each one pairs with its wakers by itself (see "No wake
-    /// is slept through"): the outbox under its lock, the rest by read-modify-writes whose
-    /// Release pairs with the wakers' Acquire ones.
-    fn quiet(&self) -> bool {
-        self.outbox.lock().queued.is_empty()
-            && self.host_waiters.fetch_add(0, Ordering::Release) == 0
-            && !self.stopping.fetch_or(false, Ordering::Release)
-            && self
-                .exports
-                .iter()
-                .all(|export| !export.watch.fired.fetch_or(false, Ordering::Release))
-    }
-
     /// Whether a result is awaited from another rank: a host thread or an operation waits on
-    /// an imported value, or messages wait to be sent. A hint for the idle drain: only
-    /// [`quiet`](Self::quiet) may decide that the process sleeps.
+    /// an imported value, or messages wait to be sent.
     fn outstanding(&self) -> bool {
         // The semaphores' locks last: the flags answer first when they can.
         self.host_waiters.load(Ordering::Relaxed) > 0
@@ -1476,9 +1434,6 @@ impl Drain for Progress {
                     std::thread::yield_now();
                 }
             }
-            Drained::Progress
-        } else if !this.quiet() {
-            // Given something since the looks above: the next drain does it.
             Drained::Progress
         } else {
             self.idle_drains.store(0, Ordering::Relaxed);

@@ -15,22 +15,6 @@
 //! - a panic → the future is dropped and the process fails with [`Failure::Aborted`]; the
 //!   handle reports [`JoinError::Panicked`]. The worker thread survives.
 //!
-//! # Waking
-//!
-//! std's [`Waker`] contract is that the call to `wake` happens before the poll it asks for
-//! begins, so a future may read the cause of its wake with a plain load. The executor's wake
-//! alone does not give that when it finds the process already QUEUED (woken before, its next
-//! drain not started): it only loads the process's state, and that drain starts with a Relaxed
-//! store of it (core's `state.rs`, invariant 4) — a store → load pair on each side, which the
-//! memory model lets both miss. So each side also swaps the task's `woken` word (AcqRel): the
-//! waker after its own writes and before the executor's wake, the drain after the executor
-//! marked it RUNNING and before the poll. The two swaps are ordered one way or the other: if
-//! the waker's comes first, the drain's reads it and the poll sees the waker's writes; if the
-//! drain's comes first, the waker's reads it, so the executor's wake sees RUNNING (or later)
-//! and its read-modify-write makes the `Sleep` a requeue (invariants 3 and 4). `woken` is only
-//! ever swapped, so no plain store breaks the release sequences. `tests/loom_coroutine.rs`
-//! models it (and loses the wake without the swaps).
-//!
 //! [`JoinHandle::cancel`] cancels the process: it is never polled again, and its
 //! [`Drain::finish`] drops the future (running its destructors — a pending
 //! [`SemaphoreWait`](crate::SemaphoreWait) cancels its timepoint there) on the worker that
@@ -77,7 +61,6 @@ use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::Mutex;
 
 use crate::contain::{contain, Panicked};
-use crate::sync::atomic::AtomicBool as WakeWord;
 use crate::wait::block_on;
 use crate::HostExecutor;
 
@@ -155,10 +138,6 @@ struct Task<F, T> {
     future: UnsafeCell<ManuallyDrop<F>>,
     live: AtomicBool,
     panicked: AtomicBool,
-    /// The handshake that orders each wake before the next poll (see "Waking" in the module
-    /// docs): swapped by every wake and at the start of every drain, never stored. Loom's
-    /// type under `cfg(loom)`, for `tests/loom_coroutine.rs`.
-    woken: WakeWord,
     /// A handle's waker is cloned before anything here changes and woken after the guard is
     /// dropped, so a panicking waker leaves the outcome whole.
     join: Mutex<Join<T>>,
@@ -248,12 +227,6 @@ where
             // Not reachable: the drain that drops the future also completes the process.
             return Drained::Done(Err(Failure::Aborted));
         }
-        // AcqRel swap, paired with the AcqRel swap in `Cell::wake_by_ref`. Acquire: a wake whose
-        // swap came first (it may have found the process QUEUED, which orders nothing) has its
-        // writes visible to the poll below. Release: a wake whose swap comes after this one sees
-        // the executor's RUNNING store before this drain, so its executor wake is the
-        // read-modify-write that turns this drain's `Sleep` into a requeue.
-        self.woken.swap(false, Ordering::AcqRel);
         let waker = self.waker();
         let mut cx = Context::from_waker(&waker);
         let future = self.future.get();
@@ -327,7 +300,6 @@ where
                 future: UnsafeCell::new(ManuallyDrop::new(future)),
                 live: AtomicBool::new(true),
                 panicked: AtomicBool::new(false),
-                woken: WakeWord::new(false),
                 join: Mutex::new(Join { result: None, waker: None, taken: false }),
             });
             let drain: &'static dyn Drain = &*ptr::addr_of!((*cell).task);
@@ -357,12 +329,6 @@ where
 
     fn wake_by_ref(self: &Arc<Self>) {
         let process = self.process();
-        // AcqRel swap, paired with the AcqRel swap at the start of `Task::drain` (see "Waking"
-        // in the module docs). Release: what the caller wrote before waking reaches a drain
-        // whose swap comes after this one. Acquire: if that drain's swap came first, the
-        // executor's wake below sees its RUNNING (or a later state) and does not merely load a
-        // stale QUEUED.
-        self.task.woken.swap(true, Ordering::AcqRel);
         self.task.shared.with_executor(|executor| executor.wake(process));
     }
 }

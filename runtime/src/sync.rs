@@ -1,9 +1,8 @@
 //! The hosted layers' door to the atomics and cells of their lock-free protocols: under
 //! `--cfg loom` they are loom's model-checked types, so the streaming ring (this crate's
-//! `tests/loom_stream.rs`), a coroutine's wake handshake (`tests/loom_coroutine.rs`) and the CPU
-//! driver's block processor (its `tests/loom_block.rs`) are checked exactly as they are compiled
-//! for the pool. Code that merely uses std's locks and atomics outside a modelled protocol (the
-//! device, the rest of coroutines, awaitables) uses std directly.
+//! `tests/loom_stream.rs`) and the CPU driver's block processor (its `tests/loom_block.rs`) are
+//! checked exactly as they are compiled for the pool. Code that merely uses std's locks and atomics outside a
+//! modelled protocol (the device, coroutines, awaitables) uses std directly.
 
 /// The atomic types and orderings (std's, or loom's under `--cfg loom`).
 #[cfg(not(loom))]

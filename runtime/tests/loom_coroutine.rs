@@ -3,17 +3,18 @@
 //! causeway-runtime --release --test loom_coroutine`).
 //!
 //! std's `Waker` contract: the call to `wake` happens before the poll it asks for begins. A
-//! wake that finds the coroutine's process already QUEUED only loads the process's state
-//! (core's state-word invariant 4), and the drain it counts on starts with a Relaxed store:
-//! without the task's own handshake (`woken`, a swap on each side) a future that reads its
-//! cause with a plain load could read it stale there and sleep for good.
+//! coroutine relies on the executor for it (core's state-word invariant 4): a wake that finds
+//! the coroutine's process already QUEUED rewrites its state with a read-modify-write, and the
+//! drain call it counts on starts with a swap that reads it. With either half a plain access
+//! (the wake only loading QUEUED, or the drain starting with a store), a future that reads
+//! its cause with a plain load can read it stale and sleep for good.
 //!
 //! The scenario: the coroutine sleeps after its first poll; waker A raises its flag and wakes
 //! it (SLEEPING → QUEUED); waker B raises its flag and wakes it too, possibly finding it
 //! QUEUED. The future is ready only once it sees both flags, read with Relaxed loads, so
 //! nothing but the wake orders B's flag before the poll. After both wakers returned, a few
-//! steps must complete it. It fails (a lost wake) without the swaps of `woken`, and with
-//! either swap weakened to Acquire or to Release.
+//! steps must complete it. It fails (a lost wake) with the executor's drain starting with a
+//! store, or with its wake of a queued process only a load.
 #![cfg(loom)]
 
 use std::future::Future;

@@ -48,13 +48,10 @@ pub enum Drained {
     Progress,
     /// Nothing to do until an outside event: skip this process until
     /// [`wake`](crate::executor::Executor::wake) is called for it. A wake that arrives before
-    /// the drain call started, while the process was still queued, counts for that call and
-    /// orders nothing: the call may not see what the waker wrote before waking. So a drain
-    /// arranges its wake-up before it last checks for work, and that last check pairs with the
-    /// waker by itself: under a lock the waker writes under, or as a read-modify-write
-    /// (Release) of a word that the waker writes only by read-modify-writes (Acquire). A plain
-    /// load of a plain store can miss the waker's write while its wake finds the process
-    /// queued, and the process then sleeps through it.
+    /// the drain call started, while the process was still queued, counts for that call. Every
+    /// wake happens before the drain call it asks for, so that call sees what the waker wrote
+    /// before waking, even with plain loads: a drain arranges its wake-up before it last checks
+    /// for work, and the check needs no synchronisation of its own with the wakers.
     Sleep,
     /// The process is finished, successfully or not.
     Done(Result<(), Failure>),

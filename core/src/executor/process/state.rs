@@ -49,14 +49,18 @@
 //!    word, so one comes first in its modification order: either the waker finds SLEEPING and
 //!    queues the process, or the drainer finds NOTIFIED and requeues it. Exactly one of them
 //!    queues it; the process neither sleeps through the wake nor is queued twice.
-//! 4. *What a wake orders.* A wake that queues the process (SLEEPING → QUEUED), or whose
-//!    NOTIFIED turns a `Sleep` into a requeue, happens before the next drain call: the waker's
-//!    earlier writes are visible to it. A wake that changes nothing (the process is QUEUED,
-//!    already NOTIFIED, not active yet, or completed), or whose NOTIFIED a `Progress` requeue
-//!    overwrites, orders nothing: the drain still to come must find the wake's cause through
-//!    its own synchronisation, which is why a drain arranges its wake-up before its last check
-//!    for work, and makes that check pair with the waker by a lock or by read-modify-writes on
-//!    both sides (see [`Drained::Sleep`](super::Drained::Sleep); loom-modelled).
+//! 4. *Every wake of an active process happens before the drain call it asks for.* Wakes and
+//!    the drainer's transitions out of QUEUED and RUNNING are all read-modify-writes of this
+//!    word, so each wake either comes before the start of the next drain call in the word's
+//!    modification order — and that start, an Acquire swap, reads it or a later
+//!    read-modify-write continuing its release sequence — or it lands during a drain call and
+//!    its NOTIFIED is read by that call's end (the `Sleep` compare-exchange, or the `Progress`
+//!    swap), which hands the process on to the next call. Either way the waker's earlier
+//!    writes are visible to the next drain call, whichever stage the wake found: SLEEPING, a
+//!    process already QUEUED (the wake writes QUEUED over QUEUED), RUNNING, or RUNNING with
+//!    NOTIFIED already set (likewise). A drain may therefore read a wake's cause with plain
+//!    loads. A wake of a process not active yet (CREATED, CONFIGURING, SUSPENDED) or completed
+//!    orders nothing: no drain call is asked for.
 //! 5. *Completion is the executor's last access.* COMPLETED is written by a Release swap after
 //!    `finish` has run and before the dependents are released, and only a rearm leaves it: an
 //!    owner who sees COMPLETED may reuse the storage.
@@ -70,10 +74,10 @@
 //! | configured | [`transition_to_created`](State::transition_to_created) | CONFIGURING → CREATED | store, Release | `transition_to_configuring`; the submitter's `load` |
 //! | submit | [`transition_to_suspended`](State::transition_to_suspended) | CREATED → SUSPENDED | CAS, Release | `load` in the suspend-count paths (the submitter's own one continues the sequence of `transition_to_created`) |
 //! | activate | [`transition_to_queued`](State::transition_to_queued) | SUSPENDED → QUEUED | store, Relaxed | — (the push or hand-off publishes) |
-//! | run | [`transition_to_running`](State::transition_to_running) | QUEUED → RUNNING | store, Relaxed | — (wakers see it by RMW) |
-//! | requeue (Progress) | [`transition_to_queued_from_running`](State::transition_to_queued_from_running) | RUNNING → QUEUED | store, Relaxed | — (the push publishes) |
+//! | run | [`transition_to_running`](State::transition_to_running) | QUEUED → RUNNING | swap, Acquire | `transition_to_notified` (a wake that found QUEUED), `transition_to_queued_from_running` |
+//! | requeue (Progress) | [`transition_to_queued_from_running`](State::transition_to_queued_from_running) | RUNNING(+NOTIFIED) → QUEUED | swap, Acquire | `transition_to_notified` (a wake during the drain) |
 //! | Sleep, or requeue after a wake | [`transition_to_sleeping`](State::transition_to_sleeping) | RUNNING → SLEEPING, or RUNNING+NOTIFIED → QUEUED | CAS, AcqRel (Acquire on failure); then a Relaxed store | `transition_to_notified` |
-//! | wake | [`transition_to_notified`](State::transition_to_notified) | SLEEPING → QUEUED, or RUNNING → RUNNING+NOTIFIED | load, Acquire; CAS, AcqRel | `transition_to_sleeping` |
+//! | wake | [`transition_to_notified`](State::transition_to_notified) | SLEEPING → QUEUED, RUNNING → RUNNING+NOTIFIED, or QUEUED and RUNNING+NOTIFIED rewritten as they are | load, Acquire; CAS, AcqRel | `transition_to_sleeping`, `transition_to_running`, `transition_to_queued_from_running` |
 //! | complete | [`transition_to_completed`](State::transition_to_completed) | QUEUED or RUNNING → COMPLETED | swap, Release | `load` (`is_completed`), `transition_to_configuring_from_completed` |
 //! | — | [`load`](State::load) | — | load, Acquire | every Release above |
 
@@ -201,7 +205,8 @@ pub(crate) enum TransitionToNotified {
     Queued,
     /// RUNNING → RUNNING+NOTIFIED: the drain's `Sleep` will requeue it.
     Notified,
-    /// Nothing to do (queued, already notified, not yet active, or completed).
+    /// Nothing more to do: queued, or already notified (each written again as it was, which
+    /// orders the wake before the next drain call), not yet active, or completed.
     Unchanged,
 }
 
@@ -287,18 +292,24 @@ impl State {
     /// a hand-off, is about to drain it.
     #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn transition_to_running(&self) {
-        debug_assert!(self.relaxed().is_queued(), "ran a process that is not queued");
-        // Relaxed: this worker holds the process (invariant 1), and wakers only need to see
-        // RUNNING through their own read-modify-writes on this word.
-        self.0.store(Snapshot::at(Stage::Running).0, Ordering::Relaxed);
+        // A swap, not a store, and Acquire: it pairs with the Release half of a wake that found
+        // the process QUEUED and rewrote it so (`transition_to_notified`). Being a
+        // read-modify-write, it reads the last such wake or a later read-modify-write in its
+        // release sequence, never an older QUEUED, so the drain sees what that waker wrote
+        // before waking (invariant 4). A store here and a plain load in the wake would be a
+        // store → load pair on each side, which lets both miss the other.
+        let left = Snapshot(self.0.swap(Snapshot::at(Stage::Running).0, Ordering::Acquire));
+        debug_assert!(left.is_queued(), "ran a process that is not queued: {left:?}");
     }
 
     /// RUNNING → QUEUED after a `Progress` result, before the drainer pushes the process again.
     pub(crate) fn transition_to_queued_from_running(&self) {
-        debug_assert!(self.relaxed().is_running(), "requeued a process that is not running");
-        // Relaxed: the push that follows publishes the process. A wake's NOTIFIED, if any, is
-        // overwritten: the process runs again anyway (invariant 2).
-        self.0.store(Snapshot::at(Stage::Queued).0, Ordering::Relaxed);
+        // A swap, and Acquire: it reads a wake's NOTIFIED, if one landed during the drain, and
+        // pairs with that wake's Release, so the next drain (on whichever worker pops the push
+        // that follows) sees what the waker wrote (invariant 4). The NOTIFIED itself is
+        // dropped: the process runs again anyway (invariant 2).
+        let left = Snapshot(self.0.swap(Snapshot::at(Stage::Queued).0, Ordering::Acquire));
+        debug_assert!(left.is_running(), "requeued a process that is not running: {left:?}");
     }
 
     /// RUNNING → SLEEPING after a `Sleep` result; or, if a wake arrived during the drain
@@ -333,7 +344,9 @@ impl State {
     }
 
     /// A wake of an immediate process: SLEEPING → QUEUED (the caller must publish it),
-    /// RUNNING → RUNNING+NOTIFIED (its `Sleep` will requeue it), anything else unchanged.
+    /// RUNNING → RUNNING+NOTIFIED (its `Sleep` will requeue it); QUEUED and RUNNING+NOTIFIED are
+    /// written again as they are, so that the next drain call reads this wake (invariant 4);
+    /// a process not active yet, or completed, is left alone.
     #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn transition_to_notified(&self) -> TransitionToNotified {
         let mut current = self.load();
@@ -342,16 +355,22 @@ impl State {
                 (Snapshot::at(Stage::Queued), TransitionToNotified::Queued)
             } else if current == Snapshot::at(Stage::Running) {
                 (current.with_notified(), TransitionToNotified::Notified)
+            } else if current.is_queued() || current.is_running() {
+                // Already queued, or already notified during this drain: the drain call to
+                // come runs anyway, and this rewrite is what orders this wake before it.
+                (current, TransitionToNotified::Unchanged)
             } else {
-                // Queued, already notified, not active yet, or completed.
+                // Not active yet, or completed: no drain call to order anything before.
                 return TransitionToNotified::Unchanged;
             };
             // AcqRel. Acquire pairs with the Release of the drainer's compare-exchange into
             // SLEEPING: a waker that queues the sleeper, and so holds it, sees its last drain's
             // writes (the load above and a failure here are Acquire for the same reason).
-            // Release pairs with the Acquire failure of that compare-exchange, which reads
-            // NOTIFIED: the requeued drain sees what this waker wrote before waking. A queued
-            // sleeper reaches its next drain through the publish, which orders the same.
+            // Release pairs with the Acquire reads of this value or of a later
+            // read-modify-write in its release sequence: the failure of that compare-exchange
+            // (NOTIFIED: the requeued drain), the `Progress` swap, and the swap that starts
+            // the next drain call. A queued sleeper reaches its next drain through the publish,
+            // which orders the same.
             match self.0.compare_exchange_weak(
                 current.0,
                 next.0,
