@@ -555,71 +555,56 @@ impl Drain for WaitsForReason {
     }
 }
 
-/// Steps `worker` until `process` completes; once `settled` holds (the racing thread is done),
-/// a step that finds nothing to run means the process sleeps with nobody left to wake it.
-fn step_until_completed_or_stranded(
-    worker: &mut causeway_core::executor::Worker<'_, 'static, LoomFutex, RoundRobin, 2, 2>,
-    process: &'static Process<'static>,
-    settled: &AtomicBool,
+/// Submits a [`WaitsForReason`] process, QUEUED from then on, and runs `race` on another thread
+/// against its first drain call: a wake or a cancellation may find it still queued. A worker
+/// steps until the process completes; once the racing thread is done, a step that finds
+/// nothing to run means the process sleeps with nobody left to wake it.
+fn race_the_first_drain(
+    race: fn(&'static ModelExecutor, &'static WaitsForReason, &'static Process<'static>),
 ) {
+    let executor = executor(1);
+    let waits = WaitsForReason::leaked();
+    let process: &'static Process<'static> =
+        Box::leak(Box::new(Process::new(waits, Class::Immediate)));
+    executor.submit(process).unwrap();
+    let settled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let racer = thread::spawn(move || {
+        race(executor, waits, process);
+        // Release pairs with the Acquire load below.
+        settled.store(true, Ordering::Release);
+    });
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
     loop {
-        // Acquire pairs with the racing thread's Release store of `settled`: whatever its wake
-        // queued is visible to the step below.
+        // Acquire pairs with the racer's Release store: whatever its wake queued is visible
+        // to the step below.
         let settled = settled.load(Ordering::Acquire);
         let stepped = worker.step();
         if process.is_completed() {
-            return;
+            break;
         }
         if !stepped {
             assert!(!settled, "the process sleeps through a wake");
             thread::yield_now();
         }
     }
+    racer.join().unwrap();
+    assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
+    assert_eq!(executor.live(), 0);
 }
 
 #[test]
 fn a_wake_that_finds_the_process_queued_orders_the_waker_before_its_next_drain() {
     bounded(|| {
-        let executor = executor(1);
-        let waits = WaitsForReason::leaked();
-        let process: &'static Process<'static> =
-            Box::leak(Box::new(Process::new(waits, Class::Immediate)));
-        // QUEUED from here: the wake may find it so, before its first drain call starts.
-        executor.submit(process).unwrap();
-        let settled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let waker = thread::spawn(move || {
+        race_the_first_drain(|executor, waits, process| {
             waits.reason.store(true, Ordering::Relaxed);
             executor.wake(process);
-            // Release pairs with the Acquire load in `step_until_completed_or_stranded`.
-            settled.store(true, Ordering::Release);
         });
-        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
-        step_until_completed_or_stranded(&mut worker, process, settled);
-        waker.join().unwrap();
-        assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
-        assert_eq!(executor.live(), 0);
     });
 }
 
 #[test]
 fn a_cancellation_racing_the_first_drain_of_a_queued_process_is_never_lost() {
-    bounded(|| {
-        let executor = executor(1);
-        // Never set: the process sleeps after every drain, so only the cancellation ends it.
-        let waits = WaitsForReason::leaked();
-        let process: &'static Process<'static> =
-            Box::leak(Box::new(Process::new(waits, Class::Immediate)));
-        executor.submit(process).unwrap();
-        let settled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let canceller = thread::spawn(move || {
-            executor.cancel(process);
-            // Release pairs with the Acquire load in `step_until_completed_or_stranded`.
-            settled.store(true, Ordering::Release);
-        });
-        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
-        step_until_completed_or_stranded(&mut worker, process, settled);
-        canceller.join().unwrap();
-        assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
-        assert_eq!(executor.live(), 0);
-    });
+    // The reason is never set: the process sleeps after every drain, so only the cancellation
+    // ends it.
+    bounded(|| race_the_first_drain(|executor, _, process| executor.cancel(process)));
 }

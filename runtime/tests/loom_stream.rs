@@ -22,7 +22,7 @@ mod loom_support;
 use causeway_core::executor::{
     Class, Drain, DrainContext, Drained, Executor, Process, RoundRobin, SpinPolicy, Worker,
 };
-use causeway_runtime::{Operation, PushError, Stream};
+use causeway_runtime::{Operation, Producer, PushError, Stream};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use loom_support::LoomFutex;
@@ -71,6 +71,35 @@ fn step_until(worker: &mut ModelWorker, done: impl Fn() -> bool) {
             thread::yield_now();
         }
     }
+}
+
+/// Checks, on a fresh worker 0 and within a few steps each, that the `accepted` operations all
+/// run before the close (whose wake would mask a lost one: each ran already, or the process is
+/// runnable), and that the process completes after it.
+fn runs_then_completes_on_close(
+    executor: &'static ModelExecutor,
+    producer: &Producer<'static, 'static, Tick, 2>,
+    process: &'static Process<'static>,
+    ticks: &AtomicUsize,
+    accepted: usize,
+) {
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    for _ in 0..4 {
+        if ticks.load(Ordering::Relaxed) == accepted {
+            break;
+        }
+        worker.step();
+    }
+    assert_eq!(ticks.load(Ordering::Relaxed), accepted, "an accepted operation is stranded");
+    producer.close();
+    for _ in 0..4 {
+        if process.is_completed() {
+            break;
+        }
+        worker.step();
+    }
+    assert!(process.is_completed());
+    assert_eq!(ticks.load(Ordering::Relaxed), accepted);
 }
 
 #[test]
@@ -167,23 +196,7 @@ fn slots_vacated_out_of_order_refuse_or_accept_each_push_once() {
         assert!(accepted >= 2, "two free slots accept at least two of three pushes");
         // Before closing (whose wake would mask a lost one): every accepted operation is still
         // reachable, i.e. ran already or the process is runnable.
-        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
-        for _ in 0..4 {
-            if ticks.load(Ordering::Relaxed) == accepted {
-                break;
-            }
-            worker.step();
-        }
-        assert_eq!(ticks.load(Ordering::Relaxed), accepted, "an accepted operation is stranded");
-        producer.close();
-        for _ in 0..4 {
-            if process.is_completed() {
-                break;
-            }
-            worker.step();
-        }
-        assert!(process.is_completed());
-        assert_eq!(ticks.load(Ordering::Relaxed), accepted);
+        runs_then_completes_on_close(executor, &producer, process, ticks, accepted);
     });
 }
 
@@ -218,23 +231,7 @@ fn a_stream_claimed_from_overflow_while_a_producer_pushes_loses_no_wake_up() {
         });
         pusher.join().unwrap();
         drainer.join().unwrap();
-        // The push returned: its operation ran, or the stream is runnable and runs it now
-        // (before the close, whose wake would mask a lost one).
-        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
-        for _ in 0..4 {
-            if ticks.load(Ordering::Relaxed) == 1 {
-                break;
-            }
-            worker.step();
-        }
-        assert_eq!(ticks.load(Ordering::Relaxed), 1, "an accepted operation is stranded");
-        producer.close();
-        for _ in 0..4 {
-            if process.is_completed() {
-                break;
-            }
-            worker.step();
-        }
-        assert!(process.is_completed());
+        // The push returned: its operation ran, or the stream is runnable and runs it now.
+        runs_then_completes_on_close(executor, &producer, process, ticks, 1);
     });
 }
