@@ -89,13 +89,13 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-core --release --features signal-cancellation \
     --test loom_semaphore --test loom_arena --test loom_executor
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p causeway-runtime --release --test loom_stream --test loom_compute_sleep
+  cargo test -p causeway-runtime --release --test loom_stream --test loom_compute_sleep --test loom_coroutine
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-driver-cpu --release --test loom_block
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p causeway-driver-npu --no-default-features --release --test loom_ring
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p causeway-device --release --test loom_run_claim --test loom_wait_gate
+  cargo test -p causeway-device --release --test loom_run_claim --test loom_wait_gate --test loom_phase
 passed
 
 step "fuzzing: every cargo-fuzz target for 20s on its seed corpus"

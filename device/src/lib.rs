@@ -41,6 +41,7 @@ pub mod backend;
 mod clock;
 mod gate_count;
 mod hand_off;
+mod handshake_barrier;
 mod memory;
 pub mod native_blocks;
 mod op;
@@ -1305,7 +1306,8 @@ pub struct ShutdownReport {
     /// Workers that exited by panicking.
     pub panicked_workers: usize,
     /// Queues whose bookkeeping did not finish within [`BOOKKEEPING_GRACE`] (an observer or a
-    /// waker that blocks): left as they were, their operations neither run nor cancelled.
+    /// waker that blocks): left as they were, their operations not cancelled; when the
+    /// bookkeeping goes on, it starts at most one more operation's work and then stops.
     pub busy_queues: Vec<QueueId>,
     /// Drivers ([`Backend::name`]) whose own work had not stopped within
     /// [`BOOKKEEPING_GRACE`] ([`Backend::stop`]).

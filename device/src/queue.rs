@@ -948,7 +948,8 @@ pub(crate) enum Teardown {
         stuck: Vec<Running>,
     },
     /// A drain stayed in its bookkeeping past the deadline (an observer or a waker that
-    /// blocks); the queue was left alone.
+    /// blocks); the queue was left alone, except that it is asked to stop: when the drain
+    /// goes on, it starts at most one more operation's work and touches nothing after it.
     Busy,
 }
 

@@ -2,9 +2,9 @@
 //! operation, and a canceller, about to cancel it, agree who came first (the state diagram and
 //! how cancellation uses it are in `speculation`).
 //!
-//! Self-contained on purpose — it names nothing of the crate but this file — so that the loom
-//! model (`tests/loom_run_claim.rs`) includes it as it is, with loom's atomics and fences in
-//! place of std's and of the asymmetric barrier.
+//! Self-contained on purpose — it names nothing of the crate but this file and
+//! `handshake_barrier` — so that the loom model (`tests/loom_run_claim.rs`) includes it as it
+//! is, with loom's atomics and `SeqCst` fences in place of std's and of the asymmetric barrier.
 //!
 //! # The fast start
 //!
@@ -39,28 +39,12 @@
 //!    read under the submit lock, and the queue process learns of a cancellation's failed
 //!    signals through the semaphores' own synchronisation.
 
-#[cfg(not(loom))]
-use causeway_runtime::barrier;
+use crate::handshake_barrier as barrier;
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-
-/// Under loom, both sides of the asymmetric barrier are what they are equivalent to: `SeqCst`
-/// fences.
-#[cfg(loom)]
-mod barrier {
-    use loom::sync::atomic::{fence, Ordering};
-
-    pub(super) fn light() {
-        fence(Ordering::SeqCst);
-    }
-
-    pub(super) fn heavy() {
-        fence(Ordering::SeqCst);
-    }
-}
 
 use causeway_core::speculation::Dependence;
 

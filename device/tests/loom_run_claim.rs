@@ -13,6 +13,8 @@
 #![cfg(loom)]
 
 // Only what the models use is called; the rest of the file is the crate's.
+#[path = "../src/handshake_barrier.rs"]
+mod handshake_barrier;
 #[allow(dead_code)]
 #[path = "../src/run_claim.rs"]
 mod run_claim;

@@ -1,0 +1,96 @@
+//! Loom model of the queue phase (`src/phase.rs`, compiled here as it is, against loom's
+//! atomics, with `SeqCst` fences for the two sides of the asymmetric barrier): every
+//! interleaving of the queue process draining — entering, running an operation's work,
+//! finishing it, leaving — against the device taking the queue over at shutdown.
+//!
+//! What the model checks is the phase's contract with the code around it: the queue process
+//! and the device never touch the ring at once (both write it through one loom cell, so an
+//! overlap is a data race loom reports); a take-over that finds the work running reports it,
+//! and the queue process then touches nothing when the work returns; once taken over, the
+//! queue is never entered again and a second take-over says so.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
+//! loom_phase` (the test command's loom tier does).
+#![cfg(loom)]
+
+// Only what the model uses is called; the rest of the file is the crate's.
+#[path = "../src/handshake_barrier.rs"]
+mod handshake_barrier;
+#[allow(dead_code)]
+#[path = "../src/phase.rs"]
+mod phase;
+
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use loom::thread;
+use phase::{QueuePhase, Running, TakeOver};
+
+/// One queue: its phase and a stand-in for its ring.
+struct Queue {
+    phase: QueuePhase,
+    ring: UnsafeCell<u32>,
+}
+
+// SAFETY: `ring` is written only by whoever the phase makes its owner; loom reports a data
+// race if the phase lets two threads write it at once.
+unsafe impl Sync for Queue {}
+
+impl Queue {
+    fn touch_ring(&self) {
+        // SAFETY: the caller owns the ring by the phase protocol (checked by loom).
+        self.ring.with_mut(|ring| unsafe { *ring += 1 });
+    }
+}
+
+const WORK: Running = Running { tag: 7, worker: 0, since_ns: 1 };
+
+/// One drain of the queue process: bookkeeping, an operation's work (which touches nothing of
+/// the ring), bookkeeping again. Whether it got through.
+fn drain(queue: &Queue) -> bool {
+    if !queue.phase.enter() {
+        return false;
+    }
+    queue.touch_ring();
+    queue.phase.start_work(WORK);
+    if !queue.phase.finish_work() {
+        return false;
+    }
+    queue.touch_ring();
+    queue.phase.leave();
+    true
+}
+
+#[test]
+fn the_device_and_the_queue_process_never_own_the_ring_at_once() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(|| {
+        let queue = Arc::new(Queue { phase: QueuePhase::new(), ring: UnsafeCell::new(0) });
+        let drainer = {
+            let queue = Arc::clone(&queue);
+            thread::spawn(move || {
+                // Two drains: the second may start after the take-over and must be refused.
+                if drain(&queue) {
+                    drain(&queue);
+                }
+            })
+        };
+        let taken = loop {
+            match queue.phase.take_over() {
+                TakeOver::Stepping => thread::yield_now(),
+                taken => break taken,
+            }
+        };
+        match taken {
+            TakeOver::Idle => queue.touch_ring(),
+            TakeOver::Stuck(running) => {
+                assert_eq!(running, WORK, "the running fields of the work the device found");
+                queue.touch_ring();
+            }
+            other => panic!("a first take-over found {other:?}"),
+        }
+        drainer.join().unwrap();
+        assert_eq!(queue.phase.take_over(), TakeOver::Abandoned);
+        assert!(!queue.phase.enter(), "a taken-over queue is never entered again");
+    });
+}
