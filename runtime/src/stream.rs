@@ -57,11 +57,10 @@
 //! claims it there has not synchronised with a producer, whose wake then reads no slot (and
 //! does nothing) while the drain reads the count from before the reservation — a store → load
 //! pair on each side (`tests/loom_stream.rs` models it). A close is an Acquire RMW for the same
-//! reason. Several drainers
-//! may return `Sleep` at once: the executor applies a `Sleep` only from a drainer alone in the
-//! slot, so no `Sleep` decided before a wake can cancel it (core's compute-slot protocol;
-//! `tests/loom_compute_sleep.rs` models the case). A close sets CLOSED and wakes
-//! unconditionally. A reservation that a drainer sees but whose value is not yet in the ring
+//! reason. Several drainers may return `Sleep` at once: the executor applies a `Sleep` only
+//! from a drainer alone in the slot, so no `Sleep` decided before a wake can cancel it (core's
+//! compute-slot protocol; `tests/loom_compute_sleep.rs` models the case). A close sets CLOSED
+//! and wakes unconditionally. A reservation that a drainer sees but whose value is not yet in the ring
 //! keeps the process in `Progress` (spinning briefly), never asleep.
 //!
 //! **Exactly once.** The ring gives each pushed value to exactly one pop (see its protocol);
