@@ -45,8 +45,9 @@
 //! for whatever state it finds the process in (the executor's invariant 4: even a process
 //! already queued is rewritten by a read-modify-write that the drain's starting swap reads),
 //! so the drain sees the gate open without this word taking part in the handshake. Before the
-//! executor gave that guarantee, a plain store here lost an operation's wake in about one
-//! device soak run in ten.
+//! executor gave that guarantee, this decrement and the phase change at the start of a drain
+//! were locked only to keep that pair ordered, on x86-64's locked instructions: with both made
+//! plain, the device soak lost an operation's wake in about one run in ten.
 
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
