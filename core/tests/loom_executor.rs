@@ -608,3 +608,47 @@ fn a_cancellation_racing_the_first_drain_of_a_queued_process_is_never_lost() {
     // ends it.
     bounded(|| race_the_first_drain(|executor, _, process| executor.cancel(process)));
 }
+
+#[test]
+fn a_wake_racing_a_claiming_hand_off_orders_the_waker_before_the_next_drain() {
+    // A sleeper whose reason a racer sets while a drain on the worker wakes the sleeper with a
+    // deferred wake and hands the claim to its own worker: the racer's wake may find it
+    // sleeping (and queue it), claimed but not yet drained, or draining. Every way, a drain
+    // after the racer's wake must read the reason.
+    bounded(|| {
+        let executor = executor(1);
+        let waits = WaitsForReason::leaked();
+        let sleeper: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(waits, Class::Immediate)));
+        let waker: &'static Process<'static> = Box::leak(Box::new(Process::new(
+            Box::leak(Box::new(HandsOff { executor, target: sleeper })),
+            Class::Immediate,
+        )));
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        executor.submit(sleeper).unwrap();
+        assert!(worker.step(), "the sleeper's first drain finds no reason and sleeps");
+        executor.submit(waker).unwrap();
+        let settled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let racer = thread::spawn(move || {
+            waits.reason.store(true, Ordering::Relaxed);
+            executor.wake(sleeper);
+            // Release pairs with the Acquire load below.
+            settled.store(true, Ordering::Release);
+        });
+        loop {
+            let settled = settled.load(Ordering::Acquire);
+            let stepped = worker.step();
+            if sleeper.is_completed() {
+                break;
+            }
+            if !stepped {
+                assert!(!settled, "the sleeper sleeps through a wake");
+                thread::yield_now();
+            }
+        }
+        racer.join().unwrap();
+        while worker.step() {}
+        assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
+        assert_eq!(executor.live(), 0);
+    });
+}

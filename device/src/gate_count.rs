@@ -43,8 +43,9 @@
 //!
 //! The opener then wakes the queue process. That wake is ordered before the drain call it asks
 //! for whatever state it finds the process in (the executor's invariant 4: even a process
-//! already queued is rewritten by a read-modify-write that the drain's starting swap reads),
-//! so the drain sees the gate open without this word taking part in the handshake. Before the
+//! already queued is rewritten by a read-modify-write that the drain's starting swap reads,
+//! and one a hand-off has claimed gets NOTIFIED, which its drain's end reads), so the drain
+//! sees the gate open without this word taking part in the handshake. Before the
 //! executor gave that guarantee, this decrement and the phase change at the start of a drain
 //! were locked only to keep that pair ordered, on x86-64's locked instructions: with both made
 //! plain, the device soak lost an operation's wake in about one run in ten.

@@ -48,11 +48,15 @@
 //! looks at the list, instead of pushing it and notifying. The list would have given the
 //! dependent the same place — first — and this worker, awake and about to pop, would most
 //! likely have taken it; keeping it saves the push, the pop, the notify and the cache-line
-//! transfers to a worker racing for it, which is what a dependency chain costs per hop. At most
+//! transfers to a worker racing for it, which is what a dependency chain costs per hop. The
+//! kept dependent is *claimed*: it goes straight from SUSPENDED to RUNNING, held by this
+//! worker, so its drain starts without the swap a drain of a process taken from the list
+//! starts with (that swap reads wakes that found the process queued; a wake of a claimed
+//! process finds it RUNNING and sets NOTIFIED instead, which the drain's end reads). At most
 //! one process is handed off per completion and held per worker; other dependents, and every
 //! dependent while the list or the worker's own run taken from it (see `list`) holds work, are
 //! pushed as usual, so FIFO order among activations is kept. A worker dropped while holding a
-//! hand-off or a run pushes them back onto the list.
+//! hand-off or a run pushes them back onto the list, the hand-off given back to QUEUED first.
 //!
 //! # Wake hand-off
 //!
@@ -60,19 +64,22 @@
 //! semaphore wakes the queue waiting on it, and if the signalling queue then has nothing left
 //! to run, its worker is free at the very moment the woken process needs one. A waker that
 //! knows it runs inside a drain calls [`Executor::wake_deferred`] instead of [`Executor::wake`]:
-//! the state transition is the same (SLEEPING → QUEUED, or NOTIFIED on a running process), but
-//! the QUEUED process comes back as a [`Woken`] token instead of being pushed. The drain offers
-//! it to its worker with [`DrainContext::hand_off`]; when the call returns, the worker keeps it
-//! as its hand-off under the rule above (the call ended with the worker free, the list looks
-//! empty, the worker holds nothing else) and otherwise publishes it — push, then notify —
-//! ahead of a drainer that is requeued for more work. A token that is dropped publishes
-//! itself, so a deferred wake is never lost, only made by someone else; while it is held,
-//! the process is QUEUED and further wakes are no-ops, as if it sat on the list.
+//! a sleeper is claimed (SLEEPING → RUNNING, where a plain wake makes it QUEUED; a running
+//! process gets NOTIFIED as usual) and comes back as a [`Woken`] token instead of being
+//! pushed. The drain offers it to its worker with [`DrainContext::hand_off`]; when the call
+//! returns, the worker keeps it as its hand-off under the rule above (the call ended with the
+//! worker free, the list looks empty, the worker holds nothing else) and drains it next
+//! without the starting swap; otherwise it gives it back (RUNNING → QUEUED) and publishes it —
+//! push, then notify — ahead of a drainer that is requeued for more work. A token that is
+//! dropped does the same, so a deferred wake is never lost, only made by someone else. While
+//! it is held, the process is RUNNING to every waker: a further wake sets NOTIFIED, and the
+//! drain that follows reads it when it ends (its `Sleep` becomes a requeue), exactly as for a
+//! wake that lands during a drain.
 //!
 //! ```text
-//!   waker inside a drain on worker w:  SLEEPING ──CAS──► QUEUED (token held, unpublished)
-//!        drain returns, w free, list empty:  token ──► w's hand-off ──► RUNNING on w
-//!        otherwise (or token dropped):       token ──► list push + notify ──► any worker
+//!   waker inside a drain on worker w:  SLEEPING ──CAS──► RUNNING (claimed; token held)
+//!        drain returns, w free, list empty:  token ──► w's hand-off ──► drained on w
+//!        otherwise (or token dropped):       token ──► QUEUED (swap) ──► list push + notify
 //! ```
 //!
 //! # Inlining
@@ -145,6 +152,15 @@ pub const IDLE_SCANS_PER_YIELD: u32 = 256;
 const AWAKE: u32 = 0;
 const PARKED: u32 = 1;
 const NOTIFIED: u32 = 2;
+
+/// Where an activation puts the process: on the list, or in its activator's hands.
+#[derive(Clone, Copy)]
+enum Activation {
+    /// QUEUED, for the list or a compute slot.
+    Queued,
+    /// RUNNING, claimed by the activating worker, which runs it next (see "Hand-off").
+    HandedOff,
+}
 
 /// Why an executor or worker could not be set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -365,7 +381,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
 
     #[cfg_attr(not(target_os = "none"), inline)]
     fn activate(&self, process: &'p Process<'p>) {
-        self.mark_queued(process);
+        self.mark_active(process, Activation::Queued);
         match process.class() {
             Class::Immediate => {
                 self.immediate.0.push(process);
@@ -376,12 +392,16 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     }
 
     /// The first step of every activation, hand-offs included: a process activated after
-    /// shutdown is cancelled, and it is QUEUED from now on (wakes are no-ops).
-    fn mark_queued(&self, process: &'p Process<'p>) {
+    /// shutdown is cancelled, and it is QUEUED from now on, or RUNNING for the worker it is
+    /// handed off to (claimed; see "Hand-off"). Wakes before this order nothing.
+    fn mark_active(&self, process: &'p Process<'p>, activation: Activation) {
         if self.is_stopping() {
             process.record_failure(Failure::Cancelled);
         }
-        process.state().transition_to_queued();
+        match activation {
+            Activation::Queued => process.state().transition_to_queued(),
+            Activation::HandedOff => process.state().transition_to_claimed(),
+        }
     }
 
     /// Puts an activated compute process into a slot, or onto the overflow list.
@@ -414,14 +434,17 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         true
     }
 
-    /// Wakes `process` like [`wake`](Self::wake), except that when this call makes an
-    /// immediate process runnable it does not publish it: the returned [`Woken`] does, when
-    /// dropped, unless a drain hands it to its own worker with [`DrainContext::hand_off`]
-    /// (see "Wake hand-off" in the module docs). `None` when the wake needed nothing more (the
-    /// process was running, already queued, or is a compute process, woken as usual).
+    /// Wakes `process` like [`wake`](Self::wake), except that when this call finds an
+    /// immediate process asleep it claims it (RUNNING) instead of queueing and publishing it:
+    /// the returned [`Woken`] gives it back and publishes it when dropped, unless a drain hands
+    /// it to its own worker with [`DrainContext::hand_off`] (see "Wake hand-off" in the module
+    /// docs). `None` when the wake needed nothing more (the process was running, already
+    /// queued, or is a compute process, woken as usual).
     pub fn wake_deferred(&self, process: &'p Process<'p>) -> Option<Woken<'_, 'p>> {
         match process.class() {
-            Class::Immediate => self.queue_if_sleeping(process).then(|| Woken::new(process, self)),
+            Class::Immediate => (process.state().transition_to_claimed_or_notified()
+                == TransitionToNotified::Claimed)
+                .then(|| Woken::new(process, self)),
             Class::Compute => {
                 self.wake(process);
                 None
@@ -470,8 +493,9 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
                     && self.immediate.0.looks_empty()
                 {
                     // This thread's AcqRel release saw every other releaser's writes, and the
-                    // worker runs the dependent next: program order hands them on.
-                    self.mark_queued(dependent);
+                    // worker runs the dependent next: program order hands them on. Claimed
+                    // RUNNING here, so its drain starts without a read-modify-write.
+                    self.mark_active(dependent, Activation::HandedOff);
                     handed = Some(dependent);
                 } else {
                     self.activate(dependent);
@@ -485,11 +509,18 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
         handed
     }
 
-    /// Publishes a QUEUED immediate process this executor's list has not seen: a hand-off its
-    /// worker will not run, or a deferred wake nobody ran.
+    /// Publishes a QUEUED immediate process this executor's list has not seen: one of a run a
+    /// worker took and gives back.
     pub(crate) fn requeue(&self, process: &'p Process<'p>) {
         self.immediate.0.push(process);
         self.notify(1);
+    }
+
+    /// Gives back a claimed (RUNNING, undrained) immediate process — a hand-off its worker will
+    /// not run, or a deferred wake nobody ran — and publishes it.
+    pub(crate) fn give_back(&self, process: &'p Process<'p>) {
+        process.state().transition_to_queued_from_running();
+        self.requeue(process);
     }
 
     /// Finalizes the compute process in `index` on worker `worker` (which won the slot's
@@ -650,7 +681,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Reschedule<'p>
     for Executor<'p, F, SLOTS, WORKERS>
 {
     fn publish(&self, process: &'p Process<'p>) {
-        self.requeue(process);
+        self.give_back(process);
     }
 
     fn wake_workers(&self, wanted: u32) {

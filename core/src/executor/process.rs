@@ -145,7 +145,8 @@ impl<'a, 'p> DrainContext<'a, 'p> {
     ///
     /// The worker keeps it only if the call ends with the worker free (`Sleep` or `Done`), the
     /// immediate list looks empty and the worker holds nothing else; otherwise, and for a
-    /// process of another executor or a second offer, it is published as a plain wake would.
+    /// process of another executor or a second offer, it is given back (QUEUED) and published
+    /// as a plain wake would have published it.
     ///
     /// [`Executor::wake_deferred`]: super::Executor::wake_deferred
     pub fn hand_off(&mut self, woken: Woken<'_, '_>) {
@@ -160,17 +161,18 @@ impl<'a, 'p> DrainContext<'a, 'p> {
 /// What drains and [`Woken`] tokens ask of their executor, without naming its futex, slot
 /// count or worker capacity.
 pub(crate) trait Reschedule<'p>: Sync {
-    /// Queues a process that a deferred wake left unpublished (see [`Woken`]).
+    /// Gives back and queues a process that a deferred wake claimed and nobody ran (see
+    /// [`Woken`]).
     fn publish(&self, process: &'p Process<'p>);
     /// Wakes up to `wanted` parked workers for a compute process whose budget rose.
     fn wake_workers(&self, wanted: u32);
 }
 
-/// An immediate process that [`Executor::wake_deferred`] made runnable (QUEUED) without
-/// publishing it yet. Whoever holds the token owns the process's next run: pass it to
-/// [`DrainContext::hand_off`] to run it on the draining worker, or drop it (or call
-/// [`publish`](Self::publish)) to push it onto the immediate list and notify, exactly what the
-/// plain wake would have done. It can therefore never be lost.
+/// An immediate process that [`Executor::wake_deferred`] woke and claimed (RUNNING, not yet
+/// drained) without publishing it. Whoever holds the token owns the process's next run: pass it
+/// to [`DrainContext::hand_off`] to run it on the draining worker, or drop it (or call
+/// [`publish`](Self::publish)) to give it back (QUEUED) and push it onto the immediate list and
+/// notify, exactly what the plain wake would have done. It can therefore never be lost.
 ///
 /// [`Executor::wake_deferred`]: super::Executor::wake_deferred
 #[must_use = "dropping a Woken publishes it at once; hand it off to defer it"]
@@ -184,7 +186,8 @@ impl<'e, 'p> Woken<'e, 'p> {
         Woken { process: Some(process), executor }
     }
 
-    /// Pushes the process onto its executor's immediate list and notifies a worker.
+    /// Gives the process back (QUEUED), pushes it onto its executor's immediate list and
+    /// notifies a worker.
     pub fn publish(self) {
         drop(self);
     }

@@ -617,7 +617,7 @@ fn a_wake_handed_off_by_a_drain_runs_next_on_the_same_worker() {
     assert!(sleeper.state().load().is_sleeping());
     executor.submit(&waker).unwrap();
     assert!(worker.step(), "runs the waker, which hands the sleeper to this worker");
-    assert!(sleeper.state().load().is_queued(), "woken, held by the worker");
+    assert!(sleeper.state().load().is_running(), "woken and claimed by the worker");
     assert!(executor.immediate().looks_empty(), "the hand-off never touched the list");
     executor.submit(&later).unwrap();
     while worker.step() {}

@@ -11,6 +11,17 @@ use crate::semaphore::Failure;
 use crate::sync::atomic::Ordering;
 use crate::sync::spin_hint;
 
+/// How a worker came to hold the immediate process it is about to run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Taken {
+    /// From the list (or a run cut from it): QUEUED, and its drain starts with the swap to
+    /// RUNNING that reads every wake that found it queued.
+    Queued,
+    /// A hand-off: RUNNING already, claimed by this worker's own thread; a wake since the
+    /// claim set NOTIFIED, which the drain's end reads.
+    Claimed,
+}
+
 /// How long a worker with nothing to do keeps scanning before it parks. While it scans, it
 /// offers its CPU to other threads every [`IDLE_SCANS_PER_YIELD`] scans
 /// ([`Futex::yield_now`]).
@@ -52,8 +63,9 @@ pub struct Worker<'e, 'p, F: Futex, P, const SLOTS: usize, const WORKERS: usize>
     seen_claims: [u32; SLOTS],
     /// Private per-slot words handed to drains (`DrainContext::local`).
     local: [u64; SLOTS],
-    /// The process this worker's last completion handed to it (see "Hand-off" in the
-    /// executor docs): QUEUED, run before anything else.
+    /// The process handed to this worker by its last completion or by a drain's deferred wake
+    /// (see "Hand-off" and "Wake hand-off" in the executor docs): claimed, that is RUNNING and
+    /// held by this worker, and run before anything else.
     handed: Option<&'p Process<'p>>,
     /// The immediate processes this worker took from the list in its last turn (see `list`),
     /// run before the list is looked at again.
@@ -117,12 +129,19 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
     /// Returns whether anything was done (the bare-metal main loop sleeps when it was not).
     pub fn step(&mut self) -> bool {
         let executor = self.executor;
-        let next = self.handed.take().or_else(|| self.run.pop()).or_else(|| {
-            self.run = executor.immediate().pop_run(executor.workers());
-            self.run.pop()
-        });
-        if let Some(process) = next {
-            self.run_immediate(process);
+        let next = match self.handed.take() {
+            Some(process) => Some((process, Taken::Claimed)),
+            None => self
+                .run
+                .pop()
+                .or_else(|| {
+                    self.run = executor.immediate().pop_run(executor.workers());
+                    self.run.pop()
+                })
+                .map(|process| (process, Taken::Queued)),
+        };
+        if let Some((process, taken)) = next {
+            self.run_immediate(process, taken);
             return true;
         }
         if !executor.overflow_looks_empty() {
@@ -163,10 +182,12 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
         did_work
     }
 
-    fn run_immediate(&mut self, process: &'p Process<'p>) {
+    fn run_immediate(&mut self, process: &'p Process<'p>, taken: Taken) {
         let executor = self.executor;
         let state = process.state();
-        state.transition_to_running();
+        if taken == Taken::Queued {
+            state.transition_to_running();
+        }
         if executor.is_stopping() {
             process.record_failure(Failure::Cancelled);
         }
@@ -191,7 +212,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                 // Still busy: what the drain woke goes ahead of it on the list, where another
                 // worker can take it now.
                 if let Some(woken) = offered {
-                    executor.requeue(woken);
+                    executor.give_back(woken);
                 }
                 state.transition_to_queued_from_running();
                 executor.immediate().push(process);
@@ -216,13 +237,13 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
     }
 
     /// A wake hand-off (see the executor docs): this worker, free now, runs `woken` next if
-    /// nothing may go before it; otherwise it is published like any wake.
+    /// nothing may go before it; otherwise it is given back (QUEUED) and published like any wake.
     fn keep_or_publish(&mut self, woken: &'p Process<'p>, may_hand_off: bool) {
         let executor = self.executor;
         if may_hand_off && self.handed.is_none() && executor.immediate().looks_empty() {
             self.handed = Some(woken);
         } else {
-            executor.requeue(woken);
+            executor.give_back(woken);
         }
     }
 
@@ -300,7 +321,7 @@ fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
             let drained = process.drain_ref().drain(&mut cx);
             // Compute drains are shared: what one woke is published for any worker.
             if let Some(woken) = cx.take_offered() {
-                executor.requeue(woken);
+                executor.give_back(woken);
             }
             match drained {
                 Drained::Progress => did_work = true,
@@ -328,9 +349,12 @@ impl<F: Futex, P, const SLOTS: usize, const WORKERS: usize> Drop
     for Worker<'_, '_, F, P, SLOTS, WORKERS>
 {
     fn drop(&mut self) {
-        // What this worker had taken goes back, oldest first (behind anything pushed since).
-        for process in self.handed.take().into_iter().chain(core::iter::from_fn(|| self.run.pop()))
-        {
+        // What this worker had taken goes back, oldest first (behind anything pushed since):
+        // its claimed hand-off, then its run.
+        if let Some(process) = self.handed.take() {
+            self.executor.give_back(process);
+        }
+        while let Some(process) = self.run.pop() {
             self.executor.requeue(process);
         }
         // Give the index back so a new worker may take it (e.g. a restarted thread).

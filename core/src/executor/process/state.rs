@@ -28,9 +28,24 @@
 //!   └─wake─ SLEEPING
 //! ```
 //!
+//! Hand-offs add three edges, for claims (below):
+//!
+//! ```text
+//!   SUSPENDED ──── activate, handed off ─────────────► RUNNING (claimed)
+//!   SLEEPING ───── wake by a drain, handed off ──────► RUNNING (claimed)
+//!   RUNNING (claimed, not drained) ──── given back ──► QUEUED
+//! ```
+//!
 //! Only immediate processes run and sleep here. A compute process stays QUEUED from activation
 //! to completion: several workers drain it at once, so its running and sleeping live in its
 //! slot word (see `slots`), and wakes of it never touch this word.
+//!
+//! A *claimed* process is RUNNING before its drain call starts: a hand-off (see the executor
+//! docs) claims it for the worker that will run it next, straight from SUSPENDED (an
+//! activation) or SLEEPING (a wake made inside a drain). Its worker drains it without the
+//! swap that starts a drain of a QUEUED process, or, if it will not run it after all, gives it
+//! back (RUNNING → QUEUED, a swap) and publishes it. To wakes a claimed process looks like one
+//! inside its drain call.
 //!
 //! # Invariants
 //!
@@ -38,13 +53,16 @@
 //!    (configuration, submission), and so are COMPLETED (rearm) and SLEEPING (wakes): those
 //!    transitions compare-exchange, and exactly one contender wins. CONFIGURING belongs to the
 //!    thread that entered it. SUSPENDED belongs to the activator, the one thread whose release
-//!    drove the suspend count to zero; QUEUED to whoever holds the process (the list, a run, a
-//!    hand-off, a `Woken` token, the worker that took it, the finalizer of its slot). Wakes
-//!    find nothing to do in either, so the transitions out of them are plain stores.
-//! 2. *RUNNING has one writer and many wakers.* Wakers only add NOTIFIED, by compare-exchange
-//!    against RUNNING without it. The drainer leaves RUNNING by compare-exchange when the drain
-//!    asks to sleep, and by a store or a swap otherwise: the process is requeued or completed,
-//!    and a NOTIFIED that the store or swap overwrites asked for nothing more.
+//!    drove the suspend count to zero; QUEUED to whoever holds the process (the list, a run,
+//!    the worker that took it, the finalizer of its slot). Wakes find nothing to do in either
+//!    but a rewrite of QUEUED (invariant 4), so the transitions out of them by their holder
+//!    are plain stores, or a swap where a wake must be read.
+//! 2. *RUNNING has one writer and many wakers.* The writer is the drainer, or the worker that
+//!    holds the claim (a hand-off, a `Woken` token) and will drain it. Wakers only add
+//!    NOTIFIED, by compare-exchange against RUNNING without it. The writer leaves RUNNING by
+//!    compare-exchange when the drain asks to sleep, and by a store or a swap otherwise: the
+//!    process is requeued, given back or completed, and a NOTIFIED that the store or swap
+//!    overwrites asked for nothing more.
 //! 3. *A wake and a `Sleep` never miss each other.* Both are read-modify-writes of this one
 //!    word, so one comes first in its modification order: either the waker finds SLEEPING and
 //!    queues the process, or the drainer finds NOTIFIED and requeues it. Exactly one of them
@@ -58,9 +76,13 @@
 //!    swap), which hands the process on to the next call. Either way the waker's earlier
 //!    writes are visible to the next drain call, whichever stage the wake found: SLEEPING, a
 //!    process already QUEUED (the wake writes QUEUED over QUEUED), RUNNING, or RUNNING with
-//!    NOTIFIED already set (likewise). A drain may therefore read a wake's cause with plain
-//!    loads. A wake of a process not active yet (CREATED, CONFIGURING, SUSPENDED) or completed
-//!    orders nothing: no drain call is asked for.
+//!    NOTIFIED already set (likewise). A claimed drain call starts without the swap, and needs
+//!    none: a wake before the claim either found the process SLEEPING and queued it itself
+//!    (the claim then fails), or came before its activation; a wake after the claim finds
+//!    RUNNING and sets NOTIFIED, which that call's end reads, so the call after it sees the
+//!    waker's writes. A drain may therefore read a wake's cause with plain loads. A wake of a
+//!    process not active yet (CREATED, CONFIGURING, SUSPENDED) or completed orders nothing: no
+//!    drain call is asked for.
 //! 5. *Completion is the executor's last access.* COMPLETED is written by a Release swap after
 //!    `finish` has run and before the dependents are released, and only a rearm leaves it: an
 //!    owner who sees COMPLETED may reuse the storage.
@@ -73,11 +95,13 @@
 //! | rearm | [`transition_to_configuring_from_completed`](State::transition_to_configuring_from_completed) | COMPLETED → CONFIGURING | CAS, Acquire | `transition_to_completed` |
 //! | configured | [`transition_to_created`](State::transition_to_created) | CONFIGURING → CREATED | store, Release | `transition_to_configuring`; the submitter's `load` |
 //! | submit | [`transition_to_suspended`](State::transition_to_suspended) | CREATED → SUSPENDED | CAS, Release | `load` in the suspend-count paths (the submitter's own one continues the sequence of `transition_to_created`) |
-//! | activate | [`transition_to_queued`](State::transition_to_queued) | SUSPENDED → QUEUED | store, Relaxed | — (the push or hand-off publishes) |
+//! | activate | [`transition_to_queued`](State::transition_to_queued) | SUSPENDED → QUEUED | store, Relaxed | — (the push publishes) |
+//! | activate, handed off | [`transition_to_claimed`](State::transition_to_claimed) | SUSPENDED → RUNNING | store, Relaxed | — (the activator drains it) |
 //! | run | [`transition_to_running`](State::transition_to_running) | QUEUED → RUNNING | swap, Acquire | `transition_to_notified` (a wake that found QUEUED), `transition_to_queued_from_running` |
-//! | requeue (Progress) | [`transition_to_queued_from_running`](State::transition_to_queued_from_running) | RUNNING(+NOTIFIED) → QUEUED | swap, Acquire | `transition_to_notified` (a wake during the drain) |
+//! | requeue (Progress), give a claim back | [`transition_to_queued_from_running`](State::transition_to_queued_from_running) | RUNNING(+NOTIFIED) → QUEUED | swap, Acquire | `transition_to_notified` (a wake during the drain or the claim) |
 //! | Sleep, or requeue after a wake | [`transition_to_sleeping`](State::transition_to_sleeping) | RUNNING → SLEEPING, or RUNNING+NOTIFIED → QUEUED | CAS, AcqRel (Acquire on failure); then a Relaxed store | `transition_to_notified` |
 //! | wake | [`transition_to_notified`](State::transition_to_notified) | SLEEPING → QUEUED, RUNNING → RUNNING+NOTIFIED, or QUEUED and RUNNING+NOTIFIED rewritten as they are | load, Acquire; CAS, AcqRel | `transition_to_sleeping`, `transition_to_running`, `transition_to_queued_from_running` |
+//! | wake by a drain, handed off | [`transition_to_claimed_or_notified`](State::transition_to_claimed_or_notified) | as a wake, but SLEEPING → RUNNING | load, Acquire; CAS, AcqRel | as a wake |
 //! | complete | [`transition_to_completed`](State::transition_to_completed) | QUEUED or RUNNING → COMPLETED | swap, Release | `load` (`is_completed`), `transition_to_configuring_from_completed` |
 //! | — | [`load`](State::load) | — | load, Acquire | every Release above |
 
@@ -203,6 +227,9 @@ pub(crate) enum TransitionToSleeping {
 pub(crate) enum TransitionToNotified {
     /// SLEEPING → QUEUED: the caller now holds the process and must publish it.
     Queued,
+    /// SLEEPING → RUNNING, by [`State::transition_to_claimed_or_notified`]: the caller now
+    /// holds the process and must drain it, or give it back and publish it.
+    Claimed,
     /// RUNNING → RUNNING+NOTIFIED: the drain's `Sleep` will requeue it.
     Notified,
     /// Nothing more to do: queued, or already notified (each written again as it was, which
@@ -288,8 +315,20 @@ impl State {
         self.0.store(Snapshot::at(Stage::Queued).0, Ordering::Relaxed);
     }
 
-    /// QUEUED → RUNNING: an immediate process's drainer, which took it from the list, a run or
-    /// a hand-off, is about to drain it.
+    /// SUSPENDED → RUNNING: activation with a hand-off, by the thread whose release drove the
+    /// suspend count to zero and whose worker drains the process next (a claimed drain; see
+    /// invariant 4).
+    #[cfg_attr(not(target_os = "none"), inline)]
+    pub(crate) fn transition_to_claimed(&self) {
+        debug_assert!(self.relaxed().is_suspended(), "activated twice");
+        // Relaxed: the activator is the only writer (invariant 1) and drains the process
+        // itself, on this thread. A wake that reads this value sets NOTIFIED, which the drain's
+        // end reads; a wake that reads SUSPENDED came before activation and orders nothing.
+        self.0.store(Snapshot::at(Stage::Running).0, Ordering::Relaxed);
+    }
+
+    /// QUEUED → RUNNING: an immediate process's drainer, which took it from the list or a run,
+    /// is about to drain it. A claimed process (a hand-off) is RUNNING already and skips this.
     #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn transition_to_running(&self) {
         // A swap, not a store, and Acquire: it pairs with the Release half of a wake that found
@@ -302,7 +341,8 @@ impl State {
         debug_assert!(left.is_queued(), "ran a process that is not queued: {left:?}");
     }
 
-    /// RUNNING → QUEUED after a `Progress` result, before the drainer pushes the process again.
+    /// RUNNING → QUEUED after a `Progress` result, or for a claimed process its holder will not
+    /// drain after all (a hand-off refused or given back), before the process is pushed.
     pub(crate) fn transition_to_queued_from_running(&self) {
         // A swap, and Acquire: it reads a wake's NOTIFIED, if one landed during the drain, and
         // pairs with that wake's Release, so the next drain (on whichever worker pops the push
@@ -349,10 +389,33 @@ impl State {
     /// a process not active yet, or completed, is left alone.
     #[cfg_attr(not(target_os = "none"), inline)]
     pub(crate) fn transition_to_notified(&self) -> TransitionToNotified {
+        self.wake_into(Stage::Queued)
+    }
+
+    /// A wake that claims a sleeper for the caller's own worker: as
+    /// [`transition_to_notified`](Self::transition_to_notified), except that SLEEPING becomes
+    /// RUNNING, and the caller, now holding the process, must drain it without
+    /// [`transition_to_running`](Self::transition_to_running) or give it back with
+    /// [`transition_to_queued_from_running`](Self::transition_to_queued_from_running) and
+    /// publish it.
+    #[cfg_attr(not(target_os = "none"), inline)]
+    pub(crate) fn transition_to_claimed_or_notified(&self) -> TransitionToNotified {
+        self.wake_into(Stage::Running)
+    }
+
+    /// The wake, with SLEEPING going to `woken` (QUEUED, or RUNNING for a claim). One copy
+    /// in bare-metal builds (flash budget), inlined into both wakes elsewhere.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    fn wake_into(&self, woken: Stage) -> TransitionToNotified {
         let mut current = self.load();
         loop {
             let (next, outcome) = if current.is_sleeping() {
-                (Snapshot::at(Stage::Queued), TransitionToNotified::Queued)
+                let outcome = if woken == Stage::Running {
+                    TransitionToNotified::Claimed
+                } else {
+                    TransitionToNotified::Queued
+                };
+                (Snapshot::at(woken), outcome)
             } else if current == Snapshot::at(Stage::Running) {
                 (current.with_notified(), TransitionToNotified::Notified)
             } else if current.is_queued() || current.is_running() {
@@ -364,13 +427,13 @@ impl State {
                 return TransitionToNotified::Unchanged;
             };
             // AcqRel. Acquire pairs with the Release of the drainer's compare-exchange into
-            // SLEEPING: a waker that queues the sleeper, and so holds it, sees its last drain's
-            // writes (the load above and a failure here are Acquire for the same reason).
-            // Release pairs with the Acquire reads of this value or of a later
+            // SLEEPING: a waker that queues or claims the sleeper, and so holds it, sees its
+            // last drain's writes (the load above and a failure here are Acquire for the same
+            // reason). Release pairs with the Acquire reads of this value or of a later
             // read-modify-write in its release sequence: the failure of that compare-exchange
             // (NOTIFIED: the requeued drain), the `Progress` swap, and the swap that starts
             // the next drain call. A queued sleeper reaches its next drain through the publish,
-            // which orders the same.
+            // which orders the same; a claimed one is drained by this thread.
             match self.0.compare_exchange_weak(
                 current.0,
                 next.0,
@@ -575,6 +638,38 @@ mod tests {
     }
 
     #[test]
+    fn a_claiming_wake_runs_a_sleeper_and_otherwise_wakes_as_a_plain_one() {
+        for snapshot in every_snapshot() {
+            let (plain, claiming) = (state_at(snapshot), state_at(snapshot));
+            let outcome = claiming.transition_to_claimed_or_notified();
+            let plain_outcome = plain.transition_to_notified();
+            if snapshot.is_sleeping() {
+                assert_eq!(outcome, TransitionToNotified::Claimed);
+                assert_eq!(claiming.load(), Snapshot::at(Stage::Running));
+            } else {
+                assert_eq!(outcome, plain_outcome, "from {snapshot:?}");
+                assert_eq!(claiming.load(), plain.load(), "from {snapshot:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_claimed_process_drains_sleeps_and_is_given_back_like_a_running_one() {
+        let handed = state_at(Snapshot::at(Stage::Suspended));
+        handed.transition_to_claimed();
+        assert_eq!(handed.load(), Snapshot::at(Stage::Running));
+        // A wake between the claim and the drain: the drain's `Sleep` requeues.
+        assert_eq!(handed.transition_to_notified(), TransitionToNotified::Notified);
+        assert_eq!(handed.transition_to_sleeping(), TransitionToSleeping::Requeued);
+        // A claim its holder does not drain goes back QUEUED, a wake's flag dropped.
+        let given_back = state_at(Snapshot::at(Stage::Sleeping));
+        given_back.transition_to_claimed_or_notified();
+        given_back.transition_to_notified();
+        given_back.transition_to_queued_from_running();
+        assert_eq!(given_back.load(), Snapshot::at(Stage::Queued));
+    }
+
+    #[test]
     fn a_snapshot_shows_its_stage_and_flag() {
         use std::format;
         assert_eq!(format!("{RUNNING_NOTIFIED:?}"), "Snapshot { stage: Running, notified: true }");
@@ -597,6 +692,12 @@ mod tests {
         #[should_panic(expected = "activated twice")]
         fn activating_an_active_process() {
             state_at(Snapshot::at(Stage::Queued)).transition_to_queued();
+        }
+
+        #[test]
+        #[should_panic(expected = "activated twice")]
+        fn claiming_an_active_process() {
+            state_at(Snapshot::at(Stage::Running)).transition_to_claimed();
         }
 
         #[test]
