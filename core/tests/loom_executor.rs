@@ -21,7 +21,8 @@
 //!   configuration racing a submission from another thread is either refused or seen by the
 //!   process's completion, which reads its dependents; a wake, or a cancellation, that finds
 //!   the process QUEUED before its drain call starts is seen by that call even through a
-//!   Relaxed flag;
+//!   Relaxed flag, and so is one racing a drain's deferred wake that claims the process for
+//!   its own worker;
 //! - the per-worker completion count, written with a plain load and store by the worker's
 //!   thread only: a worker index dropped on one thread and taken again on another keeps
 //!   counting from where it was, so `live` reaches zero.
@@ -35,7 +36,8 @@
 //! is Relaxed, a configuration that ends with a Relaxed store, and a submission whose state
 //! load in `release` is Relaxed, each a data race on what the other thread wrote, and a drain
 //! call that starts with a store instead of a swap, or a wake that only loads a QUEUED state,
-//! each of which sleeps through the wake or the cancellation; for the
+//! each of which sleeps through the wake or the cancellation, and a claiming wake that leaves
+//! the process QUEUED while its worker drains it without the swap; for the
 //! completion count: a worker index handed on through Relaxed `taken` RMWs, which loses a count).
 #![cfg(loom)]
 
@@ -141,11 +143,10 @@ fn bounded(body: impl Fn() + Sync + Send + 'static) {
     builder.check(body);
 }
 
+type ModelWorker<'e> = causeway_core::executor::Worker<'e, 'static, LoomFutex, RoundRobin, 2, 2>;
+
 /// Steps `worker` until `done` holds, yielding between steps so loom schedules the others.
-fn step_until(
-    worker: &mut causeway_core::executor::Worker<'_, 'static, LoomFutex, RoundRobin, 2, 2>,
-    done: impl Fn() -> bool,
-) {
+fn step_until(worker: &mut ModelWorker<'_>, done: impl Fn() -> bool) {
     while !done() {
         if !worker.step() {
             thread::yield_now();
@@ -555,25 +556,25 @@ impl Drain for WaitsForReason {
     }
 }
 
-/// Submits a [`WaitsForReason`] process, QUEUED from then on, and runs `race` on another thread
-/// against its first drain call: a wake or a cancellation may find it still queued. A worker
-/// steps until the process completes; once the racing thread is done, a step that finds
-/// nothing to run means the process sleeps with nobody left to wake it.
-fn race_the_first_drain(
-    race: fn(&'static ModelExecutor, &'static WaitsForReason, &'static Process<'static>),
+/// What a racer does to a [`WaitsForReason`] process.
+type Race = fn(&'static ModelExecutor, &'static WaitsForReason, &'static Process<'static>);
+
+/// Runs `race` on another thread while `worker` steps until `process` completes. Once the
+/// racing thread is done, a step that finds nothing to run means the process sleeps with
+/// nobody left to wake it.
+fn step_against(
+    worker: &mut ModelWorker<'_>,
+    executor: &'static ModelExecutor,
+    waits: &'static WaitsForReason,
+    process: &'static Process<'static>,
+    race: Race,
 ) {
-    let executor = executor(1);
-    let waits = WaitsForReason::leaked();
-    let process: &'static Process<'static> =
-        Box::leak(Box::new(Process::new(waits, Class::Immediate)));
-    executor.submit(process).unwrap();
     let settled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
     let racer = thread::spawn(move || {
         race(executor, waits, process);
         // Release pairs with the Acquire load below.
         settled.store(true, Ordering::Release);
     });
-    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
     loop {
         // Acquire pairs with the racer's Release store: whatever its wake queued is visible
         // to the step below.
@@ -588,18 +589,35 @@ fn race_the_first_drain(
         }
     }
     racer.join().unwrap();
+}
+
+/// Gives the process its reason, through a Relaxed store, then wakes it.
+fn wake_with_reason(
+    executor: &'static ModelExecutor,
+    waits: &'static WaitsForReason,
+    process: &'static Process<'static>,
+) {
+    waits.reason.store(true, Ordering::Relaxed);
+    executor.wake(process);
+}
+
+/// Submits a [`WaitsForReason`] process, QUEUED from then on, and races `race` against its
+/// first drain call (see [`step_against`]): a wake or a cancellation may find it still queued.
+fn race_the_first_drain(race: Race) {
+    let executor = executor(1);
+    let waits = WaitsForReason::leaked();
+    let process: &'static Process<'static> =
+        Box::leak(Box::new(Process::new(waits, Class::Immediate)));
+    executor.submit(process).unwrap();
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    step_against(&mut worker, executor, waits, process, race);
     assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
     assert_eq!(executor.live(), 0);
 }
 
 #[test]
 fn a_wake_that_finds_the_process_queued_orders_the_waker_before_its_next_drain() {
-    bounded(|| {
-        race_the_first_drain(|executor, waits, process| {
-            waits.reason.store(true, Ordering::Relaxed);
-            executor.wake(process);
-        });
-    });
+    bounded(|| race_the_first_drain(wake_with_reason));
 }
 
 #[test]
@@ -628,25 +646,7 @@ fn a_wake_racing_a_claiming_hand_off_orders_the_waker_before_the_next_drain() {
         executor.submit(sleeper).unwrap();
         assert!(worker.step(), "the sleeper's first drain finds no reason and sleeps");
         executor.submit(waker).unwrap();
-        let settled: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let racer = thread::spawn(move || {
-            waits.reason.store(true, Ordering::Relaxed);
-            executor.wake(sleeper);
-            // Release pairs with the Acquire load below.
-            settled.store(true, Ordering::Release);
-        });
-        loop {
-            let settled = settled.load(Ordering::Acquire);
-            let stepped = worker.step();
-            if sleeper.is_completed() {
-                break;
-            }
-            if !stepped {
-                assert!(!settled, "the sleeper sleeps through a wake");
-                thread::yield_now();
-            }
-        }
-        racer.join().unwrap();
+        step_against(&mut worker, executor, waits, sleeper, wake_with_reason);
         while worker.step() {}
         assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
         assert_eq!(executor.live(), 0);

@@ -344,8 +344,8 @@ impl State {
     /// RUNNING → QUEUED after a `Progress` result, or for a claimed process its holder will not
     /// drain after all (a hand-off refused or given back), before the process is pushed.
     pub(crate) fn transition_to_queued_from_running(&self) {
-        // A swap, and Acquire: it reads a wake's NOTIFIED, if one landed during the drain, and
-        // pairs with that wake's Release, so the next drain (on whichever worker pops the push
+        // A swap, and Acquire: it reads a wake's NOTIFIED, if one landed during the drain (or
+        // while a claim was held), and pairs with that wake's Release, so the next drain (on whichever worker pops the push
         // that follows) sees what the waker wrote (invariant 4). The NOTIFIED itself is
         // dropped: the process runs again anyway (invariant 2).
         let left = Snapshot(self.0.swap(Snapshot::at(Stage::Queued).0, Ordering::Acquire));
