@@ -44,6 +44,9 @@ step "style: rustfmt, clippy and rustdoc (warnings are errors)"
 cargo fmt --all -- --check || die "cargo fmt reports unformatted code"
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+# The private items too: their docs (module write-ups, invariants, protocols) are the
+# developers' reference, and a broken link there is as wrong as one in the public API.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items
 passed
 
 step "tiers 1 and 3: unit, property and integration tests"

@@ -1,7 +1,7 @@
 //! Cancelling the operations that depended on rejected speculation
 //! ([`Device::cancel_speculative`](crate::Device::cancel_speculative)).
 //!
-//! The decision is core's ([`Rejection::classify`]): one lookup in the operation's frontier.
+//! The decision is core's ([`Rejection::classify`](causeway_core::speculation::Rejection::classify)): one lookup in the operation's frontier.
 //! What this module adds is who may act on it. For each ring slot the queue keeps
 //!
 //! - its **lineage** — the operation's frontier and signals, written by the submitter before it

@@ -41,7 +41,7 @@
 //!    `head` word an acquirer read earlier is never equal to the current one once any push or
 //!    pop has happened since (until the tag wraps: 2^32 successful operations while one thread
 //!    sits between its load and its CAS). Without the tag this is the ABA problem: thread 1
-//!    reads head = A and next[A] = B, stalls; thread 2 takes A, takes B, frees A; head is A
+//!    reads head = A and next\[A\] = B, stalls; thread 2 takes A, takes B, frees A; head is A
 //!    again, thread 1's CAS would succeed and install B, which thread 2 owns.
 //! 4. **`head` is only ever written by read-modify-writes.** That keeps every release sequence
 //!    on `head` unbroken, so an Acquire read of `head` synchronises with the Release CAS that

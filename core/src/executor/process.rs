@@ -248,7 +248,6 @@ impl fmt::Display for ProcessError {
 
 impl core::error::Error for ProcessError {}
 
-/// The state word's stages, the transitions between them and their orderings.
 pub(crate) mod state;
 
 /// The core line (see "Cache lines"): one flat struct, so the two groups pack into 64 bytes.

@@ -4,7 +4,7 @@
 //! Each causeway queue of this driver has a [`Timeline`] whose value is the epoch of its last
 //! completed operation, and is mapped onto one VkQueue (round robin over the device's queues;
 //! lavapipe has one, so they all share it). Issuing operation `e` of queue `q` is one
-//! [`submit`]: the command buffer, a native wait `(timeline of o.queue) ≥ o.epoch` for each
+//! [`submit`](crate::submit()): the command buffer, a native wait `(timeline of o.queue) ≥ o.epoch` for each
 //! device wait's origin `o`, and the signal `(timeline of q) = e`. The device layer issues
 //! operations ahead of completion ([`BackendCapabilities::native_waits`]) but never before
 //! their origins, so no batch on a shared in-order VkQueue waits for one queued behind it.

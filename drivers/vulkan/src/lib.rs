@@ -19,7 +19,7 @@
 //!   compiled SPIR-V ships beside each source) and their tiled launches.
 //! - [`Buffer`]: host-visible storage buffers, mapped for upload and readback.
 //! - [`CommandBuffer`] records regions of [`Step`]s (dispatches, copies) separated by pipeline
-//!   barriers; [`submit`] sends one batch — native timeline waits, optional commands, one
+//!   barriers; [`submit`](submit()) sends one batch — native timeline waits, optional commands, one
 //!   timeline signal — through `vkQueueSubmit2`, counting the native waits
 //!   ([`Gpu::native_waits`]).
 //! - [`Watcher`]: one thread per device that follows the submissions made through it, one

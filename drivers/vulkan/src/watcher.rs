@@ -254,7 +254,7 @@ impl Watcher {
         Ok(Watcher { shared, thread: Mutex::new(Some(thread)) })
     }
 
-    /// [`submit`](crate::submit) to VkQueue `queue`, the submission watched until it completes
+    /// [`submit`](crate::submit()) to VkQueue `queue`, the submission watched until it completes
     /// (registrations of its `signal` are reported when it does). Refused, with nothing
     /// submitted, when the watcher has stopped ([`VulkanError::WatcherStopped`]).
     pub fn submit(
