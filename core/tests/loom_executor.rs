@@ -22,7 +22,9 @@
 //!   process's completion, which reads its dependents; a wake, or a cancellation, that finds
 //!   the process QUEUED before its drain call starts is seen by that call even through a
 //!   Relaxed flag, and so is one racing a drain's deferred wake that claims the process for
-//!   its own worker;
+//!   its own worker; a wake of a compute process waiting on the overflow list, racing the
+//!   worker that frees a slot and claims it there, is seen by its first drain (or runs it
+//!   again);
 //! - the per-worker completion count, written with a plain load and store by the worker's
 //!   thread only: a worker index dropped on one thread and taken again on another keeps
 //!   counting from where it was, so `live` reaches zero.
@@ -37,7 +39,10 @@
 //! load in `release` is Relaxed, each a data race on what the other thread wrote, and a drain
 //! call that starts with a store instead of a swap, or a wake that only loads a QUEUED state,
 //! each of which sleeps through the wake or the cancellation, and a claiming wake that leaves
-//! the process QUEUED while its worker drains it without the swap; for the
+//! the process QUEUED while its worker drains it without the swap; for the compute claim: a
+//! claim that does not meet wakes on the state word, a wake that finds no slot and does not
+//! meet the claim there, and a wake that finds a claimed slot not yet published and leaves it
+//! alone, each of which sleeps through the wake; for the
 //! completion count: a worker index handed on through Relaxed `taken` RMWs, which loses a count).
 #![cfg(loom)]
 
@@ -647,6 +652,29 @@ fn a_wake_racing_a_claiming_hand_off_orders_the_waker_before_the_next_drain() {
         assert!(worker.step(), "the sleeper's first drain finds no reason and sleeps");
         executor.submit(waker).unwrap();
         step_against(&mut worker, executor, waits, sleeper, wake_with_reason);
+        while worker.step() {}
+        assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
+        assert_eq!(executor.live(), 0);
+    });
+}
+
+#[test]
+fn a_wake_of_a_compute_process_waiting_for_a_slot_orders_the_waker_before_its_first_drain() {
+    // Both slots are taken, so the woken process waits on the overflow list; a racer sets its
+    // reason and wakes it while the worker frees a slot and claims it. The wake may find it
+    // not yet in a slot: the drain after the claim must still read the reason, or the wake
+    // must make it run again.
+    bounded(|| {
+        let executor = executor(1);
+        for _ in 0..2 {
+            executor.submit(process(Counted::leaked(1), Class::Compute)).unwrap();
+        }
+        let waits = WaitsForReason::leaked();
+        let waiting: &'static Process<'static> =
+            Box::leak(Box::new(Process::new(waits, Class::Compute)));
+        executor.submit(waiting).unwrap();
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        step_against(&mut worker, executor, waits, waiting, wake_with_reason);
         while worker.step() {}
         assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
         assert_eq!(executor.live(), 0);

@@ -31,8 +31,7 @@
 //!     ▼                                           count(s) > 0 → Progress   (a push is still
 //!  ring push ── slot busy → undo, wake ─► Err(Full)                           writing its slot)
 //!     │ ok                                        CLOSED       → Done       (nothing can come)
-//!     ▼                                           s == 0: s = state.fetch_add(0), decide again
-//!                                                 otherwise    → Sleep
+//!     ▼                                           otherwise    → Sleep
 //!  prev count == 0 → executor.wake(process) ─► Ok
 //!
 //!  process:  Running ──Sleep (count seen 0)──► Sleeping ──wake (the 0 → 1 producer, close,
@@ -40,24 +39,19 @@
 //!               └─────────────────────────────────┘
 //! ```
 //!
-//! **No lost wake-up.** A drainer returns `Sleep` only after reading count = 0 (and no CLOSED)
-//! with a read-modify-write of `state` (a Release `fetch_add(0)`, made only on that rare path:
-//! a plain load decides every other outcome). The count cannot rise from there without some
-//! reservation taking it from 0 to 1 (decrements never go below zero, because a value is popped
-//! only after its reservation). That reservation comes after the drainer's RMW in the word's
-//! modification order, and its producer calls [`Executor::wake`] after publishing its value (or,
-//! if its slot turned out busy, after undoing, so a later producer's value is not stranded by
-//! the undone duty). Because every write to `state` is an RMW, the reservation (Acquire) reads
-//! from the drainer's release sequence, so the drainer's entry into the slot, and the claim
-//! that put the process there, happen before the producer's wake. The wake therefore finds the
-//! process in its slot and is a read-modify-write of the slot word, and the executor's own
-//! protocol makes the process runnable whether that wake lands before the `Sleep` (the drain
-//! is repeated) or after it (the sleeping process is rescheduled). A plain load would not do:
-//! a stream started while every slot was taken waits on the overflow list, and a worker that
-//! claims it there has not synchronised with a producer, whose wake then reads no slot (and
-//! does nothing) while the drain reads the count from before the reservation — a store → load
-//! pair on each side (`tests/loom_stream.rs` models it). A close is an Acquire RMW for the same
-//! reason. Several drainers may return `Sleep` at once: the executor applies a `Sleep` only
+//! **No lost wake-up.** A drainer returns `Sleep` only after reading count = 0 (and no CLOSED).
+//! The count cannot rise from there without some reservation taking it from 0 to 1 (decrements
+//! never go below zero, because a value is popped only after its reservation), and that
+//! reservation's producer calls [`Executor::wake`] after publishing its value (or, if its slot
+//! turned out busy, after undoing, so a later producer's value is not stranded by the undone
+//! duty); a close wakes too. The executor's own protocol then makes the process runnable
+//! whether that wake lands before the `Sleep` (the drain is repeated) or after it (the sleeping
+//! process is rescheduled), and orders the waker's writes before the drain it asks for — also
+//! for a stream started while every slot was taken, which waits on the overflow list: a wake
+//! that finds it in no slot yet meets the worker's claim on the process's state word (core's
+//! state module, invariant 6), so either the claim's publication carries the reservation to
+//! the first drain, or the wake sees the slot and wakes it (`tests/loom_stream.rs` models the
+//! race). Several drainers may return `Sleep` at once: the executor applies a `Sleep` only
 //! from a drainer alone in the slot, so no `Sleep` decided before a wake can cancel it (core's
 //! compute-slot protocol; `tests/loom_compute_sleep.rs` models the case). A close sets CLOSED
 //! and wakes unconditionally. A reservation that a drainer sees but whose value is not yet in the ring
@@ -73,11 +67,9 @@
 //! **Orderings.** Operation bytes cross threads only through the ring's sequence numbers
 //! (Release/Acquire, see its module) and the executor's wake (whose RMW on the slot word is
 //! Release/Acquire with the drainers' entry). The count's logic needs only the coherence order
-//! of `state`, so its accesses are Relaxed, except that each pop's decrement and a sleeping
-//! drainer's last look are Release, and each reservation and close Acquire: a producer that
-//! counts a consumer's pop then also sees that consumer's slot released, and is not refused with
-//! a spurious `Full`; and one that follows a sleeping drainer's last look wakes a slot it sees
-//! (see "No lost wake-up").
+//! of `state`, so its accesses are Relaxed, except that each pop's decrement is Release and
+//! each reservation Acquire: a producer that counts a consumer's pop then also sees
+//! that consumer's slot released, and is not refused with a spurious `Full`.
 //!
 //! **Wake budget.** Every pop, and the end of every drain call, sets the process's budget to
 //! `min(count, workers)` (at least one), so the executor keeps as many workers on the stream as
@@ -314,8 +306,9 @@ impl<T: Operation, const C: usize> Stream<T, C> {
     }
 
     fn close(&self) {
-        // Acquire pairs with the Release RMW a drainer makes before it sleeps (see `drain`).
-        self.state.0.fetch_or(CLOSED, Ordering::Acquire);
+        // Relaxed: CLOSED carries no data of its own, and the wake that follows a close orders
+        // the closer's writes before the drain that reads it (see "No lost wake-up").
+        self.state.0.fetch_or(CLOSED, Ordering::Relaxed);
     }
 
     fn set_budget(&self, cx: &mut DrainContext<'_, '_>, queued: usize) {
@@ -354,15 +347,8 @@ impl<T: Operation, const C: usize> Drain for Stream<T, C> {
                 return Drained::Done(Err(Failure::Aborted));
             }
         }
-        let mut state = self.state.0.load(Ordering::Relaxed);
-        if state == 0 {
-            // About to sleep: look again with a read-modify-write (see "No lost wake-up").
-            // Release pairs with the Acquire reservation in `push` and the Acquire `fetch_or`
-            // in `close`: a producer whose RMW comes after this one sees this drainer's entry
-            // into the slot (and so the claim), so its wake finds the slot and is the
-            // read-modify-write that pairs with the `Sleep`. One coming before it is read here.
-            state = self.state.0.fetch_add(0, Ordering::Release);
-        }
+        // A plain load decides, `Sleep` included (see "No lost wake-up").
+        let state = self.state.0.load(Ordering::Relaxed);
         let queued = state / ONE;
         self.set_budget(cx, queued);
         if queued > 0 {

@@ -12,8 +12,9 @@
 //!   refused or run exactly once, and the stream still completes;
 //! - a stream started while every slot is taken waits on the overflow list, and a worker claims
 //!   it there (on its own thread) while a producer pushes: the producer's wake may find no slot
-//!   yet, so only the drain's read-modify-write of the count before it sleeps keeps the push
-//!   from being stranded (it fails with that RMW back to a Relaxed load).
+//!   yet, and the drain decides its `Sleep` with a plain load of the count, so only core's
+//!   compute claim meeting that wake keeps the push from being stranded (it fails without the
+//!   claim's meeting).
 #![cfg(loom)]
 
 #[path = "../../core/tests/loom_support/mod.rs"]
@@ -219,8 +220,9 @@ fn a_stream_claimed_from_overflow_while_a_producer_pushes_loses_no_wake_up() {
             executor.submit(filler).unwrap();
         }
         let producer = stream.start(executor, process).unwrap();
-        // The producer's wake may land before the stream has a slot (a no-op then) or find it
-        // claimed by the worker, which it has not synchronised with.
+        // The producer's wake may land before the stream has a slot, or while the worker claims
+        // it: the wake then meets the claim on the process's state word (core's invariant 6),
+        // the stream's own plain load deciding its `Sleep`.
         let pusher = thread::spawn(move || assert!(producer.push(Tick(ticks)).is_ok()));
         let drainer = thread::spawn(move || {
             let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();

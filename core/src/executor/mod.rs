@@ -323,17 +323,33 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
     }
 
     /// Makes a sleeping process runnable again (a no-op if it is queued, not yet active or
-    /// completed; a wake during a drain turns that drain's `Sleep` into another drain).
+    /// completed; a wake during a drain turns that drain's `Sleep` into another drain). Either
+    /// way the waker's earlier writes are visible to the drain call it asks for, also when a
+    /// compute process is still waiting on the overflow list for a slot.
     pub fn wake(&self, process: &'p Process<'p>) {
         match process.class() {
             Class::Immediate => self.wake_immediate(process),
             Class::Compute => {
-                let slot = process.slot().load(Ordering::Relaxed) as usize;
-                if self.slots.wake(slot, process) == SlotWake::Runnable {
-                    self.notify(process.wake_budget());
+                if self.wake_slot(process) == SlotWake::Gone {
+                    // In no slot, as far as this thread can tell: on the overflow list, being
+                    // claimed, or done. Meet the claim on the state word (invariant 6 of the
+                    // state module), then look again: either the claim has read this wake, or
+                    // this thread now sees the slot it took.
+                    process.state().meet_compute_claim();
+                    self.wake_slot(process);
                 }
             }
         }
+    }
+
+    /// Wakes the compute process `process` in the slot its index names, if it is there.
+    fn wake_slot(&self, process: &'p Process<'p>) -> SlotWake {
+        let slot = process.slot().load(Ordering::Relaxed) as usize;
+        let woken = self.slots.wake(slot, process);
+        if woken == SlotWake::Runnable {
+            self.notify(process.wake_budget());
+        }
+        woken
     }
 
     /// Cancels `process`: unless it already failed, it completes with [`Failure::Cancelled`]

@@ -6,7 +6,7 @@
 //! Each slot has a 32-bit word: a drainer count (low 24 bits) and flags.
 //!
 //! ```text
-//!       claim (CAS 0 → OCCUPIED), store process, set PUBLISHED | RUNNABLE
+//!       claim (CAS 0 → OCCUPIED), store process, meet wakes, set PUBLISHED | RUNNABLE
 //!   free ─────────────────────────────────────────────────► runnable ◄──┐
 //!    ▲                                                     │   │  │     │ wake
 //!    │ clear flags                               Sleep     │   │  └─────┼── drainers enter /
@@ -25,6 +25,12 @@
 //! it has returned — and a worker that merely raced to enter never touches process memory,
 //! which is what lets the owner reuse the storage the moment it is completed. The slot itself
 //! becomes claimable again only when its word is exactly zero: no occupant, no stragglers.
+//!
+//! Between its claim and its publication a slot is OCCUPIED alone. A wake that finds it so
+//! sets NOTIFIED: the publication, a read-modify-write after it, continues its release
+//! sequence to the drainers, and the first `Sleep` drains once more. (A wake that finds the
+//! process in no slot at all meets the claim on the process's state word instead: invariant 6
+//! of the state module.)
 //!
 //! Scanners only load words (read-shared cache lines); a runnable check never writes.
 //!
@@ -74,7 +80,8 @@ const PUBLISHED: u32 = 1 << 29;
 pub(crate) enum SlotWake {
     /// The process was asleep and is runnable again: workers should be woken.
     Runnable,
-    /// The process was runnable; its next `Sleep` becomes another drain.
+    /// The process was runnable, and its next `Sleep` becomes another drain; or its slot is
+    /// claimed but not yet published, and the publication carries the wake on.
     Notified,
     /// The slot no longer holds that process, or it is completing.
     Gone,
@@ -149,6 +156,10 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
             self.processes[index].store(ptr::from_ref(process).cast_mut(), Ordering::Relaxed);
             self.claims[index].fetch_add(1, Ordering::Relaxed);
             process.slot().store(index as u32, Ordering::Relaxed);
+            // Meets a wake that found the process in no slot (the state module's invariant 6):
+            // after the pointer and index stores, which a later such wake then sees, and
+            // before the publication below, which hands an earlier one's writes on.
+            process.state().meet_compute_claim();
             // Release: pairs with the Acquire increment in `enter`, publishing the pointer,
             // the claim number and the process's own state to every drainer.
             word.fetch_or(PUBLISHED | RUNNABLE, Ordering::Release);
@@ -274,13 +285,17 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
     }
 
     /// Makes whatever occupies `index` runnable (shutdown: every occupant must be drained once
-    /// more to see its cancellation).
+    /// more to see its cancellation). A slot claimed but not yet published only records the
+    /// wake (NOTIFIED): its publication, a read-modify-write after this one, makes it runnable
+    /// and carries this waker's writes to its drainers.
     pub(crate) fn rouse(&self, index: usize) -> SlotWake {
         let word = &self.words.0[index];
         // AcqRel: pairs with `sleep` (see there) and publishes the waker's writes to the
         // drainers that enter after the slot turns runnable.
         let result = word.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |word| {
-            if word & PUBLISHED == 0 || word & (CLOSING | FINALIZING) != 0 {
+            if word & (OCCUPIED | PUBLISHED) == OCCUPIED {
+                Some(word | NOTIFIED)
+            } else if word & PUBLISHED == 0 || word & (CLOSING | FINALIZING) != 0 {
                 None
             } else if word & RUNNABLE != 0 {
                 Some(word | NOTIFIED)
@@ -289,6 +304,7 @@ impl<'p, const SLOTS: usize> SlotArray<'p, SLOTS> {
             }
         });
         match result {
+            Ok(before) if before & PUBLISHED == 0 => SlotWake::Notified,
             Ok(before) if before & RUNNABLE == 0 => {
                 self.announce(index);
                 SlotWake::Runnable

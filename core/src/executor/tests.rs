@@ -219,6 +219,64 @@ fn more_compute_processes_than_slots_go_through_the_overflow_list() {
     assert!(tiles.iter().all(|tiles| tiles.finished.load(SEQ) == 1));
 }
 
+/// Sleeps until its flag is set, then finishes; the flag is Relaxed, so only the executor's
+/// wake orders the setter's store before the drain that reads it.
+struct Flagged {
+    flag: StdBool,
+    finished: StdUsize,
+}
+
+impl Drain for Flagged {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        if self.flag.load(RELAXED) {
+            Drained::Done(Ok(()))
+        } else {
+            Drained::Sleep
+        }
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {
+        self.finished.fetch_add(1, RELAXED);
+    }
+}
+
+#[test]
+fn compute_processes_woken_while_they_wait_for_a_slot_all_finish() {
+    // Two slots and a submitter that wakes each process right after submitting it: most
+    // wakes find their process on the overflow list, or being claimed (state module,
+    // invariant 6). A wake that is lost leaves its process asleep for good. (Fewer under Miri,
+    // which interprets every step.)
+    let processes_count = if cfg!(miri) { 64 } else { 100_000 };
+    let flagged: Vec<Flagged> = (0..processes_count)
+        .map(|_| Flagged { flag: StdBool::new(false), finished: StdUsize::new(0) })
+        .collect();
+    let processes: Vec<Process> =
+        flagged.iter().map(|flagged| Process::new(flagged, Class::Compute)).collect();
+    let executor = TestExecutor::<2>::new(YieldingFutex, 2).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    with_workers(
+        &executor,
+        2,
+        || {
+            for (process, flagged) in processes.iter().zip(&flagged) {
+                executor.submit(process).unwrap();
+                flagged.flag.store(true, RELAXED);
+                executor.wake(process);
+            }
+        },
+        || {
+            let done = processes.iter().all(Process::is_completed);
+            assert!(
+                done || std::time::Instant::now() < deadline,
+                "{} of {processes_count} processes still asleep after their wake",
+                processes.iter().filter(|process| !process.is_completed()).count()
+            );
+            done
+        },
+    );
+    assert!(flagged.iter().all(|flagged| flagged.finished.load(RELAXED) == 1));
+}
+
 #[test]
 fn a_sleeping_process_runs_again_only_when_woken() {
     let drain = Scripted::new(0, &[Drained::Sleep, Drained::Done(Ok(()))]);

@@ -38,7 +38,8 @@
 //!
 //! Only immediate processes run and sleep here. A compute process stays QUEUED from activation
 //! to completion: several workers drain it at once, so its running and sleeping live in its
-//! slot word (see `slots`), and wakes of it never touch this word.
+//! slot word (see `slots`), and wakes of it touch this word only when they find it in no slot
+//! (invariant 6).
 //!
 //! A *claimed* process is RUNNING before its drain call starts: a hand-off (see the executor
 //! docs) claims it for the worker that will run it next, straight from SUSPENDED (an
@@ -86,6 +87,14 @@
 //! 5. *Completion is the executor's last access.* COMPLETED is written by a Release swap after
 //!    `finish` has run and before the dependents are released, and only a rearm leaves it: an
 //!    owner who sees COMPLETED may reuse the storage.
+//! 6. *A compute wake before its process holds a slot is not lost.* An active compute process
+//!    may wait on the overflow list for a slot, and a waker reading its slot index without
+//!    ordering may miss a claim in progress. So a wake that finds no slot, and every claim,
+//!    both rewrite QUEUED by compare-exchange, the claim after storing the slot and process
+//!    pointer and before publishing the slot. If the wake's rewrite comes first, the claim's
+//!    reads it and the slot's publication carries the waker's writes to the first drain; if
+//!    the claim's comes first, the waker sees the slot and wakes it (a claimed slot not yet
+//!    published records the wake, and its publication hands it on).
 //!
 //! # Transitions and orderings
 //!
@@ -102,6 +111,7 @@
 //! | Sleep, or requeue after a wake | [`transition_to_sleeping`](State::transition_to_sleeping) | RUNNING → SLEEPING, or RUNNING+NOTIFIED → QUEUED | CAS, AcqRel (Acquire on failure); then a Relaxed store | `transition_to_notified` |
 //! | wake | [`transition_to_notified`](State::transition_to_notified) | SLEEPING → QUEUED, RUNNING → RUNNING+NOTIFIED, or QUEUED and RUNNING+NOTIFIED rewritten as they are | load, Acquire; CAS, AcqRel | `transition_to_sleeping`, `transition_to_running`, `transition_to_queued_from_running` |
 //! | wake by a drain, handed off | [`transition_to_claimed_or_notified`](State::transition_to_claimed_or_notified) | as a wake, but SLEEPING → RUNNING | load, Acquire; CAS, AcqRel | as a wake |
+//! | claim a compute slot; a compute wake that found no slot | [`meet_compute_claim`](State::meet_compute_claim) | QUEUED rewritten as it is | CAS, AcqRel | each other |
 //! | complete | [`transition_to_completed`](State::transition_to_completed) | QUEUED or RUNNING → COMPLETED | swap, Release | `load` (`is_completed`), `transition_to_configuring_from_completed` |
 //! | — | [`load`](State::load) | — | load, Acquire | every Release above |
 
@@ -446,6 +456,19 @@ impl State {
         }
     }
 
+    /// A compute process's slot claim, and a wake of it that found it in no slot: QUEUED written
+    /// again as it is, so that whichever of the two comes second in this word's modification
+    /// order reads the other (invariant 6). Anything but QUEUED is left alone: a process not
+    /// active yet or completed has no claim to come.
+    #[cfg_attr(not(target_os = "none"), inline)]
+    pub(crate) fn meet_compute_claim(&self) {
+        let queued = Snapshot::at(Stage::Queued).0;
+        // AcqRel, pairing with the other side's: a claim that comes second sees the waker's
+        // writes and publishes them to the drainers with its slot word's Release; a wake that
+        // comes second sees the claim's slot and process pointer, and wakes that slot.
+        let _ = self.0.compare_exchange(queued, queued, Ordering::AcqRel, Ordering::Acquire);
+    }
+
     /// QUEUED (a compute process) or RUNNING (an immediate one) → COMPLETED, after `finish`:
     /// the executor's last access to the process's storage.
     #[cfg_attr(not(target_os = "none"), inline)]
@@ -602,6 +625,15 @@ mod tests {
         let state = state_at(Snapshot::at(Stage::Queued));
         state.transition_to_completed();
         assert!(state.load().is_completed());
+    }
+
+    #[test]
+    fn meeting_a_compute_claim_changes_no_state() {
+        for snapshot in every_snapshot() {
+            let state = state_at(snapshot);
+            state.meet_compute_claim();
+            assert_eq!(state.load(), snapshot, "from {snapshot:?}");
+        }
     }
 
     #[test]
