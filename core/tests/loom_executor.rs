@@ -135,7 +135,7 @@ fn executor(workers: usize) -> &'static ModelExecutor {
     Box::leak(Box::new(ModelExecutor::new(LoomFutex::new(), workers).unwrap()))
 }
 
-fn process(drain: &'static Counted, class: Class) -> &'static Process<'static> {
+fn process(drain: &'static dyn Drain, class: Class) -> &'static Process<'static> {
     Box::leak(Box::new(Process::new(drain, class)))
 }
 
@@ -566,7 +566,8 @@ type Race = fn(&'static ModelExecutor, &'static WaitsForReason, &'static Process
 
 /// Runs `race` on another thread while `worker` steps until `process` completes. Once the
 /// racing thread is done, a step that finds nothing to run means the process sleeps with
-/// nobody left to wake it.
+/// nobody left to wake it. Then steps until nothing is left, and checks that the process
+/// finished once and that nothing is live.
 fn step_against(
     worker: &mut ModelWorker<'_>,
     executor: &'static ModelExecutor,
@@ -594,6 +595,9 @@ fn step_against(
         }
     }
     racer.join().unwrap();
+    while worker.step() {}
+    assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
+    assert_eq!(executor.live(), 0);
 }
 
 /// Gives the process its reason, through a Relaxed store, then wakes it.
@@ -611,13 +615,10 @@ fn wake_with_reason(
 fn race_the_first_drain(race: Race) {
     let executor = executor(1);
     let waits = WaitsForReason::leaked();
-    let process: &'static Process<'static> =
-        Box::leak(Box::new(Process::new(waits, Class::Immediate)));
+    let process = process(waits, Class::Immediate);
     executor.submit(process).unwrap();
     let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
     step_against(&mut worker, executor, waits, process, race);
-    assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
-    assert_eq!(executor.live(), 0);
 }
 
 #[test]
@@ -641,8 +642,7 @@ fn a_wake_racing_a_claiming_hand_off_orders_the_waker_before_the_next_drain() {
     bounded(|| {
         let executor = executor(1);
         let waits = WaitsForReason::leaked();
-        let sleeper: &'static Process<'static> =
-            Box::leak(Box::new(Process::new(waits, Class::Immediate)));
+        let sleeper = process(waits, Class::Immediate);
         let waker: &'static Process<'static> = Box::leak(Box::new(Process::new(
             Box::leak(Box::new(HandsOff { executor, target: sleeper })),
             Class::Immediate,
@@ -652,9 +652,6 @@ fn a_wake_racing_a_claiming_hand_off_orders_the_waker_before_the_next_drain() {
         assert!(worker.step(), "the sleeper's first drain finds no reason and sleeps");
         executor.submit(waker).unwrap();
         step_against(&mut worker, executor, waits, sleeper, wake_with_reason);
-        while worker.step() {}
-        assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
-        assert_eq!(executor.live(), 0);
     });
 }
 
@@ -670,13 +667,9 @@ fn a_wake_of_a_compute_process_waiting_for_a_slot_orders_the_waker_before_its_fi
             executor.submit(process(Counted::leaked(1), Class::Compute)).unwrap();
         }
         let waits = WaitsForReason::leaked();
-        let waiting: &'static Process<'static> =
-            Box::leak(Box::new(Process::new(waits, Class::Compute)));
+        let waiting = process(waits, Class::Compute);
         executor.submit(waiting).unwrap();
         let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
         step_against(&mut worker, executor, waits, waiting, wake_with_reason);
-        while worker.step() {}
-        assert_eq!(waits.finishes.load(Ordering::Relaxed), 1);
-        assert_eq!(executor.live(), 0);
     });
 }
