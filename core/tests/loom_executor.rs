@@ -406,6 +406,68 @@ fn a_deferred_wake_racing_a_plain_wake_runs_the_sleeper_once_more() {
     });
 }
 
+/// On its first drain wakes `target` with a deferred wake and hands it to its own worker, but
+/// keeps working (`Progress`, as a progress process that delivered a message does); finishes
+/// on its second.
+struct HandsOffAndGoesOn {
+    executor: &'static ModelExecutor,
+    target: &'static Process<'static>,
+    drains: AtomicUsize,
+    finishes: AtomicUsize,
+}
+
+impl Drain for HandsOffAndGoesOn {
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        if self.drains.fetch_add(1, Ordering::Relaxed) > 0 {
+            return Drained::Done(Ok(()));
+        }
+        let woken: Option<Woken<'_, '_>> = self.executor.wake_deferred(self.target);
+        if let Some(woken) = woken {
+            cx.hand_off(woken);
+        }
+        Drained::Progress
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {
+        self.finishes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_hand_off_kept_by_a_drain_that_goes_on_races_another_worker_taking_the_drainer() {
+    bounded(|| {
+        let executor = executor(2);
+        let sleepy = SleepsOnce::leaked();
+        let sleeper = process(sleepy, Class::Immediate);
+        let waking: &'static HandsOffAndGoesOn = Box::leak(Box::new(HandsOffAndGoesOn {
+            executor,
+            target: sleeper,
+            drains: AtomicUsize::new(0),
+            finishes: AtomicUsize::new(0),
+        }));
+        let waker = process(waking, Class::Immediate);
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        executor.submit(sleeper).unwrap();
+        assert!(worker.step());
+        executor.submit(waker).unwrap();
+        // This worker keeps the sleeper and queues the waker again, which the other worker
+        // may take and finish while the sleeper runs here.
+        assert!(worker.step());
+        let helper = thread::spawn(move || {
+            let mut other = executor.worker::<RoundRobin>(1, SpinPolicy::Park).unwrap();
+            other.step();
+        });
+        step_until(&mut worker, || sleeper.is_completed());
+        helper.join().unwrap();
+        while worker.step() {}
+        assert_eq!(executor.live(), 0);
+        assert_eq!(sleepy.drains.load(Ordering::Relaxed), 2);
+        assert_eq!(sleepy.finishes.load(Ordering::Relaxed), 1);
+        assert_eq!(waking.drains.load(Ordering::Relaxed), 2);
+        assert_eq!(waking.finishes.load(Ordering::Relaxed), 1);
+    });
+}
+
 /// An immediate process that sleeps on its first drain, once it has told its waker it is
 /// running, and on its second reads the message the waker wrote before waking it.
 struct WokenWithMessage {

@@ -57,6 +57,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway_core::axis::{Axis, AxisAllocator, AxisError, Domain};
+use causeway_core::executor::Woken;
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::queue::{
     Capabilities, QueueClock, Resolution, ResolutionCounts, SignalRefused, Submitted, WaitError,
@@ -809,6 +810,23 @@ impl Device {
     /// The pool's executor, for running other processes beside the queues.
     pub fn executor(&self) -> &HostExecutor<'static> {
         &self.shared.executor
+    }
+
+    /// Runs `body` — part of a drain of another process on this device's executor that
+    /// signals this device's semaphores — holding back the first queue process it wakes
+    /// instead of publishing it, as a queue's own drain does (see "Wake hand-off" in the core
+    /// executor docs). Returns that wake, to pass to
+    /// [`DrainContext::hand_off`](causeway_core::executor::DrainContext::hand_off) so the
+    /// woken queue runs on this worker as soon as the drain returns; dropping it publishes it
+    /// as a plain wake would have.
+    pub fn holding_wake<R>(
+        &self,
+        body: impl FnOnce() -> R,
+    ) -> (R, Option<Woken<'static, 'static>>) {
+        hand_off::collect(self.shared, |collector| {
+            let result = body();
+            (result, collector.take())
+        })
     }
 
     /// Submits `op` to queue `queue`, waiting for room when a bounded resource it needs is

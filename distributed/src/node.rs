@@ -18,19 +18,28 @@
 //!
 //! Open MPI 4.1 makes no progress on its own: someone must call into it. That someone is one
 //! process on the device's executor ([`Drain`]): each drain sends what is queued, reports
-//! exported values that were reached, and tests the one receive it keeps posted (`MPI_Irecv`
-//! into the reserved inbox, on the links' own duplicate of the world communicator). A poll is
-//! one `MPI_Test`, and a message that arrives is matched and copied by Open MPI's progress
-//! inside it, as a blocking receive's would be: no probe, no second receive call. A drain
-//! delivers at most one message and returns, so the operation it woke runs before anything is
-//! tested again; the next drain posts the receive again. It keeps draining while a result is
-//! outstanding — a local operation or host thread waits on an imported value — and otherwise
-//! sleeps until a submission, an exported signal's completion or a host wait wakes it. Nothing spins while nothing is
-//! expected. While something is, the first drains that find nothing follow each other at
-//! once (an answer usually comes within microseconds, sooner than a `sched_yield` returns);
-//! after `SPIN_DRAINS` (64) of them the process yields its core between drains, so other
-//! threads run. When this machine's ranks outnumber its cores, every idle drain yields, as
-//! Open MPI's own progress does when oversubscribed: the peer it waits for may need this core.
+//! exported values that were reached, and tests the one receive it keeps (a persistent
+//! request, `MPI_Recv_init` once, into the reserved inbox, on the links' own duplicate of the
+//! world communicator, started again after each message). A poll is one `MPI_Test`, and a
+//! message that arrives is matched and copied by Open MPI's progress inside it, as a blocking
+//! receive's would be: no probe, no second receive call, no request made or freed per message.
+//! A drain delivers at most one message and returns, so the operation it woke runs before
+//! anything is tested again — on the same worker, at once: the delivery holds that queue's
+//! wake back and hands it to the drain's worker (see "Wake hand-off" in the core executor),
+//! which runs it before the progress process, queued again behind it, for any worker.
+//!
+//! It keeps draining while a result is outstanding — a local operation or host thread waits on
+//! an imported value — and otherwise sleeps until a submission, an exported signal's
+//! completion or a host wait wakes it. Nothing spins while nothing is expected. While
+//! something is, a drain that finds nothing polls again in place, up to `POLLS_PER_DRAIN` (16)
+//! times, as long as nothing else needs the process (a message to send, a value reached, a
+//! stop) and no other work waits for its worker ([`DrainContext::others_waiting`]): returning
+//! to the executor would only bring the worker back, later by the round trip. An answer
+//! usually comes within microseconds, sooner than a `sched_yield` returns, so the first
+//! `SPIN_POLLS` (128) idle polls follow each other at once; after them the process yields its
+//! core between drains, so other threads run. When this machine's ranks outnumber its cores,
+//! every drain polls once and yields when it found nothing, as Open MPI's own progress does
+//! when oversubscribed: the peer it waits for may need this core.
 //! Sends are small (at most [`MAX_MESSAGE_LEN`](crate::MAX_MESSAGE_LEN) bytes), so Open MPI's
 //! eager protocol completes them locally without waiting for the receiver.
 //!
@@ -89,8 +98,8 @@ use causeway_core::frontier::{Frontier, Point};
 use causeway_core::semaphore::{Arm, Failure, Notify, Outcome, SignalError, Timepoint};
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use causeway_device::{
-    Device, HostExecutor, Op, QueueId, Receipt, SemaphoreId, SubmitError, FRONTIER_CAPACITY,
-    MAX_SIGNALS,
+    Device, DeviceSemaphore, HostExecutor, Op, QueueId, Receipt, SemaphoreId, SubmitError,
+    FRONTIER_CAPACITY, MAX_SIGNALS,
 };
 use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
@@ -284,7 +293,7 @@ struct Watch {
 }
 
 impl Notify for Watch {
-    fn notify(&self, _outcome: Outcome) {
+    fn notify(&self, outcome: Outcome) {
         // Release pairs with the Acquire swap in `Inner::report`: the drain that sees the flag
         // sees the timeline state that fired it.
         self.fired.store(true, Ordering::Release);
@@ -295,7 +304,8 @@ impl Notify for Watch {
         // that failed an import, and with it an operation signalling this export).
         if let Some(&(inner, k)) = self.export.get() {
             if let Some(mut mpi) = inner.mpi.try_lock() {
-                inner.send_reached(&mut mpi, &inner.exports[k]);
+                let export = &inner.exports[k];
+                inner.send_reached_locked(&mut mpi, export, &mut export.state.lock(), outcome);
             }
         }
         // The progress process re-arms the watch (a callback must not re-arm its own
@@ -320,6 +330,8 @@ struct ExportState {
 struct Export {
     link: LinkId,
     semaphore: SemaphoreId,
+    /// The device's semaphore `semaphore` (looked up once, at start).
+    timeline: &'static DeviceSemaphore,
     to: Box<[i32]>,
     watch: &'static Watch,
     timepoint: Timepoint<'static>,
@@ -344,6 +356,8 @@ struct ImportState {
 struct Import {
     link: LinkId,
     semaphore: SemaphoreId,
+    /// The device's semaphore `semaphore` (looked up once, at start).
+    timeline: &'static DeviceSemaphore,
     from: i32,
     state: Mutex<ImportState>,
     /// Signalled (under `state`) when a value is announced or the link fails.
@@ -426,11 +440,15 @@ struct Mpi {
     /// decoder refuses it as it would the whole. Reached only through a raw pointer: MPI
     /// writes it while a receive is posted, whatever the borrows of `Mpi` say.
     inbox: *mut [u8],
-    /// The receive posted into `inbox` on `links` (from any rank, [`LINK_TAG`]), or
-    /// `MPI_REQUEST_NULL` when none is. One stays posted while the progress process polls, so
-    /// a poll is one `MPI_Test` and an arriving message is matched and copied by Open MPI's
-    /// progress itself, with no probe and no second receive call (as a blocking receive is).
-    posted: mpi::ffi::MPI_Request,
+    /// The persistent receive into `inbox` on `links` (from any rank, [`LINK_TAG`]): made
+    /// once (`MPI_Recv_init`, by the first [`post_receive`](Mpi::post_receive)) and started
+    /// again after each message, so a poll is one `MPI_Test` and an arriving message is
+    /// matched and copied by Open MPI's progress itself, with no probe, no second receive
+    /// call and no request to allocate or free per message. `MPI_REQUEST_NULL` until made and
+    /// after [`retire_receive`](Mpi::retire_receive).
+    receive: mpi::ffi::MPI_Request,
+    /// Whether `receive` is started and not yet completed (MPI writes the inbox meanwhile).
+    receiving: bool,
     /// The outbox's queue while the progress process sends it (swapped with the empty one
     /// left from the drain before, so neither gives up its capacity).
     sending: VecDeque<Outgoing>,
@@ -445,40 +463,58 @@ struct Mpi {
 unsafe impl Send for Mpi {}
 
 impl Mpi {
-    /// Posts the receive into the inbox unless one is posted.
+    /// Starts the receive into the inbox unless it is under way, making it first if need be.
     fn post_receive(&mut self) {
-        if self.posted != request_null() {
+        if self.receiving {
             return;
         }
-        let len = self.inbox.len() as std::os::raw::c_int;
-        // SAFETY: the inbox is leaked at start (never freed or moved) and `len` bytes long; no
-        // receive is posted into it (`posted` is null), and no slice of it is alive: slices
-        // are made only in `receive_one`, after its receive completed, and end there.
-        // `posted` is written by MPI before it returns.
-        unsafe {
-            mpi::ffi::MPI_Irecv(
-                self.inbox.cast::<std::ffi::c_void>(),
-                len,
-                u8::equivalent_datatype().as_raw(),
-                mpi::ffi::RSMPI_ANY_SOURCE,
-                LINK_TAG,
-                self.links.as_raw(),
-                &mut self.posted,
-            );
+        if self.receive == request_null() {
+            let len = self.inbox.len() as std::os::raw::c_int;
+            // SAFETY: the inbox is leaked at start (never freed or moved) and `len` bytes
+            // long; MPI only records the buffer here (a persistent request writes it once
+            // started, below). `receive` is written by MPI before it returns.
+            unsafe {
+                mpi::ffi::MPI_Recv_init(
+                    self.inbox.cast::<std::ffi::c_void>(),
+                    len,
+                    u8::equivalent_datatype().as_raw(),
+                    mpi::ffi::RSMPI_ANY_SOURCE,
+                    LINK_TAG,
+                    self.links.as_raw(),
+                    &mut self.receive,
+                );
+            }
+            if self.receive == request_null() {
+                // Not made (the links' communicator returns errors): nothing is received, and
+                // `receive_one` finds nothing to test.
+                return;
+            }
         }
+        // SAFETY: `receive` is this process's inactive persistent request (made above, not
+        // started: `receiving` is false), and no slice of the inbox is alive: slices are made
+        // only in `receive_one`, after the receive completed, and end there.
+        let code = unsafe { mpi::ffi::MPI_Start(&mut self.receive) };
+        // A start refused (errors are returned on the links' communicator) leaves the request
+        // inactive: nothing is tested, and the next poll tries again.
+        self.receiving = code == mpi::ffi::MPI_SUCCESS as std::os::raw::c_int;
     }
 
-    /// Cancels the posted receive, if any (before MPI is finalised). A message it may have
-    /// matched already is dropped: the node is stopping.
-    fn cancel_receive(&mut self) {
-        if self.posted == request_null() {
+    /// Cancels the receive if it is under way and frees it (before MPI is finalised). A
+    /// message it may have matched already is dropped: the node is stopping.
+    fn retire_receive(&mut self) {
+        if self.receive == request_null() {
             return;
         }
-        // SAFETY: `posted` is an active request of this process (not null); cancelling and
-        // then waiting on it is how MPI retires one, and the wait sets it to null.
+        // SAFETY: `receive` is this process's persistent request (not null). Cancelling a
+        // started one and waiting on it is how MPI retires it; an inactive one is freed at
+        // once, and the free sets it to null.
         unsafe {
-            mpi::ffi::MPI_Cancel(&mut self.posted);
-            mpi::ffi::MPI_Wait(&mut self.posted, mpi::ffi::RSMPI_STATUS_IGNORE);
+            if self.receiving {
+                mpi::ffi::MPI_Cancel(&mut self.receive);
+                mpi::ffi::MPI_Wait(&mut self.receive, mpi::ffi::RSMPI_STATUS_IGNORE);
+                self.receiving = false;
+            }
+            mpi::ffi::MPI_Request_free(&mut self.receive);
         }
     }
 }
@@ -570,7 +606,10 @@ impl Node {
             check(link, semaphore, &[from])?;
         }
 
-        let mut exports: Vec<Export> = links
+        let timeline = |link: LinkId, semaphore: SemaphoreId| {
+            device.semaphore(semaphore).ok_or(NodeError::NoSuchSemaphore(link))
+        };
+        let mut exports = links
             .exports
             .iter()
             .map(|(link, semaphore, to)| {
@@ -579,9 +618,10 @@ impl Node {
                     waker,
                     export: OnceLock::new(),
                 }));
-                Export {
+                Ok(Export {
                     link: *link,
                     semaphore: *semaphore,
+                    timeline: timeline(*link, *semaphore)?,
                     to: to.clone().into_boxed_slice(),
                     watch,
                     timepoint: Timepoint::new(watch),
@@ -590,24 +630,27 @@ impl Node {
                         announced: VecDeque::with_capacity(pending_bound(device, *semaphore)),
                         ..ExportState::default()
                     }),
-                }
+                })
             })
-            .collect();
+            .collect::<Result<Vec<Export>, NodeError>>()?;
         exports.sort_by_key(|export| export.link);
-        let mut imports: Vec<Import> = links
+        let mut imports = links
             .imports
             .iter()
-            .map(|&(link, semaphore, from)| Import {
-                link,
-                semaphore,
-                from,
-                state: Mutex::new(ImportState {
-                    pending: VecDeque::with_capacity(pending_bound(device, semaphore)),
-                    ..ImportState::default()
-                }),
-                announced_signal: Condvar::new(),
+            .map(|&(link, semaphore, from)| {
+                Ok(Import {
+                    link,
+                    semaphore,
+                    timeline: timeline(link, semaphore)?,
+                    from,
+                    state: Mutex::new(ImportState {
+                        pending: VecDeque::with_capacity(pending_bound(device, semaphore)),
+                        ..ImportState::default()
+                    }),
+                    announced_signal: Condvar::new(),
+                })
             })
-            .collect();
+            .collect::<Result<Vec<Import>, NodeError>>()?;
         imports.sort_by_key(|import| import.link);
         let export_of =
             exports.iter().enumerate().map(|(k, export)| (export.semaphore.index(), k)).collect();
@@ -621,7 +664,8 @@ impl Node {
                 scratch: Vec::with_capacity(crate::MAX_MESSAGE_LEN),
                 links: link_comm,
                 inbox: Box::into_raw(vec![0; crate::MAX_MESSAGE_LEN + 1].into_boxed_slice()),
-                posted: request_null(),
+                receive: request_null(),
+                receiving: false,
                 sending: VecDeque::with_capacity(OUTBOX_BOUND),
                 sent: Vec::with_capacity(OUTBOX_BOUND),
             }),
@@ -647,8 +691,8 @@ impl Node {
             inner,
             // As Open MPI does: spin only while every rank here has a core of its own;
             // oversubscribed, every idle drain yields.
-            spin_drains: if local_ranks <= cores { SPIN_DRAINS } else { 0 },
-            idle_drains: AtomicU32::new(0),
+            spin_polls: if local_ranks <= cores { SPIN_POLLS } else { 0 },
+            idle_polls: AtomicU32::new(0),
         }));
         let process: &'static Process<'static> =
             Box::leak(Box::new(Process::new(progress, Class::Immediate)));
@@ -1094,9 +1138,7 @@ impl Inner {
     /// Fails imported semaphore `import` with `Failure::DeviceLost`, keeping `error` as the
     /// reason (the first reason wins, as the first failure does).
     fn fail_import(&self, import: &Import, error: RemoteError) {
-        if let Some(semaphore) = self.device.semaphore(import.semaphore) {
-            semaphore.fail(Failure::DeviceLost);
-        }
+        import.timeline.fail(Failure::DeviceLost);
         import.state.lock().error.get_or_insert(error);
         import.announced_signal.notify_all();
     }
@@ -1129,7 +1171,7 @@ impl Inner {
             self.fail_import(import, RemoteError::WrongSender { exporter: import.from, sender });
             return;
         }
-        let Some(semaphore) = self.device.semaphore(import.semaphore) else { return };
+        let semaphore = import.timeline;
         let result = match message {
             Message::Pending { value, origin, frontier, .. } => {
                 semaphore.submit_signal(value, origin, &frontier).map(|()| {
@@ -1182,10 +1224,10 @@ impl Inner {
         if export.watch.fired.swap(false, Ordering::Acquire) {
             export.watching.store(false, Ordering::Relaxed);
         }
-        let Some(semaphore) = self.device.semaphore(export.semaphore) else { return };
+        let semaphore = export.timeline;
         loop {
             let mut state = export.state.lock();
-            if self.send_reached_locked(mpi, export, &mut state) {
+            if self.send_reached_locked(mpi, export, &mut state, outcome_of(semaphore)) {
                 return;
             }
             if export.watching.load(Ordering::Relaxed) {
@@ -1212,27 +1254,31 @@ impl Inner {
     }
 
     /// Sends the importers of `export` its failure, or the newest value announced to them
-    /// that its timeline has reached (the watch stays as it is).
-    fn send_reached(&self, mpi: &mut Mpi, export: &Export) {
-        self.send_reached_locked(mpi, export, &mut export.state.lock());
-    }
-
-    /// [`send_reached`](Self::send_reached) with the export's state locked; whether its
-    /// failure has been sent (nothing more is reported then).
-    fn send_reached_locked(&self, mpi: &mut Mpi, export: &Export, state: &mut ExportState) -> bool {
+    /// that its timeline has reached (the watch stays as it is), given what the timeline has
+    /// come to: `Ok(reached)` or its failure — read from it, or handed to the watch's callback.
+    /// Needs the export's state locked; returns whether its failure has been sent (nothing
+    /// more is reported then).
+    fn send_reached_locked(
+        &self,
+        mpi: &mut Mpi,
+        export: &Export,
+        state: &mut ExportState,
+        timeline: Outcome,
+    ) -> bool {
         if state.failure_sent {
             return true;
         }
-        let Some(semaphore) = self.device.semaphore(export.semaphore) else { return true };
-        if let Some(failure) = semaphore.failure() {
-            state.failure_sent = true;
-            state.announced.clear();
-            mpi.scratch.clear();
-            Message::Failed { link: export.link, failure }.encode(&mut mpi.scratch);
-            self.send(&mpi.links, &export.to, &mpi.scratch);
-            return true;
-        }
-        let reached = semaphore.value();
+        let reached = match timeline {
+            Ok(reached) => reached,
+            Err(failure) => {
+                state.failure_sent = true;
+                state.announced.clear();
+                mpi.scratch.clear();
+                Message::Failed { link: export.link, failure }.encode(&mut mpi.scratch);
+                self.send(&mpi.links, &export.to, &mpi.scratch);
+                return true;
+            }
+        };
         let mut newest = None;
         while let Some(&value) = state.announced.front().filter(|&&value| value <= reached) {
             state.announced.pop_front();
@@ -1295,25 +1341,28 @@ impl Inner {
         true
     }
 
-    /// Delivers the message the posted receive got, if it got one; whether it did. One
-    /// message per call: the drain then returns, so an operation the message woke starts
-    /// before anything else is tested, and the receive is posted again by the next drain.
-    fn receive_one(&self, mpi: &mut Mpi) -> bool {
+    /// Delivers the message the receive got, if it got one; whether it did. One message per
+    /// call: the drain then returns, so an operation the message woke starts (on this worker,
+    /// handed off through `cx`) before anything else is tested, and the receive is started
+    /// again by the next poll.
+    fn receive_one(&self, mpi: &mut Mpi, cx: &mut DrainContext<'_, '_>) -> bool {
         mpi.post_receive();
+        if !mpi.receiving {
+            return false;
+        }
         let mut done: std::os::raw::c_int = 0;
         let mut status = std::mem::MaybeUninit::<mpi::ffi::MPI_Status>::uninit();
-        // SAFETY: `posted` is the active request `post_receive` left (or null, which MPI_Test
-        // answers as done with an empty status); `done` and `status` are written by it.
-        let code = unsafe { mpi::ffi::MPI_Test(&mut mpi.posted, &mut done, status.as_mut_ptr()) };
+        // SAFETY: `receive` is the started persistent request `post_receive` left; `done` and
+        // `status` are written by MPI_Test.
+        let code = unsafe { mpi::ffi::MPI_Test(&mut mpi.receive, &mut done, status.as_mut_ptr()) };
         if done == 0 {
             return false;
         }
+        // Complete, in error or not: the request is inactive again, and the next drain
+        // starts it.
+        mpi.receiving = false;
         // SAFETY: MPI_Test set `done`, and with it wrote the status.
         let status = unsafe { status.assume_init() };
-        if status.MPI_SOURCE < 0 {
-            // The empty status of a null request: there was nothing to receive.
-            return false;
-        }
         // Only the progress process receives, under the MPI lock: no read-modify-write.
         self.received.store(self.received.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let capacity = mpi.inbox.len();
@@ -1327,21 +1376,27 @@ impl Inner {
             };
             usize::try_from(count).ok().filter(|&len| len <= capacity).unwrap_or(capacity)
         } else {
-            if mpi.posted != request_null() {
-                // A request that completed in error may be left allocated (the standard leaves
-                // it to the implementation): retire it, so the next drain posts a fresh one
-                // rather than test this one again.
-                // SAFETY: `posted` is a completed request of this process, not null.
-                unsafe { mpi::ffi::MPI_Request_free(&mut mpi.posted) };
-            }
             capacity
         };
         // SAFETY: the receive completed (`done`), so MPI no longer writes the inbox, and none
         // is posted again while this slice lives (only `post_receive` posts, and `mpi` is
         // borrowed here); the inbox is `capacity` initialised bytes, leaked at start.
         let bytes = unsafe { std::slice::from_raw_parts(mpi.inbox.cast::<u8>(), len) };
-        self.deliver(status.MPI_SOURCE, bytes);
+        // The queue process a reached value wakes runs on this worker as soon as the drain
+        // returns, rather than being published for whichever worker looks next.
+        let ((), woken) = self.device.holding_wake(|| self.deliver(status.MPI_SOURCE, bytes));
+        if let Some(woken) = woken {
+            cx.hand_off(woken);
+        }
         true
+    }
+
+    /// Whether something besides a message needs the progress process: a message queued, an
+    /// exported value reached or failed, a request to stop.
+    fn has_news(&self) -> bool {
+        self.outbox_queued.load(Ordering::Relaxed)
+            || self.stopping.load(Ordering::Relaxed)
+            || self.exports.iter().any(|export| export.watch.fired.load(Ordering::Relaxed))
     }
 
     /// Whether a result is awaited from another rank: a host thread or an operation waits on
@@ -1350,10 +1405,13 @@ impl Inner {
         // The semaphores' locks last: the flags answer first when they can.
         self.host_waiters.load(Ordering::Relaxed) > 0
             || self.outbox_queued.load(Ordering::Relaxed)
-            || self.imports.iter().any(|import| {
-                self.device.semaphore(import.semaphore).is_some_and(|s| s.has_waiters())
-            })
+            || self.imports.iter().any(|import| import.timeline.has_waiters())
     }
+}
+
+/// What `semaphore`'s timeline has come to: its failure, or the value it reached.
+fn outcome_of(semaphore: &DeviceSemaphore) -> Outcome {
+    semaphore.failure().map_or_else(|| Ok(semaphore.value()), Err)
 }
 
 /// How many values a link's semaphore can have pending at once (its history's slots), and so
@@ -1363,12 +1421,18 @@ fn pending_bound(device: &Device, semaphore: SemaphoreId) -> usize {
     device.semaphore(semaphore).map_or(0, |semaphore| semaphore.with_history(|h| h.capacity()))
 }
 
-/// Drains in a row that moved nothing before the progress process starts yielding its core
-/// between them: a peer's answer usually comes within a few microseconds (one drain takes a
-/// fraction of one), and a `sched_yield` per look would cost more than the wait; past this,
-/// the wait is long and other threads — another rank, when ranks outnumber cores — get the
-/// core between looks.
-const SPIN_DRAINS: u32 = 64;
+/// Polls in a row that found nothing before the progress process starts yielding its core
+/// between drains: a peer's answer usually comes within a few microseconds (one poll takes a
+/// small fraction of one), and a `sched_yield` per look would cost more than the wait; past
+/// this, the wait is long and other threads — another rank, when ranks outnumber cores — get
+/// the core between looks.
+const SPIN_POLLS: u32 = 128;
+
+/// Polls one drain makes at most while they find nothing, nothing else needs the progress
+/// process and no other work waits for its worker (see [`DrainContext::others_waiting`]):
+/// going back to the executor between polls would only bring the worker back here, a few
+/// dozen nanoseconds later, and a message arriving meanwhile would wait for them.
+const POLLS_PER_DRAIN: u32 = 16;
 
 /// The cores online on this machine (at least 1). Not the calling thread's affinity, which
 /// `mpirun` narrows to one core per rank when it binds ranks.
@@ -1382,16 +1446,40 @@ fn cores_online() -> usize {
 /// The progress process's behaviour: one drain over the leaked [`Inner`].
 struct Progress {
     inner: &'static Inner,
-    /// Idle drains before yielding: [`SPIN_DRAINS`], or 0 when ranks outnumber this
-    /// machine's cores.
-    spin_drains: u32,
-    /// Drains in a row that moved nothing (only the progress process's drain touches it, one
+    /// Idle polls before yielding: [`SPIN_POLLS`], or 0 when ranks outnumber this machine's
+    /// cores (then every drain polls once and yields when it found nothing).
+    spin_polls: u32,
+    /// Polls in a row that found nothing (only the progress process's drain touches it, one
     /// drain at a time, so Relaxed suffices).
-    idle_drains: AtomicU32,
+    idle_polls: AtomicU32,
+}
+
+impl Progress {
+    /// Tests the receive again while nothing arrives, until a message does (delivered:
+    /// `true`), or — `false` — as soon as something else needs the progress process or its
+    /// worker, after [`POLLS_PER_DRAIN`] polls in all, or at once when spinning is over (see
+    /// [`SPIN_POLLS`]). Counts the idle polls.
+    fn poll_again(&self, mpi: &mut Mpi, cx: &mut DrainContext<'_, '_>) -> bool {
+        let this = self.inner;
+        let mut idle = self.idle_polls.load(Ordering::Relaxed).saturating_add(1);
+        for _ in 1..POLLS_PER_DRAIN {
+            if idle >= self.spin_polls || this.has_news() || cx.others_waiting() {
+                break;
+            }
+            core::hint::spin_loop();
+            if this.receive_one(mpi, cx) {
+                self.idle_polls.store(0, Ordering::Relaxed);
+                return true;
+            }
+            idle = idle.saturating_add(1);
+        }
+        self.idle_polls.store(idle, Ordering::Relaxed);
+        false
+    }
 }
 
 impl Drain for Progress {
-    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
         let this = self.inner;
         // One drain at a time (the executor's state transitions order them): no
         // read-modify-write.
@@ -1401,45 +1489,39 @@ impl Drain for Progress {
         for export in this.exports.iter() {
             this.report(&mut mpi, export);
         }
-        let received = this.receive_one(&mut mpi);
-        if received {
-            // What arrived may have failed an export (an operation that waited on it failed):
-            // that failure goes out in the same drain.
-            for export in this.exports.iter() {
-                this.report(&mut mpi, export);
-            }
-        }
         if this.stopping.load(Ordering::Relaxed) {
             // What has arrived is delivered before the receive is retired and MPI finalised.
-            while this.receive_one(&mut mpi) {}
-            mpi.cancel_receive();
+            while this.receive_one(&mut mpi, cx) {}
+            mpi.retire_receive();
             return Drained::Done(Ok(()));
         }
-        drop(mpi);
-        if received {
+        // What arrives may fail an export (an operation that waited on it fails): the next
+        // drain, which follows at once, reports it.
+        if this.receive_one(&mut mpi, cx) {
             // More may have arrived: the next drain looks (after what this message woke).
-            self.idle_drains.store(0, Ordering::Relaxed);
-            Drained::Progress
-        } else if this.outstanding() {
-            if moved {
-                self.idle_drains.store(0, Ordering::Relaxed);
-            } else {
-                let idle = self.idle_drains.load(Ordering::Relaxed);
-                if idle < self.spin_drains {
-                    self.idle_drains.store(idle + 1, Ordering::Relaxed);
-                    core::hint::spin_loop();
-                } else {
-                    // Waiting on a peer for a while: let other work on this core run before
-                    // testing again.
-                    std::thread::yield_now();
-                }
-            }
-            Drained::Progress
-        } else {
-            self.idle_drains.store(0, Ordering::Relaxed);
-            this.sleeps.fetch_add(1, Ordering::Relaxed);
-            Drained::Sleep
+            self.idle_polls.store(0, Ordering::Relaxed);
+            return Drained::Progress;
         }
+        if !this.outstanding() {
+            self.idle_polls.store(0, Ordering::Relaxed);
+            this.sleeps.fetch_add(1, Ordering::Relaxed);
+            return Drained::Sleep;
+        }
+        if moved {
+            // More may be queued to send: no polling in place.
+            self.idle_polls.store(0, Ordering::Relaxed);
+            return Drained::Progress;
+        }
+        if self.poll_again(&mut mpi, cx) {
+            return Drained::Progress;
+        }
+        drop(mpi);
+        if self.idle_polls.load(Ordering::Relaxed) >= self.spin_polls {
+            // Waiting on a peer for a while: let other work on this core run before testing
+            // again.
+            std::thread::yield_now();
+        }
+        Drained::Progress
     }
 
     fn finish(&self, _outcome: Result<(), Failure>) {

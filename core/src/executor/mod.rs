@@ -67,10 +67,13 @@
 //! a sleeper is claimed (SLEEPING → RUNNING, where a plain wake makes it QUEUED; a running
 //! process gets NOTIFIED as usual) and comes back as a [`Woken`] token instead of being
 //! pushed. The drain offers it to its worker with [`DrainContext::hand_off`]; when the call
-//! returns, the worker keeps it as its hand-off under the rule above (the call ended with the
-//! worker free, the list looks empty, the worker holds nothing else) and drains it next
-//! without the starting swap; otherwise it gives it back (RUNNING → QUEUED) and publishes it —
-//! push, then notify — ahead of a drainer that is requeued for more work. A token that is
+//! returns, the worker keeps it as its hand-off under the rule above (the list looks empty and
+//! the worker holds nothing else) and drains it next without the starting swap. A drain that
+//! returns [`Drained::Progress`] gives its worker up all the same: it is queued again, behind
+//! the hand-off, for this or any worker to take (a progress process that delivers a message
+//! thus starts the operation it woke on its own worker, at once). Otherwise the worker gives
+//! the token back (RUNNING → QUEUED) and publishes it — push, then notify — ahead of a drainer
+//! that is requeued for more work. A token that is
 //! dropped does the same, so a deferred wake is never lost, only made by someone else. While
 //! it is held, the process is RUNNING to every waker: a further wake sets NOTIFIED, and the
 //! drain that follows reads it when it ends (its `Sleep` becomes a requeue), exactly as for a
@@ -78,7 +81,7 @@
 //!
 //! ```text
 //!   waker inside a drain on worker w:  SLEEPING ──CAS──► RUNNING (claimed; token held)
-//!        drain returns, w free, list empty:  token ──► w's hand-off ──► drained on w
+//!        drain returns, list empty:          token ──► w's hand-off ──► drained on w
 //!        otherwise (or token dropped):       token ──► QUEUED (swap) ──► list push + notify
 //! ```
 //!
@@ -702,6 +705,12 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Reschedule<'p>
 
     fn wake_workers(&self, wanted: u32) {
         self.notify(wanted);
+    }
+
+    fn looks_idle(&self) -> bool {
+        self.immediate().looks_empty()
+            && self.overflow_looks_empty()
+            && self.slots().runnable_hint() == 0
     }
 }
 

@@ -85,6 +85,8 @@ pub struct DrainContext<'a, 'p> {
     /// The process a [`hand_off`](Self::hand_off) left for this worker to run next, type-erased
     /// because the drain's token is not tied to this context's lifetimes (see `take_offered`).
     offered: Option<NonNull<()>>,
+    /// Whether the draining worker holds processes it took from the list and has yet to run.
+    holds_taken: bool,
 }
 
 impl<'a, 'p> DrainContext<'a, 'p> {
@@ -94,8 +96,17 @@ impl<'a, 'p> DrainContext<'a, 'p> {
         process: &'a Process<'p>,
         aggregate_budget: &'a AtomicU32,
         executor: &'a dyn Reschedule<'p>,
+        holds_taken: bool,
     ) -> DrainContext<'a, 'p> {
-        DrainContext { worker, local, process, aggregate_budget, executor, offered: None }
+        DrainContext {
+            worker,
+            local,
+            process,
+            aggregate_budget,
+            executor,
+            offered: None,
+            holds_taken,
+        }
     }
 
     /// The process handed off during this call, for the worker to run next or publish.
@@ -121,6 +132,16 @@ impl<'a, 'p> DrainContext<'a, 'p> {
         self.local
     }
 
+    /// Whether other work looks ready for a worker: a process on the immediate or overflow
+    /// list, a compute process that looks runnable, or a process the draining worker took from
+    /// the list and has yet to run. Hints (relaxed loads, no write), for a drain that polls
+    /// something outside the executor (a device, a network): it may poll again within the
+    /// same call while this says `false`, since returning would only bring the worker back to
+    /// it, and returns as soon as this says `true`, so the worker serves the others.
+    pub fn others_waiting(&self) -> bool {
+        self.holds_taken || !self.executor.looks_idle()
+    }
+
     /// Whether the process has been cancelled or has failed: long drains may stop early.
     // Inlined in hosted builds, as `Process::failure` is: block processors ask once per tile.
     #[cfg_attr(not(target_os = "none"), inline)]
@@ -143,10 +164,10 @@ impl<'a, 'p> DrainContext<'a, 'p> {
     /// Offers a process this drain woke (see [`Executor::wake_deferred`]) to the draining
     /// worker, to run as soon as this call returns instead of crossing to another worker.
     ///
-    /// The worker keeps it only if the call ends with the worker free (`Sleep` or `Done`), the
-    /// immediate list looks empty and the worker holds nothing else; otherwise, and for a
-    /// process of another executor or a second offer, it is given back (QUEUED) and published
-    /// as a plain wake would have published it.
+    /// The worker keeps it only if the immediate list looks empty when the call returns and
+    /// the worker holds nothing else it took from the list (a call that returns `Progress` is
+    /// queued again behind it); otherwise, and for a process of another executor or a second
+    /// offer, it is given back (QUEUED) and published as a plain wake would have published it.
     ///
     /// [`Executor::wake_deferred`]: super::Executor::wake_deferred
     pub fn hand_off(&mut self, woken: Woken<'_, '_>) {
@@ -166,6 +187,8 @@ pub(crate) trait Reschedule<'p>: Sync {
     fn publish(&self, process: &'p Process<'p>);
     /// Wakes up to `wanted` parked workers for a compute process whose budget rose.
     fn wake_workers(&self, wanted: u32);
+    /// Whether no process looked queued or runnable (see [`DrainContext::others_waiting`]).
+    fn looks_idle(&self) -> bool;
 }
 
 /// An immediate process that [`Executor::wake_deferred`] woke and claimed (RUNNING, not yet

@@ -652,6 +652,9 @@ fn logging(name: u32, script: &[Drained], log: &'static Mutex<Vec<u32>>) -> Scri
     Scripted { log: Some(log), ..Scripted::new(name, script) }
 }
 
+/// A log for processes whose order no test reads.
+static EMPTY_LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
 const SLEEP_THEN_DONE: [Drained; 2] = [Drained::Sleep, Drained::Done(Ok(()))];
 const DONE: [Drained; 1] = [Drained::Done(Ok(()))];
 
@@ -685,7 +688,7 @@ fn a_wake_handed_off_by_a_drain_runs_next_on_the_same_worker() {
 }
 
 #[test]
-fn a_drain_that_keeps_working_publishes_its_hand_off_ahead_of_itself() {
+fn a_drain_that_keeps_working_hands_its_wake_to_its_worker_and_queues_itself_behind() {
     static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
     let sleepy = logging(1, &SLEEP_THEN_DONE, &LOG);
     let sleeper = Process::new(&sleepy, Class::Immediate);
@@ -703,10 +706,73 @@ fn a_drain_that_keeps_working_publishes_its_hand_off_ahead_of_itself() {
     assert!(worker.step());
     executor.submit(&waker).unwrap();
     assert!(worker.step());
-    assert!(!executor.immediate().looks_empty(), "published, for any worker to take");
+    assert!(sleeper.state().load().is_running(), "claimed by this worker, not published");
+    assert!(waker.state().load().is_queued(), "the drained process is back on the list");
+    assert!(!executor.immediate().looks_empty(), "for any worker to take");
     while worker.step() {}
     assert_eq!(*LOG.lock().unwrap(), [1, 0, 1, 0]);
     assert!(sleeper.is_completed() && waker.is_completed());
+}
+
+#[test]
+fn a_drain_that_keeps_working_behind_taken_work_publishes_its_wake_ahead_of_itself() {
+    static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    let (sleepy, late) = (logging(1, &SLEEP_THEN_DONE, &LOG), logging(2, &DONE, &LOG));
+    let (sleeper, later) =
+        (Process::new(&sleepy, Class::Immediate), Process::new(&late, Class::Immediate));
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    let script = [Drained::Progress, Drained::Done(Ok(()))];
+    let waking = Waker {
+        executor: &executor,
+        target: &sleeper,
+        hand_off: true,
+        inner: logging(0, &script, &LOG),
+    };
+    let waker = Process::new(&waking, Class::Immediate);
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    executor.submit(&sleeper).unwrap();
+    assert!(worker.step());
+    // The worker takes both from the list in one run: `later` must not be overtaken.
+    executor.submit(&waker).unwrap();
+    executor.submit(&later).unwrap();
+    assert!(worker.step());
+    assert!(sleeper.state().load().is_queued(), "published, not kept");
+    while worker.step() {}
+    assert_eq!(*LOG.lock().unwrap(), [1, 0, 2, 1, 0]);
+    assert!(sleeper.is_completed() && waker.is_completed() && later.is_completed());
+}
+
+#[test]
+fn a_drain_sees_other_work_waiting_for_its_worker() {
+    /// Records what `others_waiting` said on each drain.
+    struct Looks {
+        seen: Mutex<Vec<bool>>,
+    }
+    impl Drain for Looks {
+        fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+            let mut seen = self.seen.lock().unwrap();
+            seen.push(cx.others_waiting());
+            if seen.len() < 3 {
+                Drained::Progress
+            } else {
+                Drained::Done(Ok(()))
+            }
+        }
+    }
+    let looks = Looks { seen: Mutex::new(Vec::new()) };
+    let looker = Process::new(&looks, Class::Immediate);
+    let other = logging(1, &DONE, &EMPTY_LOG);
+    let queued = Process::new(&other, Class::Immediate);
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    executor.submit(&looker).unwrap();
+    assert!(worker.step(), "alone: nothing else waits");
+    executor.submit(&queued).unwrap();
+    assert!(worker.step(), "taken in one run with the other process, which waits behind it");
+    while worker.step() {}
+    // Then the other process ran, and the looker is alone again.
+    assert_eq!(*looks.seen.lock().unwrap(), [false, true, false]);
+    assert!(looker.is_completed() && queued.is_completed());
 }
 
 #[test]

@@ -204,15 +204,21 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             process,
             executor.aggregate_budget(),
             executor,
+            !may_hand_off,
         );
         let drained = process.drain_ref().drain(&mut cx);
         let offered = cx.take_offered();
         match drained {
             Drained::Progress => {
-                // Still busy: what the drain woke goes ahead of it on the list, where another
-                // worker can take it now.
-                if let Some(woken) = offered {
-                    executor.give_back(woken);
+                // Still busy, but it yields this worker: what the drain woke runs here next if
+                // nothing may go before it (the rule for a free worker, decided before the
+                // drained process is queued behind it); otherwise it goes ahead of the drained
+                // process on the list, where another worker can take it now.
+                let keep = may_hand_off && executor.immediate().looks_empty();
+                match offered {
+                    Some(woken) if keep => self.handed = Some(woken),
+                    Some(woken) => executor.give_back(woken),
+                    None => {}
                 }
                 state.transition_to_queued_from_running();
                 executor.immediate().push(process);
@@ -316,8 +322,15 @@ fn drain_slot<'p, F: Futex, const SLOTS: usize, const WORKERS: usize>(
             slots.close(slot);
             did_work = true;
         } else {
-            let mut cx =
-                DrainContext::new(worker, local, process, executor.aggregate_budget(), executor);
+            // A compute drain is made only by a worker that holds nothing taken (`step`).
+            let mut cx = DrainContext::new(
+                worker,
+                local,
+                process,
+                executor.aggregate_budget(),
+                executor,
+                false,
+            );
             let drained = process.drain_ref().drain(&mut cx);
             // Compute drains are shared: what one woke is published for any worker.
             if let Some(woken) = cx.take_offered() {
