@@ -214,9 +214,10 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                 // nothing may go before it (the rule for a free worker, decided before the
                 // drained process is queued behind it); otherwise it goes ahead of the drained
                 // process on the list, where another worker can take it now.
-                let keep = may_hand_off && executor.immediate().looks_empty();
                 match offered {
-                    Some(woken) if keep => self.handed = Some(woken),
+                    Some(woken) if may_hand_off && executor.immediate().looks_empty() => {
+                        self.handed = Some(woken);
+                    }
                     Some(woken) => executor.give_back(woken),
                     None => {}
                 }
