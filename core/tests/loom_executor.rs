@@ -364,19 +364,51 @@ fn two_workers_taking_runs_drain_every_process_once() {
     });
 }
 
-/// Wakes `target` with a deferred wake and hands it to its own worker, then finishes.
+/// On its first drain wakes `target` with a deferred wake and hands it to its own worker; then
+/// finishes, or, when it `goes_on`, keeps working once more (`Progress`, as a progress process
+/// that delivered a message does) and finishes on its second drain.
 struct HandsOff {
     executor: &'static ModelExecutor,
     target: &'static Process<'static>,
+    goes_on: bool,
+    drains: AtomicUsize,
+    finishes: AtomicUsize,
+}
+
+impl HandsOff {
+    fn leaked(
+        executor: &'static ModelExecutor,
+        target: &'static Process<'static>,
+        goes_on: bool,
+    ) -> &'static HandsOff {
+        Box::leak(Box::new(HandsOff {
+            executor,
+            target,
+            goes_on,
+            drains: AtomicUsize::new(0),
+            finishes: AtomicUsize::new(0),
+        }))
+    }
 }
 
 impl Drain for HandsOff {
     fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        if self.drains.fetch_add(1, Ordering::Relaxed) > 0 {
+            return Drained::Done(Ok(()));
+        }
         let woken: Option<Woken<'_, '_>> = self.executor.wake_deferred(self.target);
         if let Some(woken) = woken {
             cx.hand_off(woken);
         }
-        Drained::Done(Ok(()))
+        if self.goes_on {
+            Drained::Progress
+        } else {
+            Drained::Done(Ok(()))
+        }
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {
+        self.finishes.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -387,10 +419,7 @@ fn a_deferred_wake_racing_a_plain_wake_runs_the_sleeper_once_more() {
         let sleepy = SleepsOnce::leaked();
         let sleeper: &'static Process<'static> =
             Box::leak(Box::new(Process::new(sleepy, Class::Immediate)));
-        let waker: &'static Process<'static> = Box::leak(Box::new(Process::new(
-            Box::leak(Box::new(HandsOff { executor, target: sleeper })),
-            Class::Immediate,
-        )));
+        let waker = process(HandsOff::leaked(executor, sleeper, false), Class::Immediate);
         let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
         executor.submit(sleeper).unwrap();
         assert!(worker.step());
@@ -406,45 +435,13 @@ fn a_deferred_wake_racing_a_plain_wake_runs_the_sleeper_once_more() {
     });
 }
 
-/// On its first drain wakes `target` with a deferred wake and hands it to its own worker, but
-/// keeps working (`Progress`, as a progress process that delivered a message does); finishes
-/// on its second.
-struct HandsOffAndGoesOn {
-    executor: &'static ModelExecutor,
-    target: &'static Process<'static>,
-    drains: AtomicUsize,
-    finishes: AtomicUsize,
-}
-
-impl Drain for HandsOffAndGoesOn {
-    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
-        if self.drains.fetch_add(1, Ordering::Relaxed) > 0 {
-            return Drained::Done(Ok(()));
-        }
-        let woken: Option<Woken<'_, '_>> = self.executor.wake_deferred(self.target);
-        if let Some(woken) = woken {
-            cx.hand_off(woken);
-        }
-        Drained::Progress
-    }
-
-    fn finish(&self, _outcome: Result<(), Failure>) {
-        self.finishes.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 #[test]
 fn a_hand_off_kept_by_a_drain_that_goes_on_races_another_worker_taking_the_drainer() {
     bounded(|| {
         let executor = executor(2);
         let sleepy = SleepsOnce::leaked();
         let sleeper = process(sleepy, Class::Immediate);
-        let waking: &'static HandsOffAndGoesOn = Box::leak(Box::new(HandsOffAndGoesOn {
-            executor,
-            target: sleeper,
-            drains: AtomicUsize::new(0),
-            finishes: AtomicUsize::new(0),
-        }));
+        let waking = HandsOff::leaked(executor, sleeper, true);
         let waker = process(waking, Class::Immediate);
         let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
         executor.submit(sleeper).unwrap();
@@ -705,10 +702,7 @@ fn a_wake_racing_a_claiming_hand_off_orders_the_waker_before_the_next_drain() {
         let executor = executor(1);
         let waits = WaitsForReason::leaked();
         let sleeper = process(waits, Class::Immediate);
-        let waker: &'static Process<'static> = Box::leak(Box::new(Process::new(
-            Box::leak(Box::new(HandsOff { executor, target: sleeper })),
-            Class::Immediate,
-        )));
+        let waker = process(HandsOff::leaked(executor, sleeper, false), Class::Immediate);
         let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
         executor.submit(sleeper).unwrap();
         assert!(worker.step(), "the sleeper's first drain finds no reason and sleeps");

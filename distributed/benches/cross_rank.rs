@@ -376,10 +376,12 @@ impl Chain<'_> {
                     tag: round,
                 };
                 node.submit(self.queue, &signal).expect("submits");
-                let work = match k {
-                    _ if Some(k) == first => Work::Host(self.stamp[0]),
-                    _ if k == last => Work::Host(self.stamp[1]),
-                    _ => Work::Barrier,
+                let work = if Some(k) == first {
+                    Work::Host(self.stamp[0])
+                } else if k == last {
+                    Work::Host(self.stamp[1])
+                } else {
+                    Work::Barrier
                 };
                 let dependent = Op {
                     waits: &[(back, round)],

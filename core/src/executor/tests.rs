@@ -634,6 +634,17 @@ struct Waker<'e, 'p> {
     inner: Scripted,
 }
 
+impl<'e, 'p> Waker<'e, 'p> {
+    /// A waker that hands its wake to its own worker, then follows `inner`'s script.
+    fn handing_off(
+        executor: &'e TestExecutor<'p>,
+        target: &'p Process<'p>,
+        inner: Scripted,
+    ) -> Self {
+        Waker { executor, target, hand_off: true, inner }
+    }
+}
+
 impl Drain for Waker<'_, '_> {
     fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
         if self.inner.drains.load(SEQ) == 0 {
@@ -665,12 +676,7 @@ fn a_wake_handed_off_by_a_drain_runs_next_on_the_same_worker() {
     let (sleeper, later) =
         (Process::new(&sleepy, Class::Immediate), Process::new(&late, Class::Immediate));
     let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
-    let waking = Waker {
-        executor: &executor,
-        target: &sleeper,
-        hand_off: true,
-        inner: logging(0, &DONE, &LOG),
-    };
+    let waking = Waker::handing_off(&executor, &sleeper, logging(0, &DONE, &LOG));
     let waker = Process::new(&waking, Class::Immediate);
     let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
     executor.submit(&sleeper).unwrap();
@@ -694,12 +700,7 @@ fn a_drain_that_keeps_working_hands_its_wake_to_its_worker_and_queues_itself_beh
     let sleeper = Process::new(&sleepy, Class::Immediate);
     let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
     let script = [Drained::Progress, Drained::Done(Ok(()))];
-    let waking = Waker {
-        executor: &executor,
-        target: &sleeper,
-        hand_off: true,
-        inner: logging(0, &script, &LOG),
-    };
+    let waking = Waker::handing_off(&executor, &sleeper, logging(0, &script, &LOG));
     let waker = Process::new(&waking, Class::Immediate);
     let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
     executor.submit(&sleeper).unwrap();
@@ -722,12 +723,7 @@ fn a_drain_that_keeps_working_behind_taken_work_publishes_its_wake_ahead_of_itse
         (Process::new(&sleepy, Class::Immediate), Process::new(&late, Class::Immediate));
     let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
     let script = [Drained::Progress, Drained::Done(Ok(()))];
-    let waking = Waker {
-        executor: &executor,
-        target: &sleeper,
-        hand_off: true,
-        inner: logging(0, &script, &LOG),
-    };
+    let waking = Waker::handing_off(&executor, &sleeper, logging(0, &script, &LOG));
     let waker = Process::new(&waking, Class::Immediate);
     let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
     executor.submit(&sleeper).unwrap();
@@ -808,8 +804,7 @@ fn a_hand_off_to_a_worker_of_another_executor_is_published_to_its_own() {
     let home = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
     let foreign = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
     // The waker runs on `foreign` but wakes a process of `home`.
-    let waking =
-        Waker { executor: &home, target: &sleeper, hand_off: true, inner: logging(0, &DONE, &LOG) };
+    let waking = Waker::handing_off(&home, &sleeper, logging(0, &DONE, &LOG));
     let waker = Process::new(&waking, Class::Immediate);
     let mut home_worker = home.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
     let mut foreign_worker = foreign.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
