@@ -317,6 +317,10 @@ fn failure_reaches_current_and_later_waiters_and_propagates() {
     // `s` outlives it.
     assert_eq!(unsafe { s.arm(timepoint.as_ref(), 1) }, Ok(Arm::Armed));
     s.fail(Failure::DeviceLost);
+    // The producer's signal is still running: the waiter that imported it is told when the
+    // producer ends (here: failed by the device loss).
+    assert_eq!(current.0.lock().unwrap().as_slice(), []);
+    causeway::queue::retire([(&s, 1)], Err(Failure::DeviceLost));
     assert_eq!(current.0.lock().unwrap().as_slice(), [Err(Failure::DeviceLost)]);
 
     // A later waiter sees the failure, fails, and fails what it signals.

@@ -348,7 +348,7 @@ impl<const N: usize> Submission<'_, N> {
                 Err(error) => {
                     if let WaitError::Failed(failure) = error {
                         self.failure = self.failure.or(Some(failure));
-                        self.frontier = self.clock.frontier;
+                        self.forget_imports();
                     }
                     return Err(error);
                 }
@@ -442,12 +442,20 @@ impl<const N: usize> Submission<'_, N> {
                 Err(error) => return Err(refuse(index, error)),
             }
         }
+        if failed_signal.is_some() {
+            self.forget_imports();
+        }
         let point = self.own_point();
         let last = last.and_then(|index| Some((index, signals.clone().nth(index)?)));
         if let Some((index, (semaphore, value))) = last {
             match semaphore.submit_signal(value, point, &self.frontier) {
                 Ok(()) => {}
                 Err(SignalError::Failed(failure)) => {
+                    if failed_signal.is_none() {
+                        // Nothing recorded its frontier yet: the reservations are filled below.
+                        self.forget_imports();
+                        self.frontier.insert_or_raise(point.axis, point.epoch);
+                    }
                     failed_signal = failed_signal.or(Some((index, failure)));
                 }
                 Err(error) => return Err(refuse(index, error)),
@@ -460,6 +468,12 @@ impl<const N: usize> Submission<'_, N> {
             semaphore.fill_signal(value, point, &submitted.frontier);
         }
         Ok(submitted)
+    }
+
+    /// Drops what the waits imported: the operation is doomed and will not wait for what they
+    /// name, so it knows only what its queue knew (see [`Submission`]).
+    fn forget_imports(&mut self) {
+        self.frontier = self.clock.frontier;
     }
 
     /// The operation's own point, the queue's next epoch, added to its frontier (raised in
@@ -548,11 +562,11 @@ pub fn retire<'s, const H: usize, const M: usize, S>(
             #[cfg(any(test, feature = "signal-cancellation"))]
             Err(Failure::Cancelled) => {
                 if semaphore.cancel_signal(value).is_err() {
-                    semaphore.fail(Failure::Cancelled);
+                    semaphore.fail_signal(value, Failure::Cancelled);
                 }
             }
             Err(failure) => {
-                semaphore.fail(failure);
+                semaphore.fail_signal(value, failure);
             }
         }
     }
@@ -724,6 +738,30 @@ mod tests {
             (done.failure, done.failed_signal),
             (Some(Failure::DeviceLost), Some((0, Failure::Aborted)))
         );
+    }
+
+    #[test]
+    fn an_operation_doomed_by_a_failed_signal_forgets_what_its_waits_imported() {
+        let elsewhere = Point::new(Axis::new(0, Domain::Queue, 5), 1);
+        let pending: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        pending.submit_signal(1, elsewhere, &Frontier::<8>::from_points([elsewhere])).unwrap();
+        let failed: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        failed.fail(Failure::DeviceLost);
+        let fine: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        let mut q = clock(1, TIMELINE);
+        // The failed signal first (reserved), then last (recorded in full): either way neither
+        // the operation's frontier, nor the signal it records, nor the queue knows queue 5's
+        // operation, which the doomed operation will not wait for.
+        for (value, signals) in [(1, [(&failed, 1), (&fine, 1)]), (2, [(&fine, 2), (&failed, 2)])] {
+            let mut doomed = q.begin();
+            assert_eq!(doomed.wait(&pending, 1).unwrap().resolution, Resolution::DeviceWait);
+            let done = doomed.commit_signalling(signals).unwrap();
+            assert!(done.failure.is_some());
+            assert!(!done.frontier.knows(elsewhere), "{:?}", done.frontier);
+            let recorded = *history_of(&fine).iter().find(|e| e.value == value).unwrap();
+            assert_eq!((recorded.origin, recorded.frontier), (Some(done.point), done.frontier));
+            assert!(!q.frontier().knows(elsewhere));
+        }
     }
 
     #[test]

@@ -319,16 +319,14 @@ pub enum SubmitError {
         /// Index into [`Op::waits`].
         wait: usize,
     },
-    /// Signal number `signal` was refused. When `enqueued` is true the refusal came after
-    /// the operation was committed (another thread raced a signal of the same semaphore):
-    /// the operation is in the queue and will fail, failing what it signals.
+    /// Signal number `signal` was refused (it does not advance its timeline, say); nothing was
+    /// submitted. A signal on a timeline that has failed is not refused: the operation is
+    /// accepted doomed ([`Receipt::failure`]).
     Signal {
         /// Index into [`Op::signals`].
         signal: usize,
         /// Why.
         error: SignalError,
-        /// Whether the operation was enqueued regardless.
-        enqueued: bool,
     },
     /// The stream-ordered pool refused the alloca or dealloca.
     Memory(MemoryError),
@@ -351,13 +349,7 @@ impl fmt::Display for SubmitError {
             SubmitError::WaitOutOfScope { wait } => {
                 write!(f, "wait {wait}: semaphore scope does not reach this queue")
             }
-            SubmitError::Signal { signal, error, enqueued } => {
-                write!(f, "signal {signal}: {error}")?;
-                if enqueued {
-                    f.write_str(" (the operation was enqueued and will fail)")?;
-                }
-                Ok(())
-            }
+            SubmitError::Signal { signal, error } => write!(f, "signal {signal}: {error}"),
             SubmitError::Memory(error) => write!(f, "stream-ordered memory: {error}"),
         }
     }
@@ -375,7 +367,9 @@ pub enum WaitOutcome {
     Failed(Failure),
 }
 
-/// What a successful submission tells the host.
+/// What a successful submission tells the host. An accepted operation is in its queue, even a
+/// doomed one ([`failure`](Self::failure)): an upstream failure is a run-time outcome that
+/// reaches its waiters through the semaphores, never a refusal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Receipt {
     /// The operation's `(queue axis, epoch)`.
@@ -384,6 +378,15 @@ pub struct Receipt {
     pub frontier: Frontier<FRONTIER_CAPACITY>,
     /// One outcome per wait, in order.
     pub waits: FixedVec<WaitOutcome, MAX_WAITS>,
+    /// `Some` when the operation was accepted doomed: a semaphore it waits on had already
+    /// failed (the first such wait's failure), or only a timeline it signals had
+    /// ([`Failure::Aborted`]: its result would have nowhere to go). It will not run; when its
+    /// turn comes it fails with this, failing what it signals. Its waits imported nothing, so
+    /// its frontier is its queue's knowledge and its own point.
+    pub failure: Option<Failure>,
+    /// The first signal whose timeline had already failed: its index in [`Op::signals`] and
+    /// that timeline's failure.
+    pub failed_signal: Option<(usize, Failure)>,
 }
 
 /// An operation [`Device::try_submit`] refused, handed back with the reason.
@@ -920,13 +923,18 @@ impl Device {
 
     /// Cancels what depended on rejected speculation: every operation submitted so far whose
     /// frontier holds `rejection.axis` beyond `rejection.accepted` — or is tainted and so might
-    /// ([`Dependence::Conservative`](causeway_core::speculation::Dependence::Conservative)) — and has not started is cancelled: its signals fail as
-    /// [`Failure::Cancelled`] now — only the values they would have reached, so accepted work
-    /// may still signal the same semaphores — so waiters on every driver wake with the failure and later
-    /// submissions waiting on those values fail, and its queue retires it in order without
-    /// running it (held waits released; on a native queue its epoch is moved past on the
-    /// device, so nothing waits natively on work that will never be issued). Operations that
-    /// already started run to their end and are reported as having run on rejected work
+    /// ([`Dependence::Conservative`](causeway_core::speculation::Dependence::Conservative)) —
+    /// and has not started is cancelled: it will not run. Its signals are marked cancelled at
+    /// once — only the values they would have reached, so accepted work may still signal the
+    /// same semaphores — so later submissions waiting on those values fail at submission. Its
+    /// queue retires it in order, once the operations its waits imported have ended (held
+    /// waits that imported nothing are released; on a native queue its epoch is moved past on
+    /// the device, so nothing waits natively on work that will never be issued), and that
+    /// retirement ends its signals as [`Failure::Cancelled`]: waiters already armed on them,
+    /// on every driver and on host threads, end with the failure then, not sooner — such a
+    /// waiter imported the cancelled operation's frontier, and what follows it relies on that
+    /// work having ended (see "Failure" in `causeway_core::queue`). Operations that already
+    /// started run to their end and are reported as having run on rejected work
     /// ([`OpEvent::Speculative`]); their signals' history entries are marked
     /// ([`Semaphore::ran_on_rejected`](causeway_core::semaphore::Semaphore::ran_on_rejected)
     /// answers a later waiter). Everything else runs as submitted.
@@ -937,14 +945,14 @@ impl Device {
     /// the cascade instead.
     pub fn cancel_speculative(&self, rejection: Rejection) -> CancelReport {
         let mut report = CancelReport::default();
-        // Every queue decides and claims before any signal fails: a failure spreading ahead of
-        // the walk would fail a dependent operation on a later queue (as a failed wait) before
-        // the walk could cancel it.
+        // Every queue decides and claims before any signal is marked: a failure spreading
+        // ahead of the walk would fail a dependent operation on a later queue (as a failed wait
+        // at submission) before the walk could cancel it.
         for queue in self.shared.queues.iter() {
             queue.claim_speculative(rejection, &mut report);
         }
         for queue in self.shared.queues.iter() {
-            if queue.fail_cancelled(self.shared) {
+            if queue.mark_cancelled(self.shared) {
                 queue.wake();
             }
         }
@@ -1065,12 +1073,16 @@ impl Device {
                     SignalError::HistoryFull { capacity } => {
                         SubmitError::Full(Resource::History { signal, capacity })
                     }
-                    error => SubmitError::Signal { signal, error, enqueued: false },
+                    error => SubmitError::Signal { signal, error },
                 });
             }
         };
         self.place_memory(op.work, allocation, &submitted);
         let failure = submitted.failure;
+        if failure.is_some() {
+            // A doomed operation imported nothing: it waits for no origin.
+            origins = [None; MAX_WAITS];
+        }
         let slot = queue.slot(index);
         // SAFETY: `free_slot` returned `index` with the submit lock held, so the slot is
         // outside [head, tail) and, by the ring protocol (queue.rs, invariant 1), only this
@@ -1123,14 +1135,13 @@ impl Device {
         drop(side);
         slot.gate.release();
         queue.wake();
-        match submitted.failed_signal {
-            Some((signal, failure)) => Err(SubmitError::Signal {
-                signal,
-                error: SignalError::Failed(failure),
-                enqueued: true,
-            }),
-            None => Ok(Receipt { point: submitted.point, frontier: submitted.frontier, waits }),
-        }
+        Ok(Receipt {
+            point: submitted.point,
+            frontier: submitted.frontier,
+            waits,
+            failure,
+            failed_signal: submitted.failed_signal,
+        })
     }
 
     fn check(&self, queue: &QueueShared, op: &Op<'_>) -> Result<(), SubmitError> {

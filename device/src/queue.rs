@@ -490,6 +490,11 @@ impl QueueShared {
                 body.point.epoch,
             )
         };
+        // Failing or cancelling an operation that was not issued ends it without its native
+        // device waits reached: it ends only once their origins have (it imported them, and
+        // the operations after it rely on that), as it would have had it run.
+        let origins_ended =
+            |body: &OpBody| !self.native || body.origins_retired(device, QueueId(self.index));
         let status = if issued {
             // Retired only after the operations it waited on natively, so that a failure of
             // theirs is seen (below) before it completes what it signals.
@@ -516,12 +521,20 @@ impl QueueShared {
                 }
             }
         } else if claim.cancelled().is_some() {
+            // SAFETY: as above; shared and short-lived.
+            if !origins_ended(unsafe { &*slot.body.get() }) {
+                return Step::Blocked;
+            }
             OpStatus::Cancelled
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
             // on a signal whose operation then failed) still fails every current waiter.
             if let Some(failure) = self.failed_wait(slot) {
                 slot.gate.record_failure(failure);
+            }
+            // SAFETY: as above; shared and short-lived.
+            if slot.gate.failure().is_some() && !origins_ended(unsafe { &*slot.body.get() }) {
+                return Step::Blocked;
             }
             match slot.gate.failure() {
                 // Failing counts as starting: a cancellation either came first or reports it
@@ -548,17 +561,20 @@ impl QueueShared {
         Step::Retired
     }
 
-    /// For a cancelled head whose gate is shut: unlinks its armed timepoints (held waits and
-    /// waits armed on the host), releasing the gate for each one unlinked. True when the gate
-    /// is open afterwards (the submitter may still hold it for a moment; its release wakes the
-    /// queue).
+    /// For a cancelled head whose gate is shut: unlinks the armed timepoints (held waits and
+    /// waits armed on the host) that no live signal covers, releasing the gate for each one
+    /// unlinked. A wait a live signal covers may have imported it, and the operations after
+    /// this one rely on that signal's operation having ended before they start: the cancelled
+    /// operation still waits for it (it fires when that operation ends, reached or not). True
+    /// when the gate is open afterwards (the submitter may still hold it for a moment; its
+    /// release wakes the queue).
     fn release_waits(&self, slot: &OpSlot) -> bool {
         let device = self.device();
         // SAFETY: the slot is the head, in [head, tail): only this queue process touches its
         // body (invariant 1), and no other reference to it is live here.
         let body = unsafe { &mut *slot.body.get() };
-        for (wait, &(semaphore, _)) in body.waits.iter().enumerate() {
-            if !body.armed[wait] {
+        for (wait, &(semaphore, value)) in body.waits.iter().enumerate() {
+            if !body.armed[wait] || device.semaphores[semaphore].is_live_at(value) {
                 continue;
             }
             body.armed[wait] = false;
@@ -613,12 +629,16 @@ impl QueueShared {
         }
     }
 
-    /// The second walk of a cancellation: fails the signals of every cancelled operation still
-    /// in the ring, now rather than when the queue reaches it, so waiters elsewhere need not
-    /// wait for this queue's earlier work (failure is first-wins: the queue's own retirement
-    /// later changes nothing, and one retired meanwhile failed them itself). True when the
-    /// ring holds a cancelled operation: the queue must be woken to retire it.
-    pub(crate) fn fail_cancelled(&self, device: &DeviceShared) -> bool {
+    /// The second walk of a cancellation: marks the signals of every cancelled operation still
+    /// in the ring cancelled now, rather than when the queue reaches it
+    /// (`Semaphore::mark_cancelled`): a submission that waits on one fails at once, and
+    /// accepted work may complete signals above them on the same timelines. Waits already
+    /// armed on them end only when the queue retires the operation (which cancels its signals
+    /// for good): such a waiter imported the operation's frontier — this queue's earlier work,
+    /// and what the operation's own waits imported — and the operations after the waiter rely
+    /// on all of it having ended before they start. True when the ring holds a cancelled
+    /// operation: the queue must be woken to retire it.
+    pub(crate) fn mark_cancelled(&self, device: &DeviceShared) -> bool {
         // As in `claim_speculative`: the lineages from the head on stay as published.
         let _side = self.lock_submit();
         // Acquire pairs with the Release store of `head` in `retire` (as in `free_slot`).
@@ -632,8 +652,11 @@ impl QueueShared {
             }
             // SAFETY: the submit lock is held and `index` is below `tail` (published).
             let signals = unsafe { self.lineage(index).1.read() };
-            let signals = signals.iter().map(|&(id, value)| (&device.semaphores[id], value));
-            causeway_core::queue::retire(signals, Err(Failure::Cancelled));
+            for &(semaphore, value) in signals {
+                // Refused only where the retirement decides instead: a failed timeline, or a
+                // signal reached already (the operation retired meanwhile).
+                let _ = device.semaphores[semaphore].mark_cancelled(value);
+            }
             cancelled = true;
         }
         cancelled
@@ -729,6 +752,11 @@ impl QueueShared {
         // earlier check missed is visible here, and the operation is never handed over.
         let failed = if self.native { self.failed_wait(slot) } else { None };
         if let Some(failure) = failed {
+            // It imported its origins: it fails once they have ended, as if it had run.
+            // SAFETY: as above.
+            if !unsafe { &*slot.body.get() }.origins_retired(device, QueueId(self.index)) {
+                return Issuing::NotYet;
+            }
             // Failing counts as starting, as in `step`.
             return match claim.start(&self.cancellers) {
                 Ok(()) => Issuing::Finished(OpStatus::Failed(failure)),

@@ -95,6 +95,11 @@ pub fn wait_until<const H: usize, const N: usize, S: HistorySlots<N>>(
     match arm {
         Arm::Ready(Ok(value)) => Ok(value),
         Arm::Ready(Err(failure)) => Err(HostWaitError::Failed(failure)),
+        // Gave up at the deadline. A wait whose signal is still live has not ended, even when
+        // its value is known to fail: the operation it waits for has not ended yet.
+        Arm::Armed if semaphore.is_live_at(minimum) => {
+            Err(HostWaitError::TimedOut { value: semaphore.value() })
+        }
         Arm::Armed => match semaphore.failure_for(minimum) {
             Some(failure) => Err(HostWaitError::Failed(failure)),
             None if semaphore.value() >= minimum => Ok(semaphore.value()),

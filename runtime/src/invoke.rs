@@ -39,8 +39,11 @@
 //! itself a timeline, ordered like any other. Parallelism comes from using several contexts; fences order work
 //! across them.
 //!
-//! 1. Wait for the context's turn, then for the device-wait points (a [`FenceWait`]).
-//! 2. Run `f` — unless a waited timeline failed.
+//! 1. Wait for the context's turn, then for the device-wait points (a [`FenceWait`]), every
+//!    one of them to its end even when one has failed: the invocation imported what they
+//!    carry, and the invocations after it rely on that work having ended.
+//! 2. Run `f` — unless a waited timeline failed (the elided and satisfied points are checked
+//!    too: their signals have ended by now, and may have failed).
 //! 3. Complete every signal point; or, if a wait failed or `f` returned an error, **fail**
 //!    every signal semaphore with that failure, so everything downstream fails too.
 //! 4. Advance the internal timeline (the next invocation's turn).
@@ -101,9 +104,9 @@ pub enum InvokeError {
         error: WaitError,
     },
     /// Issue: signal point `index` could not be recorded (a value that does not advance its
-    /// timeline, a full history, a scope that does not reach this context). The invocation
-    /// still takes its turn, without running `f`, and fails the signal points recorded before
-    /// `index`, so nothing waits forever on them.
+    /// timeline, a full history, a scope that does not reach this context). Nothing was
+    /// issued. (A signal on a timeline that has failed is not refused: the invocation is
+    /// issued doomed and its handle yields [`InvokeError::Failed`].)
     Signal {
         /// Position of the point in the signal fence.
         index: usize,
@@ -236,12 +239,10 @@ impl<'s, 'e> Invoker<'s, 'e> {
         for (point, (semaphore, value)) in signals.iter_mut().zip(signal.iter()) {
             *point = Some((semaphore, value));
         }
-        // A signal on a failed timeline dooms the invocation: it takes its turn without
-        // running `f` and fails its other signals.
-        let refused = submitted.failed_signal.map(|(index, failure)| InvokeError::Signal {
-            index,
-            error: SignalError::Failed(failure),
-        });
+        // A signal on a failed timeline dooms the invocation: it is issued all the same, and
+        // takes its turn without running `f`, failing its other signals (its handle yields
+        // the failure): an upstream failure is a run-time outcome, not a refusal.
+        let doomed = submitted.failed_signal.is_some();
         // Spawned under the clock's lock, so coroutines exist in epoch order (a later
         // invocation cannot be refused while an earlier one was accepted, which would leave
         // the context waiting on an epoch nobody retires).
@@ -258,7 +259,7 @@ impl<'s, 'e> Invoker<'s, 'e> {
                 done: false,
             },
         };
-        let body = if refused.is_some() { None } else { Some(f) };
+        let body = if doomed { None } else { Some(f) };
         let handle = match self.spawner.spawn(run.execute(body)) {
             Ok(handle) => handle,
             Err(refusal) => {
@@ -271,10 +272,7 @@ impl<'s, 'e> Invoker<'s, 'e> {
             }
         };
         drop(clock);
-        match refused {
-            Some(error) => Err(error),
-            None => Ok(Invocation { handle, point: submitted.point, frontier: submitted.frontier }),
-        }
+        Ok(Invocation { handle, point: submitted.point, frontier: submitted.frontier })
     }
 
     /// [`invoke_async`](Self::invoke_async), then blocks until the invocation has finished.
@@ -384,11 +382,13 @@ impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N> + Send +
             return Err(failure);
         }
         self.retire.turn = true;
-        let checked = self.checks.iter().flatten().find_map(|(semaphore, _)| semaphore.failure());
-        let waited = match checked {
-            Some(failure) => Err(failure),
-            None => FenceWait::<K, H, N, S>::from_points(self.waits.into_iter().flatten()).await,
-        };
+        // Every run-time wait ends first, failed or not: the invocation imported what they
+        // carry, and what follows it on this context relies on that work having ended.
+        let waited = FenceWait::<K, H, N, S>::from_points(self.waits.into_iter().flatten()).await;
+        // The elided and satisfied points' signals have ended by now (the context's order, or
+        // reached at issue), so whether they failed is final: a value reached stays reached.
+        let checked = self.checks.iter().flatten().find_map(|(s, value)| s.failure_for(*value));
+        let waited = waited.and(checked.map_or(Ok(()), Err));
         let result = match (waited, body) {
             (Err(failure), _) => Err(failure),
             (Ok(()), None) => Err(Failure::Aborted),

@@ -16,12 +16,20 @@
 //! callback's result: no wake-up is lost.
 //!
 //! A wait that is already decided when it is first polled (the value reached, the timeline
-//! failed) completes without arming anything.
+//! failed with no signal still running for it) completes without arming anything.
+//!
+//! # Failure
+//!
+//! A wait ends only once every point has ended: reached, or failed *and* the operation that
+//! was to signal it has ended ([`Semaphore::fail`] explains the second). A fence wait whose
+//! first point fails still waits for its other points, since whoever waits may have imported
+//! what they carry, and the work they name must have ended when the wait does. It then
+//! returns the first failure.
 //!
 //! # Cancellation
 //!
-//! Dropping a wait — or deciding it, e.g. on the first failed point of a fence — cancels every
-//! timepoint it still has armed with [`Semaphore::cancel`], which unlinks it or, if its callback
+//! Dropping a wait — or deciding it — cancels every timepoint it still has armed with
+//! [`Semaphore::cancel`], which unlinks it or, if its callback
 //! is running on another thread, waits for the callback to return. Only then is the timepoint
 //! (and the `Waiter` it points at) released, which is the arm contract of [`Semaphore::arm`].
 //! The borrow of each semaphore outlives the future, so the semaphores outlive the timepoints.
@@ -57,21 +65,22 @@ struct WaiterState {
 }
 
 impl WaiterState {
+    /// Decided once every point has ended, reached or failed — not at the first failure: a
+    /// point still pending may have been imported by the waiter's operation, which must not end
+    /// before the signal it waits for has (see "Failure" in `causeway_core::queue`).
     fn decided(&self) -> Option<Outcome> {
         match self.failure {
+            _ if self.pending != 0 => None,
             Some(failure) => Some(Err(failure)),
-            None if self.pending == 0 => Some(Ok(self.value)),
-            None => None,
+            None => Some(Ok(self.value)),
         }
     }
 
     fn record(&mut self, outcome: Outcome) {
+        // A point reports once; saturating keeps a broken report from wrapping.
+        self.pending = self.pending.saturating_sub(1);
         match outcome {
-            Ok(value) => {
-                // A point reports once; saturating keeps a broken report from wrapping.
-                self.pending = self.pending.saturating_sub(1);
-                self.value = self.value.max(value);
-            }
+            Ok(value) => self.value = self.value.max(value),
             Err(failure) => {
                 self.failure.get_or_insert(failure);
             }
@@ -175,7 +184,7 @@ impl<'s, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>>
         }
     }
 
-    /// Arms every point not already decided; stops at the first failure.
+    /// Arms every point not already decided.
     fn arm(&mut self, waker: &Waker) {
         {
             let mut state = self.waiter.lock();
@@ -188,11 +197,11 @@ impl<'s, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>>
         for (point, slot) in self.points.iter().zip(self.timepoints.iter_mut()) {
             let Some((semaphore, minimum)) = *point else { continue };
             // A value whose signal was cancelled fails although the timeline may have passed
-            // it (`failure_for`); the timeline's own failure answers every wait here.
-            let decided = match semaphore.failure().or_else(|| semaphore.failure_for(minimum)) {
-                Some(failure) => Some(Err(failure)),
+            // it (`failure_for`), and a failed value ends only with its signal's operation:
+            // anything but a plain reached value is left to `arm`, which decides both.
+            let decided = match semaphore.failure_for(minimum) {
                 None if semaphore.value() >= minimum => Some(Ok(semaphore.value())),
-                None => {
+                _ => {
                     // SAFETY: `notify` points at `self.waiter`, which outlives the timepoint:
                     // both are fields of this pinned value and every armed timepoint is
                     // cancelled before either is dropped (`disarm`, called by `Drop`).
@@ -212,11 +221,7 @@ impl<'s, const K: usize, const H: usize, const N: usize, S: HistorySlots<N>>
                 }
             };
             if let Some(outcome) = decided {
-                let failed = outcome.is_err();
                 self.waiter.lock().record(outcome);
-                if failed {
-                    break;
-                }
             }
         }
     }
@@ -276,7 +281,8 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> fmt::Debug for Semaphor
 }
 
 /// A future that completes when every point of a fence is reached (`Ok(())`), or with the
-/// first failure any of its timelines reports. Made by [`FenceExt::wait`] or [`wait_fence`].
+/// first failure any of its timelines reports once every point has ended (see "Failure" in
+/// the module docs). Made by [`FenceExt::wait`] or [`wait_fence`].
 #[must_use = "futures do nothing unless polled"]
 pub struct FenceWait<
     's,
@@ -496,7 +502,8 @@ mod tests {
         s.fail(Failure::Application(4));
         assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
         assert_eq!(poll_counting(wait.as_mut(), &wakes), Poll::Ready(Err(Failure::Application(4))));
-        assert_eq!(block_on(s.wait(0)), Err(Failure::Application(4)));
+        assert_eq!(block_on(s.wait(1)), Err(Failure::Application(4)));
+        assert_eq!(block_on(s.wait(0)), Ok(0), "a value reached before the failure stays reached");
     }
 
     #[test]
@@ -532,7 +539,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fence_fails_on_its_first_failed_point_and_cancels_the_rest() {
+    fn a_fence_with_a_failed_point_ends_with_its_last_point_and_reports_the_failure() {
         let (a, b) = (semaphore(), semaphore());
         let mut fence: Fence<'_, 2> = Fence::new();
         fence.insert(&a, 1).unwrap();
@@ -541,8 +548,36 @@ mod tests {
         let mut wait = pin!(fence.wait());
         assert!(poll_counting(wait.as_mut(), &wakes).is_pending());
         b.fail(Failure::DeviceLost);
+        // Whoever waits may have imported what `a` carries: the wait ends once `a` has too.
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+        assert!(poll_counting(wait.as_mut(), &wakes).is_pending());
+        signal(&a, 1);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
         assert_eq!(poll_counting(wait.as_mut(), &wakes), Poll::Ready(Err(Failure::DeviceLost)));
-        assert!(!a.has_waiters(), "the unreached point was cancelled on completion");
+        assert!(!a.has_waiters() && !b.has_waiters());
+    }
+
+    #[test]
+    fn a_wait_on_a_failed_timeline_ends_when_the_signal_it_waits_for_does() {
+        let s = semaphore();
+        let origin = Point::new(Axis::new(0, Domain::Queue, 1), 1);
+        s.submit_signal(1, origin, &Frontier::<8>::from_points([origin])).unwrap();
+        let wakes = Arc::new(Counter::default());
+        let mut wait = pin!(s.wait(1));
+        assert!(poll_counting(wait.as_mut(), &wakes).is_pending());
+        s.fail(Failure::Application(9));
+        // The signalling operation is still running.
+        assert!(poll_counting(wait.as_mut(), &wakes).is_pending());
+        let late = pin!(s.wait(1));
+        let late_wakes = Arc::new(Counter::default());
+        let mut late = late;
+        assert!(poll_counting(late.as_mut(), &late_wakes).is_pending(), "armed after the failure");
+        causeway_core::queue::retire([(&s, 1)], Ok(()));
+        assert_eq!(poll_counting(wait.as_mut(), &wakes), Poll::Ready(Err(Failure::Application(9))));
+        assert_eq!(
+            poll_counting(late.as_mut(), &late_wakes),
+            Poll::Ready(Err(Failure::Application(9)))
+        );
     }
 
     #[test]

@@ -75,6 +75,10 @@ pub struct HistoryEntry<const N: usize> {
     pub frontier: Frontier<N>,
     /// Whether the signal has completed.
     pub reached: bool,
+    /// Whether the signalling operation has ended without reaching the value: it failed, was
+    /// cancelled, or will never run (see "A wait ends after its signal" in the module docs).
+    /// Waits armed on the values this entry covers may be told of the failure from then on.
+    pub ended: bool,
     /// Whether the value is only reserved: the signalling operation is still being submitted,
     /// `origin` and `frontier` are not set yet.
     pub reserved: bool,
@@ -96,6 +100,7 @@ impl<const N: usize> HistoryEntry<N> {
         origin: None,
         frontier: Frontier::new(),
         reached: false,
+        ended: false,
         reserved: false,
         #[cfg(any(test, feature = "signal-cancellation"))]
         cancelled: false,
@@ -106,6 +111,13 @@ impl<const N: usize> HistoryEntry<N> {
     /// Whether the value came from outside the scheduler's knowledge (the taint window).
     pub const fn is_external(&self) -> bool {
         self.origin.is_none()
+    }
+
+    /// Whether a waiter may have imported this signal and its operation has not ended yet:
+    /// a tracked, filled signal, neither reached nor ended (a cancelled signal has ended).
+    /// Waits armed on the values it covers are not told of a failure before it ends.
+    pub const fn is_live(&self) -> bool {
+        self.origin.is_some() && !self.reached && !self.ended && !self.reserved
     }
 }
 
@@ -204,6 +216,11 @@ pub struct History<const H: usize, const N: usize, S = [HistoryEntry<N>; H]> {
     cancelled_evicted_through: u64,
     failure: Option<Failure>,
     aged_out_imports: u64,
+    /// Retained signals marked cancelled whose operations have not ended
+    /// ([`mark_cancelled`](Self::mark_cancelled)): while there are any, a reach must not cut
+    /// out the waits they cover.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    live_cancellations: u16,
 }
 
 impl<const H: usize, const N: usize> History<H, N> {
@@ -236,6 +253,8 @@ impl<const H: usize, const N: usize, S> History<H, N, S> {
             cancelled_evicted_through: initial,
             failure: None,
             aged_out_imports: 0,
+            #[cfg(any(test, feature = "signal-cancellation"))]
+            live_cancellations: 0,
         }
     }
 }
@@ -266,6 +285,16 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         }
         self.failure = None;
         self.aged_out_imports = 0;
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        {
+            self.live_cancellations = 0;
+        }
+    }
+
+    /// Whether a signal marked cancelled is retained whose operation has not ended.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub const fn has_live_cancellations(&self) -> bool {
+        self.live_cancellations != 0
     }
 
     /// How many signals the history holds at most.
@@ -429,6 +458,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         let entry = &mut self.entries.as_mut()[slot];
         entry.value = value;
         entry.reached = false;
+        entry.ended = false;
         #[cfg(any(test, feature = "signal-cancellation"))]
         {
             entry.cancelled = false;
@@ -451,6 +481,12 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         if self.has_room() || self.failure.is_some() {
             return None;
         }
+        // The oldest is a signal marked cancelled whose operation has not ended: its end
+        // makes room (a wait armed on its value ends then).
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        if self.settled_len >= 2 {
+            return Some(self.entry(0).value);
+        }
         // Full means `len == capacity ≥ 2` with at most one settled entry, so entry 1 exists
         // and is not settled.
         #[cfg(any(test, feature = "signal-cancellation"))]
@@ -462,8 +498,10 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     }
 
     fn oldest_is_evictable(&self) -> bool {
-        // The oldest entry may go only if it is settled and a newer settled entry remains.
-        self.settled_len >= 2
+        // The oldest entry may go only if it is settled, a newer settled entry remains, and its
+        // operation has ended (a signal marked cancelled may not have: waits armed on it wait
+        // for that end, which must still find it).
+        self.settled_len >= 2 && (self.entry(0).reached || self.entry(0).ended)
     }
 
     fn evict_oldest(&mut self) -> Result<(), SignalError> {
@@ -516,12 +554,65 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     }
 
     /// Records the first failure; later ones are ignored. Returns whether this one won.
+    ///
+    /// Pending signals stay pending: their operations have not ended, and a waiter that
+    /// imported one is told of the failure only once it has ([`end`](Self::end)).
     pub fn fail(&mut self, failure: Failure) -> bool {
         if self.failure.is_some() {
             return false;
         }
         self.failure = Some(failure);
         true
+    }
+
+    /// Records that the operation signalling `value` ended without reaching it (it failed, or
+    /// it completed after the timeline had failed). Returns the values whose waits that signal
+    /// covered — `after < v ≤ value` — when there was such a pending signal: waits armed on
+    /// them may now be told of the failure.
+    pub fn end(&mut self, value: u64) -> Option<(u64, u64)> {
+        let k = self.first_at_or_above(value);
+        if k == usize::from(self.len) {
+            return None;
+        }
+        let after = self.value_below(k);
+        let slot = self.slot(k);
+        let entry = &mut self.entries.as_mut()[slot];
+        if entry.value != value || entry.reached || entry.reserved {
+            return None;
+        }
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        if entry.cancelled && !entry.ended {
+            self.live_cancellations -= 1;
+        }
+        entry.ended = true;
+        Some((after, value))
+    }
+
+    /// Records that every pending signal's operation has ended or never will (the ranks that
+    /// signal the timeline died, say): no wait is held back by one any more.
+    pub fn end_all(&mut self) {
+        // From the oldest: a signal marked cancelled sits in the settled prefix unended.
+        for k in 0..usize::from(self.len) {
+            let slot = self.slot(k);
+            self.entries.as_mut()[slot].ended = true;
+        }
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        {
+            self.live_cancellations = 0;
+        }
+    }
+
+    /// Whether the signal that covers a wait on `S ≥ value` — the first retained one at or
+    /// above it — is live ([`HistoryEntry::is_live`]): a waiter may have imported it and its
+    /// operation has not ended, so a failure of the timeline does not end that wait yet.
+    pub fn is_live_at(&self, value: u64) -> bool {
+        // Evicted entries had ended (`oldest_is_evictable`). A value the timeline passed may
+        // still be covered by a live signal: one marked cancelled.
+        if value <= self.evicted_through {
+            return false;
+        }
+        let k = self.first_at_or_above(value);
+        k < usize::from(self.len) && self.entry(k).is_live()
     }
 
     /// The late-waiter rule: what a wait on `S ≥ value` imports.
@@ -562,15 +653,32 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         }
     }
 
-    /// Cancels the pending signal to `value`: its operation will never run (see "Cancelled
-    /// signals" in the module docs). Returns the value below the cancelled range — waits on
-    /// values above it, up to `value`, now fail — also when the signal was cancelled already.
+    /// Cancels the pending signal to `value`: its operation ended without running (see
+    /// "Cancelled signals" in the module docs). Returns the value below the cancelled range —
+    /// waits on values above it, up to `value`, now fail — also when the signal was cancelled
+    /// or marked already.
     ///
     /// Refused for a failed timeline ([`SignalError::Failed`]), a value already reached
     /// ([`SignalError::NotAdvancing`]) and a value with no filled signal
     /// ([`SignalError::NotSubmitted`]: never recorded, or only reserved).
     #[cfg(any(test, feature = "signal-cancellation"))]
     pub fn cancel(&mut self, value: u64) -> Result<u64, SignalError> {
+        self.cancel_entry(value, true)
+    }
+
+    /// Marks the pending signal to `value` cancelled ahead of its operation's end: the
+    /// operation will never run, but its queue has not retired it yet. Lookups of the values it
+    /// covers fail from now on, and signals above it may complete; waits armed on those values
+    /// stay armed until the operation ends ([`cancel`](Self::cancel)), since a waiter that
+    /// imported the signal relies on that operation having ended. Refused as `cancel` is.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn mark_cancelled(&mut self, value: u64) -> Result<u64, SignalError> {
+        self.cancel_entry(value, false)
+    }
+
+    /// [`cancel`](Self::cancel) when `ended`, else [`mark_cancelled`](Self::mark_cancelled).
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    fn cancel_entry(&mut self, value: u64, ended: bool) -> Result<u64, SignalError> {
         if let Some(failure) = self.failure {
             return Err(SignalError::Failed(failure));
         }
@@ -583,7 +691,18 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         }
         let after = self.value_below(k);
         let slot = self.slot(k);
-        self.entries.as_mut()[slot].cancelled = true;
+        let entry = &mut self.entries.as_mut()[slot];
+        let was_live_cancellation = entry.cancelled && !entry.ended;
+        entry.cancelled = true;
+        entry.ended |= ended;
+        let is_live_cancellation = !entry.ended;
+        if is_live_cancellation != was_live_cancellation {
+            if is_live_cancellation {
+                self.live_cancellations += 1;
+            } else {
+                self.live_cancellations -= 1;
+            }
+        }
         self.settle_cancelled();
         Ok(after)
     }
@@ -621,7 +740,6 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
 
     /// The value below the range entry `k` covers: the entry before it, or the newest evicted
     /// value.
-    #[cfg(any(test, feature = "signal-cancellation"))]
     fn value_below(&self, k: usize) -> u64 {
         match k {
             0 => self.evicted_through,

@@ -356,6 +356,23 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         result
     }
 
+    /// Marks the pending signal to `value` cancelled ahead of its operation's end (see
+    /// [`History::mark_cancelled`]): a lookup of the values it covers fails from now on, so
+    /// nothing submitted later imports it, and accepted signals above it may complete; waits
+    /// armed on those values end when the operation does ([`cancel_signal`]). Refused as
+    /// `cancel_signal` is.
+    ///
+    /// [`cancel_signal`]: Self::cancel_signal
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    pub fn mark_cancelled(&self, value: u64) -> Result<(), SignalError> {
+        self.state.with(|state| {
+            state.history.mark_cancelled(value)?;
+            // Release pairs with the Acquire load in `failure_for`.
+            self.cancelled.store(1, Ordering::Release);
+            Ok(())
+        })
+    }
+
     /// Whether any signal was cancelled since the semaphore was created or reset (some waits on
     /// it fail although the timeline itself has not).
     #[cfg(any(test, feature = "signal-cancellation"))]
@@ -429,7 +446,9 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
                 let withdrawn = state.history.withdraw(value);
                 // A cancelled signal just above the withdrawn value now covers it: waiters
                 // armed on the values the reservation covered fail with it.
-                match state.history.cancelled_range(value).filter(|_| withdrawn) {
+                // Unless that signal's operation has not ended: they end with it.
+                let ended = !state.history.is_live_at(value);
+                match state.history.cancelled_range(value).filter(|_| withdrawn && ended) {
                     Some((after, through)) => (true, state.waiters.cut_range(after, through)),
                     None => (withdrawn, FiredChain::empty()),
                 }
@@ -443,8 +462,12 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
 
     /// Completes the submitted signal to `value`: advances the timeline and fires every
     /// timepoint at or below it (after the lock is released).
+    ///
+    /// On a failed timeline the value is not reached, but the signal's operation has ended:
+    /// the waits its signal covered are told of the failure now (see "A wait ends after its
+    /// signal" in the module docs).
     pub fn complete_signal(&self, value: u64) -> Result<(), SignalError> {
-        self.reach_then_fire(|history| history.reach(value))
+        self.reach_then_fire(value, |history| history.reach(value))
     }
 
     /// Submits and completes a signal in one step (a host or inline signal).
@@ -454,7 +477,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         origin: Point,
         frontier: &Frontier<M>,
     ) -> Result<(), SignalError> {
-        self.reach_then_fire(|history| {
+        self.reach_then_fire(value, |history| {
             history.record(value, Some(origin), frontier)?;
             history.reach(value)
         })
@@ -464,25 +487,39 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     /// process). Values up to `value` that no tracked signal covers become a taint window:
     /// waits on them import nothing and are never elided, until a tracked signal passes it.
     pub fn signal_external(&self, value: u64) -> Result<(), SignalError> {
-        self.reach_then_fire(|history| {
+        self.reach_then_fire(value, |history| {
             history.record(value, None, &Frontier::<N>::new())?;
             history.reach(value)
         })
     }
 
+    /// Runs `reach` (which completes the signal to `value`, or tries to) under the lock, then
+    /// fires what it decided: the waiters it reached, or — when the timeline is failed — the
+    /// waiters of the signal to `value`, which has ended either way (all of them when `reach`
+    /// itself failed the timeline).
     fn reach_then_fire(
         &self,
+        value: u64,
         reach: impl FnOnce(&mut History<H, N, S>) -> Result<(), SignalError>,
     ) -> Result<(), SignalError> {
         let (result, fired, outcome) = self.state.with(|state| {
+            let failed_before = state.history.failure().is_some();
             let result = reach(&mut state.history);
             match (result, state.history.failure()) {
-                (_, Some(failure)) => (result, self.mark_failed(state), Err(failure)),
+                (_, Some(failure)) => {
+                    let ended = state.history.end(value);
+                    let fired = match ended {
+                        _ if !failed_before => self.mark_failed(state),
+                        Some((after, through)) => state.waiters.cut_range(after, through),
+                        None => FiredChain::empty(),
+                    };
+                    (result, fired, Err(failure))
+                }
                 (Ok(()), None) => {
                     let reached = state.history.reached();
                     // Release pairs with the Acquire load in `value`.
                     self.value.store(reached, Ordering::Release);
-                    (result, state.waiters.cut_through(reached), Ok(reached))
+                    (result, self.cut_reached(state, reached), Ok(reached))
                 }
                 (Err(_), None) => (result, FiredChain::empty(), Ok(0)),
             }
@@ -491,30 +528,91 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         result
     }
 
-    /// Fails the timeline. The first failure wins (returns `true`); every armed timepoint is
-    /// notified with it and all later waits see it.
+    /// Fails the timeline from outside its signallers (a host's decision, a peer's report).
+    /// The first failure wins (returns `true`) and every later wait on a value not reached
+    /// sees it. Armed waits are told now, except those on values a live signal covers — its
+    /// operation has not ended, and a waiter may have imported it: they are told when it ends
+    /// ([`complete_signal`](Self::complete_signal) or [`fail_signal`](Self::fail_signal) by
+    /// that operation's retirement). See "A wait ends after its signal" in the module docs.
     pub fn fail(&self, failure: Failure) -> bool {
         let (won, first, fired) = self.state.with(|state| {
             let won = state.history.fail(failure);
             let first = state.history.failure().unwrap_or(failure);
+            let fired = if won { self.mark_failed(state) } else { FiredChain::empty() };
+            (won, first, fired)
+        });
+        fired.notify_all(Err(first));
+        won
+    }
+
+    /// The retirement of a failed operation that signals `value`: fails the timeline with
+    /// `failure` (the first failure wins; returns whether this one did) and ends that signal,
+    /// so the waits it covers are told now, with every wait no live signal holds back.
+    pub fn fail_signal(&self, value: u64, failure: Failure) -> bool {
+        let (won, first, fired) = self.state.with(|state| {
+            let won = state.history.fail(failure);
+            let first = state.history.failure().unwrap_or(failure);
+            let ended = state.history.end(value);
+            let fired = match ended {
+                _ if won => self.mark_failed(state),
+                Some((after, through)) => state.waiters.cut_range(after, through),
+                None => FiredChain::empty(),
+            };
+            (won, first, fired)
+        });
+        fired.notify_all(Err(first));
+        won
+    }
+
+    /// Fails the timeline and ends every pending signal: their operations have ended or never
+    /// will (the ranks that signal it died, or its exporter reported the failure once every
+    /// signal it had announced had ended). Every armed wait is told now. Returns whether this
+    /// failure was the first.
+    pub fn abandon(&self, failure: Failure) -> bool {
+        let (won, first, fired) = self.state.with(|state| {
+            let won = state.history.fail(failure);
+            let first = state.history.failure().unwrap_or(failure);
+            state.history.end_all();
             (won, first, self.mark_failed(state))
         });
         fired.notify_all(Err(first));
         won
     }
 
-    /// Publishes a failure already recorded in the history and cuts out every waiter, to be
-    /// notified once the lock is released. Runs under the lock.
+    /// Cuts out the waiters a reach of `reached` satisfies: every one at or below it, except,
+    /// while a signal marked cancelled has not ended, those its values cover (they fail when
+    /// it ends). Runs under the lock.
+    fn cut_reached(&self, state: &mut State<H, N, S>, reached: u64) -> FiredChain {
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        if state.history.has_live_cancellations() {
+            let history = &state.history;
+            return state.waiters.cut_unless(|minimum| {
+                minimum > reached || history.cancels(minimum) && history.is_live_at(minimum)
+            });
+        }
+        state.waiters.cut_through(reached)
+    }
+
+    /// Publishes a failure already recorded in the history and cuts out every waiter that no
+    /// live signal holds back, to be notified once the lock is released. Runs under the lock.
     fn mark_failed(&self, state: &mut State<H, N, S>) -> FiredChain {
         // Release pairs with the Acquire load in `failure`.
         self.failed.store(1, Ordering::Release);
-        state.waiters.cut_through(u64::MAX)
+        let history = &state.history;
+        state.waiters.cut_unless(|minimum| history.is_live_at(minimum))
     }
 
     /// When the history is full of pending signals, the value whose completion makes room
     /// for one more (see [`History::room_at`]); `None` when a signal would fit now.
     pub fn room_at(&self) -> Option<u64> {
         self.state.with(|state| state.history.room_at())
+    }
+
+    /// Whether a live signal covers a wait on `S ≥ value`: the signal's operation has not
+    /// ended and a waiter may have imported it, so even a failure of the timeline does not end
+    /// such a wait before that operation ends ([`History::is_live_at`]).
+    pub fn is_live_at(&self, value: u64) -> bool {
+        self.state.with(|state| state.history.is_live_at(value))
     }
 
     /// What a wait on `S ≥ value` imports (the late-waiter rule; see [`History::lookup`]).
@@ -547,10 +645,17 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             if !timepoint::is_armable(timepoint) {
                 return Err(ArmError::Busy);
             }
-            // A value whose signal was cancelled fails, even below the reached value.
+            // A value whose signal was cancelled fails, even below the reached value — once
+            // the cancelled operation has ended; until then the wait stays armed (it is cut
+            // out when that operation ends, never by a reach: see `reach_then_fire`).
             #[cfg(any(test, feature = "signal-cancellation"))]
             if state.history.cancels(minimum) {
-                return Ok(Arm::Ready(Err(Failure::Cancelled)));
+                if !state.history.is_live_at(minimum) {
+                    return Ok(Arm::Ready(Err(Failure::Cancelled)));
+                }
+                // SAFETY: as below.
+                unsafe { state.waiters.insert(timepoint, minimum) };
+                return Ok(Arm::Armed);
             }
             // A value reached before the failure stays reached: the failure only concerns
             // values the timeline had not reached yet.
@@ -558,8 +663,11 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             if reached >= minimum {
                 return Ok(Arm::Ready(Ok(reached)));
             }
+            // A failed timeline still holds a wait whose signal is live until it ends.
             if let Some(failure) = state.history.failure() {
-                return Ok(Arm::Ready(Err(failure)));
+                if !state.history.is_live_at(minimum) {
+                    return Ok(Arm::Ready(Err(failure)));
+                }
             }
             // SAFETY: the caller upholds the arm contract above (alive and pinned until
             // unlinked); the lock is held.

@@ -1,6 +1,7 @@
 use core::pin::pin;
 use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
 use std::sync::Mutex;
+use std::vec;
 use std::vec::Vec;
 
 use super::*;
@@ -272,8 +273,83 @@ fn out_of_order_completion_fails_waiters_instead_of_lying() {
     // SAFETY: pinned here; fires below.
     unsafe { assert_eq!(s.arm(t.as_ref(), 1), Ok(Arm::Armed)) };
     assert_eq!(s.complete_signal(2), Err(SignalError::OutOfOrder { value: 2, pending: 1 }));
+    // The signal the waiter imported is still running: it is told when that operation ends.
+    assert_eq!(r.seen(), []);
+    assert_eq!(s.failure_for(1), Some(Failure::OutOfOrderSignal));
+    assert_eq!(s.complete_signal(1), Err(SignalError::Failed(Failure::OutOfOrderSignal)));
     assert_eq!(r.seen(), [Err(Failure::OutOfOrderSignal)]);
     assert_eq!(s.value(), 0);
+}
+
+#[test]
+fn a_failed_timeline_tells_a_waiter_only_once_the_signal_it_waits_on_has_ended() {
+    let s = semaphore();
+    let (on_first, on_second, unsignalled) =
+        (Recorder::default(), Recorder::default(), Recorder::default());
+    let (t1, t2, t3) = (
+        pin!(Timepoint::new(&on_first)),
+        pin!(Timepoint::new(&on_second)),
+        pin!(Timepoint::new(&unsignalled)),
+    );
+    s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
+    s.submit_signal(2, origin(2, 1), &Frontier::<4>::new()).unwrap();
+    // SAFETY: pinned here; each fires below before the frame ends.
+    unsafe {
+        assert_eq!(s.arm(t1.as_ref(), 1), Ok(Arm::Armed));
+        assert_eq!(s.arm(t3.as_ref(), 3), Ok(Arm::Armed));
+    }
+    // Failed from outside its signallers: only the wait no running signal covers is told.
+    assert!(s.fail(Failure::Application(7)));
+    assert_eq!((on_first.seen(), unsignalled.seen()), (vec![], vec![Err(Failure::Application(7))]));
+    // Lookups fail at once (a waiter submitted now imports nothing and ends at once), but a
+    // timepoint armed on a value a live signal covers waits for it like the first one.
+    assert_eq!(s.lookup(2), Lookup::Failed(Failure::Application(7)));
+    // SAFETY: as above.
+    unsafe { assert_eq!(s.arm(t2.as_ref(), 2), Ok(Arm::Armed)) };
+    assert!(!s.fail(Failure::Aborted), "the first failure won");
+    // The second signal's operation fails: its waiter is told, the first one's still waits.
+    assert!(!s.fail_signal(2, Failure::Aborted));
+    assert_eq!(on_second.seen(), [Err(Failure::Application(7))]);
+    assert_eq!(on_first.seen(), []);
+    // The first signal's operation completes after the failure: the value is not reached, but
+    // the operation has ended.
+    assert_eq!(s.complete_signal(1), Err(SignalError::Failed(Failure::Application(7))));
+    assert_eq!(on_first.seen(), [Err(Failure::Application(7))]);
+    assert_eq!(s.value(), 0);
+    assert!(!s.has_waiters());
+}
+
+#[test]
+fn abandoning_a_timeline_ends_every_signal_and_tells_every_waiter() {
+    let s = semaphore();
+    let r = Recorder::default();
+    let t = pin!(Timepoint::new(&r));
+    s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
+    // SAFETY: pinned here; fires below.
+    unsafe { assert_eq!(s.arm(t.as_ref(), 1), Ok(Arm::Armed)) };
+    assert!(s.abandon(Failure::DeviceLost));
+    assert_eq!(r.seen(), [Err(Failure::DeviceLost)]);
+    let late = pin!(Timepoint::new(&r));
+    // SAFETY: `Ready` links nothing.
+    assert_eq!(unsafe { s.arm(late.as_ref(), 1) }, Ok(Arm::Ready(Err(Failure::DeviceLost))));
+}
+
+#[test]
+fn a_failed_signal_fails_the_timeline_and_its_own_waiters_at_once() {
+    let s = semaphore();
+    let (own, other) = (Recorder::default(), Recorder::default());
+    let (t1, t2) = (pin!(Timepoint::new(&own)), pin!(Timepoint::new(&other)));
+    s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
+    s.submit_signal(2, origin(2, 1), &Frontier::<4>::new()).unwrap();
+    // SAFETY: pinned here; both fire below.
+    unsafe {
+        assert_eq!(s.arm(t1.as_ref(), 1), Ok(Arm::Armed));
+        assert_eq!(s.arm(t2.as_ref(), 2), Ok(Arm::Armed));
+    }
+    crate::queue::retire([(&s, 1)], Err(Failure::Device(3)));
+    assert_eq!((own.seen(), other.seen()), (vec![Err(Failure::Device(3))], vec![]));
+    crate::queue::retire([(&s, 2)], Ok(()));
+    assert_eq!(other.seen(), [Err(Failure::Device(3))]);
 }
 
 #[test]

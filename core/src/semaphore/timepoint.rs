@@ -254,9 +254,9 @@ impl WaiterList {
         FiredChain { head }
     }
 
-    /// Cuts out every timepoint with `after < minimum ≤ through` (the waiters of a cancelled
-    /// signal's values), marking each FIRING; the others stay linked in order.
-    #[cfg(any(test, feature = "signal-cancellation"))]
+    /// Cuts out every timepoint with `after < minimum ≤ through` (the waiters of the values one
+    /// signal covers, when it was cancelled or its operation ended without reaching them),
+    /// marking each FIRING; the others stay linked in order.
     pub(super) fn cut_range(&mut self, after: u64, through: u64) -> FiredChain {
         let mut previous: *mut Timepoint<'static> = ptr::null_mut();
         let mut current = self.head;
@@ -287,6 +287,42 @@ impl WaiterList {
             }
             FiredChain { head: first }
         }
+    }
+
+    /// Cuts out every timepoint whose minimum `keep` refuses, marking each FIRING; the kept ones
+    /// stay linked in order. One walk over the whole list (a timeline's failure, which is rare).
+    pub(super) fn cut_unless(&mut self, keep: impl Fn(u64) -> bool) -> FiredChain {
+        let mut kept = WaiterList::new();
+        let mut fired = FiredChain::empty();
+        let mut fired_tail: *mut Timepoint<'static> = ptr::null_mut();
+        let mut current = self.head;
+        // SAFETY: nodes reachable from `head` are alive (arm contract); we hold the lock. Each
+        // node is moved to exactly one of the two lists, in order.
+        unsafe {
+            while !current.is_null() {
+                let next = (*current).next.load(Ordering::Relaxed);
+                (*current).next.store(ptr::null_mut(), Ordering::Relaxed);
+                if keep((*current).minimum.load(Ordering::Relaxed)) {
+                    if kept.tail.is_null() {
+                        kept.head = current;
+                    } else {
+                        (*kept.tail).next.store(current, Ordering::Relaxed);
+                    }
+                    kept.tail = current;
+                } else {
+                    (*current).state.store(FIRING, Ordering::Relaxed);
+                    if fired_tail.is_null() {
+                        fired.head = current;
+                    } else {
+                        (*fired_tail).next.store(current, Ordering::Relaxed);
+                    }
+                    fired_tail = current;
+                }
+                current = next;
+            }
+        }
+        *self = kept;
+        fired
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -367,10 +403,18 @@ mod tests {
 
     #[derive(Clone, Debug)]
     enum Step {
-        Arm { id: usize, minimum: u64 },
+        Arm {
+            id: usize,
+            minimum: u64,
+        },
         Cancel(usize),
         CutThrough(u64),
-        CutRange { after: u64, through: u64 },
+        CutRange {
+            after: u64,
+            through: u64,
+        },
+        /// Keeps the minimums whose bit is set in the mask.
+        CutUnless(u8),
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -382,6 +426,7 @@ mod tests {
                 after: a.min(b),
                 through: a.max(b),
             }),
+            1 => any::<u8>().prop_map(Step::CutUnless),
         ]
     }
 
@@ -459,6 +504,13 @@ mod tests {
                         let expected = cut(&mut model, |m| after < m && m <= through);
                         prop_assert_eq!(fired, expected);
                         chain.notify_all(Ok(through));
+                    }
+                    Step::CutUnless(mask) => {
+                        let keep = |minimum: u64| mask & (1 << minimum) != 0;
+                        let chain = list.cut_unless(keep);
+                        let fired = walk(chain.head, None, &timepoints);
+                        prop_assert_eq!(fired, cut(&mut model, |minimum| !keep(minimum)));
+                        chain.notify_all(Err(Failure::Aborted));
                     }
                 }
                 let ids: Vec<usize> = model.iter().map(|&(_, id)| id).collect();

@@ -238,10 +238,8 @@ fn a_failed_timeline_ends_a_wait_for_history_room() {
         });
         device.submit(q, &op(&[], &[(s, 3)], 3))
     });
-    assert!(
-        matches!(refused, Err(SubmitError::Signal { .. })),
-        "the failure, not a hang or a timeout: {refused:?}"
-    );
+    let doomed = refused.expect("accepted doomed, not a hang, a timeout or a refusal");
+    assert_eq!(doomed.failed_signal, Some((0, Failure::Application(7))));
     assert_eq!(
         wait(device.semaphore(s).unwrap(), 3, PATIENCE),
         Err(HostWaitError::Failed(Failure::Application(7)))

@@ -89,9 +89,12 @@ fn a_recycled_slot_forgets_the_failure_of_its_previous_timeline() {
     let s = device.create_semaphore(0).unwrap();
     device.semaphore(s).unwrap().fail(Failure::Application(3));
     let (signal_s, wait_s) = ([(s, 1)], [(s, 1)]);
-    // Signalling a failed timeline is refused, though the operation is enqueued (to fail).
-    let refused = device.submit(q, &op(&[], &signal_s, 1));
-    assert!(matches!(refused, Err(SubmitError::Signal { enqueued: true, .. })), "{refused:?}");
+    // Signalling a failed timeline is accepted doomed: the operation fails in its turn.
+    let doomed = device.submit(q, &op(&[], &signal_s, 1)).unwrap();
+    assert_eq!(
+        (doomed.failure, doomed.failed_signal),
+        (Some(Failure::Aborted), Some((0, Failure::Application(3))))
+    );
     device.submit(q, &op(&wait_s, &[], 2)).unwrap();
     assert_eq!(
         wait(device.semaphore(s).unwrap(), 1, PATIENCE),
