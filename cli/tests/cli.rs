@@ -620,3 +620,59 @@ fn the_html_view_is_written_by_run_and_view_and_bad_reports_exit_2() {
         assert!(stderr(&output).contains(problem), "{}: {}", input.display(), stderr(&output));
     }
 }
+
+/// `causeway args` with its standard output a pipe whose reader has gone, as under
+/// `causeway scenarios | head -1` once `head` has exited. The reader is closed as soon as the
+/// child has started, well before it has read and checked its first scenario: every write
+/// finds the pipe closed.
+fn causeway_into_a_closed_pipe(args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
+    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("the binary runs");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("the binary runs")
+}
+
+/// A reader that stops reading is no error: the command ends quietly, finishes the files it
+/// was asked for and exits with the status its work earned.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    let listing = causeway_into_a_closed_pipe(&["scenarios"]);
+    assert_eq!((listing.status.code(), stderr(&listing).as_str()), (Some(0), ""));
+    let report = scratch("closed-pipe-report.json");
+    let _ = std::fs::remove_file(&report);
+    let run =
+        causeway_into_a_closed_pipe(&["run", "late-waiter", "--report", report.to_str().unwrap()]);
+    assert_eq!((run.status.code(), stderr(&run).as_str()), (Some(0), ""));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["scenario"], "late-waiter");
+    let unmet = write_scenario(
+        "closed-pipe-unmet.toml",
+        &format!("{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nexpect_status = \"failed\"\n"),
+    );
+    let unmet = causeway_into_a_closed_pipe(&["run", unmet.to_str().unwrap()]);
+    assert_eq!((unmet.status.code(), stderr(&unmet).as_str()), (Some(1), ""));
+    let graph = Path::new(env!("CARGO_MANIFEST_DIR")).join("../graphs/while-refine.toml");
+    let schedule = causeway_into_a_closed_pipe(&["schedule", graph.to_str().unwrap(), "--run"]);
+    assert_eq!((schedule.status.code(), stderr(&schedule).as_str()), (Some(0), ""));
+    // `causeway run missing.toml 2>&1 | head -0`: the error has nowhere to go, and the status
+    // still says what happened.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
+    command.args(["run", "/nonexistent/scenario.toml"]).stdin(Stdio::null());
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stderr.take());
+    assert_eq!(child.wait().unwrap().code(), Some(2));
+}
+
+/// Output that fails otherwise than by its reader leaving (a full disk) is an error: exit 2,
+/// saying so.
+#[cfg(target_os = "linux")]
+#[test]
+fn output_that_cannot_be_written_is_an_error() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
+    command.arg("scenarios").stdin(Stdio::null()).stdout(full).stderr(Stdio::piped());
+    let output = command.spawn().unwrap().wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("cannot write to standard output"), "{}", stderr(&output));
+}
