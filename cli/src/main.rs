@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use causeway_cli::output::{self, Stdout};
+use causeway_cli::scenario::bundled::Source;
 use causeway_cli::scenario::check::Plan;
 use causeway_cli::scenario::ranks::{World, HOST_RANK};
 use causeway_cli::scenario::run::{Outcome, RunOptions};
@@ -38,7 +39,8 @@ struct Cli {
 enum Command {
     /// Run a scenario file (or a bundled scenario by name).
     Run {
-        /// The scenario: a TOML file, or the name of a bundled one (see `causeway scenarios`).
+        /// The scenario: a TOML file, or the bare name of a bundled one (see `causeway
+        /// scenarios`).
         file: PathBuf,
         /// Write the machine-readable report here.
         #[arg(long, value_name = "OUT.json")]
@@ -76,7 +78,8 @@ enum Command {
     /// Schedule a graph file onto streams; print the streams and the signals beside a naive
     /// schedule's, and optionally write a scenario that runs it.
     Schedule {
-        /// The graph: a TOML file of devices and nodes (see the README).
+        /// The graph: a TOML file of devices and nodes (see the README), or the bare name of
+        /// a bundled one (fork-join, transformer-block, multi-device-pipeline, while-refine).
         graph: PathBuf,
         /// Write the schedule as a scenario `causeway run` executes.
         #[arg(long, value_name = "SCENARIO.toml")]
@@ -130,7 +133,13 @@ fn command(command: Command, out: &mut Stdout) -> ExitCode {
 }
 
 fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool, out: &mut Stdout) -> ExitCode {
-    let file = match causeway_cli::schedule::load(path) {
+    let loaded = bundled::resolve(path, bundled::GRAPH).and_then(|source| match source {
+        Source::File(path) => causeway_cli::schedule::load(path),
+        Source::Bundled(found) => {
+            causeway_cli::schedule::parse(Path::new(found.name), found.source)
+        }
+    });
+    let file = match loaded {
         Ok(file) => file,
         Err(error) => {
             output::error(&error);
@@ -160,12 +169,10 @@ fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool, out: &mut Stdout)
 }
 
 fn load(file: &Path) -> Result<Scenario, ScenarioError> {
-    if !file.exists() {
-        if let Some(found) = bundled::find(&file.to_string_lossy()) {
-            return parse::parse(Path::new(found.file), found.source);
-        }
+    match bundled::resolve(file, bundled::SCENARIO)? {
+        Source::File(path) => parse::load(path),
+        Source::Bundled(found) => found.scenario(),
     }
-    parse::load(file)
 }
 
 /// Streams one JSON document of the run to a file.

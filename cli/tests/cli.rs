@@ -12,6 +12,11 @@ fn causeway(args: &[&str]) -> Output {
 
 /// `causeway args` with `variables` added to its environment.
 fn causeway_with(args: &[&str], variables: &[(&str, &str)]) -> Output {
+    causeway_in(&std::env::current_dir().unwrap(), args, variables)
+}
+
+/// `causeway args` run in `dir`, with `variables` added to its environment.
+fn causeway_in(dir: &Path, args: &[&str], variables: &[(&str, &str)]) -> Output {
     // Under wine, CreateProcess fails with ERROR_INTERNAL_ERROR whenever the new process dies in
     // wine's own start-up, before any of its code runs: wine reports every such early death with
     // that code, whatever ended the process. The CLI never started, so spawning it again is safe.
@@ -20,7 +25,7 @@ fn causeway_with(args: &[&str], variables: &[(&str, &str)]) -> Output {
     const ERROR_INTERNAL_ERROR: i32 = 1359;
     const ATTEMPTS: u32 = 3;
     let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
-    command.args(args).envs(variables.iter().copied());
+    command.args(args).envs(variables.iter().copied()).current_dir(dir);
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut attempt = 1;
     let child = loop {
@@ -160,6 +165,8 @@ fn a_vulkan_scenario_without_a_vulkan_driver_exits_2_naming_the_package() {
     assert!(message.contains("queue `gpu` names the vulkan driver"), "{message}");
     assert!(message.contains("mesa-vulkan-drivers"), "{message}");
     assert!(message.contains("--all-cpu"), "{message}");
+    // A bundled scenario is named as it was given, not by a path that may not exist here.
+    assert!(message.starts_with("error: cross-driver: "), "{message}");
     // The same scenario on the CPU driver alone runs, and says where its queues ran.
     let report = scratch("cross-driver-cpu.json");
     let all_cpu =
@@ -491,7 +498,7 @@ fn unmet_expectations_fail_the_run() {
 fn a_missing_file_is_an_input_error() {
     let output = causeway(&["run", "/nonexistent/scenario.toml"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("/nonexistent/scenario.toml: cannot read"));
+    assert!(stderr(&output).contains("/nonexistent/scenario.toml: no such file"));
 }
 
 #[test]
@@ -675,4 +682,46 @@ fn output_that_cannot_be_written_is_an_error() {
     let output = command.spawn().unwrap().wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(stderr(&output).contains("cannot write to standard output"), "{}", stderr(&output));
+}
+
+/// A path that exists is a file; a bare name (no folder, no extension) is a bundled scenario
+/// or graph; anything else is an error that says what was tried.
+#[test]
+fn a_path_names_a_file_and_a_bare_name_a_bundled_scenario_or_graph() {
+    let elsewhere = scratch("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let refused = |args: &[&str]| {
+        let output = causeway_in(&elsewhere, args, &[]);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+        stderr(&output)
+    };
+    // Not the bundled one: there is no such file here.
+    let message = refused(&["run", "scenarios/late-waiter.toml"]);
+    assert!(message.contains("scenarios/late-waiter.toml: no such file"), "{message}");
+    assert!(message.contains(elsewhere.join("scenarios/late-waiter.toml").to_str().unwrap()));
+    assert!(message.contains("`causeway run late-waiter`"), "{message}");
+    let message = refused(&["run", "./late-waiter"]);
+    assert!(message.contains("./late-waiter: no such file"), "{message}");
+    assert!(message.contains("`causeway run late-waiter`"), "{message}");
+    let message = refused(&["run", "no-such-scenario"]);
+    assert!(message.contains("no-such-scenario: no such file"), "{message}");
+    assert!(message.contains("no bundled scenario of that name"), "{message}");
+    assert!(message.contains("late-waiter"), "the bundled names are listed: {message}");
+    let message = refused(&["schedule", "no-such-graph"]);
+    assert!(message.contains("no bundled graph of that name"), "{message}");
+    assert!(message.contains("fork-join"), "the bundled names are listed: {message}");
+
+    // Bare names: the bundled scenario and graph, from any directory.
+    let output = causeway_in(&elsewhere, &["run", "late-waiter", "--quiet"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = causeway_in(&elsewhere, &["schedule", "fork-join"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("fork-join"));
+    // A file that exists wins over a bundled name.
+    let own = format!("{HEADER}[[op]]\nname = \"mine\"\nqueue = \"q0\"\n");
+    std::fs::write(elsewhere.join("late-waiter"), own).unwrap();
+    let output = causeway_in(&elsewhere, &["run", "late-waiter"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("scenario bad"));
+    std::fs::remove_file(elsewhere.join("late-waiter")).unwrap();
 }
