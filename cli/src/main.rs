@@ -142,7 +142,7 @@ fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool, out: &mut Stdout)
     let file = match loaded {
         Ok(file) => file,
         Err(error) => {
-            output::error(&error);
+            refuse(&error);
             return ExitCode::from(EXIT_INPUT);
         }
     };
@@ -172,6 +172,13 @@ fn load(file: &Path) -> Result<Scenario, ScenarioError> {
     match bundled::resolve(file, bundled::SCENARIO)? {
         Source::File(path) => parse::load(path),
         Source::Bundled(found) => found.scenario(),
+    }
+}
+
+/// Writes each of `error`'s problems as an error line of its own.
+fn refuse(error: &ScenarioError) {
+    for problem in error.problems() {
+        output::error(problem);
     }
 }
 
@@ -205,7 +212,7 @@ fn run_scenario(
     options.progress &= reports;
     let failed = |error: ScenarioError| {
         if reports {
-            output::error(&error);
+            refuse(&error);
         }
         ExitCode::from(if error.deadlock { EXIT_DEADLOCK } else { EXIT_INPUT })
     };
@@ -249,7 +256,7 @@ fn run_across<'s>(
     use causeway_cli::scenario::ranks::Share;
     let share = Share::new(scenario, world).map_err(|error| {
         if world.rank == HOST_RANK {
-            output::error(&error);
+            refuse(&error);
         }
         ExitCode::from(EXIT_INPUT)
     })?;

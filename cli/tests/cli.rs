@@ -725,3 +725,60 @@ fn a_path_names_a_file_and_a_bare_name_a_bundled_scenario_or_graph() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("scenario bad"));
     std::fs::remove_file(elsewhere.join("late-waiter")).unwrap();
 }
+
+/// A scenario file without `name` is named after its file, as graph files are.
+#[test]
+fn a_scenario_without_a_name_is_named_after_its_file() {
+    let path = write_scenario(
+        "unnamed-pipeline.toml",
+        "[[queue]]\nname = \"q0\"\n[[op]]\nname = \"a\"\nqueue = \"q0\"\n",
+    );
+    let report = scratch("unnamed-report.json");
+    let output = causeway(&["run", path.to_str().unwrap(), "--report", report.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("scenario unnamed-pipeline "), "{stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["scenario"], "unnamed-pipeline");
+}
+
+/// Every problem of a file is reported, in line order, each with its file and line: the first
+/// one found does not hide the others.
+#[test]
+fn every_problem_of_a_file_is_reported_in_line_order() {
+    let path = write_scenario(
+        "three-mistakes.toml",
+        "[[queue]]\nname = \"q0\"\n[[semaphore]]\nname = \"s\"\n\
+         [[op]]\nname = \"a\"\nqueue = \"q9\"\n\
+         [[op]]\nname = \"b\"\nqueue = \"q0\"\nwaits = [\"s>=1\"]\n\
+         [[op]]\nname = \"c\"\nqueue = \"q0\"\nwait = [\"s=>1\"]\n\
+         [[queue]]\nname = \"q1\"\ndriver = \"tpu\"\n",
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let file = path.to_str().unwrap();
+    let lines: Vec<String> = stderr(&output).lines().map(str::to_owned).collect();
+    let expected = [
+        format!("error: {file}:7: unknown queue `q9`"),
+        format!("error: {file}:11: unknown field `waits`"),
+        format!("error: {file}:15: malformed wait `s=>1`"),
+        format!("error: {file}:18: driver `tpu` is not available"),
+    ];
+    assert_eq!(lines.len(), expected.len(), "{lines:#?}");
+    for (line, expected) in lines.iter().zip(&expected) {
+        assert!(line.starts_with(expected.as_str()), "{line}\nexpected {expected}");
+    }
+    // Signals that do not advance are whole-file problems: every one is reported too.
+    let body = "[[op]]\nname = \"a\"\nqueue = \"q0\"\nsignal = [\"s=2\"]\n\
+                [[op]]\nname = \"b\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\n\
+                [[op]]\nname = \"c\"\nqueue = \"q0\"\nsignal = [\"s=2\"]\n";
+    let message = refused("two-not-advancing.toml", body, 2);
+    assert!(
+        message.contains(":10: op `b` signals s=1, which does not advance past 2"),
+        "{message}"
+    );
+    assert!(
+        message.contains(":14: op `c` signals s=2, which does not advance past 2"),
+        "{message}"
+    );
+}
