@@ -782,3 +782,41 @@ fn every_problem_of_a_file_is_reported_in_line_order() {
         "{message}"
     );
 }
+
+/// A semaphore's history is bounded: what the run did not keep is counted where the history
+/// is shown, in the report (`history_truncated`), the text and the view.
+#[test]
+fn a_truncated_history_says_how_much_was_left_out() {
+    let mut text = String::from("[[queue]]\nname = \"q0\"\n[[semaphore]]\nname = \"s\"\n");
+    for value in 1..=100 {
+        text += &format!("[[op]]\nname = \"o{value}\"\nqueue = \"q0\"\nsignal = [\"s={value}\"]\n");
+    }
+    let path = write_scenario("long-history.toml", &text);
+    let (report, html) = (scratch("long-history.json"), scratch("long-history.html"));
+    let output = causeway(&[
+        "run",
+        path.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let semaphore = &report["semaphores"][0];
+    let kept = semaphore["history"].as_array().unwrap().len() as u64;
+    let left_out = semaphore["history_truncated"].as_u64().expect("history_truncated");
+    assert!(kept < 100, "the history is bounded: {kept}");
+    assert_eq!(kept + left_out, 100, "{semaphore}");
+    assert_eq!(semaphore["history"][0]["value"], left_out + 1, "the oldest entries are left out");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().find(|line| line.trim_start().starts_with("s ")).unwrap();
+    assert!(
+        line.contains(&format!("history: {left_out} earlier not kept, {} ", left_out + 1)),
+        "{line}"
+    );
+    // The page reads the count from the embedded report.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(&format!("\"history_truncated\":{left_out}")), "the report is embedded");
+    assert!(page.contains("semaphore.history_truncated"), "the page shows the count");
+}

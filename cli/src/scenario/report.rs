@@ -49,6 +49,7 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
                     history: LazyArray(|| {
                         outcome.history_of(record).iter().map(|entry| history_entry(outcome, entry))
                     }),
+                    history_truncated: record.history_truncated,
                     name: &spec.name,
                     value: record.value,
                 }
@@ -146,6 +147,8 @@ struct WaitJson<'a> {
 struct SemaphoreJson<'a, History> {
     failed: bool,
     history: History,
+    /// The oldest history entries the bounded history did not keep (before `history`).
+    history_truncated: u64,
     name: &'a str,
     value: u64,
 }
@@ -307,7 +310,10 @@ pub(super) mod tests {
             late["waits"],
             serde_json::json!([{"resolution": "satisfied", "semaphore": "s", "tainted": false, "value": 1}])
         );
-        assert_eq!(keys(&report["semaphores"][0]), ["failed", "history", "name", "value"]);
+        assert_eq!(
+            keys(&report["semaphores"][0]),
+            ["failed", "history", "history_truncated", "name", "value"]
+        );
         assert_eq!(keys(&report["semaphores"][0]["history"][0]), ["frontier", "tainted", "value"]);
         let stats = &report["stats"];
         assert_eq!(

@@ -58,16 +58,17 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     let _ = writeln!(out, "\nsemaphores");
     for (spec, record) in scenario.semaphores.iter().zip(&outcome.semaphores) {
         let state = if record.failed { " FAILED" } else { "" };
-        let history: Vec<String> = outcome
-            .history_of(record)
-            .iter()
-            .map(|e| {
+        let left_out = (record.history_truncated > 0)
+            .then(|| format!("{} earlier not kept", record.history_truncated));
+        let history: Vec<String> = left_out
+            .into_iter()
+            .chain(outcome.history_of(record).iter().map(|e| {
                 if e.tainted {
                     format!("{} external", e.value)
                 } else {
                     format!("{} {}", e.value, frontier(outcome, e.frontier))
                 }
-            })
+            }))
             .collect();
         let _ = writeln!(
             out,
