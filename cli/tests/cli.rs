@@ -820,3 +820,19 @@ fn a_truncated_history_says_how_much_was_left_out() {
     assert!(page.contains(&format!("\"history_truncated\":{left_out}")), "the report is embedded");
     assert!(page.contains("semaphore.history_truncated"), "the page shows the count");
 }
+
+/// `--all-cpu` says in the text which queues it moved off the driver they name.
+#[test]
+fn all_cpu_says_which_queues_it_moved() {
+    let output = causeway(&["run", "cpu-npu-vulkan", "--all-cpu"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(
+            "--all-cpu: queues encoder (npu), refiner (npu), gpu (vulkan) ran on the CPU driver"
+        ),
+        "{stdout}"
+    );
+    let output = causeway(&["run", "late-waiter", "--all-cpu"]);
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("--all-cpu"), "nothing was moved");
+}

@@ -344,7 +344,8 @@ pub struct VulkanStats {
     /// Device waits of operations on Vulkan queues: what causeway's resolution asked of the
     /// device.
     pub device_waits: u64,
-    /// Native timeline waits the driver passed to `vkQueueSubmit2` (equal to `device_waits`).
+    /// Native timeline waits the driver passed to `vkQueueSubmit2`: `device_waits` but those of
+    /// operations cancelled before they were issued.
     pub native_waits: u64,
     /// Every wait of operations on Vulkan queues: what one wait per dependency edge would
     /// have issued.

@@ -23,6 +23,15 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     if !scenario.description.is_empty() {
         let _ = writeln!(out, "  {}", scenario.description);
     }
+    // Only `--all-cpu` runs a queue on another driver than the one it names.
+    let moved: Vec<String> = (scenario.queues.iter().zip(&outcome.queues))
+        .filter(|(spec, record)| spec.driver != record.driver)
+        .map(|(spec, _)| format!("{} ({})", spec.name, spec.driver.name()))
+        .collect();
+    if !moved.is_empty() {
+        let queues = if moved.len() == 1 { "queue" } else { "queues" };
+        let _ = writeln!(out, "  --all-cpu: {queues} {} ran on the CPU driver", moved.join(", "));
+    }
     let _ = writeln!(out, "\nops (file order)");
     let _ = writeln!(
         out,
