@@ -41,7 +41,7 @@ use causeway_schedule::{Graph, NodeId, Schedule};
 use causeway_schedule::control::{Block, Condition, ControlKind, Update};
 use causeway_schedule::Program;
 
-use crate::output::{self, Stdout};
+use crate::output::{self, count, Stdout};
 use crate::schedule::GraphFile;
 
 /// One node of a body: where it runs, what it waits on and signals (epochs within one run).
@@ -662,7 +662,8 @@ pub fn run_and_check(file: &GraphFile, out: &mut Stdout) -> std::process::ExitCo
         let name = &nodes[control.node].name;
         match control.kind {
             ControlKind::While { .. } => {
-                out.line(format_args!("while `{name}`: {} iterations", run.iterations[index]));
+                let iterations = count(run.iterations[index], "iteration", "iterations");
+                out.line(format_args!("while `{name}`: {iterations}"));
             }
             ControlKind::Case { .. } => match run.branches[index] {
                 Some(branch) => out.line(format_args!("case `{name}`: branch {branch}")),
@@ -675,10 +676,9 @@ pub fn run_and_check(file: &GraphFile, out: &mut Stdout) -> std::process::ExitCo
     }
     match run.check(&file.program) {
         Ok(edges) => {
-            out.line(format_args!(
-                "ran {} nodes; all {edges} dependency edges honoured",
-                run.ran.len()
-            ));
+            let nodes = count(run.ran.len(), "node", "nodes");
+            let edges = count(edges, "dependency edge", "dependency edges");
+            out.line(format_args!("ran {nodes}; all {edges} honoured"));
             std::process::ExitCode::SUCCESS
         }
         Err(problem) => {

@@ -836,3 +836,107 @@ fn all_cpu_says_which_queues_it_moved() {
     let output = causeway(&["run", "late-waiter", "--all-cpu"]);
     assert!(!String::from_utf8_lossy(&output.stdout).contains("--all-cpu"), "nothing was moved");
 }
+
+/// The text agrees in number ("1 op", "2 ops") and sizes its columns to what they hold.
+#[test]
+fn the_text_agrees_in_number_and_aligns_its_columns() {
+    let path = write_scenario(
+        "one-of-each.toml",
+        "workers = 1\n[[queue]]\nname = \"a-queue-named-at-length\"\n\
+         [[semaphore]]\nname = \"a-semaphore-named-at-great-length\"\n\
+         [[semaphore]]\nname = \"s\"\n\
+         [[op]]\nname = \"an-operation-named-at-great-length\"\nqueue = \"a-queue-named-at-length\"\n\
+         signal = [\"a-semaphore-named-at-great-length=1\", \"s=1\"]\n",
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(" — 1 op on 1 queue, 2 semaphores, 1 worker, "), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    // Where each column of the ops table starts and ends, in characters (µ is one): the
+    // header's labels, and the row's values (none of which holds a space here).
+    let header = lines.iter().find(|line| line.trim_start().starts_with("op ")).unwrap();
+    let row = lines.iter().find(|line| line.contains("an-operation-named")).unwrap();
+    let mut from = 0;
+    let labels = ["op", "queue", "epoch", "status", "start µs", "end µs", "frontier", "waits"];
+    let labels = labels.map(|label| {
+        let rest: String = header.chars().skip(from).collect();
+        let start = from + rest[..rest.find(label).unwrap()].chars().count();
+        from = start + label.chars().count();
+        (start, from)
+    });
+    let mut values = Vec::new();
+    let mut start = None;
+    for (at, c) in row.chars().chain([' ']).enumerate() {
+        match (c == ' ', start) {
+            (false, None) => start = Some(at),
+            (true, Some(begun)) => {
+                values.push((begun, at));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(values.len(), labels.len(), "{row}");
+    let right_aligned = [false, false, true, false, true, true, false, false];
+    for ((label, value), right) in labels.iter().zip(&values).zip(right_aligned) {
+        let (label, value) = if right { (label.1, value.1) } else { (label.0, value.0) };
+        assert_eq!(label, value, "columns misaligned:\n{header}\n{row}");
+    }
+    let at = |line: &str, text: &str| line.find(text).map(|bytes| line[..bytes].chars().count());
+    let values: Vec<Option<usize>> = lines
+        .iter()
+        .filter(|line| line.contains(" value 1"))
+        .map(|line| at(line, " value 1"))
+        .collect();
+    assert_eq!(values.len(), 2, "{stdout}");
+    assert_eq!(values[0], values[1], "the semaphores' values line up:\n{stdout}");
+}
+
+/// The drivers' lines agree in number too.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_drivers_lines_agree_in_number() {
+    let output = causeway(&["run", "multi-domain"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("1 native wait for 1 device wait;"), "{stdout}");
+    assert!(stdout.contains("1 was held;"), "{stdout}");
+    let output = causeway(&["schedule", "fork-join"]);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("4 edges, 1 device\n"));
+}
+
+/// Latencies of a run where no queue operation ran say so, rather than "0.0 µs".
+#[test]
+fn latencies_of_a_run_where_nothing_ran_say_so() {
+    let body = "[[op]]\nname = \"h\"\nqueue = \"host\"\nfail = \"s\"\n\
+                [[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n";
+    let path = write_scenario("nothing-ran.toml", &format!("{HEADER}{body}"));
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let latency = stdout.lines().filter(|line| line.contains("→")).collect::<Vec<_>>();
+    assert_eq!(latency.len(), 2, "{stdout}");
+    for line in latency {
+        assert!(line.ends_with("— (no queue operation ran)"), "{line}");
+    }
+}
+
+/// A Vulkan option the driver cannot read is named with the values it accepts, not taken for
+/// a missing device.
+#[test]
+fn an_unreadable_vulkan_option_lists_the_accepted_values() {
+    let output = causeway_with(
+        &["run", "cross-driver", "--quiet"],
+        &[("CAUSEWAY_VULKAN_VALIDATION", "yes")],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains(
+            "CAUSEWAY_VULKAN_VALIDATION=\"yes\" is not one of its values: 1 (on), 0 or empty (off)"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("no Vulkan device opens"), "{message}");
+}

@@ -79,6 +79,9 @@ pub struct Stats {
     pub frontier_max: usize,
     /// Operations whose frontier overflowed (tainted).
     pub tainted_frontiers: usize,
+    /// Queue operations that ran to the end: what the latencies are over (none: they are
+    /// all 0).
+    pub timed: usize,
     /// Submission to start, for queue operations that ran.
     pub queue_wait: Percentiles,
     /// Start to end, for queue operations that ran.
@@ -125,6 +128,7 @@ impl Stats {
             stats.tainted_waits += u64::from(wait.tainted);
         }
         stats.frontier_mean = entries as f64 / stats.ops.max(1) as f64;
+        stats.timed = ran.len();
         stats.queue_wait = Percentiles::of(&mut waited);
         stats.run = Percentiles::of(&mut ran);
         stats.memory_reused = outcome.memory.reused;
