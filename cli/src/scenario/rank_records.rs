@@ -20,7 +20,7 @@ use super::run::{
 };
 
 /// The encoding's version: the first byte.
-const VERSION: u8 = 4;
+const VERSION: u8 = 3;
 
 /// Why bytes are not a rank's records (or records cannot be encoded).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,7 +151,6 @@ pub fn encode(outcome: &Outcome<'_>) -> Result<Vec<u8>, RecordsError> {
             out.bool(entry.cancelled);
             out.bool(entry.ran_on_rejected);
         }
-        out.u64(semaphore.history_truncated);
     }
     let memory = outcome.memory;
     for value in [
@@ -367,9 +366,7 @@ pub fn decode<'s>(scenario: &'s Scenario, bytes: &[u8]) -> Result<Outcome<'s>, R
             let ran_on_rejected = input.bool("history rejection")?;
             history.push(HistoryRecord { value, frontier, tainted, cancelled, ran_on_rejected });
         }
-        let history_truncated = input.u64()?;
-        let history = Span::since(&history, start);
-        semaphores.push(SemaphoreRecord { value, failed, history, history_truncated });
+        semaphores.push(SemaphoreRecord { value, failed, history: Span::since(&history, start) });
     }
 
     // Fields are read in the order they are written (initialisers run in source order).

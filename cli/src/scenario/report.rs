@@ -11,11 +11,12 @@ use serde::{Serialize, Serializer};
 
 use super::model::Target;
 use super::run::{FrontierRecord, HistoryRecord, OpRecord, Outcome, WaitRecord};
-use super::stats::{CudaStats, NpuStats, Stats, VulkanStats};
+use super::stats::{self, CudaStats, NpuStats, Stats, VulkanStats};
 
 /// Writes the report of `outcome` to `out` as pretty-printed JSON.
 pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
     let scenario = outcome.scenario;
+    let history_truncated = stats::history_truncated(outcome);
     let report = Report {
         ops: LazyArray(|| {
             scenario.ops.iter().zip(&outcome.ops).map(|(spec, record)| {
@@ -43,13 +44,14 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
         }),
         scenario: &scenario.name,
         semaphores: LazyArray(|| {
-            scenario.semaphores.iter().zip(&outcome.semaphores).map(|(spec, record)| {
+            let semaphores = scenario.semaphores.iter().zip(&outcome.semaphores);
+            semaphores.zip(&history_truncated).map(|((spec, record), &history_truncated)| {
                 SemaphoreJson {
                     failed: record.failed,
                     history: LazyArray(|| {
                         outcome.history_of(record).iter().map(|entry| history_entry(outcome, entry))
                     }),
-                    history_truncated: record.history_truncated,
+                    history_truncated,
                     name: &spec.name,
                     value: record.value,
                 }
@@ -522,7 +524,6 @@ pub(super) mod tests {
         }
         outcome.history[0].cancelled = true;
         outcome.history[0].ran_on_rejected = true;
-        outcome.semaphores[0].history_truncated = 1;
         outcome.vulkan = Some(VulkanRecord {
             adapter: "a Vulkan device".into(),
             native_waits: 0,

@@ -236,9 +236,6 @@ pub struct SemaphoreRecord {
     pub failed: bool,
     /// Retained history, oldest first, in [`Outcome::history`].
     pub history: Span,
-    /// History entries evicted before the end (the oldest, each reached long before): the
-    /// retained history is bounded, and this says how much of it is not there.
-    pub history_truncated: u64,
 }
 
 /// Everything a run produced. The records' lists lie in shared arrays (see [`Span`]).
@@ -1496,21 +1493,19 @@ impl<'s, 'p> Runner<'s, 'p> {
             .map(|&id| {
                 let semaphore = device.semaphore(id).expect("declared semaphores exist");
                 let start = history.len();
-                let history_truncated = semaphore.with_history(|entries| {
+                semaphore.with_history(|entries| {
                     history.extend(entries.iter().map(|entry| HistoryRecord {
                         value: entry.value,
                         frontier: frontiers.record(&entry.frontier),
                         tainted: entry.is_external(),
                         cancelled: entry.cancelled,
                         ran_on_rejected: entry.ran_on_rejected,
-                    }));
-                    entries.evicted()
+                    }))
                 });
                 SemaphoreRecord {
                     value: semaphore.value(),
                     failed: semaphore.failure().is_some() || semaphore.has_cancelled_signals(),
                     history: Span::since(&history, start),
-                    history_truncated,
                 }
             })
             .collect();

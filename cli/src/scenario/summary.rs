@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::report::queue_name;
 use super::run::{FrontierRecord, Outcome};
-use super::stats::{CudaStats, NpuStats, Percentiles, Stats, VulkanStats};
+use super::stats::{self, CudaStats, NpuStats, Percentiles, Stats, VulkanStats};
 use crate::output::count;
 
 /// The summary text of `outcome`.
@@ -37,10 +37,11 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     ops_table(outcome, &mut out);
     let _ = writeln!(out, "\nsemaphores");
     let name_width = column_width("", scenario.semaphores.iter().map(|s| s.name.as_str()));
-    for (spec, record) in scenario.semaphores.iter().zip(&outcome.semaphores) {
+    let history_truncated = stats::history_truncated(outcome);
+    let semaphores = scenario.semaphores.iter().zip(&outcome.semaphores);
+    for ((spec, record), &truncated) in semaphores.zip(&history_truncated) {
         let state = if record.failed { " FAILED" } else { "" };
-        let left_out = (record.history_truncated > 0)
-            .then(|| format!("{} earlier not kept", record.history_truncated));
+        let left_out = (truncated > 0).then(|| format!("{truncated} earlier not kept"));
         let history: Vec<String> = left_out
             .into_iter()
             .chain(outcome.history_of(record).iter().map(|e| {

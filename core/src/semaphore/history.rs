@@ -204,8 +204,6 @@ pub struct History<const H: usize, const N: usize, S = [HistoryEntry<N>; H]> {
     cancelled_evicted_through: u64,
     failure: Option<Failure>,
     aged_out_imports: u64,
-    /// Entries evicted so far: what a reader of the retained ones does not see.
-    evicted: u64,
 }
 
 impl<const H: usize, const N: usize> History<H, N> {
@@ -238,7 +236,6 @@ impl<const H: usize, const N: usize, S> History<H, N, S> {
             cancelled_evicted_through: initial,
             failure: None,
             aged_out_imports: 0,
-            evicted: 0,
         }
     }
 }
@@ -269,7 +266,6 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         }
         self.failure = None;
         self.aged_out_imports = 0;
-        self.evicted = 0;
     }
 
     /// How many signals the history holds at most.
@@ -295,12 +291,6 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     /// How many lookups had to import a looser entry because the exact one aged out.
     pub const fn aged_out_imports(&self) -> u64 {
         self.aged_out_imports
-    }
-
-    /// How many entries were evicted to make room, oldest first: those [`iter`](Self::iter)
-    /// no longer shows (a withdrawn reservation never happened, and is not counted).
-    pub const fn evicted(&self) -> u64 {
-        self.evicted
     }
 
     /// Signals submitted and not yet reached.
@@ -488,7 +478,6 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         self.head = self.slot(1) as u16;
         self.len -= 1;
         self.settled_len -= 1;
-        self.evicted += 1;
         Ok(())
     }
 
@@ -776,10 +765,8 @@ mod tests {
         // The newest reached entry stays, so value 1 still cannot go while 2 is pending.
         assert!(h.record(3, Some(point(1, 3)), &Frontier::<4>::new()).is_err());
         h.reach(2).unwrap();
-        assert_eq!(h.evicted(), 0);
         h.record(3, Some(point(1, 3)), &Frontier::<4>::new()).unwrap();
         assert_eq!(h.iter().map(|e| e.value).collect::<Vec<_>>(), [2, 3]);
-        assert_eq!(h.evicted(), 1, "1 was evicted for 3");
     }
 
     #[test]
@@ -1304,7 +1291,6 @@ mod tests {
                 prop_assert_eq!(kept, tail);
             }
             let evicted = model.len() - h.iter().count();
-            prop_assert_eq!(h.evicted(), evicted as u64);
             for v in probes {
                 let truth = model.iter().position(|e| e.0 >= v);
                 let lookup = h.lookup(v);
