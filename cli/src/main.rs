@@ -91,9 +91,10 @@ enum Command {
     },
 }
 
+/// The command's exit status, unless its text could not be written (exit 2).
 fn main() -> ExitCode {
     let mut out = Stdout::new();
-    let code = command(Cli::parse().command, &mut out);
+    let code = run_command(Cli::parse().command, &mut out);
     match out.finish() {
         Ok(()) => code,
         Err(error) => {
@@ -103,7 +104,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn command(command: Command, out: &mut Stdout) -> ExitCode {
+fn run_command(command: Command, out: &mut Stdout) -> ExitCode {
     match command {
         Command::Scenarios => {
             for scenario in bundled::ALL {
@@ -155,7 +156,7 @@ fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool, out: &mut Stdout)
         let scenario = match causeway_cli::schedule::emit(&file, &schedule) {
             Ok(scenario) => scenario,
             Err(error) => {
-                output::error(&error);
+                refuse(&error);
                 return ExitCode::from(EXIT_INPUT);
             }
         };
