@@ -41,6 +41,7 @@ use causeway_schedule::{Graph, NodeId, Schedule};
 use causeway_schedule::control::{Block, Condition, ControlKind, Update};
 use causeway_schedule::Program;
 
+use crate::output::{self, count, Stdout};
 use crate::schedule::GraphFile;
 
 /// One node of a body: where it runs, what it waits on and signals (epochs within one run).
@@ -637,22 +638,22 @@ impl GraphRun {
 }
 
 /// `causeway schedule GRAPH --run`: runs `file` ([`run_graph`], two workers, loops limited to
-/// 60 s), prints what each loop and branch did and the counters, and checks every dependency
-/// ([`GraphRun::check`]): exit 0 when all held, 1 when not (or the run failed), 3 when a loop
-/// was still going at the limit.
-pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
+/// 60 s), prints what each loop and branch did and the counters to `out`, and checks every
+/// dependency ([`GraphRun::check`]): exit 0 when all held, 1 when not (or the run failed), 3
+/// when a loop was still going at the limit.
+pub fn run_and_check(file: &GraphFile, out: &mut Stdout) -> std::process::ExitCode {
     let run = match run_graph(&file.program, 2, Duration::from_secs(60)) {
         Ok(run) => run,
         Err(ControlError::TimedOut { control, iterations }) => {
             let name = &file.program.graph.nodes()[file.program.controls[control].node].name;
-            eprintln!(
-                "error: while `{name}` still held its condition after {iterations} iterations, \
+            output::error(format_args!(
+                "while `{name}` still held its condition after {iterations} iterations, \
                  at the 60 s limit"
-            );
+            ));
             return std::process::ExitCode::from(3);
         }
         Err(error) => {
-            eprintln!("error: the run failed: {error}");
+            output::error(format_args!("the run failed: {error}"));
             return std::process::ExitCode::from(1);
         }
     };
@@ -661,24 +662,27 @@ pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
         let name = &nodes[control.node].name;
         match control.kind {
             ControlKind::While { .. } => {
-                println!("while `{name}`: {} iterations", run.iterations[index]);
+                let iterations = count(run.iterations[index], "iteration", "iterations");
+                out.line(format_args!("while `{name}`: {iterations}"));
             }
             ControlKind::Case { .. } => match run.branches[index] {
-                Some(branch) => println!("case `{name}`: branch {branch}"),
-                None => println!("case `{name}`: no branch held"),
+                Some(branch) => out.line(format_args!("case `{name}`: branch {branch}")),
+                None => out.line(format_args!("case `{name}`: no branch held")),
             },
         }
     }
     for (counter, value) in file.program.counters.iter().zip(&run.counters) {
-        println!("counter `{}` = {value}", counter.name);
+        out.line(format_args!("counter `{}` = {value}", counter.name));
     }
     match run.check(&file.program) {
         Ok(edges) => {
-            println!("ran {} nodes; all {edges} dependency edges honoured", run.ran.len());
+            let nodes = count(run.ran.len(), "node", "nodes");
+            let edges = count(edges, "dependency edge", "dependency edges");
+            out.line(format_args!("ran {nodes}; all {edges} honoured"));
             std::process::ExitCode::SUCCESS
         }
         Err(problem) => {
-            println!("dependency not honoured: {problem}");
+            out.line(format_args!("dependency not honoured: {problem}"));
             std::process::ExitCode::from(1)
         }
     }

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use causeway_cli::output::{self, Stdout};
+use causeway_cli::scenario::bundled::Source;
 use causeway_cli::scenario::check::Plan;
 use causeway_cli::scenario::ranks::{World, HOST_RANK};
 use causeway_cli::scenario::run::{Outcome, RunOptions};
@@ -37,7 +39,8 @@ struct Cli {
 enum Command {
     /// Run a scenario file (or a bundled scenario by name).
     Run {
-        /// The scenario: a TOML file, or the name of a bundled one (see `causeway scenarios`).
+        /// The scenario: a TOML file, or the bare name of a bundled one (see `causeway
+        /// scenarios`).
         file: PathBuf,
         /// Write the machine-readable report here.
         #[arg(long, value_name = "OUT.json")]
@@ -75,7 +78,8 @@ enum Command {
     /// Schedule a graph file onto streams; print the streams and the signals beside a naive
     /// schedule's, and optionally write a scenario that runs it.
     Schedule {
-        /// The graph: a TOML file of devices and nodes (see the README).
+        /// The graph: a TOML file of devices and nodes (see the README), or the bare name of
+        /// a bundled one (fork-join, transformer-block, multi-device-pipeline, while-refine).
         graph: PathBuf,
         /// Write the schedule as a scenario `causeway run` executes.
         #[arg(long, value_name = "SCENARIO.toml")]
@@ -87,21 +91,34 @@ enum Command {
     },
 }
 
+/// The command's exit status, unless its text could not be written (exit 2).
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    let mut out = Stdout::new();
+    let code = run_command(Cli::parse().command, &mut out);
+    match out.finish() {
+        Ok(()) => code,
+        Err(error) => {
+            output::error(format_args!("cannot write to standard output: {error}"));
+            ExitCode::from(EXIT_INPUT)
+        }
+    }
+}
+
+fn run_command(command: Command, out: &mut Stdout) -> ExitCode {
+    match command {
         Command::Scenarios => {
             for scenario in bundled::ALL {
-                println!("{:<24} {}", scenario.name, scenario.summary());
+                out.line(format_args!("{:<24} {}", scenario.name, scenario.summary()));
             }
             ExitCode::SUCCESS
         }
         Command::View { report, output, trace } => view_report(&report, &output, trace.as_deref()),
-        Command::Schedule { graph, emit, run } => schedule_graph(&graph, emit.as_deref(), run),
+        Command::Schedule { graph, emit, run } => schedule_graph(&graph, emit.as_deref(), run, out),
         Command::Run { file, report, trace, html, timeout, quiet, all_cpu } => {
             let timeout = match Duration::try_from_secs_f64(timeout) {
                 Ok(timeout) if !timeout.is_zero() => timeout,
                 _ => {
-                    eprintln!("error: --timeout must be a positive number of seconds");
+                    output::error("--timeout must be a positive number of seconds");
                     return ExitCode::from(EXIT_INPUT);
                 }
             };
@@ -111,48 +128,59 @@ fn main() -> ExitCode {
                 trace: trace.as_deref(),
                 html: html.as_deref(),
             };
-            run_scenario(&file, documents, options)
+            run_scenario(&file, documents, options, out)
         }
     }
 }
 
-fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool) -> ExitCode {
-    let file = match causeway_cli::schedule::load(path) {
+fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool, out: &mut Stdout) -> ExitCode {
+    let loaded = bundled::resolve(path, bundled::GRAPH).and_then(|source| match source {
+        Source::File(path) => causeway_cli::schedule::load(path),
+        Source::Bundled(found) => {
+            causeway_cli::schedule::parse(Path::new(found.name), found.source)
+        }
+    });
+    let file = match loaded {
         Ok(file) => file,
         Err(error) => {
-            eprintln!("error: {error}");
+            refuse(&error);
             return ExitCode::from(EXIT_INPUT);
         }
     };
     let schedule = causeway_schedule::schedule(&file.program.graph);
-    print!("{}", causeway_cli::schedule::render(&file, &schedule));
+    out.print(causeway_cli::schedule::render(&file, &schedule));
     if run {
-        return causeway_cli::control::run_and_check(&file);
+        return causeway_cli::control::run_and_check(&file, out);
     }
-    if let Some(out) = emit {
+    if let Some(emitted) = emit {
         let scenario = match causeway_cli::schedule::emit(&file, &schedule) {
             Ok(scenario) => scenario,
             Err(error) => {
-                eprintln!("error: {error}");
+                refuse(&error);
                 return ExitCode::from(EXIT_INPUT);
             }
         };
-        if let Err(error) = std::fs::write(out, scenario) {
-            eprintln!("error: cannot write {}: {error}", out.display());
+        if let Err(error) = std::fs::write(emitted, scenario) {
+            output::error(format_args!("cannot write {}: {error}", emitted.display()));
             return ExitCode::from(EXIT_INPUT);
         }
-        println!("scenario written to {}", out.display());
+        out.line(format_args!("scenario written to {}", emitted.display()));
     }
     ExitCode::SUCCESS
 }
 
 fn load(file: &Path) -> Result<Scenario, ScenarioError> {
-    if !file.exists() {
-        if let Some(found) = bundled::find(&file.to_string_lossy()) {
-            return parse::parse(Path::new(found.file), found.source);
-        }
+    match bundled::resolve(file, bundled::SCENARIO)? {
+        Source::File(path) => parse::load(path),
+        Source::Bundled(found) => found.scenario(),
     }
-    parse::load(file)
+}
+
+/// Writes each of `error`'s problems as an error line of its own.
+fn refuse(error: &ScenarioError) {
+    for problem in error.problems() {
+        output::error(problem);
+    }
 }
 
 /// Streams one JSON document of the run to a file.
@@ -166,11 +194,16 @@ struct Documents<'a> {
     html: Option<&'a Path>,
 }
 
-fn run_scenario(file: &Path, documents: Documents<'_>, mut options: RunOptions) -> ExitCode {
+fn run_scenario(
+    file: &Path,
+    documents: Documents<'_>,
+    mut options: RunOptions,
+    out: &mut Stdout,
+) -> ExitCode {
     let world = match World::from_env(|name| std::env::var(name).ok()) {
         Ok(world) => world,
         Err(error) => {
-            eprintln!("error: {error}");
+            output::error(&error);
             return ExitCode::from(EXIT_INPUT);
         }
     };
@@ -180,7 +213,7 @@ fn run_scenario(file: &Path, documents: Documents<'_>, mut options: RunOptions) 
     options.progress &= reports;
     let failed = |error: ScenarioError| {
         if reports {
-            eprintln!("error: {error}");
+            refuse(&error);
         }
         ExitCode::from(if error.deadlock { EXIT_DEADLOCK } else { EXIT_INPUT })
     };
@@ -191,12 +224,12 @@ fn run_scenario(file: &Path, documents: Documents<'_>, mut options: RunOptions) 
     match world {
         Some(world) if world.size > 1 => match run_across(&scenario, &plan, options, world) {
             // MPI is finalised once rank 0 has reported (the session drops last).
-            Ok((Some(outcome), _session)) => present(&outcome, documents, options),
+            Ok((Some(outcome), _session)) => present(&outcome, documents, options, out),
             Ok((None, _session)) => ExitCode::SUCCESS,
             Err(code) => code,
         },
         _ => match run::run(&scenario, &plan, options) {
-            Ok(outcome) => present(&outcome, documents, options),
+            Ok(outcome) => present(&outcome, documents, options, out),
             Err(error) => failed(error),
         },
     }
@@ -224,7 +257,7 @@ fn run_across<'s>(
     use causeway_cli::scenario::ranks::Share;
     let share = Share::new(scenario, world).map_err(|error| {
         if world.rank == HOST_RANK {
-            eprintln!("error: {error}");
+            refuse(&error);
         }
         ExitCode::from(EXIT_INPUT)
     })?;
@@ -256,21 +289,26 @@ fn run_across<'s>(
     world: World,
 ) -> Result<(Option<Outcome<'s>>, Session), ExitCode> {
     if world.rank == HOST_RANK {
-        eprintln!(
-            "error: this causeway was built without the `mpi` feature, so it cannot run as one \
+        output::error(format_args!(
+            "this causeway was built without the `mpi` feature, so it cannot run as one \
              of {} MPI ranks: build it with `cargo build --release -p causeway-cli --features \
              mpi` (Open MPI's headers and libclang are needed: scripts/mpi.sh --setup-only)",
             world.size
-        );
+        ));
     }
     Err(ExitCode::from(EXIT_INPUT))
 }
 
 /// Prints the summary, writes the documents asked for and checks the scenario's expectations.
-fn present(outcome: &Outcome<'_>, documents: Documents<'_>, options: RunOptions) -> ExitCode {
+fn present(
+    outcome: &Outcome<'_>,
+    documents: Documents<'_>,
+    options: RunOptions,
+    out: &mut Stdout,
+) -> ExitCode {
     let Documents { report: report_path, trace: trace_path, html: html_path } = documents;
     if options.progress {
-        print!("{}", summary::summary(outcome));
+        out.print(summary::summary(outcome));
     }
     let trace_link = html_path.zip(trace_path).map(|(html, trace)| view_link(html, trace));
     let page = |out: &mut BufWriter<File>| {
@@ -291,18 +329,18 @@ fn present(outcome: &Outcome<'_>, documents: Documents<'_>, options: RunOptions)
             out.flush()
         });
         if let Err(error) = written {
-            eprintln!("error: cannot write {}: {error}", path.display());
+            output::error(format_args!("cannot write {}: {error}", path.display()));
             return ExitCode::from(EXIT_INPUT);
         }
     }
     let (unmet, checked) = expect::unmet(outcome);
     if unmet.is_empty() {
-        println!("expectations: {checked} checked, all met");
+        out.line(format_args!("expectations: {checked} checked, all met"));
         ExitCode::SUCCESS
     } else {
-        println!("expectations: {} of {checked} NOT met", unmet.len());
+        out.line(format_args!("expectations: {} of {checked} NOT met", unmet.len()));
         for line in &unmet {
-            println!("  {line}");
+            out.line(format_args!("  {line}"));
         }
         ExitCode::from(EXIT_EXPECTATIONS)
     }
@@ -322,12 +360,12 @@ fn view_report(report: &Path, output: &Path, trace: Option<&str>) -> ExitCode {
     let json = match std::fs::read(report) {
         Ok(json) => json,
         Err(error) => {
-            eprintln!("error: cannot read {}: {error}", report.display());
+            output::error(format_args!("cannot read {}: {error}", report.display()));
             return ExitCode::from(EXIT_INPUT);
         }
     };
     if let Err(error) = view::check(&json) {
-        eprintln!("error: {}: {error}", report.display());
+        output::error(format_args!("{}: {error}", report.display()));
         return ExitCode::from(EXIT_INPUT);
     }
     let written = File::create(output).map(BufWriter::new).and_then(|mut out| {
@@ -337,7 +375,7 @@ fn view_report(report: &Path, output: &Path, trace: Option<&str>) -> ExitCode {
     match written {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: cannot write {}: {error}", output.display());
+            output::error(format_args!("cannot write {}: {error}", output.display()));
             ExitCode::from(EXIT_INPUT)
         }
     }

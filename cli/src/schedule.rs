@@ -27,6 +27,7 @@ use causeway_schedule::{Graph, GraphError, NodeSpec, Program, Schedule};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::output::count;
 use crate::scenario::ScenarioError;
 
 /// The frontier capacity of the device `causeway run` uses: frontiers of at most this many
@@ -412,21 +413,24 @@ pub fn render(file: &GraphFile, schedule: &Schedule) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "graph `{}`: {} nodes, {} edges, {} devices",
+        "graph `{}`: {}, {}, {}",
         file.name,
-        nodes.len(),
-        graph.edge_count(),
-        graph.devices().len()
+        count(nodes.len(), "node", "nodes"),
+        count(graph.edge_count(), "edge", "edges"),
+        count(graph.devices().len(), "device", "devices")
     );
     let _ = writeln!(
         out,
-        "streams: {} ({} chains started on a recycled stream)",
+        "streams: {} ({} started on a recycled stream)",
         assignment.streams.len(),
-        assignment.recycled
+        count(assignment.recycled, "chain", "chains")
     );
-    for (id, stream) in assignment.streams.iter().enumerate() {
-        let names: Vec<&str> = stream.nodes.iter().map(|&n| nodes[n].name.as_str()).collect();
-        let _ = writeln!(out, "  {:<12} {}", stream_name(file, schedule, id), names.join(" "));
+    let names: Vec<String> =
+        (0..assignment.streams.len()).map(|id| stream_name(file, schedule, id)).collect();
+    let width = names.iter().map(|name| name.chars().count()).max().unwrap_or(0);
+    for (stream, name) in assignment.streams.iter().zip(&names) {
+        let nodes: Vec<&str> = stream.nodes.iter().map(|&n| nodes[n].name.as_str()).collect();
+        let _ = writeln!(out, "  {name:<width$} {}", nodes.join(" "));
     }
     let _ = writeln!(out, "waits:");
     for &node in graph.order() {
@@ -479,9 +483,11 @@ fn render_block(out: &mut String, devices: &[String], label: &str, block: &Block
     let assignment = &schedule.assignment;
     let name =
         |stream: usize| format!("{}.{label}.s{stream}", devices[assignment.streams[stream].device]);
+    let width = (0..assignment.streams.len()).map(|id| name(id).chars().count()).max();
+    let width = width.unwrap_or(0);
     for (id, stream) in assignment.streams.iter().enumerate() {
         let names: Vec<&str> = stream.nodes.iter().map(|&n| nodes[n].name.as_str()).collect();
-        let _ = writeln!(out, "  {:<12} {}", name(id), names.join(" "));
+        let _ = writeln!(out, "  {:<width$} {}", name(id), names.join(" "));
     }
     for &node in block.graph.order() {
         for &dep in &schedule.signals.waits[node] {

@@ -12,6 +12,11 @@ fn causeway(args: &[&str]) -> Output {
 
 /// `causeway args` with `variables` added to its environment.
 fn causeway_with(args: &[&str], variables: &[(&str, &str)]) -> Output {
+    causeway_in(&std::env::current_dir().unwrap(), args, variables)
+}
+
+/// `causeway args` run in `dir`, with `variables` added to its environment.
+fn causeway_in(dir: &Path, args: &[&str], variables: &[(&str, &str)]) -> Output {
     // Under wine, CreateProcess fails with ERROR_INTERNAL_ERROR whenever the new process dies in
     // wine's own start-up, before any of its code runs: wine reports every such early death with
     // that code, whatever ended the process. The CLI never started, so spawning it again is safe.
@@ -20,7 +25,7 @@ fn causeway_with(args: &[&str], variables: &[(&str, &str)]) -> Output {
     const ERROR_INTERNAL_ERROR: i32 = 1359;
     const ATTEMPTS: u32 = 3;
     let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
-    command.args(args).envs(variables.iter().copied());
+    command.args(args).envs(variables.iter().copied()).current_dir(dir);
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut attempt = 1;
     let child = loop {
@@ -160,6 +165,8 @@ fn a_vulkan_scenario_without_a_vulkan_driver_exits_2_naming_the_package() {
     assert!(message.contains("queue `gpu` names the vulkan driver"), "{message}");
     assert!(message.contains("mesa-vulkan-drivers"), "{message}");
     assert!(message.contains("--all-cpu"), "{message}");
+    // A bundled scenario is named as it was given, not by a path that may not exist here.
+    assert!(message.starts_with("error: cross-driver: "), "{message}");
     // The same scenario on the CPU driver alone runs, and says where its queues ran.
     let report = scratch("cross-driver-cpu.json");
     let all_cpu =
@@ -491,7 +498,7 @@ fn unmet_expectations_fail_the_run() {
 fn a_missing_file_is_an_input_error() {
     let output = causeway(&["run", "/nonexistent/scenario.toml"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("/nonexistent/scenario.toml: cannot read"));
+    assert!(stderr(&output).contains("/nonexistent/scenario.toml: no such file"));
 }
 
 #[test]
@@ -619,4 +626,317 @@ fn the_html_view_is_written_by_run_and_view_and_bad_reports_exit_2() {
         assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
         assert!(stderr(&output).contains(problem), "{}: {}", input.display(), stderr(&output));
     }
+}
+
+/// `causeway args` with its standard output a pipe whose reader has gone, as under
+/// `causeway scenarios | head -1` once `head` has exited. The reader is closed as soon as the
+/// child has started, well before it has read and checked its first scenario: every write
+/// finds the pipe closed.
+fn causeway_into_a_closed_pipe(args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
+    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("the binary runs");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("the binary runs")
+}
+
+/// A reader that stops reading is no error: the command ends quietly, finishes the files it
+/// was asked for and exits with the status its work earned.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    let listing = causeway_into_a_closed_pipe(&["scenarios"]);
+    assert_eq!((listing.status.code(), stderr(&listing).as_str()), (Some(0), ""));
+    let report = scratch("closed-pipe-report.json");
+    let _ = std::fs::remove_file(&report);
+    let run =
+        causeway_into_a_closed_pipe(&["run", "late-waiter", "--report", report.to_str().unwrap()]);
+    assert_eq!((run.status.code(), stderr(&run).as_str()), (Some(0), ""));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["scenario"], "late-waiter");
+    let unmet = write_scenario(
+        "closed-pipe-unmet.toml",
+        &format!("{HEADER}[[op]]\nname = \"a\"\nqueue = \"q0\"\nexpect_status = \"failed\"\n"),
+    );
+    let unmet = causeway_into_a_closed_pipe(&["run", unmet.to_str().unwrap()]);
+    assert_eq!((unmet.status.code(), stderr(&unmet).as_str()), (Some(1), ""));
+    let graph = Path::new(env!("CARGO_MANIFEST_DIR")).join("../graphs/while-refine.toml");
+    let schedule = causeway_into_a_closed_pipe(&["schedule", graph.to_str().unwrap(), "--run"]);
+    assert_eq!((schedule.status.code(), stderr(&schedule).as_str()), (Some(0), ""));
+    // `causeway run missing.toml 2>&1 | head -0`: the error has nowhere to go, and the status
+    // still says what happened.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
+    command.args(["run", "/nonexistent/scenario.toml"]).stdin(Stdio::null());
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stderr.take());
+    assert_eq!(child.wait().unwrap().code(), Some(2));
+}
+
+/// Output that fails otherwise than by its reader leaving (a full disk) is an error: exit 2,
+/// saying so.
+#[cfg(target_os = "linux")]
+#[test]
+fn output_that_cannot_be_written_is_an_error() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_causeway"));
+    command.arg("scenarios").stdin(Stdio::null()).stdout(full).stderr(Stdio::piped());
+    let output = command.spawn().unwrap().wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("cannot write to standard output"), "{}", stderr(&output));
+}
+
+/// A path that exists is a file; a bare name (no folder, no extension) is a bundled scenario
+/// or graph; anything else is an error that says what was tried.
+#[test]
+fn a_path_names_a_file_and_a_bare_name_a_bundled_scenario_or_graph() {
+    let elsewhere = scratch("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let refused = |args: &[&str]| {
+        let output = causeway_in(&elsewhere, args, &[]);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+        stderr(&output)
+    };
+    // Not the bundled one: there is no such file here.
+    let message = refused(&["run", "scenarios/late-waiter.toml"]);
+    assert!(message.contains("scenarios/late-waiter.toml: no such file"), "{message}");
+    assert!(message.contains(elsewhere.join("scenarios/late-waiter.toml").to_str().unwrap()));
+    assert!(message.contains("`causeway run late-waiter`"), "{message}");
+    let message = refused(&["run", "./late-waiter"]);
+    assert!(message.contains("./late-waiter: no such file"), "{message}");
+    assert!(message.contains("`causeway run late-waiter`"), "{message}");
+    let message = refused(&["run", "no-such-scenario"]);
+    assert!(message.contains("no-such-scenario: no such file"), "{message}");
+    assert!(message.contains("no bundled scenario of that name"), "{message}");
+    assert!(message.contains("late-waiter"), "the bundled names are listed: {message}");
+    let message = refused(&["schedule", "no-such-graph"]);
+    assert!(message.contains("no bundled graph of that name"), "{message}");
+    assert!(message.contains("fork-join"), "the bundled names are listed: {message}");
+
+    // Bare names: the bundled scenario and graph, from any directory.
+    let output = causeway_in(&elsewhere, &["run", "late-waiter", "--quiet"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = causeway_in(&elsewhere, &["schedule", "fork-join"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("fork-join"));
+    // A file that exists wins over a bundled name.
+    let own = format!("{HEADER}[[op]]\nname = \"mine\"\nqueue = \"q0\"\n");
+    std::fs::write(elsewhere.join("late-waiter"), own).unwrap();
+    let output = causeway_in(&elsewhere, &["run", "late-waiter"], &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("scenario bad"));
+    std::fs::remove_file(elsewhere.join("late-waiter")).unwrap();
+}
+
+/// A scenario file without `name` is named after its file, as graph files are.
+#[test]
+fn a_scenario_without_a_name_is_named_after_its_file() {
+    let path = write_scenario(
+        "unnamed-pipeline.toml",
+        "[[queue]]\nname = \"q0\"\n[[op]]\nname = \"a\"\nqueue = \"q0\"\n",
+    );
+    let report = scratch("unnamed-report.json");
+    let output = causeway(&["run", path.to_str().unwrap(), "--report", report.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("scenario unnamed-pipeline "), "{stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["scenario"], "unnamed-pipeline");
+}
+
+/// Every problem of a file is reported, in line order, each with its file and line: the first
+/// one found does not hide the others.
+#[test]
+fn every_problem_of_a_file_is_reported_in_line_order() {
+    let path = write_scenario(
+        "three-mistakes.toml",
+        "[[queue]]\nname = \"q0\"\n[[semaphore]]\nname = \"s\"\n\
+         [[op]]\nname = \"a\"\nqueue = \"q9\"\n\
+         [[op]]\nname = \"b\"\nqueue = \"q0\"\nwaits = [\"s>=1\"]\n\
+         [[op]]\nname = \"c\"\nqueue = \"q0\"\nwait = [\"s=>1\"]\n\
+         [[queue]]\nname = \"q1\"\ndriver = \"tpu\"\n",
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let file = path.to_str().unwrap();
+    let lines: Vec<String> = stderr(&output).lines().map(str::to_owned).collect();
+    let expected = [
+        format!("error: {file}:7: unknown queue `q9`"),
+        format!("error: {file}:11: unknown field `waits`"),
+        format!("error: {file}:15: malformed wait `s=>1`"),
+        format!("error: {file}:18: driver `tpu` is not available"),
+    ];
+    assert_eq!(lines.len(), expected.len(), "{lines:#?}");
+    for (line, expected) in lines.iter().zip(&expected) {
+        assert!(line.starts_with(expected.as_str()), "{line}\nexpected {expected}");
+    }
+    // Signals that do not advance are whole-file problems: every one is reported too.
+    let body = "[[op]]\nname = \"a\"\nqueue = \"q0\"\nsignal = [\"s=2\"]\n\
+                [[op]]\nname = \"b\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\n\
+                [[op]]\nname = \"c\"\nqueue = \"q0\"\nsignal = [\"s=2\"]\n";
+    let message = refused("two-not-advancing.toml", body, 2);
+    assert!(
+        message.contains(":10: op `b` signals s=1, which does not advance past 2"),
+        "{message}"
+    );
+    assert!(
+        message.contains(":14: op `c` signals s=2, which does not advance past 2"),
+        "{message}"
+    );
+}
+
+/// A semaphore's history is bounded: what the run did not keep is counted where the history
+/// is shown, in the report (`history_truncated`), the text and the view.
+#[test]
+fn a_truncated_history_says_how_much_was_left_out() {
+    let mut text = String::from("[[queue]]\nname = \"q0\"\n[[semaphore]]\nname = \"s\"\n");
+    for value in 1..=100 {
+        text += &format!("[[op]]\nname = \"o{value}\"\nqueue = \"q0\"\nsignal = [\"s={value}\"]\n");
+    }
+    let path = write_scenario("long-history.toml", &text);
+    let (report, html) = (scratch("long-history.json"), scratch("long-history.html"));
+    let output = causeway(&[
+        "run",
+        path.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let semaphore = &report["semaphores"][0];
+    let kept = semaphore["history"].as_array().unwrap().len() as u64;
+    let left_out = semaphore["history_truncated"].as_u64().expect("history_truncated");
+    assert!(kept < 100, "the history is bounded: {kept}");
+    assert_eq!(kept + left_out, 100, "{semaphore}");
+    assert_eq!(semaphore["history"][0]["value"], left_out + 1, "the oldest entries are left out");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().find(|line| line.trim_start().starts_with("s ")).unwrap();
+    assert!(
+        line.contains(&format!("history: {left_out} earlier not kept, {} ", left_out + 1)),
+        "{line}"
+    );
+    // The page reads the count from the embedded report.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(&format!("\"history_truncated\":{left_out}")), "the report is embedded");
+    assert!(page.contains("semaphore.history_truncated"), "the page shows the count");
+}
+
+/// `--all-cpu` says in the text which queues it moved off the driver they name.
+#[test]
+fn all_cpu_says_which_queues_it_moved() {
+    let output = causeway(&["run", "cpu-npu-vulkan", "--all-cpu"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(
+            "--all-cpu: queues encoder (npu), refiner (npu), gpu (vulkan) ran on the CPU driver"
+        ),
+        "{stdout}"
+    );
+    let output = causeway(&["run", "late-waiter", "--all-cpu"]);
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("--all-cpu"), "nothing was moved");
+}
+
+/// The text agrees in number ("1 op", "2 ops") and sizes its columns to what they hold.
+#[test]
+fn the_text_agrees_in_number_and_aligns_its_columns() {
+    let path = write_scenario(
+        "one-of-each.toml",
+        "workers = 1\n[[queue]]\nname = \"a-queue-named-at-length\"\n\
+         [[semaphore]]\nname = \"a-semaphore-named-at-great-length\"\n\
+         [[semaphore]]\nname = \"s\"\n\
+         [[op]]\nname = \"an-operation-named-at-great-length\"\nqueue = \"a-queue-named-at-length\"\n\
+         signal = [\"a-semaphore-named-at-great-length=1\", \"s=1\"]\n",
+    );
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(" — 1 op on 1 queue, 2 semaphores, 1 worker, "), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    // Where each column of the ops table starts and ends, in characters (µ is one): the
+    // header's labels, and the row's values (none of which holds a space here).
+    let header = lines.iter().find(|line| line.trim_start().starts_with("op ")).unwrap();
+    let row = lines.iter().find(|line| line.contains("an-operation-named")).unwrap();
+    let mut from = 0;
+    let labels = ["op", "queue", "epoch", "status", "start µs", "end µs", "frontier", "waits"];
+    let labels = labels.map(|label| {
+        let rest: String = header.chars().skip(from).collect();
+        let start = from + rest[..rest.find(label).unwrap()].chars().count();
+        from = start + label.chars().count();
+        (start, from)
+    });
+    let mut values = Vec::new();
+    let mut start = None;
+    for (at, c) in row.chars().chain([' ']).enumerate() {
+        match (c == ' ', start) {
+            (false, None) => start = Some(at),
+            (true, Some(begun)) => {
+                values.push((begun, at));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(values.len(), labels.len(), "{row}");
+    let right_aligned = [false, false, true, false, true, true, false, false];
+    for ((label, value), right) in labels.iter().zip(&values).zip(right_aligned) {
+        let (label, value) = if right { (label.1, value.1) } else { (label.0, value.0) };
+        assert_eq!(label, value, "columns misaligned:\n{header}\n{row}");
+    }
+    let at = |line: &str, text: &str| line.find(text).map(|bytes| line[..bytes].chars().count());
+    let values: Vec<Option<usize>> = lines
+        .iter()
+        .filter(|line| line.contains(" value 1"))
+        .map(|line| at(line, " value 1"))
+        .collect();
+    assert_eq!(values.len(), 2, "{stdout}");
+    assert_eq!(values[0], values[1], "the semaphores' values line up:\n{stdout}");
+}
+
+/// The drivers' lines agree in number too.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_drivers_lines_agree_in_number() {
+    let output = causeway(&["run", "multi-domain"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("1 native wait for 1 device wait;"), "{stdout}");
+    assert!(stdout.contains("1 was held;"), "{stdout}");
+    let output = causeway(&["schedule", "fork-join"]);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("4 edges, 1 device\n"));
+}
+
+/// Latencies of a run where no queue operation ran say so, rather than "0.0 µs".
+#[test]
+fn latencies_of_a_run_where_nothing_ran_say_so() {
+    let body = "[[op]]\nname = \"h\"\nqueue = \"host\"\nfail = \"s\"\n\
+                [[op]]\nname = \"a\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n";
+    let path = write_scenario("nothing-ran.toml", &format!("{HEADER}{body}"));
+    let output = causeway(&["run", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let latency = stdout.lines().filter(|line| line.contains("→")).collect::<Vec<_>>();
+    assert_eq!(latency.len(), 2, "{stdout}");
+    for line in latency {
+        assert!(line.ends_with("— (no queue operation ran)"), "{line}");
+    }
+}
+
+/// A Vulkan option the driver cannot read is named with the values it accepts, not taken for
+/// a missing device.
+#[test]
+fn an_unreadable_vulkan_option_lists_the_accepted_values() {
+    let output = causeway_with(
+        &["run", "cross-driver", "--quiet"],
+        &[("CAUSEWAY_VULKAN_VALIDATION", "yes")],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains(
+            "CAUSEWAY_VULKAN_VALIDATION=\"yes\" is not one of its values: 1 (on), 0 or empty (off)"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("no Vulkan device opens"), "{message}");
 }

@@ -212,6 +212,25 @@ async fn a_ten_thousand_op_page_paints_and_steps() {
             )
             .await
             .unwrap();
+        // At the end, each semaphore whose history the run did not keep whole says how much
+        // of it is missing.
+        browser.client.find(Locator::Id("step-last")).await.unwrap().click().await.unwrap();
+        let report = parse_report(&json);
+        let truncated = report["semaphores"].as_array().unwrap().iter();
+        let truncated: Vec<&Value> = truncated.filter(|s| s["history_truncated"] != 0).collect();
+        let mut shown_rows = 0;
+        for semaphore in &truncated {
+            let name = semaphore["name"].as_str().unwrap();
+            let css = format!("#semaphores tr[data-semaphore=\"{name}\"] .not-kept");
+            // The table lists a bounded number of rows: check those it lists.
+            if let Ok(shown) = browser.client.find(Locator::Css(&css)).await {
+                let expected = format!("{} earlier not kept", semaphore["history_truncated"]);
+                assert_eq!(shown.text().await.unwrap(), expected, "{shape}: {name}");
+                shown_rows += 1;
+            }
+        }
+        assert!(truncated.is_empty() || shown_rows > 0, "{shape}: no truncated history shown");
+        browser.client.find(Locator::Id("step-first")).await.unwrap().click().await.unwrap();
         let screenshot = browser.client.screenshot().await.unwrap();
         std::fs::write(out.join(format!("{shape}-{OPS}.png")), screenshot).unwrap();
         println!(

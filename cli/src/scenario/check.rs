@@ -88,7 +88,34 @@ pub struct Plan {
 /// Checks `scenario` and plans its bounded resources; the error names the file, the line and
 /// the stuck waits.
 pub fn check(scenario: &Scenario) -> Result<Plan, ScenarioError> {
+    signals_advance(scenario)?;
     Simulation::new(scenario).run()
+}
+
+/// Every signal of the file advances its semaphore past the value the file signalled it to
+/// before; each one that does not is refused (all of them, in file order, which is line order).
+fn signals_advance(scenario: &Scenario) -> Result<(), ScenarioError> {
+    let mut last: Vec<u64> = scenario.semaphores.iter().map(|s| s.initial).collect();
+    let mut refused = Vec::new();
+    for op in &scenario.ops {
+        for &(semaphore, value) in scenario.signals(op) {
+            if value <= last[semaphore] {
+                refused.push(ScenarioError::at(
+                    &scenario.path,
+                    op.line,
+                    format!(
+                        "op `{}` signals {}={value}, which does not advance past {}",
+                        scenario.op_name(op),
+                        scenario.semaphores[semaphore].name,
+                        last[semaphore]
+                    ),
+                ));
+            } else {
+                last[semaphore] = value;
+            }
+        }
+    }
+    ScenarioError::gathered(refused).map_or(Ok(()), Err)
 }
 
 /// An operation as the simulation reads it: its spec and its waits and signals.
@@ -255,15 +282,17 @@ impl<'s> Simulation<'s> {
         }
     }
 
-    /// Plays the file in one pass. Once a host step is stuck, nothing more runs, but the rest
-    /// of the file is still read: a signal that does not advance is reported first (wherever
-    /// it is), and a deadlock report names the highest value each stuck wait could ever see.
+    /// Plays the file in one pass, its signals known to advance. Once a host step is stuck,
+    /// nothing more runs, but the rest of the file is still read: a deadlock report names the
+    /// highest value each stuck wait could ever see.
     fn run(mut self) -> Result<Plan, ScenarioError> {
         let scenario = self.scenario;
         let mut stuck_host = None;
         for index in 0..scenario.ops.len() {
             let op = self.op(index);
-            self.check_signals_advance(op)?;
+            for &(semaphore, value) in op.signals {
+                self.signalled[semaphore] = value;
+            }
             if stuck_host.is_some() {
                 continue;
             }
@@ -299,26 +328,6 @@ impl<'s> Simulation<'s> {
 
     fn op(&self, index: usize) -> Op<'s> {
         Op::of(self.scenario, &self.scenario.ops[index])
-    }
-
-    fn check_signals_advance(&mut self, op: Op<'_>) -> Result<(), ScenarioError> {
-        for &(semaphore, value) in op.signals {
-            let last = &mut self.signalled[semaphore];
-            if value <= *last {
-                return Err(ScenarioError::at(
-                    &self.scenario.path,
-                    op.spec.line,
-                    format!(
-                        "op `{}` signals {}={value}, which does not advance past {}",
-                        self.scenario.op_name(op.spec),
-                        self.scenario.semaphores[semaphore].name,
-                        *last
-                    ),
-                ));
-            }
-            *last = value;
-        }
-        Ok(())
     }
 
     /// Raises the history plan for each signal `op` is about to record.
@@ -496,12 +505,12 @@ impl Stuck<'_> {
             stuck.push(self.describe(op));
         }
         let line = host.map(|op| op.line).or_else(|| heads.map(|op| op.line).min());
-        ScenarioError {
-            path: self.scenario.path.clone(),
-            line,
-            message: format!("deadlock: the workload can never finish\n{}", stuck.join("\n")),
-            deadlock: true,
-        }
+        let message = format!("deadlock: the workload can never finish\n{}", stuck.join("\n"));
+        let error = match line {
+            Some(line) => ScenarioError::at(&self.scenario.path, line, message),
+            None => ScenarioError::in_file(&self.scenario.path, message),
+        };
+        error.deadlock()
     }
 
     fn describe(&self, op: &OpSpec) -> String {
@@ -816,14 +825,15 @@ mod tests {
             Ok(plan)
         }
 
-        /// Every signal of the file advances its semaphore, or the first that does not is
+        /// Every signal of the file advances its semaphore, or every one that does not is
         /// refused; the highest value each semaphore is ever signalled to.
         fn signals_advance(scenario: &Scenario) -> Result<Vec<u64>, ScenarioError> {
             let mut submitted: Vec<u64> = scenario.semaphores.iter().map(|s| s.initial).collect();
+            let mut refused = Vec::new();
             for op in &scenario.ops {
                 for &(semaphore, value) in scenario.signals(op) {
                     if value <= submitted[semaphore] {
-                        return Err(ScenarioError::at(
+                        refused.push(ScenarioError::at(
                             &scenario.path,
                             op.line,
                             format!(
@@ -833,11 +843,12 @@ mod tests {
                                 submitted[semaphore]
                             ),
                         ));
+                    } else {
+                        submitted[semaphore] = value;
                     }
-                    submitted[semaphore] = value;
                 }
             }
-            Ok(submitted)
+            ScenarioError::gathered(refused).map_or(Ok(submitted), Err)
         }
 
         fn sweep_until_still(&mut self) {

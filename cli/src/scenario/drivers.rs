@@ -259,8 +259,10 @@ impl Drivers {
         let wants_vulkan = queues().find(|q| q.driver == DriverKind::Vulkan);
         let vulkan = match wants_vulkan {
             Some(queue) if !all_cpu => {
+                // An option the driver cannot read is the user's to fix, not a missing device.
+                let options = GpuOptions::from_env().map_err(|error| error.to_string())?;
                 let open = || -> Result<(VulkanBackend, [Kernel; 2]), VulkanError> {
-                    let gpu = Gpu::open(&GpuOptions::from_env()?)?;
+                    let gpu = Gpu::open(&options)?;
                     let kernels = [Kernel::add(&gpu)?, Kernel::saxpy(&gpu)?];
                     Ok((VulkanBackend::new(gpu), kernels))
                 };

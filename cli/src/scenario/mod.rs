@@ -4,8 +4,8 @@
 //! A scenario (TOML) declares queues and semaphores and lists operations in submission order
 //! (see the README for the format). Running one is four steps:
 //!
-//! 1. [`parse::load`] — read the file, resolve names, check values; every problem is reported
-//!    with its file and line;
+//! 1. [`parse::load`] — read the file, resolve names, check values; every problem is reported,
+//!    in line order, with its file and line;
 //! 2. [`check::check`] — whole-scenario checks: signal values advance, and the workload can
 //!    finish (a wait nothing will ever signal, or a cycle, is reported as a deadlock naming
 //!    the stuck waits, before anything runs); from the same pre-run, the [`check::Plan`] of

@@ -7,8 +7,11 @@ use std::time::Duration;
 use causeway_core::queue::Resolution;
 use causeway_core::scope::Scope;
 
-/// A problem with a scenario file, located as precisely as the file allows.
+/// A problem with a scenario file, located as precisely as the file allows, and the file's
+/// other problems, when a check found several (each is reported: the first one found must not
+/// hide the rest).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ScenarioError {
     /// The file.
     pub path: PathBuf,
@@ -18,6 +21,8 @@ pub struct ScenarioError {
     pub message: String,
     /// The workload can never finish (as opposed to malformed input).
     pub deadlock: bool,
+    /// The file's other problems, in line order after this one (each with none of its own).
+    pub more: Vec<ScenarioError>,
 }
 
 impl ScenarioError {
@@ -27,6 +32,7 @@ impl ScenarioError {
             line: Some(line),
             message: message.into(),
             deadlock: false,
+            more: Vec::new(),
         }
     }
 
@@ -36,6 +42,7 @@ impl ScenarioError {
             line: None,
             message: message.into(),
             deadlock: false,
+            more: Vec::new(),
         }
     }
 
@@ -43,14 +50,55 @@ impl ScenarioError {
         self.deadlock = true;
         self
     }
+
+    /// `problems` as one error, in line order (those without a line, about the whole file,
+    /// last; the order found among equals); `None` when there are none.
+    pub(crate) fn gathered(mut problems: Vec<ScenarioError>) -> Option<ScenarioError> {
+        problems.sort_by_key(|problem| problem.line.unwrap_or(usize::MAX));
+        let mut problems = problems.into_iter();
+        let mut first = problems.next()?;
+        first.more.extend(problems);
+        Some(first)
+    }
+
+    /// Each problem, in line order, as `file:line: message`.
+    pub fn problems(&self) -> impl Iterator<Item = Problem<'_>> {
+        std::iter::once(self).chain(&self.more).map(|error| Problem {
+            path: &error.path,
+            line: error.line,
+            message: &error.message,
+        })
+    }
 }
 
-impl fmt::Display for ScenarioError {
+/// One problem of a [`ScenarioError`], displayed as `file:line: message` (`file: message`
+/// when it has no line).
+#[derive(Clone, Copy, Debug)]
+pub struct Problem<'a> {
+    path: &'a Path,
+    line: Option<usize>,
+    message: &'a str,
+}
+
+impl fmt::Display for Problem<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
             Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
             None => write!(f, "{}: {}", self.path.display(), self.message),
         }
+    }
+}
+
+/// Every problem, one a line.
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, problem) in self.problems().enumerate() {
+            if index > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
     }
 }
 

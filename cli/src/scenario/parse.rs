@@ -1,6 +1,11 @@
 //! Reading a scenario file: TOML into raw tables (with source spans), then names resolved and
 //! values checked, every problem reported with its line.
 //!
+//! Every problem of the file is reported, in line order, not only the first one found: each
+//! table is read and resolved whatever became of the others. One exception keeps the report
+//! true: when a `[[queue]]` or `[[semaphore]]` cannot be read at all, operations are read but
+//! not resolved, since every name they give of what was unreadable would be reported unknown.
+//!
 //! Loading is linear in the file: names resolve through hash maps built as the declarations
 //! are read (so a later duplicate is found where it is written), and byte offsets become line
 //! numbers by a binary search over the line starts, found in one pass over the source.
@@ -235,7 +240,7 @@ fn read_document(path: &Path, source: &str, lines: LineStarts) -> Result<Scenari
         memory_quota: raw.memory_quota,
         expect: raw.expect.unwrap_or_default(),
     };
-    Resolver::new(path, &lines).scenario(
+    Resolver::new(path, &lines, Vec::new()).scenario(
         head,
         &queues,
         &semaphores,
@@ -245,7 +250,7 @@ fn read_document(path: &Path, source: &str, lines: LineStarts) -> Result<Scenari
 
 /// Reads `source` a segment at a time: first every table but the operations (which may name
 /// queues and semaphores declared after them), then the operations one by one, each resolved
-/// as it is read.
+/// as it is read. A table that cannot be read is reported, and the others are read on.
 fn parse_segments(
     path: &Path,
     source: &str,
@@ -258,8 +263,17 @@ fn parse_segments(
     let mut head = Head::default();
     let mut queues = Vec::new();
     let mut semaphores = Vec::new();
+    let mut unread = Vec::new();
+    let mut declarations_unread = false;
     for segment in segments.iter().filter(|segment| segment.table != Table::Op) {
-        let part = read(segment)?;
+        let part = match read(segment) {
+            Ok(part) => part,
+            Err(error) => {
+                unread.push(error);
+                declarations_unread |= matches!(segment.table, Table::Queue | Table::Semaphore);
+                continue;
+            }
+        };
         match segment.table {
             // Filtered out above: operations are read in the second pass.
             Table::Op => {}
@@ -286,7 +300,13 @@ fn parse_segments(
             None => Err(ScenarioError::at(path, lines.line(segment.start), "an empty [[op]]")),
         }
     });
-    Resolver::new(path, &lines).scenario(head, &queues, &semaphores, ops)
+    if declarations_unread {
+        // Names given of what could not be read would all be reported unknown.
+        let problems = unread.into_iter().chain(ops.filter_map(Result::err)).collect();
+        let unreadable = || ScenarioError::in_file(path, "a declaration cannot be read");
+        return Err(ScenarioError::gathered(problems).unwrap_or_else(unreadable));
+    }
+    Resolver::new(path, &lines, unread).scenario(head, &queues, &semaphores, ops)
 }
 
 /// Deserializes `text`, which starts at byte `base` of the source, reporting a TOML error at
@@ -297,11 +317,9 @@ fn read_toml<T: serde::de::DeserializeOwned>(
     text: &str,
     base: usize,
 ) -> Result<T, ScenarioError> {
-    toml::from_str(text).map_err(|error| ScenarioError {
-        path: path.to_path_buf(),
-        line: Some(lines.line(base + error.span().map_or(0, |span| span.start))),
-        message: error.message().trim().to_string(),
-        deadlock: false,
+    toml::from_str(text).map_err(|error| {
+        let line = lines.line(base + error.span().map_or(0, |span| span.start));
+        ScenarioError::at(path, line, error.message().trim())
     })
 }
 
@@ -348,10 +366,17 @@ struct Resolver<'a> {
     conditions: Vec<(usize, u64)>,
     /// The operations' names read so far (see [`OpName`]).
     op_names: String,
+    /// Every problem found so far.
+    problems: Vec<ScenarioError>,
 }
 
 impl Resolver<'_> {
-    fn new<'a>(path: &'a Path, lines: &'a LineStarts) -> Resolver<'a> {
+    /// A resolver of the tables of the file at `path`, whose `problems` so far are given.
+    fn new<'a>(
+        path: &'a Path,
+        lines: &'a LineStarts,
+        problems: Vec<ScenarioError>,
+    ) -> Resolver<'a> {
         Resolver {
             path,
             lines,
@@ -360,7 +385,19 @@ impl Resolver<'_> {
             buffer_index: HashMap::new(),
             conditions: Vec::new(),
             op_names: String::new(),
+            problems,
         }
+    }
+
+    /// `result`'s value, or `None` with its problem noted.
+    fn take<T>(&mut self, result: Result<T, ScenarioError>) -> Option<T> {
+        result.map_err(|problem| self.problems.push(problem)).ok()
+    }
+
+    /// Notes the problem `message` at `at`.
+    fn refuse<T>(&mut self, at: &Spanned<T>, message: impl Into<String>) {
+        let problem = self.error(at, message);
+        self.problems.push(problem);
     }
 
     fn line<T>(&self, spanned: &Spanned<T>) -> usize {
@@ -378,40 +415,44 @@ impl Resolver<'_> {
         raw_semaphores: &[Placed<RawSemaphore>],
         raw_ops: impl Iterator<Item = Result<Placed<RawOp>, ScenarioError>>,
     ) -> Result<Scenario, ScenarioError> {
-        let Some(name) = head.name else {
-            return Err(ScenarioError::at(self.path, 1, "missing field `name`"));
-        };
+        // Graph files are named after their file when they give no name; so are scenarios.
+        let name = head.name.unwrap_or_else(|| {
+            self.path.file_stem().map_or_else(String::new, |stem| stem.to_string_lossy().into())
+        });
         let workers = match &head.workers {
             Some(workers) => {
                 self.base.set(workers.base);
                 let count = *workers.table.get_ref();
                 if !(1..=64).contains(&count) {
-                    return Err(self.error(&workers.table, "workers must be between 1 and 64"));
+                    self.refuse(&workers.table, "workers must be between 1 and 64");
                 }
                 count
             }
             None => DEFAULT_WORKERS,
         };
-        let (queues, queue_index) = self.queues(raw_queues)?;
-        let (semaphores, semaphore_index) =
-            self.semaphores(raw_semaphores, &queues, &queue_index)?;
+        let (queues, queue_index) = self.queues(raw_queues);
+        let (semaphores, semaphore_index) = self.semaphores(raw_semaphores, &queues, &queue_index);
         let names = Names { queues: queue_index, semaphores: semaphore_index };
         let mut ops = Vec::new();
         let mut defined: HashSet<String> = HashSet::new();
+        let mut written = false;
         for op in raw_ops {
-            let op = op?;
+            written = true;
+            let Some(op) = self.take(op) else { continue };
             self.base.set(op.base);
             let name = op.table.get_ref().name.get_ref();
-            if defined.contains(name.as_str()) {
-                return Err(
-                    self.error(&op.table.get_ref().name, format!("op `{name}` is defined twice"))
-                );
+            let first = defined.insert(name.clone());
+            if !first {
+                self.refuse(&op.table.get_ref().name, format!("op `{name}` is defined twice"));
             }
-            defined.insert(name.clone());
-            ops.push(self.op(&op.table, &queues, &names)?);
+            let spec = self.op(&op.table, &queues, &names);
+            ops.extend(spec.filter(|_| first));
         }
-        if ops.is_empty() {
-            return Err(ScenarioError::in_file(self.path, "the scenario has no [[op]]"));
+        if !written {
+            self.problems.push(ScenarioError::in_file(self.path, "the scenario has no [[op]]"));
+        }
+        if let Some(error) = ScenarioError::gathered(std::mem::take(&mut self.problems)) {
+            return Err(error);
         }
         let expect = TotalsExpect {
             elided: head.expect.elided,
@@ -438,10 +479,12 @@ impl Resolver<'_> {
         })
     }
 
+    /// The queues, each name once (a refused queue is declared all the same, on the CPU
+    /// driver, so that operations naming it are not reported again).
     fn queues<'r>(
-        &self,
+        &mut self,
         raw: &'r [Placed<RawQueue>],
-    ) -> Result<(Vec<QueueSpec>, HashMap<&'r str, usize>), ScenarioError> {
+    ) -> (Vec<QueueSpec>, HashMap<&'r str, usize>) {
         let mut queues: Vec<QueueSpec> = Vec::with_capacity(raw.len());
         let mut index = HashMap::with_capacity(raw.len());
         for placed in raw {
@@ -450,27 +493,31 @@ impl Resolver<'_> {
             let queue = spanned.get_ref();
             let name = queue.name.get_ref();
             if name == HOST {
-                return Err(self.error(&queue.name, "`host` is reserved for host steps"));
+                self.refuse(&queue.name, "`host` is reserved for host steps");
+                continue;
             }
-            if index.insert(name.as_str(), queues.len()).is_some() {
-                return Err(self.error(&queue.name, format!("queue `{name}` is defined twice")));
+            if index.contains_key(name.as_str()) {
+                self.refuse(&queue.name, format!("queue `{name}` is defined twice"));
+                continue;
             }
+            index.insert(name.as_str(), queues.len());
             let driver = match &queue.driver {
                 None => DriverKind::Cpu,
                 Some(named) => {
-                    let kind = DriverKind::ALL.iter().find(|kind| kind.name() == named.get_ref());
-                    *kind.ok_or_else(|| {
-                        let available: Vec<&str> =
-                            DriverKind::ALL.iter().map(|kind| kind.name()).collect();
-                        self.error(
-                            named,
-                            format!(
+                    match DriverKind::ALL.iter().find(|kind| kind.name() == named.get_ref()) {
+                        Some(&kind) => kind,
+                        None => {
+                            let available: Vec<&str> =
+                                DriverKind::ALL.iter().map(|kind| kind.name()).collect();
+                            let message = format!(
                                 "driver `{}` is not available (this build has: {})",
                                 named.get_ref(),
                                 available.join(", ")
-                            ),
-                        )
-                    })?
+                            );
+                            self.refuse(named, message);
+                            DriverKind::Cpu
+                        }
+                    }
                 }
             };
             queues.push(QueueSpec {
@@ -483,18 +530,21 @@ impl Resolver<'_> {
                 driver,
             });
         }
-        if queues.is_empty() {
-            return Err(ScenarioError::in_file(self.path, "the scenario declares no [[queue]]"));
+        if raw.is_empty() {
+            self.problems
+                .push(ScenarioError::in_file(self.path, "the scenario declares no [[queue]]"));
         }
-        Ok((queues, index))
+        (queues, index)
     }
 
+    /// The semaphores, each name once (a refused one is declared all the same, so that
+    /// operations naming it are not reported again).
     fn semaphores<'r>(
-        &self,
+        &mut self,
         raw: &'r [Placed<RawSemaphore>],
         queues: &[QueueSpec],
         queue_index: &HashMap<&str, usize>,
-    ) -> Result<(Vec<SemaphoreSpec>, HashMap<&'r str, usize>), ScenarioError> {
+    ) -> (Vec<SemaphoreSpec>, HashMap<&'r str, usize>) {
         let mut semaphores: Vec<SemaphoreSpec> = Vec::with_capacity(raw.len());
         let mut index = HashMap::with_capacity(raw.len());
         for placed in raw {
@@ -502,24 +552,28 @@ impl Resolver<'_> {
             let spanned = &placed.table;
             let semaphore = spanned.get_ref();
             let name = semaphore.name.get_ref();
-            if index.insert(name.as_str(), semaphores.len()).is_some() {
-                return Err(
-                    self.error(&semaphore.name, format!("semaphore `{name}` is defined twice"))
-                );
+            if index.contains_key(name.as_str()) {
+                self.refuse(&semaphore.name, format!("semaphore `{name}` is defined twice"));
+                continue;
             }
+            index.insert(name.as_str(), semaphores.len());
             let scope = match &semaphore.scope {
                 None => Scope::ProcessLocal,
-                Some(scope) => scope.get_ref().parse().map_err(|_: UnknownScope| {
+                Some(scope) => scope.get_ref().parse().unwrap_or_else(|_: UnknownScope| {
                     let names: Vec<&str> = Scope::ALL.iter().map(|known| known.name()).collect();
                     let message =
                         format!("unknown scope `{}` ({})", scope.get_ref(), names.join(", "));
-                    self.error(scope, message)
-                })?,
+                    self.refuse(scope, message);
+                    Scope::ProcessLocal
+                }),
             };
             let home = match &semaphore.home {
                 None => Home::Queue(0),
                 Some(home) if home.get_ref() == HOST => Home::Host,
-                Some(home) => Home::Queue(self.queue_index(home, queues, queue_index)?),
+                Some(home) => {
+                    let queue = self.queue_index(home, queues, queue_index);
+                    Home::Queue(self.take(queue).unwrap_or(0))
+                }
             };
             semaphores.push(SemaphoreSpec {
                 name: name.clone(),
@@ -531,7 +585,7 @@ impl Resolver<'_> {
                 expect_failed: semaphore.expect_failed,
             });
         }
-        Ok((semaphores, index))
+        (semaphores, index)
     }
 
     fn queue_index(
@@ -592,90 +646,84 @@ impl Resolver<'_> {
         Ok((self.semaphore_index(text, name, names)?, value))
     }
 
+    /// The operation, or `None` with every problem it has noted.
     fn op(
         &mut self,
         spanned: &Spanned<RawOp>,
         queues: &[QueueSpec],
         names: &Names<'_>,
-    ) -> Result<OpSpec, ScenarioError> {
+    ) -> Option<OpSpec> {
         let op = spanned.get_ref();
+        let problems_before = self.problems.len();
         let target = if op.queue.get_ref() == HOST {
-            Target::Host
+            Some(Target::Host)
         } else {
-            Target::Queue(self.queue_index(&op.queue, queues, &names.queues)?)
+            let queue = self.queue_index(&op.queue, queues, &names.queues);
+            self.take(queue).map(Target::Queue)
         };
-        let waits = op
-            .wait
-            .iter()
-            .map(|w| self.condition(w, ">=", names))
-            .collect::<Result<Vec<_>, _>>()?;
-        let signals = op
-            .signal
-            .iter()
-            .map(|s| self.condition(s, "=", names))
-            .collect::<Result<Vec<_>, _>>()?;
-        if waits.len() > causeway::device::MAX_WAITS {
-            return Err(
-                self.error(&op.name, format!("more than {} waits", causeway::device::MAX_WAITS))
-            );
+        let mut waits = Vec::with_capacity(op.wait.len());
+        for wait in &op.wait {
+            let wait = self.condition(wait, ">=", names);
+            waits.extend(self.take(wait));
         }
-        if signals.len() > causeway::device::MAX_SIGNALS {
-            return Err(self
-                .error(&op.name, format!("more than {} signals", causeway::device::MAX_SIGNALS)));
+        let mut signals = Vec::with_capacity(op.signal.len());
+        for signal in &op.signal {
+            let signal = self.condition(signal, "=", names);
+            signals.extend(self.take(signal));
+        }
+        if op.wait.len() > causeway::device::MAX_WAITS {
+            self.refuse(&op.name, format!("more than {} waits", causeway::device::MAX_WAITS));
+        }
+        if op.signal.len() > causeway::device::MAX_SIGNALS {
+            self.refuse(&op.name, format!("more than {} signals", causeway::device::MAX_SIGNALS));
         }
         let work = match &op.work {
-            None => WorkSpec::Noop,
-            Some(work) => self.work(work, target)?,
-        };
-        if let (Target::Queue(queue), Some(spanned)) = (target, &op.work) {
-            let (name, driver) = (&queues[queue].name, queues[queue].driver);
-            if !drivers::runs(driver, &work) {
-                return Err(self.error(
-                    spanned,
-                    format!(
-                        "queue `{name}` (driver {}) cannot run this work: {}",
-                        driver.name(),
-                        drivers::kinds(driver)
-                    ),
-                ));
+            None => Some(WorkSpec::Noop),
+            Some(spanned) => {
+                let work = self.work(spanned);
+                self.take(work)
             }
+        };
+        if let (Some(target), Some(work), Some(spanned)) = (target, &work, &op.work) {
+            self.check_fit(target, work, spanned, queues);
         }
-        if target != Target::Host && (op.external || op.fail.is_some() || op.cancel.is_some()) {
-            return Err(self.error(
+        if target.is_some_and(|target| target != Target::Host)
+            && (op.external || op.fail.is_some() || op.cancel.is_some())
+        {
+            self.refuse(
                 &op.name,
                 "`external`, `fail` and `cancel` are host steps (queue = \"host\")",
-            ));
+            );
         }
-        if matches!(work, WorkSpec::AllReduce { .. })
-            && (signals.len() != 1 || op.external || op.fail.is_some() || op.cancel.is_some())
+        if matches!(work, Some(WorkSpec::AllReduce { .. }))
+            && (op.signal.len() != 1 || op.external || op.fail.is_some() || op.cancel.is_some())
         {
-            return Err(self.error(
+            self.refuse(
                 &op.name,
                 "an all_reduce step signals exactly one semaphore (its result), with no \
                  `external`, `fail` or `cancel`",
-            ));
+            );
         }
-        let cancel = match &op.cancel {
-            None => None,
-            Some(spanned) => {
-                let RawCancel { axis, after } = spanned.get_ref();
-                match names.queues.get(axis.as_str()) {
-                    Some(&queue) => Some((queue, *after)),
-                    None => {
-                        return Err(self.error(spanned, format!("cancel: unknown queue `{axis}`")))
-                    }
+        let cancel = op.cancel.as_ref().and_then(|spanned| {
+            let RawCancel { axis, after } = spanned.get_ref();
+            match names.queues.get(axis.as_str()) {
+                Some(&queue) => Some((queue, *after)),
+                None => {
+                    self.refuse(spanned, format!("cancel: unknown queue `{axis}`"));
+                    None
                 }
             }
-        };
-        let fail = match &op.fail {
-            None => None,
-            Some(name) => Some((
-                self.semaphore_index(name, name.get_ref(), names)?,
-                op.failure_code.unwrap_or(1),
-            )),
-        };
-        let expect = self.expectations(op, &names.queues)?;
-        Ok(OpSpec {
+        });
+        let fail = op.fail.as_ref().and_then(|name| {
+            let semaphore = self.semaphore_index(name, name.get_ref(), names);
+            Some((self.take(semaphore)?, op.failure_code.unwrap_or(1)))
+        });
+        let expect = self.expectations(op, &names.queues);
+        let (Some(target), Some(work)) = (target, work) else { return None };
+        if self.problems.len() > problems_before {
+            return None;
+        }
+        Some(OpSpec {
             name: OpName::push(&mut self.op_names, op.name.get_ref()),
             line: self.line(spanned),
             target,
@@ -688,11 +736,39 @@ impl Resolver<'_> {
         })
     }
 
-    fn work(
+    /// Notes why `work`, given at `spanned`, cannot run on `target`, if it cannot.
+    fn check_fit(
         &mut self,
-        spanned: &Spanned<RawWork>,
         target: Target,
-    ) -> Result<WorkSpec, ScenarioError> {
+        work: &WorkSpec,
+        spanned: &Spanned<RawWork>,
+        queues: &[QueueSpec],
+    ) {
+        match (target, work) {
+            (Target::Host, WorkSpec::Noop | WorkSpec::Spin(_) | WorkSpec::Sleep(_))
+            | (Target::Host, WorkSpec::AllReduce { .. }) => {}
+            (Target::Host, _) => {
+                self.refuse(spanned, "host steps can only do noop, spin, sleep or all_reduce work")
+            }
+            (Target::Queue(_), WorkSpec::AllReduce { .. }) => self.refuse(
+                spanned,
+                "all_reduce is a collective step that every rank performs: queue = \"host\"",
+            ),
+            (Target::Queue(queue), _) => {
+                let (name, driver) = (&queues[queue].name, queues[queue].driver);
+                if !drivers::runs(driver, work) {
+                    let message = format!(
+                        "queue `{name}` (driver {}) cannot run this work: {}",
+                        driver.name(),
+                        drivers::kinds(driver)
+                    );
+                    self.refuse(spanned, message);
+                }
+            }
+        }
+    }
+
+    fn work(&mut self, spanned: &Spanned<RawWork>) -> Result<WorkSpec, ScenarioError> {
         let work = match spanned.get_ref() {
             RawWork::Noop => WorkSpec::Noop,
             RawWork::Spin { us } => WorkSpec::Spin(Duration::from_micros(*us)),
@@ -754,21 +830,6 @@ impl Resolver<'_> {
                 WorkSpec::AllReduce { elements: *elements }
             }
         };
-        match (target, &work) {
-            (Target::Host, WorkSpec::Noop | WorkSpec::Spin(_) | WorkSpec::Sleep(_))
-            | (Target::Host, WorkSpec::AllReduce { .. }) => {}
-            (Target::Host, _) => {
-                return Err(self
-                    .error(spanned, "host steps can only do noop, spin, sleep or all_reduce work"))
-            }
-            (Target::Queue(_), WorkSpec::AllReduce { .. }) => {
-                return Err(self.error(
-                    spanned,
-                    "all_reduce is a collective step that every rank performs: queue = \"host\"",
-                ))
-            }
-            (Target::Queue(_), _) => {}
-        }
         Ok(work)
     }
 
@@ -781,65 +842,48 @@ impl Resolver<'_> {
         self.buffers.len() - 1
     }
 
-    fn expectations(
-        &self,
-        op: &RawOp,
-        queue_index: &HashMap<&str, usize>,
-    ) -> Result<OpExpect, ScenarioError> {
-        let frontier = match &op.expect_frontier {
-            None => None,
-            Some(map) => {
-                for axis in map.get_ref().keys() {
-                    if axis != HOST
-                        && axis != COLLECTIVE
-                        && !queue_index.contains_key(axis.as_str())
-                    {
-                        return Err(
-                            self.error(map, format!("expect_frontier names unknown axis `{axis}`"))
-                        );
-                    }
-                }
-                Some(map.get_ref().iter().map(|(k, v)| (k.clone(), *v)).collect())
+    /// The operation's expectations; each one that cannot be read is noted and left out.
+    fn expectations(&mut self, op: &RawOp, queue_index: &HashMap<&str, usize>) -> OpExpect {
+        let frontier = op.expect_frontier.as_ref().and_then(|map| {
+            let unknown = map.get_ref().keys().find(|axis| {
+                *axis != HOST && *axis != COLLECTIVE && !queue_index.contains_key(axis.as_str())
+            });
+            if let Some(axis) = unknown {
+                self.refuse(map, format!("expect_frontier names unknown axis `{axis}`"));
+                return None;
             }
-        };
-        let resolution = match &op.expect_resolution {
-            None => None,
-            Some(list) => {
-                if list.get_ref().len() != op.wait.len() {
-                    return Err(self.error(
-                        list,
-                        format!(
-                            "expect_resolution lists {} resolutions for {} waits",
-                            list.get_ref().len(),
-                            op.wait.len()
-                        ),
-                    ));
-                }
-                let parsed = list.get_ref().iter().map(|r| {
-                    r.split('|').map(|alternative| alternative.trim().parse().ok()).collect::<Option<Vec<Resolution>>>().ok_or_else(|| {
-                        self.error(list, format!(
-                            "unknown resolution `{r}` (elided, satisfied, device, held, or alternatives like satisfied|device)"
-                        ))
-                    })
-                });
-                Some(parsed.collect::<Result<Vec<_>, _>>()?)
+            Some(map.get_ref().iter().map(|(k, v)| (k.clone(), *v)).collect())
+        });
+        let resolution = op.expect_resolution.as_ref().and_then(|list| {
+            if list.get_ref().len() != op.wait.len() {
+                let message = format!(
+                    "expect_resolution lists {} resolutions for {} waits",
+                    list.get_ref().len(),
+                    op.wait.len()
+                );
+                self.refuse(list, message);
+                return None;
             }
-        };
-        let status = match &op.expect_status {
-            None => None,
-            Some(status) => Some(match status.get_ref().as_str() {
-                "ok" => StatusExpect::Ok,
-                "failed" => StatusExpect::Failed,
-                "cancelled" => StatusExpect::Cancelled,
-                other => {
-                    return Err(self.error(
-                        status,
-                        format!("unknown status `{other}` (ok, failed, cancelled)"),
+            let parsed = list.get_ref().iter().map(|r| {
+                r.split('|').map(|alternative| alternative.trim().parse().ok()).collect::<Option<Vec<Resolution>>>().ok_or_else(|| {
+                    self.error(list, format!(
+                        "unknown resolution `{r}` (elided, satisfied, device, held, or alternatives like satisfied|device)"
                     ))
-                }
-            }),
-        };
-        Ok(OpExpect { frontier, resolution, status, tainted: op.expect_tainted })
+                })
+            });
+            let parsed = parsed.collect::<Result<Vec<_>, _>>();
+            self.take(parsed)
+        });
+        let status = op.expect_status.as_ref().and_then(|status| match status.get_ref().as_str() {
+            "ok" => Some(StatusExpect::Ok),
+            "failed" => Some(StatusExpect::Failed),
+            "cancelled" => Some(StatusExpect::Cancelled),
+            other => {
+                self.refuse(status, format!("unknown status `{other}` (ok, failed, cancelled)"));
+                None
+            }
+        });
+        OpExpect { frontier, resolution, status, tainted: op.expect_tainted }
     }
 }
 
@@ -869,6 +913,56 @@ mod tests {
              [[op]]\nname = \"a\"\nqueue = \"q0\"\n"
         ));
         assert_eq!((op.line, op.message.as_str()), (Some(13), "op `a` is defined twice"));
+    }
+
+    /// Each problem once, with its line: a refused declaration still declares its name, and a
+    /// declaration that cannot be read stops the resolution of names, not the reading.
+    #[test]
+    fn every_problem_is_reported_once_in_line_order() {
+        let problems = |error: ScenarioError| -> Vec<(Option<usize>, String)> {
+            error
+                .problems()
+                .map(|p| p.to_string())
+                .map(|shown| {
+                    let (line, message) = shown["t.toml:".len()..].split_once(": ").unwrap();
+                    (line.parse().ok(), message.to_owned())
+                })
+                .collect()
+        };
+        let echoed = refused(&format!(
+            "{HEADER}[[op]]\nname = \"a\"\nqueue = \"gpu\"\nwait = [\"s>=x\"]\n\
+             [[queue]]\nname = \"gpu\"\ndriver = \"tpu\"\n"
+        ));
+        assert_eq!(
+            problems(echoed),
+            [
+                (Some(9), "malformed wait `s>=x`: expected `semaphore>=value`".to_owned()),
+                (
+                    Some(12),
+                    "driver `tpu` is not available (this build has: cpu, vulkan, npu, cuda)"
+                        .to_owned()
+                )
+            ]
+        );
+        let unreadable =
+            refused("[[queue]]\nname = 3\n[[op]]\nname = \"a\"\nqueue = \"q0\"\nbogus = 1\n");
+        let unreadable = problems(unreadable);
+        assert_eq!(
+            unreadable.iter().map(|(line, _)| *line).collect::<Vec<_>>(),
+            [Some(2), Some(6)]
+        );
+        assert!(unreadable[1].1.starts_with("unknown field `bogus`"), "{unreadable:?}");
+    }
+
+    #[test]
+    fn a_scenario_without_a_name_is_named_after_its_file() {
+        let source = "[[queue]]\nname = \"q0\"\n[[op]]\nname = \"a\"\nqueue = \"q0\"\n";
+        let scenario = parse(Path::new("somewhere/prefill-stage.toml"), source).unwrap();
+        assert_eq!(scenario.name, "prefill-stage");
+        assert_eq!(
+            parse_document(Path::new("prefill-stage.toml"), source).unwrap().name,
+            scenario.name
+        );
     }
 
     #[test]
@@ -1068,12 +1162,14 @@ mod tests {
             match (&segmented, &whole) {
                 (Ok(_), Ok(_)) => prop_assert_eq!(&segmented, &whole),
                 // Where a file has several problems the two readings may meet a different one
-                // first (the whole document checks all syntax before any name); each names a
-                // line of the file.
+                // first (the whole document checks all syntax before any name, and reports no
+                // more once the syntax fails, where segments read on); each names a line of
+                // the file, and where both name the same problem first, it is the same.
                 (Err(a), Err(b)) => {
                     prop_assert!(a.line.is_some() && b.line.is_some(), "{:?} / {:?}", a, b);
                     if mistake.is_some() && a.message == b.message {
-                        prop_assert_eq!(a, b);
+                        let first = |error: &ScenarioError| error.problems().next().map(|p| p.to_string());
+                        prop_assert_eq!(first(a), first(b));
                     }
                 }
                 _ => prop_assert!(false, "one reading failed: {:?} / {:?}", segmented, whole),

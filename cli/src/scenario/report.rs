@@ -11,11 +11,12 @@ use serde::{Serialize, Serializer};
 
 use super::model::Target;
 use super::run::{FrontierRecord, HistoryRecord, OpRecord, Outcome, WaitRecord};
-use super::stats::{CudaStats, NpuStats, Stats, VulkanStats};
+use super::stats::{self, CudaStats, NpuStats, Stats, VulkanStats};
 
 /// Writes the report of `outcome` to `out` as pretty-printed JSON.
 pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
     let scenario = outcome.scenario;
+    let history_truncated = stats::history_truncated(outcome);
     let report = Report {
         ops: LazyArray(|| {
             scenario.ops.iter().zip(&outcome.ops).map(|(spec, record)| {
@@ -43,12 +44,14 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
         }),
         scenario: &scenario.name,
         semaphores: LazyArray(|| {
-            scenario.semaphores.iter().zip(&outcome.semaphores).map(|(spec, record)| {
+            let semaphores = scenario.semaphores.iter().zip(&outcome.semaphores);
+            semaphores.zip(&history_truncated).map(|((spec, record), &history_truncated)| {
                 SemaphoreJson {
                     failed: record.failed,
                     history: LazyArray(|| {
                         outcome.history_of(record).iter().map(|entry| history_entry(outcome, entry))
                     }),
+                    history_truncated,
                     name: &spec.name,
                     value: record.value,
                 }
@@ -146,6 +149,8 @@ struct WaitJson<'a> {
 struct SemaphoreJson<'a, History> {
     failed: bool,
     history: History,
+    /// The oldest history entries the bounded history did not keep (before `history`).
+    history_truncated: u64,
     name: &'a str,
     value: u64,
 }
@@ -243,8 +248,12 @@ pub(super) mod tests {
 
     use super::*;
     use crate::scenario::check::check;
-    use crate::scenario::run::{run, RunOptions};
+    use crate::scenario::model::DriverKind;
+    use crate::scenario::run::{
+        run, CudaRecord, NpuRecord, RunOptions, Speculation, Status, VulkanRecord,
+    };
     use crate::scenario::{bundled, parse};
+    use causeway_core::queue::Resolution;
 
     /// `document` of a real run of bundled scenario `name`, streamed, and the same bytes read
     /// back as a tree.
@@ -273,67 +282,289 @@ pub(super) mod tests {
         }
     }
 
+    /// A line of the README's report schema: its keys, their type, and the lines that
+    /// describe what is inside them.
+    #[derive(Debug)]
+    struct SchemaLine {
+        /// Each key and whether it holds an array (`key[]`) of the type.
+        keys: Vec<(String, bool)>,
+        kind: Kind,
+        optional: bool,
+        children: Vec<SchemaLine>,
+    }
+
+    /// A type as the schema spells it.
+    #[derive(Debug)]
+    enum Kind {
+        String,
+        Number,
+        Bool,
+        Object,
+        NullOrObject,
+        True,
+        OneOf(Vec<String>),
+    }
+
+    /// The schema block of the README's "Report" section, as a tree.
+    fn readme_schema() -> Vec<SchemaLine> {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("### Report (`--report`)").expect("the section")..];
+        let block = &section[section.find("```text\n").expect("its block") + "```text\n".len()..];
+        let block = &block[..block.find("\n```").expect("the block's end")];
+        // (depth, line) pairs, then nested by depth.
+        let mut lines = Vec::new();
+        for text in block.lines() {
+            let depth = text.len() - text.trim_start().len();
+            assert_eq!(depth % 2, 0, "README schema: indent by two: {text}");
+            lines.push((depth / 2, schema_line(text.trim_start())));
+        }
+        let mut lines = lines.into_iter().peekable();
+        let tree = nest(&mut lines, 0);
+        assert!(lines.next().is_none(), "README schema: a line indented past its parent");
+        tree
+    }
+
+    fn nest(
+        lines: &mut std::iter::Peekable<impl Iterator<Item = (usize, SchemaLine)>>,
+        depth: usize,
+    ) -> Vec<SchemaLine> {
+        let mut level = Vec::new();
+        while let Some((at, _)) = lines.peek() {
+            if *at < depth {
+                break;
+            }
+            let (at, mut line) = lines.next().unwrap();
+            assert_eq!(at, depth, "README schema: {:?} indented past its parent", line.keys);
+            line.children = nest(lines, depth + 1);
+            level.push(line);
+        }
+        level
+    }
+
+    /// `keys… type[: what it means]`.
+    fn schema_line(text: &str) -> SchemaLine {
+        let (head, _meaning) = match text.find(": ") {
+            Some(at) => (&text[..at], &text[at + 2..]),
+            None => (text, ""),
+        };
+        let mut words = head.split_whitespace().peekable();
+        let mut keys = Vec::new();
+        while let Some(word) = words.next_if(|word| {
+            word.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_[]".contains(c))
+                && !["string", "number", "bool", "object", "null", "optional", "true"]
+                    .contains(word)
+        }) {
+            keys.push(match word.strip_suffix("[]") {
+                Some(key) => (key.to_owned(), true),
+                None => (word.to_owned(), false),
+            });
+        }
+        assert!(!keys.is_empty(), "README schema: no key in {text:?}");
+        let optional = words.next_if_eq(&"optional").is_some();
+        let kind: Vec<&str> = words.collect();
+        let kind = match kind.as_slice() {
+            ["string"] => Kind::String,
+            ["number"] => Kind::Number,
+            ["bool"] => Kind::Bool,
+            ["object"] => Kind::Object,
+            ["null", "|", "object"] => Kind::NullOrObject,
+            ["true"] => Kind::True,
+            alternatives => Kind::OneOf(
+                alternatives
+                    .split(|word| *word == "|")
+                    .map(|alternative| match alternative {
+                        [quoted] if quoted.len() > 2 && quoted.starts_with('"') => {
+                            quoted.trim_matches('"').to_owned()
+                        }
+                        _ => panic!("README schema: unknown type in {text:?}"),
+                    })
+                    .collect(),
+            ),
+        };
+        SchemaLine { keys, kind, optional, children: Vec::new() }
+    }
+
+    /// What the reports showed of the schema: each key present (not null) in some report,
+    /// and each alternative of a string taken.
+    #[derive(Default)]
+    struct Seen {
+        keys: std::collections::HashSet<String>,
+        alternatives: std::collections::HashSet<(String, String)>,
+        problems: Vec<String>,
+    }
+
+    impl Seen {
+        fn object(&mut self, value: &Value, lines: &[SchemaLine], path: &str) {
+            let Some(object) = value.as_object() else {
+                return self.problems.push(format!("{path}: not an object: {value}"));
+            };
+            for (key, value) in object {
+                let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                let line = lines.iter().find(|line| line.keys.iter().any(|(k, _)| k == key));
+                let Some(line) = line else {
+                    self.problems.push(format!("the report has {at}, which the README omits"));
+                    continue;
+                };
+                let array = line.keys.iter().any(|(k, array)| k == key && *array);
+                if array {
+                    let Some(items) = value.as_array() else {
+                        self.problems.push(format!("{at}: not an array: {value}"));
+                        continue;
+                    };
+                    for item in items {
+                        self.value(item, line, &format!("{at}[]"));
+                    }
+                    self.keys.insert(at);
+                } else {
+                    self.value(value, line, &at);
+                }
+            }
+            for line in lines.iter().filter(|line| !line.optional) {
+                for (key, _) in &line.keys {
+                    if !object.contains_key(key) {
+                        self.problems.push(format!("the README has {path}.{key}, the report not"));
+                    }
+                }
+            }
+        }
+
+        fn value(&mut self, value: &Value, line: &SchemaLine, at: &str) {
+            let fits = match &line.kind {
+                Kind::String => value.is_string(),
+                Kind::Number => value.is_number(),
+                Kind::Bool => value.is_boolean(),
+                Kind::True => value == &Value::Bool(true),
+                Kind::Object => {
+                    self.object(value, &line.children, at);
+                    true
+                }
+                Kind::NullOrObject => {
+                    if !value.is_null() {
+                        self.object(value, &line.children, at);
+                    }
+                    true
+                }
+                Kind::OneOf(alternatives) => match value.as_str() {
+                    Some(taken) if alternatives.iter().any(|a| a == taken) => {
+                        self.alternatives.insert((at.to_owned(), taken.to_owned()));
+                        true
+                    }
+                    _ => false,
+                },
+            };
+            if !fits {
+                self.problems.push(format!("{at}: {value} is not the README's {:?}", line.kind));
+            }
+            if !value.is_null() {
+                self.keys.insert(at.trim_end_matches("[]").to_owned());
+            }
+        }
+
+        /// Each documented key and alternative that no report showed.
+        fn unseen(&self, lines: &[SchemaLine], path: &str, out: &mut Vec<String>) {
+            for line in lines {
+                for (key, array) in &line.keys {
+                    let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                    if !self.keys.contains(&at) {
+                        out.push(format!("the README has {at}, no report shows it"));
+                    }
+                    let inner = if *array { format!("{at}[]") } else { at.clone() };
+                    if let Kind::OneOf(alternatives) = &line.kind {
+                        for alternative in alternatives {
+                            if !self.alternatives.contains(&(inner.clone(), alternative.clone())) {
+                                out.push(format!(
+                                    "the README has {at} = {alternative:?}, no report"
+                                ));
+                            }
+                        }
+                    }
+                    self.unseen(&line.children, &inner, out);
+                }
+            }
+        }
+    }
+
+    fn report_of(outcome: &Outcome<'_>) -> Value {
+        let mut bytes = Vec::new();
+        write(outcome, &mut bytes).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    /// Reports of every bundled scenario (on the CPU driver, as on any machine), and of one
+    /// run given, record by record, every value each field of the report can take — every
+    /// driver, resolution, status and reason, each driver's entry — so that the README is
+    /// held to what the report can say, not only to what these runs happened to do.
+    fn every_kind_of_report() -> Vec<Value> {
+        let options =
+            RunOptions { timeout: Duration::from_secs(30), progress: false, all_cpu: true };
+        let mut reports = Vec::new();
+        for found in bundled::ALL {
+            let scenario = found.scenario().unwrap();
+            let outcome = run(&scenario, &check(&scenario).unwrap(), options).unwrap();
+            reports.push(report_of(&outcome));
+        }
+        let scenario = bundled::find("speculation").unwrap().scenario().unwrap();
+        let mut outcome = run(&scenario, &check(&scenario).unwrap(), options).unwrap();
+        for &driver in DriverKind::ALL {
+            outcome.queues[0].driver = driver;
+            reports.push(report_of(&outcome));
+        }
+        for resolution in Resolution::ALL.iter().copied().map(Some).chain([None]) {
+            outcome.waits[0].resolution = resolution;
+            reports.push(report_of(&outcome));
+        }
+        for status in [Status::Ok, Status::Failed, Status::Cancelled] {
+            outcome.ops[0].status = status;
+            for conservative in [false, true] {
+                for started in [false, true] {
+                    outcome.ops[0].speculation = Some(Speculation { conservative, started });
+                    reports.push(report_of(&outcome));
+                }
+            }
+        }
+        outcome.history[0].cancelled = true;
+        outcome.history[0].ran_on_rejected = true;
+        outcome.vulkan = Some(VulkanRecord {
+            adapter: "a Vulkan device".into(),
+            native_waits: 0,
+            validation_messages: Vec::new(),
+        });
+        outcome.npu = Some(NpuRecord {
+            adapter: "an NPU",
+            wait_descriptors: 0,
+            elided: 0,
+            held: 0,
+            ring_full: 0,
+        });
+        outcome.cuda = Some(CudaRecord {
+            adapter: "a CUDA device".into(),
+            native_waits: 0,
+            completed: 0,
+            elided: 0,
+            held: 0,
+        });
+        reports.push(report_of(&outcome));
+        reports
+    }
+
+    /// The README's report schema says what reports hold, no more and no less: every key of
+    /// every report, its type and each string it takes are in it, and everything in it shows
+    /// in some report.
     #[test]
-    fn the_report_carries_every_documented_key() {
-        let (_, report) = streamed("late-waiter", |outcome, out| write(outcome, out));
-        let keys =
-            |value: &Value| -> Vec<String> { value.as_object().unwrap().keys().cloned().collect() };
-        assert_eq!(
-            keys(&report),
-            ["cuda", "npu", "ops", "queues", "scenario", "semaphores", "stats", "vulkan"]
+    fn the_readme_describes_the_report_exactly() {
+        let schema = readme_schema();
+        let mut seen = Seen::default();
+        for report in every_kind_of_report() {
+            seen.object(&report, &schema, "");
+        }
+        let mut problems = std::mem::take(&mut seen.problems);
+        problems.sort();
+        problems.dedup();
+        seen.unseen(&schema, "", &mut problems);
+        assert!(
+            problems.is_empty(),
+            "the README's report schema is wrong:\n{}",
+            problems.join("\n")
         );
-        assert_eq!(
-            keys(&report["queues"][0]),
-            ["adapter", "driver", "name"],
-            "{}",
-            report["queues"]
-        );
-        assert_eq!(report["queues"][0]["driver"], "cpu");
-        assert!(report["vulkan"].is_null(), "no Vulkan queue: {}", report["vulkan"]);
-        assert!(report["npu"].is_null(), "no NPU queue: {}", report["npu"]);
-        assert!(report["cuda"].is_null(), "no CUDA queue: {}", report["cuda"]);
-        let late = report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "late");
-        let late = late.unwrap();
-        assert_eq!(
-            keys(late),
-            [
-                "end_ns", "epoch", "frontier", "machine", "name", "queue", "signals", "start_ns",
-                "status", "tainted", "waits"
-            ]
-        );
-        let p2 = report["ops"].as_array().unwrap().iter().find(|op| op["name"] == "p2");
-        assert_eq!(p2.unwrap()["signals"], serde_json::json!([{"semaphore": "s", "value": 2}]));
-        assert_eq!(
-            late["waits"],
-            serde_json::json!([{"resolution": "satisfied", "semaphore": "s", "tainted": false, "value": 1}])
-        );
-        assert_eq!(keys(&report["semaphores"][0]), ["failed", "history", "name", "value"]);
-        assert_eq!(keys(&report["semaphores"][0]["history"][0]), ["frontier", "tainted", "value"]);
-        let stats = &report["stats"];
-        assert_eq!(
-            keys(stats),
-            [
-                "cancelled",
-                "failed",
-                "frontier",
-                "latency_ns",
-                "memory",
-                "ok",
-                "ops",
-                "waits",
-                "wall_ns"
-            ]
-        );
-        assert_eq!(keys(&stats["frontier"]), ["max_entries", "mean_entries", "tainted"]);
-        assert_eq!(keys(&stats["latency_ns"]["run"]), ["max", "p50", "p90", "p99"]);
-        assert_eq!(
-            keys(&stats["memory"]),
-            ["over_quota_waits", "peak_bytes", "reuse_declined", "reused"]
-        );
-        assert_eq!(
-            keys(&stats["waits"]),
-            ["device", "elided", "failed", "held", "satisfied", "tainted"]
-        );
-        assert_eq!(stats["ops"], report["ops"].as_array().unwrap().len());
     }
 }

@@ -79,6 +79,9 @@ pub struct Stats {
     pub frontier_max: usize,
     /// Operations whose frontier overflowed (tainted).
     pub tainted_frontiers: usize,
+    /// Queue operations that ran to the end: what the latencies are over (none: they are
+    /// all 0).
+    pub timed: usize,
     /// Submission to start, for queue operations that ran.
     pub queue_wait: Percentiles,
     /// Start to end, for queue operations that ran.
@@ -125,6 +128,7 @@ impl Stats {
             stats.tainted_waits += u64::from(wait.tainted);
         }
         stats.frontier_mean = entries as f64 / stats.ops.max(1) as f64;
+        stats.timed = ran.len();
         stats.queue_wait = Percentiles::of(&mut waited);
         stats.run = Percentiles::of(&mut ran);
         stats.memory_reused = outcome.memory.reused;
@@ -222,6 +226,42 @@ mod tests {
         assert_eq!(Percentiles::of(&mut []), Percentiles::default());
     }
 
+    /// In a run that submitted everything, what the histories kept and what they left out
+    /// are every signal of the file.
+    #[test]
+    fn kept_and_left_out_history_entries_are_every_signal() {
+        use std::path::Path;
+        use std::time::Duration;
+
+        use crate::scenario::run::{run, RunOptions};
+        use crate::scenario::{bundled, check, generate, parse};
+
+        let options =
+            RunOptions { timeout: Duration::from_secs(30), progress: false, all_cpu: true };
+        let pipeline = generate::pipeline(300);
+        let sources = bundled::ALL.iter().map(|found| (found.name, found.source));
+        let mut truncated_somewhere = false;
+        for (name, source) in sources.chain([("pipeline", pipeline.as_str())]) {
+            let scenario = parse::parse(Path::new(name), source).unwrap();
+            let outcome = run(&scenario, &check::check(&scenario).unwrap(), options).unwrap();
+            let mut signals = vec![0; scenario.semaphores.len()];
+            for op in &scenario.ops {
+                for &(semaphore, _) in scenario.signals(op) {
+                    signals[semaphore] += 1;
+                }
+            }
+            let left_out = history_truncated(&outcome);
+            for ((record, signals), left_out) in
+                outcome.semaphores.iter().zip(signals).zip(left_out)
+            {
+                let kept = outcome.history_of(record).len() as u64;
+                assert_eq!(kept + left_out, signals, "{name}");
+                truncated_somewhere |= left_out > 0;
+            }
+        }
+        assert!(truncated_somewhere, "a 300-signal semaphore outgrows its history");
+    }
+
     #[test]
     fn selected_ranks_are_the_sorted_ones() {
         // Duplicates and an order far from sorted.
@@ -233,6 +273,30 @@ mod tests {
             Percentiles { p50: rank(50), p90: rank(90), p99: rank(99), max: sorted[999] };
         assert_eq!(Percentiles::of(&mut samples), expected);
     }
+}
+
+/// Per semaphore, how many of its oldest history entries the run did not keep.
+///
+/// A history is bounded (the run gives each semaphore room for its signals up to the device's
+/// default of 64, more only where the workload needs it) and, when full, evicts its oldest
+/// entry, so what it keeps is its newest entries. Operations are submitted in file order and
+/// the values a semaphore is signalled to advance in file order (the check refuses any
+/// other file), so every signal the file makes below the oldest value kept was recorded before
+/// it, and has been evicted since: their number is what the history left out. A signal never
+/// recorded (its operation not yet submitted when a run ended) comes later in the file, above
+/// every value kept.
+pub fn history_truncated(outcome: &Outcome<'_>) -> Vec<u64> {
+    let scenario = outcome.scenario;
+    let oldest_kept: Vec<u64> = (outcome.semaphores.iter())
+        .map(|semaphore| outcome.history_of(semaphore).first().map_or(0, |entry| entry.value))
+        .collect();
+    let mut left_out = vec![0; oldest_kept.len()];
+    for op in &scenario.ops {
+        for &(semaphore, value) in scenario.signals(op) {
+            left_out[semaphore] += u64::from(value < oldest_kept[semaphore]);
+        }
+    }
+    left_out
 }
 
 /// What the NPU driver did in a run, beside what its queues' waits resolved to.
@@ -344,7 +408,8 @@ pub struct VulkanStats {
     /// Device waits of operations on Vulkan queues: what causeway's resolution asked of the
     /// device.
     pub device_waits: u64,
-    /// Native timeline waits the driver passed to `vkQueueSubmit2` (equal to `device_waits`).
+    /// Native timeline waits the driver passed to `vkQueueSubmit2`: `device_waits` but those of
+    /// operations cancelled before they were issued.
     pub native_waits: u64,
     /// Every wait of operations on Vulkan queues: what one wait per dependency edge would
     /// have issued.

@@ -4,7 +4,8 @@ use std::fmt::Write;
 
 use super::report::queue_name;
 use super::run::{FrontierRecord, Outcome};
-use super::stats::{CudaStats, NpuStats, Percentiles, Stats, VulkanStats};
+use super::stats::{self, CudaStats, NpuStats, Percentiles, Stats, VulkanStats};
+use crate::output::count;
 
 /// The summary text of `outcome`.
 pub fn summary(outcome: &Outcome<'_>) -> String {
@@ -12,66 +13,48 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "scenario {} — {} ops on {} queues, {} semaphores, {} workers, {:.3} ms",
+        "scenario {} — {} on {}, {}, {}, {:.3} ms",
         scenario.name,
-        scenario.ops.len(),
-        scenario.queues.len(),
-        scenario.semaphores.len(),
-        scenario.workers,
+        count(scenario.ops.len(), "op", "ops"),
+        count(scenario.queues.len(), "queue", "queues"),
+        count(scenario.semaphores.len(), "semaphore", "semaphores"),
+        count(scenario.workers, "worker", "workers"),
         outcome.wall.as_secs_f64() * 1e3
     );
     if !scenario.description.is_empty() {
         let _ = writeln!(out, "  {}", scenario.description);
     }
-    let _ = writeln!(out, "\nops (file order)");
-    let _ = writeln!(
-        out,
-        "  {:<18} {:<8} {:>5}  {:<9} {:>10} {:>10}  {:<28} waits",
-        "op", "queue", "epoch", "status", "start µs", "end µs", "frontier"
-    );
-    for (spec, record) in scenario.ops.iter().zip(&outcome.ops) {
-        let waits: Vec<String> = outcome
-            .waits_of(record)
-            .iter()
-            .map(|w| {
-                let resolution = w.resolution.map_or("failed", |r| r.name());
-                let taint = if w.tainted { ", tainted" } else { "" };
-                format!(
-                    "{}>={} {resolution}{taint}",
-                    scenario.semaphores[w.semaphore as usize].name, w.value
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "  {:<18} {:<8} {:>5}  {:<9} {:>10.1} {:>10.1}  {:<28} {}",
-            scenario.op_name(spec),
-            queue_name(outcome, spec.target),
-            record.epoch,
-            record.status.name(),
-            record.start_ns as f64 / 1e3,
-            record.end_ns as f64 / 1e3,
-            frontier(outcome, record.frontier),
-            if waits.is_empty() { "—".to_string() } else { waits.join("; ") }
-        );
+    // Only `--all-cpu` runs a queue on another driver than the one it names.
+    let moved: Vec<String> = (scenario.queues.iter().zip(&outcome.queues))
+        .filter(|(spec, record)| spec.driver != record.driver)
+        .map(|(spec, _)| format!("{} ({})", spec.name, spec.driver.name()))
+        .collect();
+    if !moved.is_empty() {
+        let queues = if moved.len() == 1 { "queue" } else { "queues" };
+        let _ = writeln!(out, "  --all-cpu: {queues} {} ran on the CPU driver", moved.join(", "));
     }
+    let _ = writeln!(out, "\nops (file order)");
+    ops_table(outcome, &mut out);
     let _ = writeln!(out, "\nsemaphores");
-    for (spec, record) in scenario.semaphores.iter().zip(&outcome.semaphores) {
+    let name_width = column_width("", scenario.semaphores.iter().map(|s| s.name.as_str()));
+    let history_truncated = stats::history_truncated(outcome);
+    let semaphores = scenario.semaphores.iter().zip(&outcome.semaphores);
+    for ((spec, record), &truncated) in semaphores.zip(&history_truncated) {
         let state = if record.failed { " FAILED" } else { "" };
-        let history: Vec<String> = outcome
-            .history_of(record)
-            .iter()
-            .map(|e| {
+        let left_out = (truncated > 0).then(|| format!("{truncated} earlier not kept"));
+        let history: Vec<String> = left_out
+            .into_iter()
+            .chain(outcome.history_of(record).iter().map(|e| {
                 if e.tainted {
                     format!("{} external", e.value)
                 } else {
                     format!("{} {}", e.value, frontier(outcome, e.frontier))
                 }
-            })
+            }))
             .collect();
         let _ = writeln!(
             out,
-            "  {:<18} value {}{state}  history: {}",
+            "  {:<name_width$} value {}{state}  history: {}",
             spec.name,
             record.value,
             history.join(", ")
@@ -100,27 +83,47 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
         stats.frontier_max,
         stats.tainted_frontiers
     );
+    // With no sample the percentiles are zeros, which would read as instant operations.
+    let latency = |percentiles| match stats.timed {
+        0 => "— (no queue operation ran)".to_string(),
+        _ => latency(percentiles),
+    };
     let _ = writeln!(out, "  queue wait (submit → start) {}", latency(stats.queue_wait));
     let _ = writeln!(out, "  run (start → end)           {}", latency(stats.run));
     if let Some(vulkan) = VulkanStats::of(outcome) {
         let _ = writeln!(
             out,
-            "  vulkan ({}): {} native waits for {} device waits; one wait per dependency edge would issue {}",
-            vulkan.adapter, vulkan.native_waits, vulkan.device_waits, vulkan.waits
+            "  vulkan ({}): {} for {}; one wait per dependency edge would issue {}",
+            vulkan.adapter,
+            count(vulkan.native_waits, "native wait", "native waits"),
+            count(vulkan.device_waits, "device wait", "device waits"),
+            vulkan.waits
         );
     }
     if let Some(npu) = NpuStats::of(outcome) {
         let _ = writeln!(
             out,
-            "  npu ({}): {} WAIT descriptors for {} device waits; {} waits emitted nothing (elided or satisfied), {} were held; one WAIT per dependency edge would emit {}; full ring {} times",
-            npu.adapter, npu.wait_descriptors, npu.device_waits, npu.elided, npu.held, npu.waits, npu.ring_full
+            "  npu ({}): {} for {}; {} emitted nothing (elided or satisfied), {} held; one WAIT per dependency edge would emit {}; full ring {}",
+            npu.adapter,
+            count(npu.wait_descriptors, "WAIT descriptor", "WAIT descriptors"),
+            count(npu.device_waits, "device wait", "device waits"),
+            count(npu.elided, "wait", "waits"),
+            count(npu.held, "was", "were"),
+            npu.waits,
+            count(npu.ring_full, "time", "times")
         );
     }
     if let Some(cuda) = CudaStats::of(outcome) {
         let _ = writeln!(
             out,
-            "  cuda ({}): {} stream waits for {} device waits ({} already complete at issue); {} waits made no call (elided or satisfied), {} were held; one stream wait per dependency edge would issue {}",
-            cuda.adapter, cuda.native_waits, cuda.device_waits, cuda.completed, cuda.elided, cuda.held, cuda.waits
+            "  cuda ({}): {} for {} ({} already complete at issue); {} made no call (elided or satisfied), {} held; one stream wait per dependency edge would issue {}",
+            cuda.adapter,
+            count(cuda.native_waits, "stream wait", "stream waits"),
+            count(cuda.device_waits, "device wait", "device waits"),
+            cuda.completed,
+            count(cuda.elided, "wait", "waits"),
+            count(cuda.held, "was", "were"),
+            cuda.waits
         );
     }
     let checked = outcome.compute.iter().filter(|check| check.result.is_some()).count();
@@ -131,11 +134,76 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     if !scenario.buffers.is_empty() {
         let _ = writeln!(
             out,
-            "  memory: peak {} B of {} B, reused {} without a fence, {} fresh where reuse was unproven, {} quota waits",
-            stats.peak_memory, scenario.memory_quota, stats.memory_reused, stats.memory_reuse_declined, stats.memory_over_quota_waits
+            "  memory: peak {} B of {} B, reused {} without a fence, {} fresh where reuse was unproven, {}",
+            stats.peak_memory,
+            scenario.memory_quota,
+            stats.memory_reused,
+            stats.memory_reuse_declined,
+            count(stats.memory_over_quota_waits, "quota wait", "quota waits")
         );
     }
     out
+}
+
+/// The ops table: a row per operation, each column as wide as its widest cell.
+fn ops_table(outcome: &Outcome<'_>, out: &mut String) {
+    let scenario = outcome.scenario;
+    struct Row<'a> {
+        op: &'a str,
+        queue: &'a str,
+        epoch: String,
+        status: &'static str,
+        start: String,
+        end: String,
+        frontier: String,
+        waits: String,
+    }
+    let rows: Vec<Row<'_>> = (scenario.ops.iter().zip(&outcome.ops))
+        .map(|(spec, record)| {
+            let waits: Vec<String> = (outcome.waits_of(record).iter())
+                .map(|w| {
+                    let resolution = w.resolution.map_or("failed", |r| r.name());
+                    let taint = if w.tainted { ", tainted" } else { "" };
+                    let semaphore = &scenario.semaphores[w.semaphore as usize].name;
+                    format!("{semaphore}>={} {resolution}{taint}", w.value)
+                })
+                .collect();
+            Row {
+                op: scenario.op_name(spec),
+                queue: queue_name(outcome, spec.target),
+                epoch: record.epoch.to_string(),
+                status: record.status.name(),
+                start: format!("{:.1}", record.start_ns as f64 / 1e3),
+                end: format!("{:.1}", record.end_ns as f64 / 1e3),
+                frontier: frontier(outcome, record.frontier),
+                waits: if waits.is_empty() { "—".to_string() } else { waits.join("; ") },
+            }
+        })
+        .collect();
+    let op = column_width("op", rows.iter().map(|row| row.op));
+    let queue = column_width("queue", rows.iter().map(|row| row.queue));
+    let epoch = column_width("epoch", rows.iter().map(|row| row.epoch.as_str()));
+    let status = column_width("status", rows.iter().map(|row| row.status));
+    let start = column_width("start µs", rows.iter().map(|row| row.start.as_str()));
+    let end = column_width("end µs", rows.iter().map(|row| row.end.as_str()));
+    let frontier = column_width("frontier", rows.iter().map(|row| row.frontier.as_str()));
+    let _ = writeln!(
+        out,
+        "  {:<op$} {:<queue$} {:>epoch$}  {:<status$} {:>start$} {:>end$}  {:<frontier$} waits",
+        "op", "queue", "epoch", "status", "start µs", "end µs", "frontier"
+    );
+    for row in &rows {
+        let _ = writeln!(
+            out,
+            "  {:<op$} {:<queue$} {:>epoch$}  {:<status$} {:>start$} {:>end$}  {:<frontier$} {}",
+            row.op, row.queue, row.epoch, row.status, row.start, row.end, row.frontier, row.waits
+        );
+    }
+}
+
+/// The width of a column headed `label` holding `cells`, in characters (as `format!` pads).
+fn column_width<'a>(label: &str, cells: impl Iterator<Item = &'a str>) -> usize {
+    cells.map(|cell| cell.chars().count()).fold(label.chars().count(), usize::max)
 }
 
 fn latency(p: Percentiles) -> String {

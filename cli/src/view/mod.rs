@@ -165,6 +165,10 @@ struct SemaphoreShape {
     value: u64,
     failed: bool,
     history: Vec<HistoryShape>,
+    /// Reports written before truncation was counted have none: the page then says nothing
+    /// was left out.
+    #[serde(default)]
+    history_truncated: u64,
 }
 
 #[derive(Deserialize)]

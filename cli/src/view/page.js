@@ -606,7 +606,13 @@
       const failed = semaphore.failed && view.step === nEvents;
       const entries = history.slice(Math.max(0, low - 3), low).map((entry) =>
         `<span class="chip" data-value="${entry.value}">${entry.value} ${frontierHtml(entry.frontier, entry.tainted)}</span>`).join("");
-      const more = low > 3 ? `<span class="hint">${low - 3} earlier… </span>` : "";
+      // The run's bounded history left out its oldest entries: all of them come before this
+      // step's entries once it has reached one, and before the first kept one in any case.
+      const notKept = semaphore.history_truncated || 0;
+      const lost = notKept === 0 ? ""
+        : `<span class="not-kept">${low > 0 ? `${notKept} earlier` : `entries before ${history[0].value}`} not kept</span> `;
+      const earlier = low > 3 ? `${low - 3} earlier… ` : "";
+      const more = lost || earlier ? `<span class="hint">${lost}${earlier}</span>` : "";
       return [`${value}|${failed}`, { "data-semaphore": semaphore.name, "data-value": value },
         `<td>${escapeHtml(semaphore.name)}</td><td>${value}${failed ? ' <span class="tainted">failed</span>' : ""}</td>` +
         `<td>${more}${entries}</td>`];

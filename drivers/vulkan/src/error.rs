@@ -43,6 +43,8 @@ pub enum VulkanError {
         name: &'static str,
         /// Its value.
         value: String,
+        /// The values it accepts, and what each means.
+        accepted: &'static str,
     },
     /// No memory type of the device allows a buffer to be host-visible and host-coherent.
     NoHostVisibleMemory {
@@ -180,8 +182,8 @@ impl fmt::Display for VulkanError {
             VulkanError::AdapterUnsuitable { adapter, missing } => {
                 write!(f, "Vulkan adapter {adapter:?} cannot run causeway: it lacks {missing}")
             }
-            VulkanError::InvalidOption { name, value } => {
-                write!(f, "cannot read {name}={value:?}")
+            VulkanError::InvalidOption { name, value, accepted } => {
+                write!(f, "{name}={value:?} is not one of its values: {accepted}")
             }
             VulkanError::NoHostVisibleMemory { type_bits } => write!(
                 f,

@@ -27,6 +27,9 @@ pub struct GpuOptions {
     pub validation: bool,
 }
 
+/// What `CAUSEWAY_VULKAN_VALIDATION` accepts, as its error lists it.
+const VALIDATION_VALUES: &str = "1 (on), 0 or empty (off)";
+
 impl GpuOptions {
     /// Options from the environment: `CAUSEWAY_VULKAN_ADAPTER` (unset or empty: the first
     /// suitable device) and `CAUSEWAY_VULKAN_VALIDATION` (`1` or `0`; unset: off).
@@ -48,6 +51,7 @@ impl GpuOptions {
                     return Err(VulkanError::InvalidOption {
                         name: "CAUSEWAY_VULKAN_VALIDATION",
                         value,
+                        accepted: VALIDATION_VALUES,
                     })
                 }
             },
@@ -697,12 +701,10 @@ mod tests {
             options(&[("CAUSEWAY_VULKAN_ADAPTER", ""), ("CAUSEWAY_VULKAN_VALIDATION", "0")]),
             Ok(GpuOptions { adapter: None, validation: false })
         );
+        let refused = options(&[("CAUSEWAY_VULKAN_VALIDATION", "yes")]).unwrap_err();
         assert_eq!(
-            options(&[("CAUSEWAY_VULKAN_VALIDATION", "yes")]),
-            Err(VulkanError::InvalidOption {
-                name: "CAUSEWAY_VULKAN_VALIDATION",
-                value: "yes".into()
-            })
+            refused.to_string(),
+            "CAUSEWAY_VULKAN_VALIDATION=\"yes\" is not one of its values: 1 (on), 0 or empty (off)"
         );
     }
 }
