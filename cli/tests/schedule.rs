@@ -145,6 +145,32 @@ fn toml_errors_are_refused_at_their_line() {
     refused("toml.toml", &graph, 7, "invalid type");
 }
 
+/// A file with nothing to schedule is refused as `causeway run` refuses the same file: exit 2,
+/// naming the file and the problem, whether it is printed, emitted or run.
+#[test]
+fn a_graph_without_nodes_is_refused_like_an_empty_scenario() {
+    for (name, graph) in [("empty.toml", ""), ("devices-only.toml", DEVICE)] {
+        let path = scratch(name);
+        std::fs::write(&path, graph).unwrap();
+        let file = path.to_str().unwrap();
+        let emitted = scratch(&format!("{name}.scenario.toml"));
+        let emit = ["schedule", file, "--emit", emitted.to_str().unwrap()];
+        for args in [&["schedule", file][..], &["schedule", file, "--run"], &emit] {
+            let output = causeway(args);
+            let message = text(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{args:?}: {message}");
+            assert!(
+                message
+                    .contains(&format!("{file}: the graph has no [[node]], [[while]] or [[case]]")),
+                "{args:?}: {message}"
+            );
+        }
+        assert!(!emitted.exists(), "{name}: a scenario was emitted");
+        let run = causeway(&["run", file]);
+        assert_eq!(run.status.code(), Some(2), "`causeway run {name}` refuses it too");
+    }
+}
+
 /// A generated graph of 10^3 nodes — fork-join blocks with edges between branches — emitted
 /// and run: every operation's frontier, as the schedule computed it, is what the run reports.
 #[test]
