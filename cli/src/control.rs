@@ -76,14 +76,9 @@ pub enum ControlError {
     NoSuchBranch(usize),
     /// The device for a graph could not be built.
     Device(DeviceError),
-    /// Loop `control` (an index into [`Program::controls`]) was still going at the time
-    /// limit, after `iterations` iterations.
-    TimedOut {
-        /// The loop.
-        control: usize,
-        /// The iterations it had run.
-        iterations: u64,
-    },
+    /// The run was still going at its time limit: a loop whose condition still held, or work
+    /// still running (cut short there).
+    TimedOut(Box<Overrun>),
     /// The coroutine running a graph's loops and branches could not start.
     Spawn(ProcessError),
     /// The coroutine running a graph's loops and branches did not finish.
@@ -97,11 +92,13 @@ impl fmt::Display for ControlError {
             ControlError::Failed(failure) => write!(f, "an operation failed: {failure:?}"),
             ControlError::NoSuchBranch(branch) => write!(f, "no branch {branch}"),
             ControlError::Device(error) => write!(f, "cannot build the device: {error:?}"),
-            ControlError::TimedOut { control, iterations } => write!(
-                f,
-                "loop {control} still held its condition after {iterations} iterations, at the \
-                 time limit"
-            ),
+            ControlError::TimedOut(overrun) => {
+                write!(f, "still going at the {:?} limit", overrun.limit)?;
+                if let Some(at) = overrun.control {
+                    write!(f, ", in control {} after {} iterations", at.control, at.iterations)?;
+                }
+                write!(f, ", {} nodes still running", overrun.running_total)
+            }
             ControlError::Spawn(error) => {
                 write!(f, "cannot start the control coroutine: {error:?}")
             }
@@ -111,6 +108,37 @@ impl fmt::Display for ControlError {
 }
 
 impl std::error::Error for ControlError {}
+
+/// What a graph's run was doing when its time limit passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Overrun {
+    /// The limit.
+    pub limit: Duration,
+    /// The loop or branch the run was in, if any.
+    pub control: Option<ControlAt>,
+    /// Nodes whose work was still running at the limit (it was cut short there): the first
+    /// [`OVERRUN_LISTED`].
+    pub running: Vec<Ran>,
+    /// How many nodes were still running, in all.
+    pub running_total: usize,
+}
+
+/// Where in a loop or branch a run was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ControlAt {
+    /// The control, an index into [`Program::controls`].
+    pub control: usize,
+    /// The iterations of its body that had finished (a `case`: 0, its branch running).
+    pub iterations: u64,
+    /// A `while` whose condition still held at the limit (else the limit passed while its
+    /// body ran iteration `iterations`).
+    pub condition_held: bool,
+}
+
+/// Nodes an [`Overrun`] names, at most.
+pub const OVERRUN_LISTED: usize = 20;
 
 impl Body {
     /// Declares `graph`, scheduled as `schedule`, on `builder`: a CPU-driver queue per stream
@@ -268,6 +296,23 @@ struct Shared {
     counters: Vec<i64>,
     /// Per control, the iteration its body is running (set before the body is submitted).
     iteration: Vec<u64>,
+    /// The loop or branch the coroutine is in.
+    at: Option<ControlAt>,
+    /// Nodes whose work the time limit cut short: the first [`OVERRUN_LISTED`], and how many.
+    cut_short: Vec<Ran>,
+    cut_short_total: usize,
+}
+
+impl Shared {
+    /// What the run was doing when `limit` passed.
+    fn overrun(&self, limit: Duration) -> Overrun {
+        Overrun {
+            limit,
+            control: self.at,
+            running: self.cut_short.clone(),
+            running_total: self.cut_short_total,
+        }
+    }
 }
 
 /// One operation of the file's graph, ready to submit.
@@ -294,6 +339,10 @@ impl Submission {
 }
 
 /// A host call that does a node's work: spins `us`, applies its update and records it.
+///
+/// Work stops at `deadline`: a node that starts after it does nothing, and one still spinning
+/// there is recorded as cut short; both fail as aborted, so nothing that depends on them runs
+/// and the run ends within the deadline however long a node's work would take.
 fn node_call(
     builder: &mut DeviceBuilder,
     shared: &Arc<Mutex<Shared>>,
@@ -301,14 +350,29 @@ fn node_call(
     us: u32,
     update: Option<Update>,
     control: Option<usize>,
+    deadline: Option<Instant>,
 ) -> Work {
     let shared = Arc::clone(shared);
     let call = builder.host_call(move || {
-        let until = Instant::now() + Duration::from_micros(u64::from(us));
-        while Instant::now() < until {
+        let started = Instant::now();
+        if deadline.is_some_and(|deadline| started >= deadline) {
+            return Err(Failure::Aborted);
+        }
+        // At most u32::MAX µs (71 minutes): no instant overflows.
+        let until = started + Duration::from_micros(u64::from(us));
+        let stop = deadline.map_or(until, |deadline| until.min(deadline));
+        while Instant::now() < stop {
             std::hint::spin_loop();
         }
         let mut state = shared.lock();
+        if until > stop {
+            let iteration = control.map_or(0, |c| state.iteration[c]);
+            state.cut_short_total += 1;
+            if state.cut_short.len() < OVERRUN_LISTED {
+                state.cut_short.push(Ran { place, iteration });
+            }
+            return Err(Failure::Aborted);
+        }
         if let Some(update) = update {
             update.apply(&mut state.counters);
         }
@@ -332,8 +396,9 @@ fn node_call(
 /// control's operation, and goes on. It finally yields until every stream has finished. No
 /// thread is created; the calling thread blocks until the run is over.
 ///
-/// A loop whose condition still holds once `limit` has passed since the start ends the run
-/// with [`ControlError::TimedOut`] (a file can say `while` of a condition nothing changes).
+/// The run ends at `limit` after its start, with [`ControlError::TimedOut`]: a loop whose
+/// condition still holds then (a file can say `while` of a condition nothing changes) runs no
+/// further iteration, and work still running is cut short (see [`node_call`]).
 pub fn run_graph(
     program: &Program,
     workers: usize,
@@ -370,6 +435,9 @@ pub fn run_graph(
         ran: Vec::new(),
         counters: program.counters.iter().map(|c| c.initial).collect(),
         iteration: vec![0; program.controls.len()],
+        at: None,
+        cut_short: Vec::new(),
+        cut_short_total: 0,
     }));
     let mut builder = Device::builder(PoolConfig::with_workers(workers));
     builder.driver(CpuBackend::new());
@@ -387,8 +455,8 @@ pub fn run_graph(
         let work = match control_at[node] {
             Some(_) => Work::Barrier,
             None => {
-                let update = program.updates[node];
-                node_call(&mut builder, &shared, Place::Graph(node), spec.work_us, update, None)
+                let (place, update) = (Place::Graph(node), program.updates[node]);
+                node_call(&mut builder, &shared, place, spec.work_us, update, None, deadline)
             }
         };
         let point = |n: NodeId| (streams[assignment.stream_of[n]].1, assignment.epoch_of[n]);
@@ -416,9 +484,8 @@ pub fn run_graph(
                 .enumerate()
                 .map(|(node, spec)| {
                     let place = Place::Block { control: control_index, branch, node };
-                    let update = block.updates[node];
-                    let control = Some(control_index);
-                    node_call(&mut builder, &shared, place, spec.work_us, update, control)
+                    let (update, control) = (block.updates[node], Some(control_index));
+                    node_call(&mut builder, &shared, place, spec.work_us, update, control, deadline)
                 })
                 .collect();
             declared.push(Body::declare(&mut builder, &block.graph, &body_plan, |n| works[n]));
@@ -466,6 +533,8 @@ pub fn run_graph(
             for &(semaphore, value) in &deps[control] {
                 await_point(&device, semaphore, value).await?;
             }
+            let entered = ControlAt { control, iterations: 0, condition_held: false };
+            shared.lock().at = Some(entered);
             let chosen = match &tests[control] {
                 Test::Case(whens) => {
                     let values = shared.lock().counters.clone();
@@ -486,17 +555,20 @@ pub fn run_graph(
                         state.iteration[control] = iteration;
                         let holds = condition.holds(&state.counters);
                         late = holds && deadline.is_some_and(|d| Instant::now() >= d);
+                        let at =
+                            ControlAt { iterations: iteration, condition_held: late, ..entered };
+                        state.at = Some(at);
                         holds && !late
                     };
                     iterations[control] = run_while(&device, body, holds).await?;
                     if late {
                         // Nothing submitted waits on what is left unsubmitted: stop here.
-                        let iterations = iterations[control];
-                        return Err(ControlError::TimedOut { control, iterations });
+                        return Err(ControlError::TimedOut(Box::new(shared.lock().overrun(limit))));
                     }
                     Some(0)
                 }
             };
+            shared.lock().at = None;
             let body_ends: Vec<(SemaphoreId, u64)> =
                 chosen.map(|b| bodies[control][b].ends().collect()).unwrap_or_default();
             submissions[node].submit(&device, &body_ends)?;
@@ -513,7 +585,14 @@ pub fn run_graph(
             .map_err(|refused| ControlError::Spawn(refused.error()))?;
         handle.join().map_err(ControlError::Coroutine)?
     };
-    let (iterations, branches) = outcome?;
+    // Past the deadline, whatever stopped the run (a loop not done, work cut short and what
+    // failed behind it) is the time limit's doing.
+    let (iterations, branches) = match outcome {
+        Err(_) if deadline.is_some_and(|deadline| Instant::now() >= deadline) => {
+            return Err(ControlError::TimedOut(Box::new(shared.lock().overrun(limit))));
+        }
+        outcome => outcome?,
+    };
     let state = shared.lock();
     Ok(GraphRun { ran: state.ran.clone(), iterations, branches, counters: state.counters.clone() })
 }
@@ -636,19 +715,15 @@ impl GraphRun {
     }
 }
 
-/// `causeway schedule GRAPH --run`: runs `file` ([`run_graph`], two workers, loops limited to
-/// 60 s), prints what each loop and branch did and the counters, and checks every dependency
-/// ([`GraphRun::check`]): exit 0 when all held, 1 when not (or the run failed), 3 when a loop
-/// was still going at the limit.
-pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
-    let run = match run_graph(&file.program, 2, Duration::from_secs(60)) {
+/// `causeway schedule GRAPH --run --timeout SECONDS`: runs `file` ([`run_graph`], two
+/// workers, ending at `timeout`), prints what each loop and branch did and the counters, and
+/// checks every dependency ([`GraphRun::check`]): exit 0 when all held, 1 when not (or the run
+/// failed), 3 when the run was still going at the timeout (naming what was).
+pub fn run_and_check(file: &GraphFile, timeout: Duration) -> std::process::ExitCode {
+    let run = match run_graph(&file.program, 2, timeout) {
         Ok(run) => run,
-        Err(ControlError::TimedOut { control, iterations }) => {
-            let name = &file.program.graph.nodes()[file.program.controls[control].node].name;
-            eprintln!(
-                "error: while `{name}` still held its condition after {iterations} iterations, \
-                 at the 60 s limit"
-            );
+        Err(ControlError::TimedOut(overrun)) => {
+            eprintln!("error: {}", describe_overrun(&file.program, &overrun));
             return std::process::ExitCode::from(3);
         }
         Err(error) => {
@@ -682,6 +757,60 @@ pub fn run_and_check(file: &GraphFile) -> std::process::ExitCode {
             std::process::ExitCode::from(1)
         }
     }
+}
+
+/// What `overrun` says, with the names `program` gives its controls and nodes: the loop or
+/// branch the run was in, then each node still running at the limit.
+fn describe_overrun(program: &Program, overrun: &Overrun) -> String {
+    let nodes = program.graph.nodes();
+    let control_name = |control: usize| {
+        let name = &nodes[program.controls[control].node].name;
+        match program.controls[control].kind {
+            ControlKind::While { .. } => format!("while `{name}`"),
+            ControlKind::Case { .. } => format!("case `{name}`"),
+        }
+    };
+    let mut lines = vec![format!("timed out after {:?}", overrun.limit)];
+    if let Some(at) = overrun.control {
+        let control = control_name(at.control);
+        lines.push(match program.controls[at.control].kind {
+            ControlKind::While { .. } if at.condition_held => {
+                format!("  {control} still held its condition after {} iterations", at.iterations)
+            }
+            ControlKind::While { .. } => {
+                format!("  {control} was running iteration {}", at.iterations)
+            }
+            ControlKind::Case { .. } => format!("  {control} was running its branch"),
+        });
+    }
+    for ran in &overrun.running {
+        let node = match ran.place {
+            Place::Graph(node) => format!("node `{}`", nodes[node].name),
+            Place::Block { control, branch, node } => {
+                let block = match &program.controls[control].kind {
+                    ControlKind::While { body, .. } => body,
+                    ControlKind::Case { branches } => &branches[branch].1,
+                };
+                let name = &block.graph.nodes()[node].name;
+                match program.controls[control].kind {
+                    ControlKind::While { .. } => format!(
+                        "node `{name}` (iteration {} of {})",
+                        ran.iteration,
+                        control_name(control)
+                    ),
+                    ControlKind::Case { .. } => {
+                        format!("node `{name}` (branch {branch} of {})", control_name(control))
+                    }
+                }
+            }
+        };
+        lines.push(format!("  {node} was still running at the deadline"));
+    }
+    if overrun.running_total > overrun.running.len() {
+        let more = overrun.running_total - overrun.running.len();
+        lines.push(format!("  … and {more} more nodes still running"));
+    }
+    lines.join("\n")
 }
 
 /// A stream's queue, with ring slots for `operations`, and its process-local semaphore, with

@@ -84,6 +84,9 @@ enum Command {
         /// dependency of every iteration was honoured.
         #[arg(long, conflicts_with = "emit")]
         run: bool,
+        /// With `--run`: give up and report what is still going after this many seconds.
+        #[arg(long, default_value_t = 60.0, value_name = "SECONDS", requires = "run")]
+        timeout: f64,
     },
 }
 
@@ -96,15 +99,12 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::View { report, output, trace } => view_report(&report, &output, trace.as_deref()),
-        Command::Schedule { graph, emit, run } => schedule_graph(&graph, emit.as_deref(), run),
+        Command::Schedule { graph, emit, run, timeout } => {
+            let Some(timeout) = positive_seconds(timeout) else { return bad_timeout() };
+            schedule_graph(&graph, emit.as_deref(), run.then_some(timeout))
+        }
         Command::Run { file, report, trace, html, timeout, quiet, all_cpu } => {
-            let timeout = match Duration::try_from_secs_f64(timeout) {
-                Ok(timeout) if !timeout.is_zero() => timeout,
-                _ => {
-                    eprintln!("error: --timeout must be a positive number of seconds");
-                    return ExitCode::from(EXIT_INPUT);
-                }
-            };
+            let Some(timeout) = positive_seconds(timeout) else { return bad_timeout() };
             let options = RunOptions { timeout, progress: !quiet, all_cpu };
             let documents = Documents {
                 report: report.as_deref(),
@@ -116,7 +116,19 @@ fn main() -> ExitCode {
     }
 }
 
-fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool) -> ExitCode {
+/// `seconds` as a duration, when it is a positive number of seconds.
+fn positive_seconds(seconds: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(seconds).ok().filter(|duration| !duration.is_zero())
+}
+
+fn bad_timeout() -> ExitCode {
+    eprintln!("error: --timeout must be a positive number of seconds");
+    ExitCode::from(EXIT_INPUT)
+}
+
+/// `causeway schedule`: prints the schedule, then emits its scenario or, with `run` (the
+/// timeout of `--run`), runs it.
+fn schedule_graph(path: &Path, emit: Option<&Path>, run: Option<Duration>) -> ExitCode {
     let file = match causeway_cli::schedule::load(path) {
         Ok(file) => file,
         Err(error) => {
@@ -126,8 +138,8 @@ fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool) -> ExitCode {
     };
     let schedule = causeway_schedule::schedule(&file.program.graph);
     print!("{}", causeway_cli::schedule::render(&file, &schedule));
-    if run {
-        return causeway_cli::control::run_and_check(&file);
+    if let Some(timeout) = run {
+        return causeway_cli::control::run_and_check(&file, timeout);
     }
     if let Some(out) = emit {
         let scenario = match causeway_cli::schedule::emit(&file, &schedule) {

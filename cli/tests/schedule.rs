@@ -387,11 +387,81 @@ fn a_loop_that_never_ends_stops_at_the_time_limit() {
         .replace("update = \"passes += 1\"", "");
     let file = parse(&path, &source).expect("loads");
     let error = run_graph(&file.program, 2, Duration::from_millis(200)).unwrap_err();
-    let ControlError::TimedOut { control, iterations } = error else {
-        panic!("not a time-out: {error}")
-    };
-    assert_eq!(control, 0);
-    assert!(iterations > 0);
+    let ControlError::TimedOut(overrun) = error else { panic!("not a time-out: {error}") };
+    let at = overrun.control.expect("the run was in the loop");
+    assert_eq!(at.control, 0);
+    // The deadline finds it deciding its condition, or in the middle of an iteration.
+    assert!(at.iterations > 0, "{overrun:?}");
+}
+
+/// `causeway args…`, killed (and the test failed as a hang) if it runs past `limit`; returns
+/// its output and how long it ran.
+fn causeway_within(limit: Duration, args: &[&str]) -> (Output, Duration) {
+    use std::process::Stdio;
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    while child.try_wait().expect("the child can be waited for").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("the killed child's output");
+            panic!("causeway {args:?} ran past {limit:?}: {}", text(&output.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("the child's output");
+    (output, started.elapsed())
+}
+
+/// `--timeout` ends `schedule --run` as it ends `causeway run`: exit 3 at the deadline, naming
+/// what was still going — a loop whose condition still held, work still running — and the
+/// process gone within about a second of it, even when a node's work would run for an hour.
+#[test]
+fn schedule_run_ends_at_its_timeout_naming_what_was_still_going() {
+    let source = std::fs::read_to_string(path_of("while-refine")).unwrap();
+    let endless = source
+        .replace("condition = \"residual > 10\"", "condition = \"passes < 1\"")
+        .replace("update = \"passes += 1\"", "");
+    let path = scratch("endless.toml");
+    std::fs::write(&path, endless).unwrap();
+    let args = ["schedule", path.to_str().unwrap(), "--run", "--timeout", "0.5"];
+    let (output, took) = causeway_within(Duration::from_secs(20), &args);
+    let message = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{message}");
+    assert!(message.contains("timed out after 500ms"), "{message}");
+    assert!(
+        message.contains("while `refine` still held its condition after ")
+            || message.contains("while `refine` was running iteration "),
+        "{message}"
+    );
+    assert!(took < Duration::from_millis(500 + 1500), "exited {took:?} after the start");
+
+    // An hour-long node: cut short at the deadline and named.
+    let hour = source.replace("us = 30\n", "us = 3600000000\n");
+    let path = scratch("hour.toml");
+    std::fs::write(&path, hour).unwrap();
+    let args = ["schedule", path.to_str().unwrap(), "--run", "--timeout", "1"];
+    let (output, took) = causeway_within(Duration::from_secs(20), &args);
+    let message = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{message}");
+    assert!(message.contains("timed out after 1s"), "{message}");
+    assert!(
+        message.contains(
+            "node `estimate` (iteration 0 of while `refine`) was still running at the deadline"
+        ),
+        "{message}"
+    );
+    assert!(took < Duration::from_millis(1000 + 1500), "exited {took:?} after the start");
+
+    for bad in ["0", "-1", "x", "NaN"] {
+        let args = ["schedule", path.to_str().unwrap(), "--run", "--timeout", bad];
+        let (output, _) = causeway_within(Duration::from_secs(20), &args);
+        assert_eq!(output.status.code(), Some(2), "--timeout {bad}: {}", text(&output.stderr));
+    }
 }
 
 #[test]
