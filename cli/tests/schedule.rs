@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::collections::HashMap;
 use std::time::Duration;
 
-use causeway_cli::control::{run_graph, ControlError, GraphRun, Place};
+use causeway_cli::control::{run_graph, run_graph_in_order, ControlError, GraphRun, Place, Ran};
 use causeway_cli::schedule::{parse, GraphFile};
 use causeway_schedule::control::ControlKind;
 
@@ -245,9 +245,9 @@ fn while_refine(initial: i64) -> GraphFile {
 /// each ran after everything it depends on — within an iteration its body dependencies, every
 /// instance of an earlier iteration (the condition is read between), and for a loop or branch
 /// as a whole: after the control's dependencies, before the control's dependents.
-fn check_every_edge(file: &GraphFile, run: &GraphRun) -> usize {
+fn check_every_edge(file: &GraphFile, run: &GraphRun, order: &[Ran]) -> usize {
     let mut ran_at: HashMap<(Place, u64), Vec<usize>> = HashMap::new();
-    for (at, ran) in run.ran.iter().enumerate() {
+    for (at, ran) in order.iter().enumerate() {
         ran_at.entry((ran.place, ran.iteration)).or_default().push(at);
     }
     let position = |place: Place, iteration: u64| {
@@ -301,27 +301,30 @@ fn check_every_edge(file: &GraphFile, run: &GraphRun) -> usize {
             }
         }
     }
-    assert_eq!(instances, run.ran.len(), "something ran that should not have");
+    assert_eq!(instances, order.len(), "something ran that should not have");
+    assert_eq!(run.nodes_ran, order.len() as u64);
     checked
 }
 
 #[test]
 fn while_loops_until_the_condition_its_body_computes_fails() {
     let file = while_refine(1000);
-    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
+    let (run, order) = run_graph_in_order(&file.program, 2, LIMIT).expect("the graph runs");
     // 1000 / 3 / 3 ... : 333, 111, 37, 12, 4 — five iterations, then 4 < 5 takes branch 0.
     assert_eq!(run.iterations, [5, 1]);
     assert_eq!(run.branches, [None, Some(0)]);
     assert_eq!(run.counters, [4, 5]);
     // 4 body edges × 5 iterations, plus load -> refine -> finish -> store, prefetch -> store.
-    let checked = check_every_edge(&file, &run);
+    let checked = check_every_edge(&file, &run, &order);
     assert_eq!(checked, 20 + 5, "{run:?}");
-    assert_eq!(run.check(&file.program), Ok(25));
+    assert_eq!(run.checked, Ok(25));
     // One worker is enough: the coroutine yields while the streams work, so that worker runs
     // both it and every node — no thread waits on the loop's behalf.
-    let run = run_graph(&file.program, 1, LIMIT).expect("the graph runs on one worker");
+    let (run, order) =
+        run_graph_in_order(&file.program, 1, LIMIT).expect("the graph runs on one worker");
     assert_eq!(run.iterations, [5, 1]);
-    assert_eq!(check_every_edge(&file, &run), 25);
+    assert_eq!(check_every_edge(&file, &run, &order), 25);
+    assert_eq!(run.checked, Ok(25));
     // The command line says the same.
     let ran = causeway(&["schedule", path_of("while-refine").to_str().unwrap(), "--run"]);
     let printed = text(&ran.stdout);
@@ -343,19 +346,23 @@ fn path_of(graph: &str) -> PathBuf {
 #[test]
 fn the_trip_count_and_the_branch_follow_the_run_time_values() {
     let file = while_refine(100_000);
-    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
+    let (run, order) = run_graph_in_order(&file.program, 2, LIMIT).expect("the graph runs");
     // 33333, 11111, 3703, 1234, 411, 137, 45, 15, 5: nine iterations; 5 is not < 5, so the
     // default branch (smooth, then polish) runs.
     assert_eq!(run.iterations, [9, 1]);
     assert_eq!(run.branches, [None, Some(1)]);
     assert_eq!(run.counters, [5, 9]);
-    assert_eq!(check_every_edge(&file, &run), 4 * 9 + 1 + 5);
+    assert_eq!(check_every_edge(&file, &run, &order), 4 * 9 + 1 + 5);
+    assert_eq!(run.checked, Ok(4 * 9 + 1 + 5));
     // A residual already small never enters the loop.
     let file = while_refine(7);
-    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
+    let (run, order) = run_graph_in_order(&file.program, 2, LIMIT).expect("the graph runs");
     assert_eq!(run.iterations, [0, 1]);
     assert_eq!(run.counters, [7, 0]);
-    check_every_edge(&file, &run);
+    assert_eq!(check_every_edge(&file, &run, &order), 1 + 3);
+    // The library's check also counts the two edges of the loop that never ran (load ->
+    // refine -> finish) as honoured: nothing ran to break them.
+    assert_eq!(run.checked, Ok(1 + 3 + 2));
 }
 
 #[test]
@@ -370,11 +377,11 @@ fn a_loop_repeated_many_times_keeps_every_edge() {
         .replace("us = ", "us = 0 # ")
         .replace("update = \"residual /= 3\"", "update = \"residual -= 1\"");
     let file = parse(&path, &source).expect("loads");
-    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
+    let (run, order) = run_graph_in_order(&file.program, 2, LIMIT).expect("the graph runs");
     assert_eq!(run.iterations, [10_000, 1]);
     assert_eq!(run.counters, [1000 - 10_000, 10_000]);
-    assert_eq!(check_every_edge(&file, &run), 4 * 10_000 + 5);
-    assert_eq!(run.check(&file.program), Ok(4 * 10_000 + 5));
+    assert_eq!(check_every_edge(&file, &run, &order), 4 * 10_000 + 5);
+    assert_eq!(run.checked, Ok(4 * 10_000 + 5));
 }
 
 #[test]
