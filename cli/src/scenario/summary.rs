@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::report::queue_name;
-use super::run::{FrontierRecord, Outcome};
+use super::run::{FrontierRecord, Outcome, Status};
 use super::stats::{CudaStats, NpuStats, Percentiles, Stats, VulkanStats};
 
 /// The summary text of `outcome`.
@@ -22,6 +22,13 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     );
     if !scenario.description.is_empty() {
         let _ = writeln!(out, "  {}", scenario.description);
+    }
+    if let Some(timed_out) = &outcome.timed_out {
+        let _ = writeln!(
+            out,
+            "  TIMED OUT after {:?}: {} (what follows is the run as the deadline found it)",
+            timed_out.timeout, timed_out.reason
+        );
     }
     let _ = writeln!(out, "\nops (file order)");
     let _ = writeln!(
@@ -90,9 +97,17 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
         stats.failed_waits,
         stats.tainted_waits
     );
+    let at_deadline = match outcome.timed_out {
+        Some(_) => format!(
+            ", {} still running and {} not started at the deadline",
+            stats.status[Status::Running as usize],
+            stats.status[Status::NotStarted as usize]
+        ),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "  ops: {} ok, {} failed, {} cancelled; frontier entries mean {:.2}, max {}, tainted {}",
+        "  ops: {} ok, {} failed, {} cancelled{at_deadline}; frontier entries mean {:.2}, max {}, tainted {}",
         stats.status[0],
         stats.status[1],
         stats.status[2],
