@@ -355,7 +355,10 @@ fn view_report(report: &Path, output: &Path, trace: Option<&str>) -> ExitCode {
         out.flush()
     });
     match written {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            println!("view written to {}", output.display());
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("error: cannot write {}: {error}", output.display());
             ExitCode::from(EXIT_INPUT)

@@ -732,6 +732,8 @@ fn the_html_view_is_written_by_run_and_view_and_bad_reports_exit_2() {
         "view-trace.json",
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(said, format!("view written to {}\n", viewed.display()), "it says where");
     assert_eq!(std::fs::read_to_string(&viewed).unwrap(), from_run);
 
     let text = std::fs::read_to_string(&report).unwrap();
