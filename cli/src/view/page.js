@@ -152,9 +152,9 @@
   const hasStarted = (op) => op.status !== "not_started";
   const hasEnded = (op) => hasStarted(op) && op.status !== "running";
 
-  // Events: each op starts and ends (event 2i and 2i + 1); ends sort before starts at the same
-  // instant (a start at t may rest on an end at t). Semaphore changes are precomputed so a
-  // step is O(its signals).
+  // Events: op i's start is event 2i and its end 2i + 1 (each op has both but in a stopped
+  // run); ends sort before starts at the same instant (a start at t may rest on an end at t).
+  // Semaphore changes are precomputed so a step is O(its signals).
   const eventCodes = [];
   ops.forEach((op, index) => {
     if (hasStarted(op)) eventCodes.push(2 * index);
