@@ -88,6 +88,9 @@ enum Command {
         /// dependency of every iteration was honoured.
         #[arg(long, conflicts_with = "emit")]
         run: bool,
+        /// With `--run`: give up and report what is still going after this many seconds.
+        #[arg(long, default_value_t = 60.0, value_name = "SECONDS", requires = "run")]
+        timeout: f64,
     },
 }
 
@@ -112,16 +115,15 @@ fn run_command(command: Command, out: &mut Stdout) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::View { report, output, trace } => view_report(&report, &output, trace.as_deref()),
-        Command::Schedule { graph, emit, run } => schedule_graph(&graph, emit.as_deref(), run, out),
+        Command::View { report, output, trace } => {
+            view_report(&report, &output, trace.as_deref(), out)
+        }
+        Command::Schedule { graph, emit, run, timeout } => {
+            let Some(timeout) = positive_seconds(timeout) else { return bad_timeout() };
+            schedule_graph(&graph, emit.as_deref(), run.then_some(timeout), out)
+        }
         Command::Run { file, report, trace, html, timeout, quiet, all_cpu } => {
-            let timeout = match Duration::try_from_secs_f64(timeout) {
-                Ok(timeout) if !timeout.is_zero() => timeout,
-                _ => {
-                    output::error("--timeout must be a positive number of seconds");
-                    return ExitCode::from(EXIT_INPUT);
-                }
-            };
+            let Some(timeout) = positive_seconds(timeout) else { return bad_timeout() };
             let options = RunOptions { timeout, progress: !quiet, all_cpu };
             let documents = Documents {
                 report: report.as_deref(),
@@ -133,7 +135,24 @@ fn run_command(command: Command, out: &mut Stdout) -> ExitCode {
     }
 }
 
-fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool, out: &mut Stdout) -> ExitCode {
+/// `seconds` as a duration, when it is a positive number of seconds.
+fn positive_seconds(seconds: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(seconds).ok().filter(|duration| !duration.is_zero())
+}
+
+fn bad_timeout() -> ExitCode {
+    output::error("--timeout must be a positive number of seconds");
+    ExitCode::from(EXIT_INPUT)
+}
+
+/// `causeway schedule`: prints the schedule, then emits its scenario or, with `run` (the
+/// timeout of `--run`), runs it.
+fn schedule_graph(
+    path: &Path,
+    emit: Option<&Path>,
+    run: Option<Duration>,
+    out: &mut Stdout,
+) -> ExitCode {
     let loaded = bundled::resolve(path, bundled::GRAPH).and_then(|source| match source {
         Source::File(path) => causeway_cli::schedule::load(path),
         Source::Bundled(found) => {
@@ -149,8 +168,8 @@ fn schedule_graph(path: &Path, emit: Option<&Path>, run: bool, out: &mut Stdout)
     };
     let schedule = causeway_schedule::schedule(&file.program.graph);
     out.print(causeway_cli::schedule::render(&file, &schedule));
-    if run {
-        return causeway_cli::control::run_and_check(&file, out);
+    if let Some(timeout) = run {
+        return causeway_cli::control::run_and_check(&file, timeout, out);
     }
     if let Some(emitted) = emit {
         let scenario = match causeway_cli::schedule::emit(&file, &schedule) {
@@ -299,7 +318,8 @@ fn run_across<'s>(
     Err(ExitCode::from(EXIT_INPUT))
 }
 
-/// Prints the summary, writes the documents asked for and checks the scenario's expectations.
+/// Prints the summary, writes the documents asked for and checks the scenario's expectations
+/// (a run stopped at its deadline exits 3 instead, after saying what was stuck).
 fn present(
     outcome: &Outcome<'_>,
     documents: Documents<'_>,
@@ -333,6 +353,13 @@ fn present(
             return ExitCode::from(EXIT_INPUT);
         }
     }
+    if let Some(timed_out) = &outcome.timed_out {
+        // The documents above hold what was known at the deadline; expectations of a run cut
+        // short would only restate it.
+        out.line(format_args!("expectations: not checked (the run was stopped at its deadline)"));
+        output::error(&timed_out.error);
+        return ExitCode::from(EXIT_DEADLOCK);
+    }
     let (unmet, checked) = expect::unmet(outcome);
     if unmet.is_empty() {
         out.line(format_args!("expectations: {checked} checked, all met"));
@@ -356,7 +383,7 @@ fn view_link(html: &Path, trace: &Path) -> String {
     }
 }
 
-fn view_report(report: &Path, output: &Path, trace: Option<&str>) -> ExitCode {
+fn view_report(report: &Path, output: &Path, trace: Option<&str>, out: &mut Stdout) -> ExitCode {
     let json = match std::fs::read(report) {
         Ok(json) => json,
         Err(error) => {
@@ -368,12 +395,15 @@ fn view_report(report: &Path, output: &Path, trace: Option<&str>) -> ExitCode {
         output::error(format_args!("{}: {error}", report.display()));
         return ExitCode::from(EXIT_INPUT);
     }
-    let written = File::create(output).map(BufWriter::new).and_then(|mut out| {
-        view::write(&json, view::PageLinks { trace }, &mut out).map_err(io::Error::other)?;
-        out.flush()
+    let written = File::create(output).map(BufWriter::new).and_then(|mut page| {
+        view::write(&json, view::PageLinks { trace }, &mut page).map_err(io::Error::other)?;
+        page.flush()
     });
     match written {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            out.line(format_args!("view written to {}", output.display()));
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             output::error(format_args!("cannot write {}: {error}", output.display()));
             ExitCode::from(EXIT_INPUT)

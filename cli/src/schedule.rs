@@ -344,6 +344,13 @@ pub fn parse(path: &Path, source: &str) -> Result<GraphFile, ScenarioError> {
         }
         counters.push(Counter { name: name.clone(), initial: table.initial });
     }
+    if raw.nodes.is_empty() && raw.whiles.is_empty() && raw.cases.is_empty() {
+        // As `causeway run` refuses a scenario without operations: nothing would be scheduled.
+        return Err(ScenarioError::in_file(
+            path,
+            "the graph has no [[node]], [[while]] or [[case]]",
+        ));
+    }
     let mut entries: Vec<Entry<'_>> = raw.nodes.iter().map(Entry::node).collect();
     for looping in &raw.whiles {
         let table = looping.get_ref();

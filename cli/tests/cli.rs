@@ -521,11 +521,138 @@ fn a_hung_kernel_ends_the_run_at_the_timeout_naming_it() {
         message.contains("op `forever` (line 15) on the host was still running its work"),
         "{message}"
     );
-    assert!(message.contains("op `hang` (line 6) on queue q0 has been running for "), "{message}");
+    assert!(
+        message.contains("op `hang` (line 6) on queue q0 was still running at the deadline"),
+        "{message}"
+    );
     assert!(
         message.contains("op `later` (line 11) on queue q0 waits for s>=1 (at 0)"),
         "{message}"
     );
+}
+
+/// A run stopped at its deadline still writes its report, trace and view — what ran, what was
+/// still running (a long sleep is named for that, not as a deadlock), what had not started and
+/// every wait not reached — marked as timed out, and `causeway view` takes the report. Exit 3.
+#[test]
+fn a_run_stopped_at_the_timeout_writes_what_is_known_marked_timed_out() {
+    let body = "[[queue]]\nname = \"q1\"\n\
+                [[op]]\nname = \"done\"\nqueue = \"q1\"\n\
+                [[op]]\nname = \"hang\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\nwork = { kind = \"spin\", us = 99999999999 }\n\
+                [[op]]\nname = \"later\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n\
+                [[op]]\nname = \"forever\"\nqueue = \"host\"\nwork = { kind = \"sleep\", us = 99999999999 }\n\
+                [[op]]\nname = \"after\"\nqueue = \"q1\"\nwait = [\"s>=1\"]\n";
+    let path = write_scenario("timed-out.toml", &format!("{HEADER}{body}"));
+    let (saved, trace, html) =
+        (scratch("timed-out.json"), scratch("timed-out-trace.json"), scratch("timed-out.html"));
+    let output = causeway(&[
+        "run",
+        path.to_str().unwrap(),
+        "--timeout",
+        "1",
+        "--report",
+        saved.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{message}");
+    assert!(message.contains("timed out after 1s"), "{message}");
+    assert!(message.contains("op `hang` (line 11) on queue q0 was still running at the deadline"));
+    assert!(!message.contains("deadlock"), "a long sleep is not a deadlock: {message}");
+
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let timed_out = &report["timed_out"];
+    assert_eq!(timed_out["timeout_ns"], 1_000_000_000_u64, "{timed_out}");
+    let at_ns = timed_out["at_ns"].as_u64().unwrap();
+    assert!(at_ns >= 1_000_000_000, "{timed_out}");
+    assert!(timed_out["reason"].as_str().unwrap().contains("op `forever`"), "{timed_out}");
+    let op = |name: &str| {
+        let ops = report["ops"].as_array().unwrap();
+        ops.iter().find(|op| op["name"] == name).unwrap().clone()
+    };
+    let statuses: Vec<(&str, String)> = ["done", "hang", "later", "forever", "after"]
+        .into_iter()
+        .map(|name| (name, op(name)["status"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("done", "ok".to_string()),
+            ("hang", "running".to_string()),
+            ("later", "not_started".to_string()),
+            ("forever", "running".to_string()),
+            ("after", "not_started".to_string())
+        ]
+    );
+    for running in ["hang", "forever"] {
+        let running = op(running);
+        assert!(running["start_ns"].as_u64().unwrap() > 0, "{running}");
+        assert_eq!(running["end_ns"], at_ns, "ran partly: until the run was stopped");
+    }
+    assert_eq!(
+        timed_out["pending_waits"],
+        serde_json::json!([
+            {"at": 0, "op": "later", "semaphore": "s", "value": 1},
+            {"at": 0, "op": "after", "semaphore": "s", "value": 1}
+        ])
+    );
+
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let marker = events.iter().find(|event| event["ph"] == "i").expect("a timed-out marker");
+    assert_eq!(marker["name"], "timed out after 1s", "{marker}");
+    let slice = |name: &str| events.iter().find(|e| e["ph"] == "X" && e["name"] == name);
+    assert_eq!(slice("hang").unwrap()["args"]["status"], "running");
+    assert!(slice("after").is_none(), "what never started has no slice");
+
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("\"timed_out\":{"), "the view carries the marker");
+    let viewed = scratch("timed-out-view.html");
+    let output = causeway(&["view", saved.to_str().unwrap(), "-o", viewed.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// 10^5 operations stopped at the deadline behind one that sleeps: every one of them is in
+/// the report (one running, the rest not started, each with its wait) and in its view.
+#[test]
+fn a_timed_out_run_of_ten_to_the_fifth_ops_reports_every_one() {
+    const OPS: usize = 100_000;
+    let pipeline = causeway_cli::scenario::generate::pipeline(OPS);
+    let first = "name = \"op1\"\nqueue = \"q0\"\n";
+    assert!(pipeline.contains(first));
+    let sleeping = format!("{first}work = {{ kind = \"sleep\", us = 99999999999 }}\n");
+    let path = write_scenario("timed-out-pipeline.toml", &pipeline.replacen(first, &sleeping, 1));
+    let (report, html) = (scratch("timed-out-pipeline.json"), scratch("timed-out-pipeline.html"));
+    let started = std::time::Instant::now();
+    let output = causeway(&[
+        "run",
+        path.to_str().unwrap(),
+        "--quiet",
+        "--timeout",
+        "1",
+        "--report",
+        report.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let took = started.elapsed();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let ops = report["ops"].as_array().unwrap();
+    assert_eq!(ops.len(), OPS);
+    assert_eq!(ops[0]["status"], "running");
+    assert!(ops[1..].iter().all(|op| op["status"] == "not_started"));
+    let pending = report["timed_out"]["pending_waits"].as_array().unwrap();
+    assert_eq!(pending.len(), OPS - 1, "every op but the first waits for the one before");
+    assert_eq!(
+        pending[OPS - 2],
+        serde_json::json!({"at": 0, "op": format!("op{OPS}"), "semaphore": "step", "value": OPS - 1})
+    );
+    assert!(std::fs::metadata(&html).unwrap().len() > 0);
+    println!("10^5 ops stopped at a 1 s deadline, report and view written: {took:?}");
 }
 
 /// A long submit-ahead pipeline meets full rings and histories: the submitter waits for room
@@ -612,6 +739,8 @@ fn the_html_view_is_written_by_run_and_view_and_bad_reports_exit_2() {
         "view-trace.json",
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(said, format!("view written to {}\n", viewed.display()), "it says where");
     assert_eq!(std::fs::read_to_string(&viewed).unwrap(), from_run);
 
     let text = std::fs::read_to_string(&report).unwrap();

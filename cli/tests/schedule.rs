@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::collections::HashMap;
 use std::time::Duration;
 
-use causeway_cli::control::{run_graph, ControlError, GraphRun, Place};
+use causeway_cli::control::{run_graph, run_graph_in_order, ControlError, GraphRun, Place, Ran};
 use causeway_cli::schedule::{parse, GraphFile};
 use causeway_schedule::control::ControlKind;
 
@@ -145,6 +145,32 @@ fn toml_errors_are_refused_at_their_line() {
     refused("toml.toml", &graph, 7, "invalid type");
 }
 
+/// A file with nothing to schedule is refused as `causeway run` refuses the same file: exit 2,
+/// naming the file and the problem, whether it is printed, emitted or run.
+#[test]
+fn a_graph_without_nodes_is_refused_like_an_empty_scenario() {
+    for (name, graph) in [("empty.toml", ""), ("devices-only.toml", DEVICE)] {
+        let path = scratch(name);
+        std::fs::write(&path, graph).unwrap();
+        let file = path.to_str().unwrap();
+        let emitted = scratch(&format!("{name}.scenario.toml"));
+        let emit = ["schedule", file, "--emit", emitted.to_str().unwrap()];
+        for args in [&["schedule", file][..], &["schedule", file, "--run"], &emit] {
+            let output = causeway(args);
+            let message = text(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{args:?}: {message}");
+            assert!(
+                message
+                    .contains(&format!("{file}: the graph has no [[node]], [[while]] or [[case]]")),
+                "{args:?}: {message}"
+            );
+        }
+        assert!(!emitted.exists(), "{name}: a scenario was emitted");
+        let run = causeway(&["run", file]);
+        assert_eq!(run.status.code(), Some(2), "`causeway run {name}` refuses it too");
+    }
+}
+
 /// A generated graph of 10^3 nodes — fork-join blocks with edges between branches — emitted
 /// and run: every operation's frontier, as the schedule computed it, is what the run reports.
 #[test]
@@ -219,9 +245,9 @@ fn while_refine(initial: i64) -> GraphFile {
 /// each ran after everything it depends on — within an iteration its body dependencies, every
 /// instance of an earlier iteration (the condition is read between), and for a loop or branch
 /// as a whole: after the control's dependencies, before the control's dependents.
-fn check_every_edge(file: &GraphFile, run: &GraphRun) -> usize {
+fn check_every_edge(file: &GraphFile, run: &GraphRun, order: &[Ran]) -> usize {
     let mut ran_at: HashMap<(Place, u64), Vec<usize>> = HashMap::new();
-    for (at, ran) in run.ran.iter().enumerate() {
+    for (at, ran) in order.iter().enumerate() {
         ran_at.entry((ran.place, ran.iteration)).or_default().push(at);
     }
     let position = |place: Place, iteration: u64| {
@@ -275,27 +301,30 @@ fn check_every_edge(file: &GraphFile, run: &GraphRun) -> usize {
             }
         }
     }
-    assert_eq!(instances, run.ran.len(), "something ran that should not have");
+    assert_eq!(instances, order.len(), "something ran that should not have");
+    assert_eq!(run.nodes_ran, order.len() as u64);
     checked
 }
 
 #[test]
 fn while_loops_until_the_condition_its_body_computes_fails() {
     let file = while_refine(1000);
-    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
+    let (run, order) = run_graph_in_order(&file.program, 2, LIMIT).expect("the graph runs");
     // 1000 / 3 / 3 ... : 333, 111, 37, 12, 4 — five iterations, then 4 < 5 takes branch 0.
     assert_eq!(run.iterations, [5, 1]);
     assert_eq!(run.branches, [None, Some(0)]);
     assert_eq!(run.counters, [4, 5]);
     // 4 body edges × 5 iterations, plus load -> refine -> finish -> store, prefetch -> store.
-    let checked = check_every_edge(&file, &run);
+    let checked = check_every_edge(&file, &run, &order);
     assert_eq!(checked, 20 + 5, "{run:?}");
-    assert_eq!(run.check(&file.program), Ok(25));
+    assert_eq!(run.checked, Ok(25));
     // One worker is enough: the coroutine yields while the streams work, so that worker runs
     // both it and every node — no thread waits on the loop's behalf.
-    let run = run_graph(&file.program, 1, LIMIT).expect("the graph runs on one worker");
+    let (run, order) =
+        run_graph_in_order(&file.program, 1, LIMIT).expect("the graph runs on one worker");
     assert_eq!(run.iterations, [5, 1]);
-    assert_eq!(check_every_edge(&file, &run), 25);
+    assert_eq!(check_every_edge(&file, &run, &order), 25);
+    assert_eq!(run.checked, Ok(25));
     // The command line says the same.
     let ran = causeway(&["schedule", path_of("while-refine").to_str().unwrap(), "--run"]);
     let printed = text(&ran.stdout);
@@ -317,19 +346,23 @@ fn path_of(graph: &str) -> PathBuf {
 #[test]
 fn the_trip_count_and_the_branch_follow_the_run_time_values() {
     let file = while_refine(100_000);
-    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
+    let (run, order) = run_graph_in_order(&file.program, 2, LIMIT).expect("the graph runs");
     // 33333, 11111, 3703, 1234, 411, 137, 45, 15, 5: nine iterations; 5 is not < 5, so the
     // default branch (smooth, then polish) runs.
     assert_eq!(run.iterations, [9, 1]);
     assert_eq!(run.branches, [None, Some(1)]);
     assert_eq!(run.counters, [5, 9]);
-    assert_eq!(check_every_edge(&file, &run), 4 * 9 + 1 + 5);
+    assert_eq!(check_every_edge(&file, &run, &order), 4 * 9 + 1 + 5);
+    assert_eq!(run.checked, Ok(4 * 9 + 1 + 5));
     // A residual already small never enters the loop.
     let file = while_refine(7);
-    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
+    let (run, order) = run_graph_in_order(&file.program, 2, LIMIT).expect("the graph runs");
     assert_eq!(run.iterations, [0, 1]);
     assert_eq!(run.counters, [7, 0]);
-    check_every_edge(&file, &run);
+    assert_eq!(check_every_edge(&file, &run, &order), 1 + 3);
+    // The library's check also counts the two edges of the loop that never ran (load ->
+    // refine -> finish) as honoured: nothing ran to break them.
+    assert_eq!(run.checked, Ok(1 + 3 + 2));
 }
 
 #[test]
@@ -344,11 +377,11 @@ fn a_loop_repeated_many_times_keeps_every_edge() {
         .replace("us = ", "us = 0 # ")
         .replace("update = \"residual /= 3\"", "update = \"residual -= 1\"");
     let file = parse(&path, &source).expect("loads");
-    let run = run_graph(&file.program, 2, LIMIT).expect("the graph runs");
+    let (run, order) = run_graph_in_order(&file.program, 2, LIMIT).expect("the graph runs");
     assert_eq!(run.iterations, [10_000, 1]);
     assert_eq!(run.counters, [1000 - 10_000, 10_000]);
-    assert_eq!(check_every_edge(&file, &run), 4 * 10_000 + 5);
-    assert_eq!(run.check(&file.program), Ok(4 * 10_000 + 5));
+    assert_eq!(check_every_edge(&file, &run, &order), 4 * 10_000 + 5);
+    assert_eq!(run.checked, Ok(4 * 10_000 + 5));
 }
 
 #[test]
@@ -361,11 +394,81 @@ fn a_loop_that_never_ends_stops_at_the_time_limit() {
         .replace("update = \"passes += 1\"", "");
     let file = parse(&path, &source).expect("loads");
     let error = run_graph(&file.program, 2, Duration::from_millis(200)).unwrap_err();
-    let ControlError::TimedOut { control, iterations } = error else {
-        panic!("not a time-out: {error}")
-    };
-    assert_eq!(control, 0);
-    assert!(iterations > 0);
+    let ControlError::TimedOut(overrun) = error else { panic!("not a time-out: {error}") };
+    let at = overrun.control.expect("the run was in the loop");
+    assert_eq!(at.control, 0);
+    // The deadline finds it deciding its condition, or in the middle of an iteration.
+    assert!(at.iterations > 0, "{overrun:?}");
+}
+
+/// `causeway args…`, killed (and the test failed as a hang) if it runs past `limit`; returns
+/// its output and how long it ran.
+fn causeway_within(limit: Duration, args: &[&str]) -> (Output, Duration) {
+    use std::process::Stdio;
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    while child.try_wait().expect("the child can be waited for").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("the killed child's output");
+            panic!("causeway {args:?} ran past {limit:?}: {}", text(&output.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("the child's output");
+    (output, started.elapsed())
+}
+
+/// `--timeout` ends `schedule --run` as it ends `causeway run`: exit 3 at the deadline, naming
+/// what was still going — a loop whose condition still held, work still running — and the
+/// process gone within about a second of it, even when a node's work would run for an hour.
+#[test]
+fn schedule_run_ends_at_its_timeout_naming_what_was_still_going() {
+    let source = std::fs::read_to_string(path_of("while-refine")).unwrap();
+    let endless = source
+        .replace("condition = \"residual > 10\"", "condition = \"passes < 1\"")
+        .replace("update = \"passes += 1\"", "");
+    let path = scratch("endless.toml");
+    std::fs::write(&path, endless).unwrap();
+    let args = ["schedule", path.to_str().unwrap(), "--run", "--timeout", "0.5"];
+    let (output, took) = causeway_within(Duration::from_secs(20), &args);
+    let message = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{message}");
+    assert!(message.contains("timed out after 500ms"), "{message}");
+    assert!(
+        message.contains("while `refine` still held its condition after ")
+            || message.contains("while `refine` was running iteration "),
+        "{message}"
+    );
+    assert!(took < Duration::from_millis(500 + 1500), "exited {took:?} after the start");
+
+    // An hour-long node: cut short at the deadline and named.
+    let hour = source.replace("us = 30\n", "us = 3600000000\n");
+    let path = scratch("hour.toml");
+    std::fs::write(&path, hour).unwrap();
+    let args = ["schedule", path.to_str().unwrap(), "--run", "--timeout", "1"];
+    let (output, took) = causeway_within(Duration::from_secs(20), &args);
+    let message = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{message}");
+    assert!(message.contains("timed out after 1s"), "{message}");
+    assert!(
+        message.contains(
+            "node `estimate` (iteration 0 of while `refine`) was still running at the deadline"
+        ),
+        "{message}"
+    );
+    assert!(took < Duration::from_millis(1000 + 1500), "exited {took:?} after the start");
+
+    for bad in ["0", "-1", "x", "NaN"] {
+        let args = ["schedule", path.to_str().unwrap(), "--run", "--timeout", bad];
+        let (output, _) = causeway_within(Duration::from_secs(20), &args);
+        assert_eq!(output.status.code(), Some(2), "--timeout {bad}: {}", text(&output.stderr));
+    }
 }
 
 #[test]

@@ -149,9 +149,14 @@ impl WebDriverCompatibleCommand for BrowserLog {
 
 /// A real run of scenario `source` (named `name`) on the device, as its report JSON.
 pub fn run_report(name: &str, source: &str) -> Vec<u8> {
+    run_report_within(name, source, Duration::from_secs(120))
+}
+
+/// As [`run_report`], stopped at `timeout` (its report then says it timed out).
+pub fn run_report_within(name: &str, source: &str, timeout: Duration) -> Vec<u8> {
     let scenario = parse::parse(Path::new(name), source).expect("the scenario parses");
     let plan = check::check(&scenario).expect("the scenario checks");
-    let options = RunOptions { timeout: Duration::from_secs(120), progress: false, all_cpu: false };
+    let options = RunOptions { timeout, progress: false, all_cpu: false };
     let outcome = run(&scenario, &plan, options).expect("the scenario runs");
     let mut json = Vec::new();
     report::write(&outcome, &mut json).expect("the report is written");

@@ -1,16 +1,19 @@
 //! Every bundled scenario's page in headless Chromium, driven through chromedriver: no console
 //! errors, stepped to the end with the page's own controls, and what the DOM then shows
-//! compared with the run's report. Plus the 10^4-operation page's first paint and stepping,
-//! measured and printed.
+//! compared with the run's report. A run stopped at its deadline shown as the deadline found
+//! it; the compressed time axis and the names drawn on bars and boxes, cut to fit. Plus the
+//! 10^4-operation page's first paint and stepping, measured and printed.
 //!
 //! `#[ignore]`d: they need Chromium, which `scripts/browser.sh` installs before running them
 //! with `--ignored` (the test command's browser tier). Run them by hand the same way.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use causeway_cli::scenario::{bundled, generate};
-use causeway_cli_browser::{output_dir, parse_report, run_report, write_page, Browser};
+use causeway_cli_browser::{
+    output_dir, parse_report, run_report, run_report_within, write_page, Browser,
+};
 use fantoccini::key::Key;
 use fantoccini::Locator;
 use serde_json::{json, Value};
@@ -153,6 +156,167 @@ async fn every_bundled_scenario_steps_to_the_report_in_chromium() {
         check_scenario(&browser, scenario.name, scenario.source, &out).await;
         println!("browser: {} ok", scenario.name);
     }
+    browser.close().await;
+}
+
+/// Waits for the page's next frame (its canvases draw in one), then returns `script`'s value.
+async fn after_a_frame(browser: &Browser, script: &str) -> Value {
+    let wrapped = format!(
+        "const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(() => \
+         done((() => {{ {script} }})())));"
+    );
+    browser.client.execute_async(&wrapped, vec![]).await.unwrap()
+}
+
+/// The names the page drew on `canvas` ("lanes" or "dag") in its last frame, as drawn.
+async fn drawn(browser: &Browser, canvas: &str) -> Vec<Value> {
+    let script = format!("return window.causewayView.drawn.{canvas};");
+    after_a_frame(browser, &script).await.as_array().unwrap().clone()
+}
+
+/// The title `canvas` takes when the pointer moves to (`x`, `y`) on it.
+async fn title_at(browser: &Browser, canvas: &str, x: f64, y: f64) -> String {
+    let script = "const [id, x, y] = arguments; const canvas = document.getElementById(id);
+                  const box = canvas.getBoundingClientRect();
+                  canvas.dispatchEvent(new MouseEvent('mousemove',
+                    { clientX: box.left + x, clientY: box.top + y, bubbles: true }));
+                  return canvas.title;";
+    let title = browser.client.execute(script, vec![json!(canvas), json!(x), json!(y)]).await;
+    title.unwrap().as_str().unwrap().to_owned()
+}
+
+/// A drawn name fits where it is drawn: whole, or a prefix of the name with an ellipsis.
+fn cut_to_fit(label: &Value, room: f64) -> bool {
+    let (name, text) = (label["name"].as_str().unwrap(), label["text"].as_str().unwrap());
+    let fits = label["textWidth"].as_f64().unwrap() <= room + 0.5;
+    let cut = text == name || text.strip_suffix('…').is_some_and(|prefix| name.starts_with(prefix));
+    fits && cut
+}
+
+/// A run stopped at its deadline: the page says so, steps through what happened before it,
+/// shows the ops still running then as running and those that had not started as not started,
+/// and the selected op's waits not reached at the deadline.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs Chromium: scripts/browser.sh installs it and runs this"]
+async fn a_run_stopped_at_its_deadline_shows_what_the_deadline_found() {
+    let source = "name = \"stopped\"\n[[queue]]\nname = \"q0\"\n[[queue]]\nname = \"q1\"\n\
+                  [[semaphore]]\nname = \"s\"\n\
+                  [[op]]\nname = \"done\"\nqueue = \"q1\"\n\
+                  [[op]]\nname = \"hang\"\nqueue = \"q0\"\nsignal = [\"s=1\"]\nwork = { kind = \"sleep\", us = 3000000 }\n\
+                  [[op]]\nname = \"later\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\n\
+                  [[op]]\nname = \"forever\"\nqueue = \"host\"\nwork = { kind = \"sleep\", us = 99999999999 }\n\
+                  [[op]]\nname = \"after\"\nqueue = \"q1\"\nwait = [\"s>=1\"]\n";
+    let json = run_report_within("stopped", source, Duration::from_millis(500));
+    let report = parse_report(&json);
+    assert!(report["timed_out"].is_object(), "the run was stopped: {}", report["timed_out"]);
+    let out = output_dir();
+    let page = out.join("stopped.html");
+    write_page(&json, &page).unwrap();
+    let browser = Browser::start(1400, 1100).await;
+    browser.open(&page).await;
+    no_console_errors(&browser, "stopped").await;
+    assert_eq!(attribute(&browser, "#timed-out", "data-running").await, "2");
+    assert_eq!(attribute(&browser, "#timed-out", "data-not-started").await, "2");
+    assert_eq!(attribute(&browser, "#timed-out", "data-pending").await, "2");
+    let banner = browser.client.find(Locator::Id("timed-out")).await.unwrap();
+    assert!(banner.is_displayed().await.unwrap(), "the banner shows");
+    // `done` starts and ends; `hang` and `forever` only start; the others never do.
+    let (_, total) = step_position(&browser).await;
+    assert_eq!(total, 4);
+    let body = browser.client.find(Locator::Css("body")).await.unwrap();
+    body.send_keys(&char::from(Key::End).to_string()).await.unwrap();
+    assert_eq!(step_position(&browser).await, (4, 4));
+    for (name, state) in [
+        ("done", "done"),
+        ("hang", "running"),
+        ("later", "not-started"),
+        ("forever", "running"),
+        ("after", "not-started"),
+    ] {
+        let css = format!("#ops tr[data-name=\"{name}\"]");
+        assert_eq!(attribute(&browser, &css, "data-state").await, state, "{name}");
+    }
+    let row = browser.client.find(Locator::Css("#ops tr[data-name=\"later\"]")).await.unwrap();
+    row.click().await.unwrap();
+    assert_eq!(attribute(&browser, "#sel-pending", "data-count").await, "1");
+    assert_eq!(attribute(&browser, "#sel-pending li", "data-semaphore").await, "s");
+    assert_eq!(attribute(&browser, "#sel-pending li", "data-value").await, "1");
+    let shot = browser.client.screenshot().await.unwrap();
+    std::fs::write(out.join("stopped.png"), shot).unwrap();
+    no_console_errors(&browser, "stopped").await;
+    browser.close().await;
+}
+
+/// One op spans the run (a first dispatch, say) while short ones run beside it: on the linear
+/// axis they are slivers without names; on the compressed axis (the page's toggle) each is
+/// wide enough for its name, cut to its bar with an ellipsis where it is long. A long name is
+/// cut to its graph box too, and the box's title shows it whole.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs Chromium: scripts/browser.sh installs it and runs this"]
+async fn the_compressed_axis_gives_short_ops_beside_a_long_one_room_for_their_names() {
+    const LONG: &str = "a_rather_long_operation_name_that_cannot_fit";
+    let mut source = String::from(
+        "name = \"long-first\"\n[[queue]]\nname = \"gpu\"\n[[queue]]\nname = \"cpu\"\n\
+         [[semaphore]]\nname = \"warm\"\n\
+         [[op]]\nname = \"first_dispatch\"\nqueue = \"gpu\"\nsignal = [\"warm=1\"]\n\
+         work = { kind = \"sleep\", us = 300000 }\n",
+    );
+    let short: Vec<String> = (1..=12).map(|k| format!("s{k}")).chain([LONG.to_string()]).collect();
+    for name in &short {
+        source += &format!(
+            "[[op]]\nname = \"{name}\"\nqueue = \"cpu\"\nwork = {{ kind = \"spin\", us = 20 }}\n"
+        );
+    }
+    source += "[[op]]\nname = \"after\"\nqueue = \"gpu\"\nwait = [\"warm>=1\"]\n";
+    let json = run_report("long-first", &source);
+    let out = output_dir();
+    let page = out.join("long-first.html");
+    write_page(&json, &page).unwrap();
+    let browser = Browser::start(1400, 1100).await;
+    browser.open(&page).await;
+    no_console_errors(&browser, "long-first").await;
+    let named = |labels: &[Value], name: &str| labels.iter().find(|l| l["name"] == name).cloned();
+
+    assert_eq!(attribute(&browser, "#axis", "data-axis").await, "linear");
+    let linear = drawn(&browser, "lanes").await;
+    assert!(named(&linear, "first_dispatch").is_some(), "the long op is named: {linear:?}");
+    for name in &short {
+        assert!(named(&linear, name).is_none(), "{name} is a sliver on the linear axis");
+    }
+    for label in &linear {
+        assert!(cut_to_fit(label, label["width"].as_f64().unwrap() - 6.0), "{label}");
+    }
+
+    browser.client.find(Locator::Id("axis")).await.unwrap().click().await.unwrap();
+    assert_eq!(attribute(&browser, "#axis", "data-axis").await, "compressed");
+    let compressed = drawn(&browser, "lanes").await;
+    for name in &short {
+        let label = named(&compressed, name)
+            .unwrap_or_else(|| panic!("{name} is named on the compressed axis: {compressed:?}"));
+        assert!(cut_to_fit(&label, label["width"].as_f64().unwrap() - 6.0), "{label}");
+    }
+    let long = named(&compressed, LONG).unwrap();
+    assert!(long["text"].as_str().unwrap().ends_with('…'), "{long}");
+    let (x, y) = (long["x"].as_f64().unwrap(), long["y"].as_f64().unwrap());
+    assert!(title_at(&browser, "lanes", x, y).await.starts_with(LONG), "the bar's title");
+    let shot = browser.client.screenshot().await.unwrap();
+    std::fs::write(out.join("long-first-compressed.png"), shot).unwrap();
+
+    // The graph's boxes: the long name cut with an ellipsis, whole in the box's title.
+    let boxes = drawn(&browser, "dag").await;
+    let long = named(&boxes, LONG).expect("the long op's box is drawn");
+    assert!(long["text"].as_str().unwrap().ends_with('…'), "{long}");
+    for label in &boxes {
+        assert!(cut_to_fit(label, 96.0 - 16.0), "{label}");
+    }
+    let (x, y) = (long["x"].as_f64().unwrap(), long["y"].as_f64().unwrap());
+    assert_eq!(title_at(&browser, "dag", x, y).await, LONG);
+
+    // The key `c` toggles back.
+    let body = browser.client.find(Locator::Css("body")).await.unwrap();
+    body.send_keys("c").await.unwrap();
+    assert_eq!(attribute(&browser, "#axis", "data-axis").await, "linear");
+    no_console_errors(&browser, "long-first").await;
     browser.close().await;
 }
 

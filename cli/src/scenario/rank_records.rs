@@ -75,6 +75,8 @@ fn status_byte(status: Status) -> u8 {
         Status::Ok => 0,
         Status::Failed => 1,
         Status::Cancelled => 2,
+        Status::Running => 3,
+        Status::NotStarted => 4,
     }
 }
 
@@ -325,6 +327,8 @@ pub fn decode<'s>(scenario: &'s Scenario, bytes: &[u8]) -> Result<Outcome<'s>, R
             0 => Status::Ok,
             1 => Status::Failed,
             2 => Status::Cancelled,
+            3 => Status::Running,
+            4 => Status::NotStarted,
             _ => return Err(RecordsError::Invalid("status")),
         };
         let speculation = match input.u8()? {
@@ -463,6 +467,8 @@ pub fn decode<'s>(scenario: &'s Scenario, bytes: &[u8]) -> Result<Outcome<'s>, R
         vulkan,
         npu,
         cuda,
+        // A share stopped at its deadline sends its error, never records.
+        timed_out: None,
     })
 }
 

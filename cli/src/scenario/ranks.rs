@@ -511,6 +511,8 @@ pub fn gather<'s>(
         vulkan,
         npu,
         cuda,
+        // Every share gathered ran to its end: one stopped at its deadline is an error instead.
+        timed_out: None,
     })
 }
 

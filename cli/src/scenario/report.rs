@@ -58,6 +58,19 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
             })
         }),
         stats: Stats::of(outcome),
+        timed_out: outcome.timed_out.as_ref().map(|timed_out| TimedOutJson {
+            at_ns: timed_out.at_ns,
+            pending_waits: LazyArray(move || {
+                timed_out.pending_waits.iter().map(|wait| PendingWaitJson {
+                    at: wait.at,
+                    op: scenario.op_name(&scenario.ops[wait.op as usize]),
+                    semaphore: &scenario.semaphores[wait.semaphore as usize].name,
+                    value: wait.value,
+                })
+            }),
+            reason: &timed_out.reason,
+            timeout_ns: u64::try_from(timed_out.timeout.as_nanos()).unwrap_or(u64::MAX),
+        }),
         vulkan: VulkanStats::of(outcome),
         npu: NpuStats::of(outcome),
         cuda: CudaStats::of(outcome),
@@ -88,7 +101,7 @@ where
 }
 
 #[derive(Serialize)]
-struct Report<'a, Ops, Queues, Semaphores> {
+struct Report<'a, Ops, Queues, Semaphores, Pending> {
     cuda: Option<CudaStats>,
     npu: Option<NpuStats>,
     ops: Ops,
@@ -96,7 +109,30 @@ struct Report<'a, Ops, Queues, Semaphores> {
     scenario: &'a str,
     semaphores: Semaphores,
     stats: Stats,
+    /// Only in a run stopped at its deadline: when, why, and every wait not reached then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timed_out: Option<TimedOutJson<'a, Pending>>,
     vulkan: Option<VulkanStats>,
+}
+
+#[derive(Serialize)]
+struct TimedOutJson<'a, Pending> {
+    /// When the run was stopped, in nanoseconds since the device started.
+    at_ns: u64,
+    pending_waits: Pending,
+    /// What the runner itself was waiting for at the deadline.
+    reason: &'a str,
+    timeout_ns: u64,
+}
+
+/// A wait of an operation that had not started, not reached when the run was stopped.
+#[derive(Serialize)]
+struct PendingWaitJson<'a> {
+    /// The semaphore's value then.
+    at: u64,
+    op: &'a str,
+    semaphore: &'a str,
+    value: u64,
 }
 
 #[derive(Serialize)]
@@ -543,6 +579,19 @@ pub(super) mod tests {
             elided: 0,
             held: 0,
         });
+        reports.push(report_of(&outcome));
+        // A run stopped at its deadline: one op still running then, one not started, waiting.
+        let stopped = parse::parse(
+            Path::new("stopped.toml"),
+            "[[queue]]\nname = \"q\"\n[[semaphore]]\nname = \"s\"\n\
+             [[op]]\nname = \"long\"\nqueue = \"q\"\nsignal = [\"s=1\"]\n\
+             work = { kind = \"sleep\", us = 5000000 }\n\
+             [[op]]\nname = \"after\"\nqueue = \"q\"\nwait = [\"s>=1\"]\n",
+        )
+        .unwrap();
+        let short = RunOptions { timeout: Duration::from_millis(200), ..options };
+        let outcome = run(&stopped, &check(&stopped).unwrap(), short).unwrap();
+        assert!(outcome.timed_out.is_some(), "stopped at its deadline");
         reports.push(report_of(&outcome));
         reports
     }

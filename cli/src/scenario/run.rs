@@ -9,9 +9,10 @@
 //! finish.
 //!
 //! Everything the runner waits for — room, a host step's waits and work, the queues — ends at
-//! one deadline. Past it the run is reported stuck, naming every operation still running (its
-//! queue, how long it has run) and every wait not reached, and the device is shut down within
-//! [`SHUTDOWN_GRACE`]: work that never returns is abandoned on its worker, not joined.
+//! one deadline. Past it the run is recorded as the deadline found it ([`Outcome::timed_out`]:
+//! what ran, what was still running, what had not started, every wait not reached, and the
+//! report naming them), and the device is shut down within [`SHUTDOWN_GRACE`]: work that never
+//! returns is abandoned on its worker, not joined.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -42,6 +43,7 @@ use super::ranks::Share;
 
 /// How an operation ended, as the report spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Status {
     /// Ran and signalled.
     Ok,
@@ -49,6 +51,10 @@ pub enum Status {
     Failed,
     /// Never ran.
     Cancelled,
+    /// Still running when the run was stopped at its deadline: it ran partly.
+    Running,
+    /// Not started when the run was stopped at its deadline (waiting, or never submitted).
+    NotStarted,
 }
 
 impl Status {
@@ -58,7 +64,14 @@ impl Status {
             Status::Ok => "ok",
             Status::Failed => "failed",
             Status::Cancelled => "cancelled",
+            Status::Running => "running",
+            Status::NotStarted => "not_started",
         }
+    }
+
+    /// Whether the operation was cut off by the deadline (running, or not started, then).
+    pub fn at_deadline(self) -> bool {
+        matches!(self, Status::Running | Status::NotStarted)
     }
 }
 
@@ -195,6 +208,18 @@ impl Speculation {
 }
 
 impl OpRecord {
+    /// A host step the deadline stopped: waiting (`started` none), or running its work since
+    /// `started` (it ends when the run is stopped).
+    fn at_deadline(submit_ns: u64, waits: Span, started: Option<u64>) -> OpRecord {
+        OpRecord {
+            submit_ns,
+            start_ns: started.unwrap_or(0),
+            waits,
+            status: if started.is_some() { Status::Running } else { Status::NotStarted },
+            ..OpRecord::UNSUBMITTED
+        }
+    }
+
     /// An operation not submitted yet (cancelled, unless its queue reports otherwise).
     const UNSUBMITTED: OpRecord = OpRecord {
         epoch: 0,
@@ -269,6 +294,40 @@ pub struct Outcome<'s> {
     pub npu: Option<NpuRecord>,
     /// What the CUDA driver called for its queues' waits, when the scenario ran CUDA queues.
     pub cuda: Option<CudaRecord>,
+    /// How the run was stopped, when it reached its deadline: its records are then what was
+    /// known at the deadline (operations still running or not started say so).
+    pub timed_out: Option<TimedOut>,
+}
+
+/// A run stopped at its deadline ([`RunOptions::timeout`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TimedOut {
+    /// When it was stopped: nanoseconds since the device started.
+    pub at_ns: u64,
+    /// The timeout it ran under.
+    pub timeout: Duration,
+    /// What the runner itself was waiting for at the deadline.
+    pub reason: String,
+    /// Every wait not reached at the deadline of an operation that had not started, in file
+    /// order.
+    pub pending_waits: Vec<PendingWait>,
+    /// What was stuck, as `causeway run` reports it (the file named, every operation still
+    /// running and every one waiting listed, long lists cut with a count).
+    pub error: ScenarioError,
+}
+
+/// A wait not reached when a run was stopped at its deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingWait {
+    /// The waiting operation's index.
+    pub op: u32,
+    /// The semaphore's index.
+    pub semaphore: u32,
+    /// The waited value.
+    pub value: u64,
+    /// The semaphore's value at the deadline.
+    pub at: u64,
 }
 
 impl Outcome<'_> {
@@ -594,7 +653,13 @@ pub fn run_share<'s>(
         .connect(device, &runner.semaphore_ids)
         .map_err(|error| ScenarioError::in_file(&scenario.path, error))?;
     runner.peers = Some(peers);
-    runner.run()
+    let mut outcome = runner.run()?;
+    // Across ranks, a share stopped at its deadline is the error that says what was stuck:
+    // rank 0 prints every rank's.
+    match outcome.timed_out.take() {
+        Some(timed_out) => Err(timed_out.error),
+        None => Ok(outcome),
+    }
 }
 
 /// The runner's device: its own, or shared for as long as the process lives with the code that
@@ -709,6 +774,8 @@ struct Runner<'s, 'p> {
     registered: drivers::Registered,
     /// Per operation, once submitted or performed (`queued` false until then).
     records: Vec<OpRecord>,
+    /// The operation the runner is at, in file order (where it stopped, if it did).
+    reached: usize,
     waits: Vec<WaitRecord>,
     frontiers: FrontierRecorder,
 }
@@ -888,6 +955,7 @@ impl<'s, 'p> Runner<'s, 'p> {
             channel,
             registered,
             records: vec![OpRecord::UNSUBMITTED; n],
+            reached: 0,
             waits: Vec::with_capacity(waits),
             frontiers,
         })
@@ -898,8 +966,13 @@ impl<'s, 'p> Runner<'s, 'p> {
         // A timeout too large to add to now is no deadline at all.
         let deadline = started.checked_add(self.options.timeout);
         match self.perform(started, deadline) {
-            Ok(()) => Ok(self.finish(started.elapsed())),
-            Err(halt) => Err(self.halt(halt)),
+            Ok(()) => Ok(self.finish(started.elapsed(), None)),
+            Err(Halt::Stuck(reason)) => Ok(self.finish(started.elapsed(), Some(reason))),
+            Err(Halt::Invalid(error)) => {
+                // Within a bound, so that work which never returns does not keep the process.
+                self.device.shutdown(SHUTDOWN_GRACE);
+                Err(error)
+            }
         }
     }
 
@@ -909,6 +982,7 @@ impl<'s, 'p> Runner<'s, 'p> {
         let mut command_buffers = self.command_buffers.clone().into_iter();
         let mut queue_ops = 0;
         for (index, op) in self.scenario.ops.iter().enumerate() {
+            self.reached = index;
             if self.share.is_some_and(|share| !share.performs(op)) {
                 self.note_signals(op);
                 continue;
@@ -943,17 +1017,6 @@ impl<'s, 'p> Runner<'s, 'p> {
             let highest = &mut self.signalled[semaphore];
             *highest = (*highest).max(value);
         }
-    }
-
-    /// Ends a run that cannot go on: describes it, then shuts the device down within
-    /// [`SHUTDOWN_GRACE`] so that work which never returns does not keep the process.
-    fn halt(self, halt: Halt) -> ScenarioError {
-        let error = match halt {
-            Halt::Invalid(error) => error,
-            Halt::Stuck(headline) => self.stuck(headline),
-        };
-        self.device.shutdown(SHUTDOWN_GRACE);
-        error
     }
 
     fn op_error(&self, op: &OpSpec, message: impl std::fmt::Display) -> ScenarioError {
@@ -1167,6 +1230,8 @@ impl<'s, 'p> Runner<'s, 'p> {
                 Ok(()) => {}
                 Err(PeerWaitError::Failed) => failed = true,
                 Err(_) => {
+                    let waits = Span::since(&self.waits, waits_start);
+                    self.records[index] = OpRecord::at_deadline(submit_ns, waits, None);
                     let name = &self.scenario.semaphores[semaphore].name;
                     return Err(Halt::Stuck(format!(
                         "op `{}` (line {}) on the host waits for {name}>={value} (at {}) past the {:?} deadline",
@@ -1184,6 +1249,8 @@ impl<'s, 'p> Runner<'s, 'p> {
             _ => true,
         };
         if !finished {
+            let waits = Span::since(&self.waits, waits_start);
+            self.records[index] = OpRecord::at_deadline(submit_ns, waits, Some(start_ns));
             return Err(Halt::Stuck(format!(
                 "op `{}` (line {}) on the host was still running its work at the {:?} deadline",
                 self.scenario.op_name(op),
@@ -1310,13 +1377,16 @@ impl<'s, 'p> Runner<'s, 'p> {
                 }
                 Err(_) => {
                     let name = &self.scenario.semaphores[semaphore].name;
-                    return Err(Halt::Stuck(format!(
+                    let reason = format!(
                         "all_reduce step `{}` (line {}) waits for {name}>={value} (at {}) past the {:?} deadline",
                         self.scenario.op_name(op),
                         op.line,
                         device_semaphore.value(),
                         self.options.timeout
-                    )));
+                    );
+                    let waits = Span::since(&self.waits, waits_start);
+                    self.records[index] = OpRecord::at_deadline(submit_ns, waits, None);
+                    return Err(Halt::Stuck(reason));
                 }
             };
             self.waits.push(WaitRecord::new(semaphore, value, resolved));
@@ -1387,13 +1457,13 @@ impl<'s, 'p> Runner<'s, 'p> {
             let now = Instant::now();
             let wait = match deadline {
                 Some(deadline) if now >= deadline => {
+                    let unfinished = total - *finished;
                     drop(finished);
                     if drawn {
                         eprintln!();
                     }
                     return Err(Halt::Stuck(format!(
-                        "still running after {:?}",
-                        self.options.timeout
+                        "{unfinished} of {total} queue ops had not finished"
                     )));
                 }
                 Some(deadline) => (deadline - now).min(PROGRESS_TICK),
@@ -1411,70 +1481,109 @@ impl<'s, 'p> Runner<'s, 'p> {
         Ok(())
     }
 
-    /// A run-time deadlock report: what the runner was waiting for, then every operation still
-    /// running (how long, on which worker) and every submitted one not started, with its
-    /// unreached waits. Long lists are cut after [`STUCK_LISTED`] lines each, with a count.
-    fn stuck(&self, headline: String) -> ScenarioError {
-        let now_ns = self.device.now_ns();
+    /// Records how the run stood when it was stopped at its deadline: each operation's events
+    /// (what still ran and what had not started), every wait not reached, and the report of
+    /// what was stuck — all before the device is stopped, which fails and cancels that work.
+    fn stop_at_deadline(&mut self, reason: String) -> TimedOut {
+        let at_ns = self.device.now_ns();
+        {
+            // Every finish counted before this lock is visible with its times.
+            let _counted = self.recorder.finished.lock();
+            record_events(&mut self.records, &self.recorder, Some(at_ns));
+        }
+        for (op, record) in self.scenario.ops.iter().zip(&mut self.records) {
+            let performed_here = self.share.is_none_or(|share| share.performs(op));
+            if !record.queued && record.status == Status::Cancelled && performed_here {
+                // Never performed: the runner had not reached it, or stopped at it.
+                record.status = Status::NotStarted;
+            }
+        }
+        let mut pending_waits = Vec::new();
+        for (index, (op, record)) in self.scenario.ops.iter().zip(&self.records).enumerate() {
+            if record.status != Status::NotStarted {
+                continue;
+            }
+            for &(semaphore, value) in self.scenario.waits(op) {
+                let device_semaphore = self.semaphore(semaphore);
+                let at = device_semaphore.value();
+                if at < value && device_semaphore.failure().is_none() {
+                    let op = u32::try_from(index).expect("operation indices fit in u32");
+                    let semaphore = u32::try_from(semaphore).expect("semaphore indices fit in u32");
+                    pending_waits.push(PendingWait { op, semaphore, value, at });
+                }
+            }
+        }
+        let error = self.stuck(&reason, at_ns);
+        TimedOut { at_ns, timeout: self.options.timeout, reason, pending_waits, error }
+    }
+
+    /// The report of a run stopped at its deadline, from its records: what the runner was
+    /// waiting for, then every queue operation still running (how long, on which worker) and
+    /// every submitted one not started, with its unreached waits, and how many were never
+    /// submitted. Long lists are cut after [`STUCK_LISTED`] lines each, with a count.
+    fn stuck(&self, reason: &str, at_ns: u64) -> ScenarioError {
         let mut running = Vec::new();
         let mut waiting = Vec::new();
-        let (mut running_total, mut waiting_total) = (0, 0);
-        for (index, op) in self.scenario.ops.iter().enumerate() {
+        let (mut running_total, mut waiting_total, mut unsubmitted) = (0, 0, 0);
+        for (index, (op, record)) in self.scenario.ops.iter().zip(&self.records).enumerate() {
             let Target::Queue(queue) = op.target else { continue };
-            let events = &self.recorder.ops[index];
-            if events.status.load(Ordering::Relaxed) != STATUS_PENDING
-                || !self.records[index].queued
-            {
+            if !record.queued {
+                unsubmitted +=
+                    usize::from(record.status == Status::NotStarted && index > self.reached);
                 continue;
             }
             let queue = &self.scenario.queues[queue].name;
-            let start_ns = events.start_ns.load(Ordering::Relaxed);
-            if start_ns != 0 {
-                running_total += 1;
-                if running.len() < STUCK_LISTED {
-                    let worker = events.worker.load(Ordering::Relaxed);
-                    let on = if worker == NO_WORKER {
-                        String::new()
-                    } else {
-                        format!(" on worker {worker}")
-                    };
-                    let seconds = now_ns.saturating_sub(start_ns) as f64 / 1e9;
-                    running.push(format!(
-                        "  op `{}` (line {}) on queue {queue} has been running for {seconds:.3} s{on}",
-                        self.scenario.op_name(op),
-                        op.line
-                    ));
-                }
-                continue;
-            }
-            waiting_total += 1;
-            if waiting.len() >= STUCK_LISTED {
-                continue;
-            }
-            let unmet: Vec<String> = self
-                .scenario
-                .waits(op)
-                .iter()
-                .filter(|&&(s, v)| {
-                    self.semaphore(s).value() < v && self.semaphore(s).failure().is_none()
-                })
-                .map(|&(s, v)| {
-                    format!(
-                        "{}>={v} (at {})",
-                        self.scenario.semaphores[s].name,
-                        self.semaphore(s).value()
-                    )
-                })
-                .collect();
-            let why = if unmet.is_empty() {
-                "behind earlier work".to_string()
-            } else {
-                format!("waits for {}", unmet.join(", "))
-            };
             let name = self.scenario.op_name(op);
-            waiting.push(format!("  op `{name}` (line {}) on queue {queue} {why}", op.line));
+            match record.status {
+                Status::Running => {
+                    running_total += 1;
+                    if running.len() < STUCK_LISTED {
+                        let on =
+                            record.worker.map(|w| format!(", on worker {w}")).unwrap_or_default();
+                        let seconds = at_ns.saturating_sub(record.start_ns) as f64 / 1e9;
+                        running.push(format!(
+                            "  op `{name}` (line {}) on queue {queue} was still running at the deadline (for {seconds:.3} s{on})",
+                            op.line
+                        ));
+                    }
+                }
+                Status::NotStarted => {
+                    waiting_total += 1;
+                    if waiting.len() >= STUCK_LISTED {
+                        continue;
+                    }
+                    let unmet: Vec<String> = self
+                        .scenario
+                        .waits(op)
+                        .iter()
+                        .filter(|&&(s, v)| {
+                            self.semaphore(s).value() < v && self.semaphore(s).failure().is_none()
+                        })
+                        .map(|&(s, v)| {
+                            format!(
+                                "{}>={v} (at {})",
+                                self.scenario.semaphores[s].name,
+                                self.semaphore(s).value()
+                            )
+                        })
+                        .collect();
+                    let why = if unmet.is_empty() {
+                        "behind earlier work".to_string()
+                    } else {
+                        format!("waits for {}", unmet.join(", "))
+                    };
+                    waiting
+                        .push(format!("  op `{name}` (line {}) on queue {queue} {why}", op.line));
+                }
+                _ => {}
+            }
         }
-        let mut lines = vec![format!("deadlock: {headline}")];
+        let mut lines = vec![format!("timed out after {:?}: {reason}", self.options.timeout)];
+        let host_running =
+            self.records.iter().any(|record| !record.queued && record.status == Status::Running);
+        if running_total == 0 && !host_running {
+            lines.push("  nothing was running at the deadline: the run was stalled".to_string());
+        }
         lines.extend(running);
         if running_total > STUCK_LISTED {
             lines.push(format!("  … and {} more running", running_total - STUCK_LISTED));
@@ -1483,10 +1592,19 @@ impl<'s, 'p> Runner<'s, 'p> {
         if waiting_total > STUCK_LISTED {
             lines.push(format!("  … and {} more waiting", waiting_total - STUCK_LISTED));
         }
+        if unsubmitted > 0 {
+            lines.push(format!("  {unsubmitted} later queue ops were never submitted"));
+        }
         ScenarioError::in_file(&self.scenario.path, lines.join("\n")).deadlock()
     }
 
-    fn finish(mut self, wall: Duration) -> Outcome<'s> {
+    /// Records the run. Stopped at its deadline (`stuck`: what the runner was waiting for), it
+    /// is recorded as the deadline found it, then its device is shut down within
+    /// [`SHUTDOWN_GRACE`] (work that never returns is abandoned on its worker, not joined); a
+    /// run that finished drops its device, which joins the workers and makes every event
+    /// visible.
+    fn finish(mut self, wall: Duration, stuck: Option<String>) -> Outcome<'s> {
+        let timed_out = stuck.map(|reason| self.stop_at_deadline(reason));
         let mut history = Vec::new();
         let (device, frontiers) = (&self.device, &mut self.frontiers);
         let semaphores = (self.semaphore_ids.iter())
@@ -1510,22 +1628,12 @@ impl<'s, 'p> Runner<'s, 'p> {
             })
             .collect();
         let memory = self.device.memory_stats();
-        // Joining the workers makes every event visible; nothing is left to cancel.
-        drop(self.device);
-        for (record, events) in self.records.iter_mut().zip(&self.recorder.ops) {
-            if record.queued {
-                record.start_ns = events.start_ns.load(Ordering::Relaxed);
-                record.end_ns = events.end_ns.load(Ordering::Relaxed);
-                let worker = events.worker.load(Ordering::Relaxed);
-                record.worker = (worker != NO_WORKER).then_some(worker);
-                record.status = match events.status.load(Ordering::Relaxed) {
-                    STATUS_OK => Status::Ok,
-                    STATUS_FAILED => Status::Failed,
-                    _ => Status::Cancelled,
-                };
-                record.speculation =
-                    Speculation::from_code(events.speculation.load(Ordering::Relaxed));
-            }
+        if timed_out.is_some() {
+            self.device.shutdown(SHUTDOWN_GRACE);
+        } else {
+            // Joining the workers makes every event visible; nothing is left to cancel.
+            drop(self.device);
+            record_events(&mut self.records, &self.recorder, None);
         }
         let records = &self.records;
         // Collective steps' checks joined the registered ones as the steps ran.
@@ -1565,6 +1673,7 @@ impl<'s, 'p> Runner<'s, 'p> {
                 elided: counts.elided,
                 held: counts.held,
             }),
+            timed_out,
         }
     }
 }
@@ -1578,6 +1687,36 @@ fn contribution(rank: u16, i: usize) -> f64 {
 /// The machine of the collective channel's axis: the whole world's, never a rank's (as
 /// `causeway-distributed` numbers its channels).
 const COLLECTIVE_MACHINE: u16 = u16::MAX;
+
+/// Copies each queued operation's events into its record. `deadline_ns`, when the run was
+/// stopped then: an operation not finished is recorded as still running (until then) or not
+/// started, as the deadline found it.
+fn record_events(records: &mut [OpRecord], recorder: &Recorder, deadline_ns: Option<u64>) {
+    for (record, events) in records.iter_mut().zip(&recorder.ops) {
+        if !record.queued {
+            continue;
+        }
+        record.start_ns = events.start_ns.load(Ordering::Relaxed);
+        record.end_ns = events.end_ns.load(Ordering::Relaxed);
+        let worker = events.worker.load(Ordering::Relaxed);
+        record.worker = (worker != NO_WORKER).then_some(worker);
+        // At the deadline, an end not visible yet is an operation ending then: still running.
+        let ended = deadline_ns.is_none() || record.end_ns != 0;
+        record.status = match events.status.load(Ordering::Relaxed) {
+            STATUS_OK if ended => Status::Ok,
+            STATUS_FAILED if ended => Status::Failed,
+            STATUS_CANCELLED if ended => Status::Cancelled,
+            _ if deadline_ns.is_none() => Status::Cancelled,
+            _ if record.start_ns != 0 => Status::Running,
+            _ => Status::NotStarted,
+        };
+        record.speculation = Speculation::from_code(events.speculation.load(Ordering::Relaxed));
+    }
+    let Some(deadline_ns) = deadline_ns else { return };
+    for record in records.iter_mut().filter(|record| record.status == Status::Running) {
+        record.end_ns = deadline_ns;
+    }
+}
 
 /// What is left of the time before `deadline` (all of it when there is none).
 fn remaining(deadline: Option<Instant>) -> Duration {

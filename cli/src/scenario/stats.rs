@@ -59,8 +59,9 @@ impl Serialize for Percentiles {
 pub struct Stats {
     /// Operations (queue and host).
     pub ops: usize,
-    /// Operations that ended ok / failed / cancelled.
-    pub status: [usize; 3],
+    /// Operations by [`Status`]: ended ok / failed / cancelled, and in a run stopped at its
+    /// deadline, still running / not started then.
+    pub status: [usize; 5],
     /// Waits elided, satisfied, device, held.
     pub elided: u64,
     /// See `elided`.

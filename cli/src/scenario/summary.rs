@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::report::queue_name;
-use super::run::{FrontierRecord, Outcome};
+use super::run::{FrontierRecord, Outcome, Status};
 use super::stats::{self, CudaStats, NpuStats, Percentiles, Stats, VulkanStats};
 use crate::output::count;
 
@@ -32,6 +32,13 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
     if !moved.is_empty() {
         let queues = if moved.len() == 1 { "queue" } else { "queues" };
         let _ = writeln!(out, "  --all-cpu: {queues} {} ran on the CPU driver", moved.join(", "));
+    }
+    if let Some(timed_out) = &outcome.timed_out {
+        let _ = writeln!(
+            out,
+            "  TIMED OUT after {:?}: {} (what follows is the run as the deadline found it)",
+            timed_out.timeout, timed_out.reason
+        );
     }
     let _ = writeln!(out, "\nops (file order)");
     ops_table(outcome, &mut out);
@@ -73,9 +80,17 @@ pub fn summary(outcome: &Outcome<'_>) -> String {
         stats.failed_waits,
         stats.tainted_waits
     );
+    let at_deadline = match outcome.timed_out {
+        Some(_) => format!(
+            ", {} still running and {} not started at the deadline",
+            stats.status[Status::Running as usize],
+            stats.status[Status::NotStarted as usize]
+        ),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "  ops: {} ok, {} failed, {} cancelled; frontier entries mean {:.2}, max {}, tainted {}",
+        "  ops: {} ok, {} failed, {} cancelled{at_deadline}; frontier entries mean {:.2}, max {}, tainted {}",
         stats.status[0],
         stats.status[1],
         stats.status[2],

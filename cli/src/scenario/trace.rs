@@ -2,6 +2,9 @@
 //! host) under "queues", one per worker under "workers", and a flow arrow from each signalling
 //! operation to every operation whose wait it satisfied.
 //!
+//! A run stopped at its deadline has a global instant event there ("timed out after …");
+//! operations still running then end at it, and those not started have no slice.
+//!
 //! Like the report, the trace is streamed as it is serialized (keys in sorted order), and its
 //! composite strings (`q:3`, `s>=2 satisfied`) are written straight into the output, never
 //! built first. The signaller of a wait `s >= v` is the first operation in file order that
@@ -16,7 +19,7 @@ use serde::{Serialize, Serializer};
 
 use super::model::{Scenario, Target};
 use super::report::{queue_name, LazyArray};
-use super::run::Outcome;
+use super::run::{Outcome, Status};
 
 const QUEUES_PID: u64 = 1;
 const WORKERS_PID: u64 = 2;
@@ -27,7 +30,10 @@ pub fn write(outcome: &Outcome<'_>, out: impl io::Write) -> io::Result<()> {
     let document = Document {
         display_time_unit: "ns",
         trace_events: LazyArray(|| {
-            metadata(outcome.scenario).chain(slices(outcome)).chain(flows(outcome, &first_signals))
+            metadata(outcome.scenario)
+                .chain(slices(outcome))
+                .chain(flows(outcome, &first_signals))
+                .chain(deadline(outcome))
         }),
     };
     serde_json::to_writer_pretty(out, &document).map_err(io::Error::from)
@@ -144,6 +150,18 @@ enum Event<'a, Args> {
     Metadata(Metadata<'a>),
     Slice(Slice<'a, Args>),
     Flow(Flow<'a>),
+    Instant(Instant),
+}
+
+/// A global instant: a line across every track.
+#[derive(Serialize)]
+struct Instant {
+    cat: &'static str,
+    name: String,
+    ph: &'static str,
+    pid: u64,
+    s: &'static str,
+    ts: f64,
 }
 
 #[derive(Serialize)]
@@ -252,7 +270,9 @@ fn us(ns: u64) -> f64 {
 /// Each operation on its queue's track (with its details), and on its worker's if it ran on one.
 fn slices<'a>(outcome: &'a Outcome<'_>) -> impl Iterator<Item = Event<'a, impl Serialize + 'a>> {
     let scenario = outcome.scenario;
-    scenario.ops.iter().zip(&outcome.ops).flat_map(move |(spec, record)| {
+    let started =
+        scenario.ops.iter().zip(&outcome.ops).filter(|(_, r)| r.status != Status::NotStarted);
+    started.flat_map(move |(spec, record)| {
         let args = OpArgs {
             epoch: record.epoch,
             frontier: LazyArray(move || {
@@ -297,10 +317,18 @@ fn flows<'a, Args>(
     first_signals: &'a FirstSignals,
 ) -> impl Iterator<Item = Event<'a, Args>> {
     let scenario = outcome.scenario;
+    // Only between operations that ended and ones that started: a run stopped at its deadline
+    // has others.
     let arrows = scenario.ops.iter().zip(&outcome.ops).flat_map(move |(waiter_spec, waiter)| {
         outcome.waits_of(waiter).iter().filter_map(move |wait| {
             let signaller = first_signals.signaller(wait.semaphore as usize, wait.value)?;
-            Some((waiter_spec, waiter, wait, signaller))
+            let ended = !outcome.ops[signaller.op as usize].status.at_deadline();
+            (ended && waiter.status != Status::NotStarted).then_some((
+                waiter_spec,
+                waiter,
+                wait,
+                signaller,
+            ))
         })
     });
     arrows.zip(1..).flat_map(move |((waiter_spec, waiter, wait, signaller), id)| {
@@ -331,6 +359,24 @@ fn flows<'a, Args>(
         };
         [Event::Flow(start), Event::Flow(finish)]
     })
+}
+
+/// The instant a run was stopped at its deadline, if it was.
+fn deadline<'a, Args>(outcome: &Outcome<'_>) -> impl Iterator<Item = Event<'a, Args>> {
+    outcome
+        .timed_out
+        .as_ref()
+        .map(|timed_out| {
+            Event::Instant(Instant {
+                cat: "deadline",
+                name: format!("timed out after {:?}", timed_out.timeout),
+                ph: "i",
+                pid: QUEUES_PID,
+                s: "g",
+                ts: us(timed_out.at_ns),
+            })
+        })
+        .into_iter()
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 //! have needed for the same run.
 //!
 //! The page is built from the `--report` JSON, so `causeway view REPORT.json` shows any saved
-//! run and `causeway run FILE --html OUT.html` shows the run it just made. A report is checked
+//! run and `causeway run FILE --html OUT.html` shows the run it just made — a run stopped at
+//! its deadline too, as the deadline found it (what still ran, what had not started, every
+//! wait not reached). A report is checked
 //! against the report's shape before it is embedded: a truncated or foreign file is refused
 //! with a [`ViewError`] naming the problem, never turned into a page that fails in the browser.
 //!
@@ -109,6 +111,27 @@ struct ReportShape {
     queues: Vec<QueueShape>,
     semaphores: Vec<SemaphoreShape>,
     stats: serde::de::IgnoredAny,
+    /// Only in a run stopped at its deadline.
+    #[serde(default)]
+    timed_out: Option<TimedOutShape>,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct TimedOutShape {
+    at_ns: u64,
+    timeout_ns: u64,
+    reason: String,
+    pending_waits: Vec<PendingWaitShape>,
+}
+
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct PendingWaitShape {
+    op: String,
+    semaphore: String,
+    value: u64,
+    at: u64,
 }
 
 #[derive(Deserialize)]
@@ -294,6 +317,23 @@ mod tests {
         assert!(error.to_string().contains("missing field `scenario`"), "{error}");
         let error = check(br#"{"scenario": 3}"#).unwrap_err();
         assert!(error.to_string().contains("invalid type"), "{error}");
+    }
+
+    #[test]
+    fn a_timed_out_report_is_checked_too() {
+        let with = |timed_out: &str| {
+            SMALL.replace(r#""stats": {}"#, &format!(r#""stats": {{}}, "timed_out": {timed_out}"#))
+        };
+        let pending = r#"{"at": 0, "op": "a", "semaphore": "s", "value": 1}"#;
+        let whole = format!(
+            r#"{{"at_ns": 5, "pending_waits": [{pending}], "reason": "r", "timeout_ns": 1}}"#
+        );
+        check(with(&whole).as_bytes()).expect("a run stopped at its deadline is a report");
+        let error = check(with(r#"{"at_ns": "soon"}"#).as_bytes()).unwrap_err();
+        assert!(matches!(error, ViewError::NotAReport { .. }), "{error:?}");
+        assert!(error.to_string().contains("invalid type: string \"soon\""), "{error}");
+        let error = check(with(r#"{"at_ns": 5, "reason": "r", "timeout_ns": 1}"#).as_bytes());
+        assert!(error.unwrap_err().to_string().contains("missing field `pending_waits`"));
     }
 
     #[test]

@@ -12,6 +12,8 @@
   const RESOLUTIONS = ["elided", "satisfied", "device", "held", "failed"];
   const TABLE_ROWS = 60;
   const LOG_ROWS = 60;
+  // Drawn names kept in `view.drawn`, per canvas.
+  const DRAWN_LISTED = 2000;
 
   // ---- Indices -------------------------------------------------------------------------------
 
@@ -33,6 +35,12 @@
   ops.forEach((op, index) => { if (!opByName.has(op.name)) opByName.set(op.name, index); });
 
   const semaphores = report.semaphores;
+  // A stopped run's waits not reached at its deadline, by op name.
+  const pendingOf = new Map();
+  for (const wait of (report.timed_out && report.timed_out.pending_waits) || []) {
+    if (!pendingOf.has(wait.op)) pendingOf.set(wait.op, []);
+    pendingOf.get(wait.op).push(wait);
+  }
   const semaphoreOfName = new Map(semaphores.map((s, index) => [s.name, index]));
 
   // The signaller of a wait `s >= v` is the first op in file order whose signal on s reaches v
@@ -137,11 +145,23 @@
     for (let i = 0; i < nOps; i++) columnOps[fill[depth[i]]++] = i;
   }
 
-  // Events: each op starts and ends; ends sort before starts at the same instant (a start at t
-  // may rest on an end at t). Semaphore changes are precomputed so a step is O(its signals).
-  const nEvents = 2 * nOps;
-  const eventOrder = new Int32Array(nEvents);
-  for (let e = 0; e < nEvents; e++) eventOrder[e] = e;
+  // A run stopped at its deadline (report.timed_out) has ops that never started, which have no
+  // events, and ops still running then, which start and never end (their end_ns is the
+  // deadline).
+  const timedOut = report.timed_out || null;
+  const hasStarted = (op) => op.status !== "not_started";
+  const hasEnded = (op) => hasStarted(op) && op.status !== "running";
+
+  // Events: op i's start is event 2i and its end 2i + 1 (each op has both but in a stopped
+  // run); ends sort before starts at the same instant (a start at t may rest on an end at t).
+  // Semaphore changes are precomputed so a step is O(its signals).
+  const eventCodes = [];
+  ops.forEach((op, index) => {
+    if (hasStarted(op)) eventCodes.push(2 * index);
+    if (hasEnded(op)) eventCodes.push(2 * index + 1);
+  });
+  const nEvents = eventCodes.length;
+  const eventOrder = Int32Array.from(eventCodes);
   const eventTime = (e) => (e & 1 ? ops[e >> 1].end_ns : ops[e >> 1].start_ns);
   eventOrder.sort((a, b) => eventTime(a) - eventTime(b) || (b & 1) - (a & 1) || a - b);
   const eventOp = (step) => eventOrder[step] >> 1;
@@ -168,8 +188,9 @@
     }
   }
   let timeStart = Infinity;
-  let timeEnd = 0;
+  let timeEnd = timedOut ? timedOut.at_ns : 0;
   for (const op of ops) {
+    if (!hasStarted(op)) continue;
     timeStart = Math.min(timeStart, op.start_ns);
     timeEnd = Math.max(timeEnd, op.end_ns);
   }
@@ -205,6 +226,9 @@
     semaphoreValue: new Float64Array(semaphores.length),
     opState: new Int8Array(nOps), // 0 pending, 1 running, 2 ended
     zoom: 1,
+    axis: "linear", // or "compressed"
+    // The names drawn in the last frame, as drawn (cut to fit), for the browser tier.
+    drawn: { lanes: [], dag: [] },
     timings: { firstPaintMs: 0, stepMs: [] },
   };
   window.causewayView = view;
@@ -246,7 +270,8 @@
       colours[name] = style.getPropertyValue(`--${name}`).trim();
     }
   }
-  const statusColour = (op) => (op.status === "ok" ? colours.done : op.status === "failed" ? colours.failed : colours.cancelled);
+  const statusColour = (op) => (op.status === "ok" ? colours.done : op.status === "failed" ? colours.failed
+    : op.status === "running" ? colours.running : colours.cancelled);
 
   // ---- Canvases ------------------------------------------------------------------------------
 
@@ -265,34 +290,103 @@
     return { context, w, h };
   }
 
-  // Lanes: a row per queue, ops as bars over real time, a cursor at the current event.
+  // Text cut to `width` pixels with an ellipsis ("" when not even one character fits): a
+  // binary search over the prefixes, so a long name costs a few measurements.
+  function fitText(g, text, width) {
+    if (g.measureText(text).width <= width) return text;
+    let low = 0;
+    let high = text.length;
+    while (low < high) {
+      const mid = (low + high + 1) >> 1;
+      if (g.measureText(text.slice(0, mid) + "…").width <= width) low = mid; else high = mid - 1;
+    }
+    return low > 0 ? text.slice(0, low) + "…" : "";
+  }
+
+  // Lanes: a row per queue, ops as bars over time, a cursor at the current event. Time runs
+  // along one of two axes: linear, or compressed — each stretch between two consecutive
+  // instants of the run (a start, an end, the deadline) takes 1 + log2(1 + its length / the
+  // median stretch) units, so short ops beside one that spans the run (a first Vulkan
+  // dispatch, say) stay wide enough to see and to label.
   const LANE_H = 22;
   const LABEL_W = 110;
+  // Bars narrower than this carry no name.
+  const BAR_LABEL_MIN_W = 24;
+  const instants = [];
+  for (const op of ops) if (hasStarted(op)) instants.push(op.start_ns, op.end_ns);
+  if (timedOut) instants.push(timedOut.at_ns);
+  const sortedInstants = Float64Array.from(instants).sort();
+  let distinct = 0;
+  for (let k = 0; k < sortedInstants.length; k++) {
+    if (distinct === 0 || sortedInstants[k] !== sortedInstants[distinct - 1]) sortedInstants[distinct++] = sortedInstants[k];
+  }
+  const axisTimes = sortedInstants.subarray(0, distinct);
+  const axisCompressed = new Float64Array(distinct);
+  {
+    const gaps = new Float64Array(Math.max(0, distinct - 1));
+    for (let k = 1; k < distinct; k++) gaps[k - 1] = axisTimes[k] - axisTimes[k - 1];
+    const quantum = gaps.length ? Math.max(1, gaps.slice().sort()[gaps.length >> 1]) : 1;
+    for (let k = 1; k < distinct; k++) axisCompressed[k] = axisCompressed[k - 1] + 1 + Math.log2(1 + gaps[k - 1] / quantum);
+  }
+  // Where `ns` lies on the compressed axis: between the instants around it, linearly.
+  function compressedUnit(ns) {
+    if (distinct === 0) return 0;
+    let low = 0;
+    let high = distinct - 1;
+    if (ns <= axisTimes[0]) return 0;
+    if (ns >= axisTimes[high]) return axisCompressed[high];
+    while (high - low > 1) {
+      const mid = (low + high) >> 1;
+      if (axisTimes[mid] <= ns) low = mid; else high = mid;
+    }
+    const part = (ns - axisTimes[low]) / (axisTimes[high] - axisTimes[low]);
+    return axisCompressed[low] + part * (axisCompressed[high] - axisCompressed[low]);
+  }
+  const axes = {
+    linear: { span: timeSpan, unit: (ns) => ns - timeStart, ops: null },
+    compressed: { span: Math.max(1, distinct ? axisCompressed[distinct - 1] : 0), unit: compressedUnit, ops: null },
+  };
+  // Each op's start and end on `axis` (2i, 2i + 1), computed once per axis.
+  function opUnits(axis) {
+    if (!axis.ops) {
+      axis.ops = new Float64Array(2 * nOps);
+      ops.forEach((op, i) => {
+        if (!hasStarted(op)) return;
+        axis.ops[2 * i] = axis.unit(op.start_ns);
+        axis.ops[2 * i + 1] = axis.unit(op.end_ns);
+      });
+    }
+    return axis.ops;
+  }
   const lanesScroll = $("lanes-scroll");
   const lanesCanvas = $("lanes");
   const lanesSize = $("lanes-size");
   const lanesHeight = laneNames.length * LANE_H + 18;
-  const lanesScale = () => (Math.max(200, lanesScroll.clientWidth - LABEL_W - 8) * view.zoom) / timeSpan;
+  const lanesScale = () => (Math.max(200, lanesScroll.clientWidth - LABEL_W - 8) * view.zoom) / axes[view.axis].span;
   // The bars (coloured by how each op ended), the selection and the labels are drawn into a
-  // base layer only when the view moves, zooms, filters, selects or changes theme; a step
-  // copies it and draws the cursor, the not-yet-happened shade and the running ops on top.
+  // base layer only when the view moves, zooms, changes axis, filters, selects or changes
+  // theme; a step copies it and draws the cursor, the not-yet-happened shade and the running
+  // ops on top.
   const lanesBase = document.createElement("canvas");
   let lanesBaseKey = "";
   const running = new Set();
-  function drawLanesBase(g, w, h, x, top) {
+  function drawLanesBase(g, w, h, at, top) {
     g.fillStyle = colours.bg;
     g.fillRect(0, 0, w, h);
     const firstLane = Math.max(0, Math.floor(top / LANE_H));
     const lastLane = Math.min(laneNames.length - 1, Math.ceil((top + h) / LANE_H));
     g.font = "11px sans-serif";
+    const units = opUnits(axes[view.axis]);
+    view.drawn.lanes = [];
     for (let l = firstLane; l <= lastLane; l++) {
       const y = l * LANE_H - top;
       g.fillStyle = l & 1 ? colours.panel : colours.bg;
       g.fillRect(LABEL_W, y, w - LABEL_W, LANE_H);
       for (const i of opsOfLane[l]) {
         const op = ops[i];
-        const x0 = x(op.start_ns);
-        const x1 = Math.max(x0 + 2, x(op.end_ns));
+        if (!hasStarted(op)) continue;
+        const x0 = at(units[2 * i]);
+        const x1 = Math.max(x0 + 2, at(units[2 * i + 1]));
         if (x1 < LABEL_W || x0 > w) continue;
         g.globalAlpha = view.matches[i] ? 1 : 0.15;
         g.fillStyle = statusColour(op);
@@ -301,19 +395,26 @@
           g.fillStyle = colours.tainted;
           g.fillRect(x0, y + LANE_H - 5, x1 - x0, 2);
         }
-        if (x1 - x0 > 40) {
-          g.fillStyle = colours.bg;
-          g.fillText(op.name, x0 + 3, y + 15, x1 - x0 - 6);
+        if (x1 - x0 >= BAR_LABEL_MIN_W) {
+          const text = fitText(g, op.name, x1 - x0 - 6);
+          if (text) {
+            g.fillStyle = colours.bg;
+            g.fillText(text, x0 + 3, y + 15);
+            if (view.drawn.lanes.length < DRAWN_LISTED) {
+              view.drawn.lanes.push({ name: op.name, text, width: x1 - x0, textWidth: g.measureText(text).width,
+                x: (x0 + x1) / 2, y: y + LANE_H / 2 });
+            }
+          }
         }
       }
       g.globalAlpha = 1;
     }
-    if (view.selected >= 0) {
-      const op = ops[view.selected];
+    if (view.selected >= 0 && hasStarted(ops[view.selected])) {
+      const i = view.selected;
       g.strokeStyle = colours.accent;
       g.lineWidth = 2;
-      const x0 = x(op.start_ns);
-      g.strokeRect(x0 - 1, lane[view.selected] * LANE_H - top + 1, Math.max(4, x(op.end_ns) - x0 + 2), LANE_H - 2);
+      const x0 = at(units[2 * i]);
+      g.strokeRect(x0 - 1, lane[i] * LANE_H - top + 1, Math.max(4, at(units[2 * i + 1]) - x0 + 2), LANE_H - 2);
     }
   }
   function drawLaneLabels(g, h, top) {
@@ -325,21 +426,24 @@
     const lastLane = Math.min(laneNames.length - 1, Math.ceil((top + h) / LANE_H));
     for (let l = firstLane; l <= lastLane; l++) {
       const label = laneDriver[l] === laneNames[l] ? laneNames[l] : `${laneNames[l]} (${laneDriver[l]})`;
-      g.fillText(label, 4, l * LANE_H - top + 15, LABEL_W - 8);
+      g.fillText(fitText(g, label, LABEL_W - 8), 4, l * LANE_H - top + 15);
     }
   }
   let filterVersion = 0;
   function drawLanes() {
     const scale = lanesScale();
-    const totalWidth = LABEL_W + timeSpan * scale + 8;
+    const axis = axes[view.axis];
+    const totalWidth = LABEL_W + axis.span * scale + 8;
     lanesSize.style.width = `${totalWidth}px`;
     lanesSize.style.height = `${lanesHeight}px`;
     lanesScroll.style.height = `${Math.min(320, lanesHeight + 18)}px`;
     const { context: g, w, h } = fitCanvas(lanesCanvas, lanesScroll, totalWidth, lanesHeight);
     const left = lanesScroll.scrollLeft;
     const top = lanesScroll.scrollTop;
-    const x = (ns) => LABEL_W + (ns - timeStart) * scale - left;
-    const key = [lanesCanvas.width, lanesCanvas.height, left, top, scale, filterVersion,
+    // A position on the axis, and an instant, as x on the canvas.
+    const at = (unit) => LABEL_W + unit * scale - left;
+    const x = (ns) => at(axis.unit(ns));
+    const key = [lanesCanvas.width, lanesCanvas.height, left, top, scale, view.axis, filterVersion,
       view.selected, document.documentElement.dataset.theme].join();
     if (key !== lanesBaseKey) {
       lanesBase.width = lanesCanvas.width;
@@ -347,7 +451,7 @@
       const base = lanesBase.getContext("2d");
       const ratio = window.devicePixelRatio || 1;
       base.setTransform(ratio, 0, 0, ratio, 0, 0);
-      drawLanesBase(base, w, h, x, top);
+      drawLanesBase(base, w, h, at, top);
       lanesBaseKey = key;
     }
     g.setTransform(1, 0, 0, 1, 0, 0);
@@ -359,9 +463,10 @@
     g.fillStyle = colours.future;
     g.fillRect(Math.max(LABEL_W, cursor), 0, w, h);
     g.fillStyle = colours.running;
+    const units = opUnits(axis);
     for (const i of running) {
-      const x0 = x(ops[i].start_ns);
-      const x1 = Math.max(x0 + 2, x(ops[i].end_ns));
+      const x0 = at(units[2 * i]);
+      const x1 = Math.max(x0 + 2, at(units[2 * i + 1]));
       if (x1 >= LABEL_W && x0 <= w) g.fillRect(x0, lane[i] * LANE_H - top + 3, x1 - x0, LANE_H - 6);
     }
     g.strokeStyle = colours.cursor;
@@ -370,6 +475,23 @@
     g.moveTo(cursor, 0);
     g.lineTo(cursor, h);
     g.stroke();
+    if (timedOut) {
+      // Where the run was stopped: work right of it never happened.
+      const deadline = x(timedOut.at_ns);
+      g.setLineDash([4, 3]);
+      g.strokeStyle = colours.failed;
+      g.lineWidth = 2;
+      g.beginPath();
+      g.moveTo(deadline, 0);
+      g.lineTo(deadline, h);
+      g.stroke();
+      g.setLineDash([]);
+      g.fillStyle = colours.failed;
+      g.font = "11px sans-serif";
+      g.textAlign = "right";
+      g.fillText("deadline", deadline - 3, h - 4);
+      g.textAlign = "start";
+    }
     drawLaneLabels(g, h, top);
   }
   function laneHit(event) {
@@ -378,12 +500,14 @@
     const l = Math.floor((event.clientY - box.top + lanesScroll.scrollTop) / LANE_H);
     if (px < LABEL_W || l < 0 || l >= laneNames.length) return -1;
     const scale = lanesScale();
-    const t = timeStart + (px - LABEL_W + lanesScroll.scrollLeft) / scale;
+    const units = opUnits(axes[view.axis]);
+    const u = (px - LABEL_W + lanesScroll.scrollLeft) / scale;
     const slack = 3 / scale;
     let best = -1;
     let bestDistance = Infinity;
     for (const i of opsOfLane[l]) {
-      const distance = Math.max(0, ops[i].start_ns - t, t - ops[i].end_ns);
+      if (!hasStarted(ops[i])) continue;
+      const distance = Math.max(0, units[2 * i] - u, u - units[2 * i + 1]);
       if (distance <= slack && distance < bestDistance) { best = i; bestDistance = distance; }
     }
     return best;
@@ -456,6 +580,7 @@
       }
     }
     g.setLineDash([]);
+    view.drawn.dag = [];
     for (const i of visible) {
       const [cx, cy] = node(i);
       if (cy + ROW_H < top || cy - ROW_H > top + h) continue;
@@ -472,8 +597,13 @@
         g.fillStyle = view.opState[i] === 0 ? colours.fg : colours.bg;
         g.font = "11px sans-serif";
         g.textAlign = "center";
-        g.fillText(op.name, cx, cy + 4, COL_W - 16);
+        // A long name is cut to its box; hovering the box shows it whole (the title).
+        const text = fitText(g, op.name, COL_W - 16);
+        g.fillText(text, cx, cy + 4);
         g.textAlign = "start";
+        if (view.drawn.dag.length < DRAWN_LISTED) {
+          view.drawn.dag.push({ name: op.name, text, x: cx - left, y: cy - top, textWidth: g.measureText(text).width });
+        }
       } else {
         g.beginPath();
         g.arc(cx, cy, 5, 0, 2 * Math.PI);
@@ -489,7 +619,7 @@
     g.font = "12px sans-serif";
     for (let l = 0; l < laneNames.length; l++) {
       const y = l * ROW_H + ROW_H / 2 + 8 - top;
-      if (y > -ROW_H && y < h + ROW_H) g.fillText(laneNames[l], 4, y, DAG_LEFT - 10);
+      if (y > -ROW_H && y < h + ROW_H) g.fillText(fitText(g, laneNames[l], DAG_LEFT - 10), 4, y);
     }
   }
   function dagHit(event) {
@@ -505,8 +635,10 @@
 
   // ---- Tables --------------------------------------------------------------------------------
 
-  const stateName = (i) => (view.opState[i] === 0 ? "pending" : view.opState[i] === 1 ? "running"
-    : ops[i].status === "ok" ? "done" : ops[i].status);
+  // An op that never started (the run was stopped at its deadline first) is "not-started"
+  // throughout; one still running then stays "running" to the end.
+  const stateName = (i) => (!hasStarted(ops[i]) ? "not-started" : view.opState[i] === 0 ? "pending"
+    : view.opState[i] === 1 ? "running" : ops[i].status === "ok" ? "done" : ops[i].status);
   // The ops shown: every match when few; else the matches around the current event.
   function shownOps() {
     if (view.matchCount <= TABLE_ROWS) {
@@ -571,7 +703,7 @@
         "data-op": i, "data-name": op.name, "data-state": state,
         "data-frontier": known ? frontierText(op.frontier) : "", class: flags,
       }, `<td>${escapeHtml(op.name)}</td><td>${escapeHtml(op.queue)}</td>` +
-        `<td class="state-${state}">${state}</td>` +
+        `<td class="state-${state}">${state.replace("-", " ")}</td>` +
         `<td>${known ? frontierHtml(op.frontier, op.tainted) : "—"}</td>`];
     });
   }
@@ -637,6 +769,20 @@
     for (const point of frontier) if (point.axis === axis) return point.epoch;
     return -1;
   }
+  function ran(op) {
+    if (!hasStarted(op)) return "did not start before the deadline";
+    const took = `${((op.end_ns - op.start_ns) / 1000).toFixed(1)} µs`;
+    if (op.status === "running") return `${micros(op.start_ns)} → still running at the deadline, ${micros(op.end_ns)} (${took})`;
+    return `${micros(op.start_ns)} → ${micros(op.end_ns)} (${took})`;
+  }
+  // In a run stopped at its deadline, the op's waits not reached then.
+  function deadlineRow(op) {
+    if (!timedOut || hasStarted(op)) return "";
+    const pending = pendingOf.get(op.name) || [];
+    const waits = pending.map((wait) =>
+      `<li data-semaphore="${escapeHtml(wait.semaphore)}" data-value="${wait.value}">${escapeHtml(wait.semaphore)} ≥ ${wait.value} (at ${wait.at})</li>`).join("");
+    return `<dt>pending at the deadline</dt><dd><ul id="sel-pending" data-count="${pending.length}">${waits || "<li>no wait: behind earlier work, or never submitted</li>"}</ul></dd>`;
+  }
   function select(i) {
     view.selected = i;
     const panel = $("selected");
@@ -672,7 +818,7 @@
       <dt>op</dt><dd id="sel-name">${escapeHtml(op.name)}</dd>
       <dt>queue</dt><dd>${escapeHtml(op.queue)} (${escapeHtml(laneDriver[lane[i]])}), epoch ${op.epoch}</dd>
       <dt>status</dt><dd id="sel-status" data-status="${escapeHtml(op.status)}">${escapeHtml(op.status)}</dd>
-      <dt>ran</dt><dd>${micros(op.start_ns)} → ${micros(op.end_ns)} (${((op.end_ns - op.start_ns) / 1000).toFixed(1)} µs)</dd>
+      <dt>ran</dt><dd>${ran(op)}</dd>${deadlineRow(op)}
       <dt>frontier</dt><dd><ul id="sel-frontier" data-frontier="${escapeHtml(frontierText(op.frontier))}" data-tainted="${op.tainted}">${op.frontier.map((p) =>
         `<li data-axis="${escapeHtml(p.axis)}" data-epoch="${p.epoch}">${escapeHtml(p.axis)}: ${p.epoch}</li>`).join("")}</ul>${op.tainted ? '<span class="tainted">tainted</span>' : ""}</dd>
       <dt>waits</dt><dd><ul id="sel-waits">${waits || "<li>none</li>"}</ul></dd>
@@ -796,6 +942,14 @@
     renderOps();
     redraw();
   }
+  function setAxis(axis) {
+    view.axis = axis;
+    const button = $("axis");
+    button.dataset.axis = axis;
+    button.textContent = `time: ${axis}`;
+    button.setAttribute("aria-pressed", String(axis === "compressed"));
+    redraw();
+  }
   function setTheme(theme) {
     document.documentElement.dataset.theme = theme;
     readColours();
@@ -837,6 +991,17 @@
   window.addEventListener("resize", redraw);
   lanesCanvas.addEventListener("click", (event) => { const i = laneHit(event); if (i >= 0) select(i); });
   dagCanvas.addEventListener("click", (event) => { const i = dagHit(event); if (i >= 0) select(i); });
+  // The op under the pointer, whole, as the canvas's title: names are cut to fit their bars
+  // and boxes.
+  lanesCanvas.addEventListener("mousemove", (event) => {
+    const i = laneHit(event);
+    lanesCanvas.title = i >= 0 ? `${ops[i].name} (${ops[i].status})` : "";
+  });
+  dagCanvas.addEventListener("mousemove", (event) => {
+    const i = dagHit(event);
+    dagCanvas.title = i >= 0 ? ops[i].name : "";
+  });
+  $("axis").addEventListener("click", () => setAxis(view.axis === "linear" ? "compressed" : "linear"));
   document.addEventListener("click", (event) => {
     const link = event.target.closest("[data-select]");
     if (link) { event.preventDefault(); select(Number(link.dataset.select)); return; }
@@ -858,6 +1023,7 @@
       " ": play,
       t: () => $("theme").click(),
       "/": () => $("filter").focus(),
+      c: () => $("axis").click(),
       Escape: () => select(-1),
     };
     if (keys[event.key]) { event.preventDefault(); keys[event.key](); }
@@ -870,7 +1036,27 @@
   const stats = report.stats || {};
   $("run-summary").textContent = `${nOps} ops on ${laneNames.length} queues ` +
     `(${[...new Set(laneDriver)].join(", ")}), ${semaphores.length} semaphores, ${nWaits} waits` +
-    (stats.wall_ns ? `, ${(stats.wall_ns / 1e6).toFixed(2)} ms wall` : "");
+    (stats.wall_ns ? `, ${(stats.wall_ns / 1e6).toFixed(2)} ms wall` : "") +
+    (timedOut ? ", stopped at its deadline" : "");
+  if (timedOut) {
+    const count = (status) => ops.reduce((n, op) => n + (op.status === status), 0);
+    const [stillRunning, notStarted] = [count("running"), count("not_started")];
+    const pending = timedOut.pending_waits;
+    const listed = pending.slice(0, 10).map((wait) => {
+      const i = opByName.get(wait.op);
+      const who = i === undefined ? escapeHtml(wait.op) : `<a href="#" data-select="${i}">${escapeHtml(wait.op)}</a>`;
+      return `<li>${who}: ${escapeHtml(wait.semaphore)} ≥ ${wait.value} (at ${wait.at})</li>`;
+    }).join("");
+    const banner = $("timed-out");
+    banner.hidden = false;
+    banner.dataset.running = stillRunning;
+    banner.dataset.notStarted = notStarted;
+    banner.dataset.pending = pending.length;
+    banner.innerHTML = `<b>Timed out</b> after ${(timedOut.timeout_ns / 1e9).toFixed(3)} s: ` +
+      `${escapeHtml(timedOut.reason)}. What follows is the run as the deadline found it: ` +
+      `${stillRunning} ops still running, ${notStarted} not started, ${pending.length} waits not reached` +
+      (pending.length ? `:<ul>${listed}${pending.length > 10 ? `<li>… ${pending.length - 10} more</li>` : ""}</ul>` : ".");
+  }
   const trace = $("trace-link");
   if (!trace.dataset.trace) {
     trace.classList.add("absent");
