@@ -33,6 +33,8 @@ pub mod axis;
 mod cache_padded;
 pub mod collective;
 pub mod executor;
+#[cfg(all(test, not(loom)))]
+mod failure_model;
 pub mod fence;
 pub mod frontier;
 pub mod queue;

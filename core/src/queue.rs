@@ -41,6 +41,36 @@
 //! A wait on `S ≥ v` is discharged exactly by knowing the one operation that first signalled
 //! `S` to ≥ `v` (its origin point), never by the possibly-evicted imported frontier. So the
 //! elision test stays exact however full frontiers get.
+//!
+//! ## Failure never teaches what did not happen
+//!
+//! A point in a queue's frontier says that operation will have *ended* — completed, failed,
+//! cancelled, or abandoned: it will not run any more — by the time the queue's next operation
+//! starts. That is what an elision trusts, what a buffer's reuse trusts, and what every signal
+//! of the queue passes on. The rule that keeps it true whatever fails, and when:
+//!
+//! **A point enters a queue's knowledge, an operation's frontier or a signal's history only
+//! if it will truly have ended before whatever relies on it starts.** Concretely:
+//!
+//! - a wait on a semaphore that has already failed imports nothing, and dooms the operation;
+//!   so does a signal on a failed timeline: a doomed operation knows only what its queue knew
+//!   and its own point ([`Submission::commit_signalling`] drops what its waits had imported);
+//! - a wait resolved on a pending signal imports it at submission, and the operation then ends
+//!   — runs, fails, or is cancelled — only after that wait has ended. A wait never ends
+//!   before the signal it waits for has ended, also when the timeline fails meanwhile from
+//!   outside its signallers (see "A wait ends after its signal" in
+//!   [`semaphore`](crate::semaphore)): an operation whose wait fails ends after the operation
+//!   it imported, so the queue's later operations may keep eliding by what it imported;
+//! - a wait on a failed value fails its operation however it was resolved — elided,
+//!   satisfied, device, held: the runner checks every wait ([`Semaphore::failure_for`]) when
+//!   the operation's turn comes, and by then the signal of an elided or satisfied wait has
+//!   ended, so the answer is final;
+//! - retiring a failed operation ends its signals ([`retire`]): their waiters are told then.
+//!
+//! A failed operation's reported frontier is therefore everything it imported (all of it has
+//! ended by the time it ends), or, when it was doomed at submission, its queue's knowledge and
+//! its own point. `core/src/failure_model.rs` checks all of this against the truth with
+//! failures, cancellations and a shutdown at every moment.
 
 use core::fmt;
 use core::str::FromStr;
@@ -292,7 +322,8 @@ impl<const N: usize> QueueClock<N> {
 /// when it runs. Keeping those imports would let the queue's later operations — which only
 /// wait for this one — elide waits on work that has not run yet, and miss its failure. So the
 /// first failed wait discards every import, and later waits import nothing: a doomed operation
-/// knows only what its queue knew.
+/// knows only what its queue knew. A signal on a failed timeline dooms it the same way, and
+/// drops its imports the same way.
 #[derive(Debug)]
 pub struct Submission<'q, const N: usize> {
     clock: &'q mut QueueClock<N>,

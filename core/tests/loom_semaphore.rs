@@ -172,3 +172,58 @@ fn cancel_signal_racing_completion_and_arm_fails_exactly_its_waiters() {
         assert!(!sem.has_waiters());
     });
 }
+
+/// Tells whether the signalling operation had ended when the waiter was told.
+struct SeesTheEnd<'a> {
+    ended: &'a loom::sync::atomic::AtomicBool,
+    outcomes: AtomicUsize,
+}
+
+impl Notify for SeesTheEnd<'_> {
+    fn notify(&self, _outcome: Outcome) {
+        // Acquire pairs with nothing but the lock the notifying thread released: a waiter
+        // told by the retirement runs after the signaller's store in that thread's order or
+        // through the semaphore's lock; one told early by the failure would not see it.
+        assert!(self.ended.load(Ordering::Acquire), "told of the failure before its signal ended");
+        self.outcomes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A timeline failed from outside (a host's `fail`) while the operation whose signal a waiter
+/// imported is still running, racing that operation's retirement — completed (the value is
+/// reached if the completion comes first) or failed: the waiter is told exactly once, and only
+/// after the operation ended. Told at the failure, it would end — and the operations after it would
+/// start — before work its frontier says has ended.
+#[test]
+fn an_outside_failure_racing_the_signallers_end_tells_the_waiter_only_after_it() {
+    for completes in [true, false] {
+        loom::model(move || {
+            let sem = semaphore();
+            sem.submit_signal(1, origin(), &Frontier::<2>::new()).unwrap();
+            let ended = loom::sync::atomic::AtomicBool::new(false);
+            let waiter = SeesTheEnd { ended: &ended, outcomes: AtomicUsize::new(0) };
+            let timepoint = pin!(Timepoint::new(&waiter));
+            // SAFETY: pinned here; both threads are joined and the timepoint has fired (checked
+            // below) before the frame ends; `sem` outlives it.
+            assert_eq!(unsafe { sem.arm(timepoint.as_ref(), 1) }, Ok(Arm::Armed));
+            let failer = {
+                let sem = sem.clone();
+                thread::spawn(move || sem.fail(Failure::Application(1)))
+            };
+            // The signalling operation ends (its work done), then retires.
+            ended.store(true, Ordering::Release);
+            if completes {
+                let _ = sem.complete_signal(1);
+            } else {
+                causeway_core::queue::retire([(&*sem, 1)], Err(Failure::Aborted));
+            }
+            failer.join().unwrap();
+            while !timepoint.is_done() {
+                thread::yield_now();
+            }
+            assert_eq!(waiter.outcomes.load(Ordering::Relaxed), 1);
+            assert!(sem.failure().is_some());
+            assert!(!sem.has_waiters());
+        });
+    }
+}

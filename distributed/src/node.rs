@@ -1136,9 +1136,11 @@ impl Inner {
     }
 
     /// Fails imported semaphore `import` with `Failure::DeviceLost`, keeping `error` as the
-    /// reason (the first reason wins, as the first failure does).
+    /// reason (the first reason wins, as the first failure does). The exporter is treated as
+    /// gone — it died, or its bytes cannot be trusted — so nothing will report its signals
+    /// ended: the waits on them end now (`Semaphore::abandon`).
     fn fail_import(&self, import: &Import, error: RemoteError) {
-        import.timeline.fail(Failure::DeviceLost);
+        import.timeline.abandon(Failure::DeviceLost);
         import.state.lock().error.get_or_insert(error);
         import.announced_signal.notify_all();
     }
@@ -1193,8 +1195,10 @@ impl Inner {
                 }
                 result
             }
+            // Sent once every signal announced here has ended on the exporter: the waits on
+            // them end now.
             Message::Failed { failure, .. } => {
-                semaphore.fail(failure);
+                semaphore.abandon(failure);
                 let _state = import.state.lock();
                 import.announced_signal.notify_all();
                 Ok(())
@@ -1253,11 +1257,17 @@ impl Inner {
         }
     }
 
-    /// Sends the importers of `export` its failure, or the newest value announced to them
-    /// that its timeline has reached (the watch stays as it is), given what the timeline has
-    /// come to: `Ok(reached)` or its failure — read from it, or handed to the watch's callback.
-    /// Needs the export's state locked; returns whether its failure has been sent (nothing
-    /// more is reported then).
+    /// Sends the importers of `export` the newest value announced to them that its timeline
+    /// has reached, then — when it has failed and every signal announced and not reached has
+    /// ended — its failure (the watch stays as it is), given what the timeline has come to:
+    /// `Ok(reached)` or its failure — read from it, or handed to the watch's callback. Needs
+    /// the export's state locked; returns whether its failure has been sent (nothing more is
+    /// reported then).
+    ///
+    /// The failure waits for the announced signals still running: an importer's operation may
+    /// have imported one, and its waits must not end before that signal's operation has (see
+    /// `Semaphore::fail`). The importer ends them all when the failure arrives
+    /// (`Semaphore::abandon`), so it must come after the last of them.
     fn send_reached_locked(
         &self,
         mpi: &mut Mpi,
@@ -1270,15 +1280,34 @@ impl Inner {
         }
         let reached = match timeline {
             Ok(reached) => reached,
-            Err(failure) => {
-                state.failure_sent = true;
-                state.announced.clear();
-                mpi.scratch.clear();
-                Message::Failed { link: export.link, failure }.encode(&mut mpi.scratch);
-                self.send(&mpi.links, &export.to, &mpi.scratch);
-                return true;
-            }
+            // Values reached before the failure stay reached: reported first.
+            Err(_) => export.timeline.value(),
         };
+        self.send_reached_through(mpi, export, state, reached);
+        let Err(failure) = timeline else { return false };
+        while state.announced.front().is_some_and(|&value| !export.timeline.is_live_at(value)) {
+            state.announced.pop_front();
+        }
+        if !state.announced.is_empty() {
+            // The caller arms the watch on the oldest: it fires when that signal ends.
+            return false;
+        }
+        state.failure_sent = true;
+        mpi.scratch.clear();
+        Message::Failed { link: export.link, failure }.encode(&mut mpi.scratch);
+        self.send(&mpi.links, &export.to, &mpi.scratch);
+        true
+    }
+
+    /// Sends the importers of `export` a reached message for the newest value announced to
+    /// them that is at or below `reached`, and forgets every such value.
+    fn send_reached_through(
+        &self,
+        mpi: &mut Mpi,
+        export: &Export,
+        state: &mut ExportState,
+        reached: u64,
+    ) {
         let mut newest = None;
         while let Some(&value) = state.announced.front().filter(|&&value| value <= reached) {
             state.announced.pop_front();
@@ -1289,7 +1318,6 @@ impl Inner {
             Message::Reached { link: export.link, value }.encode(&mut mpi.scratch);
             self.send(&mpi.links, &export.to, &mpi.scratch);
         }
-        false
     }
 
     fn send(&self, links: &SimpleCommunicator, to: &[i32], bytes: &[u8]) {

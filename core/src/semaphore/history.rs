@@ -22,9 +22,9 @@
 //! 2. Values are reached in order: reaching `v` while a smaller value is still pending is a
 //!    broken timeline contract, and the history fails with [`Failure::OutOfOrderSignal`]
 //!    rather than let a waiter import a frontier of work that has not happened.
-//! 3. Only settled entries (reached, or cancelled: see below) are evicted, oldest first, and
-//!    the newest settled entry is always kept. So every entry older than a retained one is
-//!    settled, and a value that aged out was settled long ago.
+//! 3. Only settled entries (reached, or cancelled: see below) whose operations have ended are
+//!    evicted, oldest first, and the newest settled entry is always kept. So every entry older
+//!    than a retained one is settled, and a value that aged out was settled long ago.
 //! 4. A reserved entry is pending and carries nothing: a lookup that lands on it reports
 //!    [`Lookup::Unsignalled`], and it cannot be reached until it is filled.
 //!
@@ -53,6 +53,16 @@
 //!
 //! A failure of the whole timeline ([`History::fail`]) is unchanged: it concerns every value
 //! not reached before it.
+//!
+//! # Signals that end without being reached
+//!
+//! A failure leaves every pending signal pending: its operation has not ended, and a waiter
+//! that imported it is told of the failure only once it has (see "A wait ends after its
+//! signal" in the semaphore's docs). [`History::end`] records that end; until then the signal
+//! is *live* ([`HistoryEntry::is_live`], [`History::is_live_at`]). A cancelled signal has
+//! ended, except one marked cancelled ahead of its operation's end
+//! ([`History::mark_cancelled`]), which is live until [`History::cancel`] ends it and is not
+//! evicted before.
 //!
 //! A full history (every slot pending, or pending plus the newest reached entry) refuses new
 //! signals with [`SignalError::HistoryFull`]; [`History::room_at`] names the value whose

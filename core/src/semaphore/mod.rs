@@ -17,12 +17,38 @@
 //! # Failure
 //!
 //! The first [`Failure`] wins and is sticky for every value the timeline had not reached: every
-//! current waiter is notified with it, every later lookup and wait on such a value returns it,
-//! and further signals are refused. A value reached before the failure stays reached — a wait
-//! on it succeeds and its lookup imports the signal that reached it — because that signal
-//! completed before anything failed, so the waiter depends on nothing the failure concerns
-//! (cancelling speculative work that shares a semaphore with accepted work leaves the waits on
-//! the accepted values alone).
+//! later lookup of such a value returns it (a waiter submitted now imports nothing and fails at
+//! once), every wait on it ends with it, and further signals are refused. A value reached
+//! before the failure stays reached — a wait on it succeeds and its lookup imports the signal
+//! that reached it — because that signal completed before anything failed, so the waiter
+//! depends on nothing the failure concerns (cancelling speculative work that shares a
+//! semaphore with accepted work leaves the waits on the accepted values alone).
+//!
+//! # A wait ends after its signal
+//!
+//! A wait — a timepoint, and so every device gate, host wait and awaited future built on one —
+//! never ends before the signal it waits for has ended: reached, or failed *and* its operation
+//! over. A waiter imported that signal's frontier when it was submitted (the operation and
+//! everything it knew), and whatever follows the waiter relies on all of it having ended: the
+//! queue's next operation elides waits by it, a buffer is reused by it, a host frees memory
+//! once its wait returns. Told of a failure early, the waiter would end — and what follows it
+//! would start — alongside work its frontier says has ended.
+//!
+//! So a failure from outside the signallers ([`fail`](Semaphore::fail): a host's decision, a
+//! peer's report, an out-of-order completion) tells at once only the waits that no *live*
+//! signal covers (submitted, tracked, and its operation not ended: [`History::is_live_at`]);
+//! the others are told when that operation ends — its retirement completes the signal too late
+//! to reach the value ([`complete_signal`](Semaphore::complete_signal)), or fails it
+//! ([`fail_signal`](Semaphore::fail_signal), what [`queue::retire`](crate::queue::retire)
+//! does for a failed operation). A timepoint armed after the failure on a value a live signal
+//! covers waits the same way. [`abandon`](Semaphore::abandon) ends every signal at once, for a
+//! timeline whose signallers are gone (a dead rank). The same holds for a signal marked
+//! cancelled ahead of its operation's end ([`mark_cancelled`](Semaphore::mark_cancelled)): a
+//! lookup fails at once, armed waits end when the operation does.
+//!
+//! A wait placed before its signal existed and whose signal only work queued behind the waiter
+//! submits is a deadlock; a failure of the timeline does not release it once that signal is
+//! live (the wait may be for that very work), a shutdown does.
 //!
 //! A *cancelled signal* (`Semaphore::cancel_signal`, with the `signal-cancellation` feature)
 //! is a failure with a point: it fails only the values that one signal would have reached,

@@ -353,6 +353,34 @@ fn a_failed_signal_fails_the_timeline_and_its_own_waiters_at_once() {
 }
 
 #[test]
+fn a_signal_marked_cancelled_ends_its_waits_only_when_its_operation_does() {
+    let s = semaphore();
+    let (waiter, above) = (Recorder::default(), Recorder::default());
+    let (t1, t2) = (pin!(Timepoint::new(&waiter)), pin!(Timepoint::new(&above)));
+    s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
+    s.submit_signal(2, origin(2, 1), &Frontier::<4>::new()).unwrap();
+    // SAFETY: pinned here; both fire below.
+    unsafe {
+        assert_eq!(s.arm(t1.as_ref(), 1), Ok(Arm::Armed));
+        assert_eq!(s.arm(t2.as_ref(), 2), Ok(Arm::Armed));
+    }
+    s.mark_cancelled(1).unwrap();
+    // Lookups fail at once; the armed waiter waits for the cancelled operation to end.
+    assert_eq!(s.lookup(1), Lookup::Failed(Failure::Cancelled));
+    assert_eq!(s.failure_for(1), Some(Failure::Cancelled));
+    assert_eq!(waiter.seen(), []);
+    // Accepted work above it completes, and a reach past the marked value does not end it.
+    s.complete_signal(2).unwrap();
+    assert_eq!((waiter.seen(), above.seen()), (vec![], vec![Ok(2)]));
+    let late = pin!(Timepoint::new(&waiter));
+    // SAFETY: pinned here; fires below.
+    unsafe { assert_eq!(s.arm(late.as_ref(), 1), Ok(Arm::Armed), "armed until it ends") };
+    crate::queue::retire([(&s, 1)], Err(Failure::Cancelled));
+    assert_eq!(waiter.seen(), [Err(Failure::Cancelled), Err(Failure::Cancelled)]);
+    assert_eq!(s.failure(), None, "the timeline itself did not fail");
+}
+
+#[test]
 fn external_signals_open_a_taint_window() {
     let s = semaphore();
     signal(&s, 1, 1, 1).unwrap();
