@@ -532,11 +532,12 @@ impl QueueShared {
             if let Some(failure) = self.failed_wait(slot) {
                 slot.gate.record_failure(failure);
             }
+            let failure = slot.gate.failure();
             // SAFETY: as above; shared and short-lived.
-            if slot.gate.failure().is_some() && !origins_ended(unsafe { &*slot.body.get() }) {
+            if failure.is_some() && !origins_ended(unsafe { &*slot.body.get() }) {
                 return Step::Blocked;
             }
-            match slot.gate.failure() {
+            match failure {
                 // Failing counts as starting: a cancellation either came first or reports it
                 // as having run.
                 Some(failure) => match claim.start(&self.cancellers) {

@@ -529,10 +529,12 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         reach: impl FnOnce(&mut History<H, N, S>) -> Result<(), SignalError>,
     ) -> Result<(), SignalError> {
         let (result, fired, outcome) = self.state.with(|state| {
-            let failed_before = state.history.failure().is_some();
             let result = reach(&mut state.history);
             match (result, state.history.failure()) {
                 (_, Some(failure)) => {
+                    // Recording and reaching refuse a timeline that failed before them, and
+                    // only that way: any other outcome means this call failed it.
+                    let failed_before = matches!(result, Err(SignalError::Failed(_)));
                     let ended = state.history.end(value);
                     let fired = match ended {
                         _ if !failed_before => self.mark_failed(state),
