@@ -1416,10 +1416,13 @@ impl<'s, 'p> Runner<'s, 'p> {
             self.semaphore(semaphore).fail(Failure::Aborted);
             Err(Failure::Aborted)
         } else {
-            self.semaphore(semaphore)
-                .signal(value, point, &frontier)
-                .map_err(|error| Halt::Invalid(self.signal_error(op, 0, error)))?;
-            Ok(())
+            match self.semaphore(semaphore).signal(value, point, &frontier) {
+                Ok(()) => Ok(()),
+                // The timeline failed meanwhile (a host step's `fail`, say): a run-time outcome
+                // that fails this step, not a fault of the file.
+                Err(SignalError::Failed(failure)) => Err(failure),
+                Err(error) => return Err(Halt::Invalid(self.signal_error(op, 0, error))),
+            }
         };
         let end_ns = self.device.now_ns();
         self.records[index] = OpRecord {
