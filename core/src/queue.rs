@@ -853,6 +853,40 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_in_a_taint_window_teaches_nothing_and_holds_no_wait_back() {
+        let s: Semaphore = Semaphore::new(0, Scope::DeviceLocal, endpoint(1));
+        s.signal_external(2).unwrap();
+        let mut q = clock(1, TIMELINE);
+        let mut op = q.begin();
+        // Reached from outside: satisfied, tainted, nothing imported.
+        let inside = op.wait(&s, 1).unwrap();
+        assert_eq!((inside.resolution, inside.tainted), (Resolution::Satisfied, true));
+        // Above the window, nothing signalled yet: a device wait that imports nothing.
+        assert_eq!(op.wait(&s, 3).unwrap().resolution, Resolution::DeviceWait);
+        let committed = op.commit();
+        assert_eq!(committed.frontier.len(), 1, "only its own point");
+        struct Told(core::sync::atomic::AtomicBool);
+        impl crate::semaphore::Notify for Told {
+            fn notify(&self, outcome: crate::semaphore::Outcome) {
+                assert_eq!(outcome, Err(Failure::Aborted));
+                self.0.store(true, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let told = Told(core::sync::atomic::AtomicBool::new(false));
+        let timepoint = core::pin::pin!(crate::semaphore::Timepoint::new(&told));
+        // SAFETY: pinned here; fires below, before the frame ends.
+        let armed = unsafe { s.arm(timepoint.as_ref(), 3) }.unwrap();
+        assert_eq!(armed, crate::semaphore::Arm::Armed);
+        s.fail(Failure::Aborted);
+        // No live signal covers it: told at once.
+        assert!(told.0.load(core::sync::atomic::Ordering::Relaxed));
+        // The window's values stay reached; the next operation imports nothing from the failure.
+        assert_eq!(s.failure_for(2), None);
+        assert_eq!(q.begin().wait(&s, 3), Err(WaitError::Failed(Failure::Aborted)));
+        assert_eq!(q.frontier().len(), 1);
+    }
+
+    #[test]
     fn resolve_never_elides_a_tainted_window() {
         let knows_all: Frontier =
             Frontier::from_points([Point::new(Axis::new(0, Domain::Queue, 1), u64::MAX)]);
