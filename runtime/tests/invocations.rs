@@ -234,3 +234,69 @@ fn waits_across_contexts_import_the_signaller_frontier() {
     assert_eq!(later.wait(), Ok(()));
     assert_eq!(consumer.counts().satisfied, 1);
 }
+
+/// Invocation `a` (100 ms) signals `s` and `t`; `w`, on another context, waits on `s` — so that
+/// context learns `a` — and `s` fails while `a` still runs; `z`, next on `w`'s context, waits
+/// on `t`, which only `a` signals, and is elided by what `w` imported. `w` ends only once `a`
+/// has, so `z` runs after `a`.
+#[test]
+fn an_invocation_whose_wait_fails_ends_after_the_signal_it_imported() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let pool = CpuPool::start(PoolConfig::with_workers(2)).unwrap();
+    let spawner = Spawner::new(pool.executor());
+    let (producer, consumer) = (context(&spawner, 7), context(&spawner, 8));
+    let (s, t) = (timeline(), timeline());
+    let a_ended = Arc::new(AtomicBool::new(false));
+    let a = producer
+        .invoke_async(
+            {
+                let a_ended = Arc::clone(&a_ended);
+                move || {
+                    thread::sleep(Duration::from_millis(100));
+                    a_ended.store(true, Ordering::SeqCst);
+                    Ok(())
+                }
+            },
+            &Fence::<'static>::new(),
+            &fence(&[(s, 1), (t, 1)]),
+        )
+        .unwrap();
+    let w = consumer.invoke_async(|| Ok(()), &fence(&[(s, 1)]), &Fence::<'static>::new()).unwrap();
+    s.fail(Failure::Application(3));
+    let z = consumer
+        .invoke_async(
+            {
+                let a_ended = Arc::clone(&a_ended);
+                move || Ok(a_ended.load(Ordering::SeqCst))
+            },
+            &fence(&[(t, 1)]),
+            &Fence::<'static>::new(),
+        )
+        .unwrap();
+    assert!(consumer.counts().elided >= 1, "z's wait is elided by what w imported");
+    assert_eq!(w.wait(), Err(InvokeError::Failed(Failure::Application(3))));
+    assert_eq!(z.wait(), Ok(true), "z ran after a ended");
+    assert_eq!(a.wait(), Ok(()));
+}
+
+/// A signal point on a timeline that has failed dooms the invocation, but issues it: its handle
+/// yields the failure, and the context's order goes on.
+#[test]
+fn an_invocation_signalling_a_failed_timeline_is_issued_doomed() {
+    let pool = CpuPool::start(PoolConfig::with_workers(2)).unwrap();
+    let spawner = Spawner::new(pool.executor());
+    let invoker = context(&spawner, 9);
+    let (failed, fine) = (timeline(), timeline());
+    failed.fail(Failure::DeviceLost);
+    let doomed = invoker
+        .invoke_async(
+            || -> Result<(), Failure> { unreachable!("a doomed invocation does not run") },
+            &Fence::<'static>::new(),
+            &fence(&[(fine, 1), (failed, 1)]),
+        )
+        .expect("issued, not refused");
+    assert_eq!(doomed.wait(), Err(InvokeError::Failed(Failure::Aborted)));
+    assert_eq!(fine.failure(), Some(Failure::Aborted), "its other signal fails with it");
+    let nothing: Fence<'static> = Fence::new();
+    assert_eq!(invoker.invoke(|| Ok(5), &nothing, &nothing), Ok(5));
+}
