@@ -6,7 +6,34 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tiers_passed=0
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time, printed as a table when the script ends (passed or not), so a slow
+# tier shows where the time goes.
+step_names=()
+step_seconds=()
+step_name=""
+step_started=$SECONDS
+end_step() {
+  if [[ -n $step_name ]]; then
+    step_names+=("$step_name")
+    step_seconds+=($((SECONDS - step_started)))
+    step_name=""
+  fi
+}
+step() {
+  end_step
+  step_name=$*
+  step_started=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
+print_step_times() {
+  end_step
+  printf '\nwall time per step (s):\n'
+  for i in "${!step_names[@]}"; do
+    printf '  %5d  %.90s\n' "${step_seconds[$i]}" "${step_names[$i]}"
+  done
+  printf '  %5d  in all\n' "$SECONDS"
+}
+trap print_step_times EXIT
 passed() { tiers_passed=$((tiers_passed + 1)); }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
