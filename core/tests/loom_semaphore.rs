@@ -181,9 +181,9 @@ struct SeesTheEnd<'a> {
 
 impl Notify for SeesTheEnd<'_> {
     fn notify(&self, _outcome: Outcome) {
-        // Acquire pairs with nothing but the lock the notifying thread released: a waiter
-        // told by the retirement runs after the signaller's store in that thread's order or
-        // through the semaphore's lock; one told early by the failure would not see it.
+        // Acquire pairs with the signaller's Release store of `ended`: a waiter told by the
+        // retirement runs after that store (in the signaller's thread, or in one that took the
+        // semaphore's lock after it); one told early, by the failure alone, may not see it.
         assert!(self.ended.load(Ordering::Acquire), "told of the failure before its signal ended");
         self.outcomes.fetch_add(1, Ordering::Relaxed);
     }
