@@ -40,7 +40,9 @@
 //! - it is a kernel (a layer kind — barrier, host function, memory — stops the cursor until it
 //!   is the head, so it runs after everything before it, on the host);
 //! - its gate is open (its *held* waits are reached; native device waits are not armed) and no
-//!   semaphore it waits on has failed (a failed one stops the cursor; the head fails it);
+//!   semaphore it waits on has failed (a failed one stops the cursor; the head fails it, once
+//!   the origins of its device waits have retired: it imported them, and the operations after
+//!   it rely on their having ended);
 //! - every device wait's origin — the operation that signals the value, on a queue of the same
 //!   driver — has been issued to the driver or retired (`issued_through`). A wait issued before
 //!   its origin could block an in-order hardware queue on work queued behind it; the queue
