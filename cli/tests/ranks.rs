@@ -308,3 +308,107 @@ fn tensor_parallel_meets_the_same_expectations_at_4_and_8_ranks() {
         }
     }
 }
+
+/// A value reached on a rank that then has nothing to wait for from other ranks (its progress
+/// process asleep) reaches the rank waiting for it at once, not when the signalling rank's
+/// share ends. Here `second` reaches `s=2` on rank 1 while `nap` keeps rank 1's share going
+/// for seconds; `client` on rank 0 waits for it. The exported semaphore's watch fires on one
+/// worker while the progress process, on another, may be reporting the value before it: the
+/// watch is still firing then and cannot be armed again, and the firing's wake has come
+/// already — the progress process must not wait for another.
+#[test]
+fn a_value_reached_on_an_otherwise_idle_rank_reaches_its_importer_at_once() {
+    /// How long rank 1's share goes on after `second` (milliseconds).
+    const NAP_MS: u64 = 4000;
+    let file = scratch("idle-exporter.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"name = "idle-exporter"
+description = "rank 1 reaches s=2, then only naps; rank 0 waits for s>=2"
+workers = 3
+
+[[queue]]
+name = "feed0"
+
+[[queue]]
+name = "feed2"
+
+[[queue]]
+name = "stage"
+machine = 1
+
+[[queue]]
+name = "idle"
+machine = 1
+
+[[semaphore]]
+name = "a"
+scope = "system-wide"
+
+[[semaphore]]
+name = "b"
+scope = "system-wide"
+
+[[semaphore]]
+name = "s"
+scope = "system-wide"
+
+[[op]]
+name = "fed0"
+queue = "feed0"
+signal = ["a=1"]
+work = {{ kind = "compute", kernel = "saxpy", elements = 51200, tiles = 4 }}
+
+[[op]]
+name = "fed2"
+queue = "feed2"
+signal = ["b=1"]
+work = {{ kind = "compute", kernel = "saxpy", elements = 38400, tiles = 4 }}
+
+[[op]]
+name = "first"
+queue = "stage"
+wait = ["a>=1", "b>=1"]
+signal = ["s=1"]
+work = {{ kind = "compute", kernel = "saxpy", elements = 12800, tiles = 4 }}
+
+[[op]]
+name = "second"
+queue = "stage"
+wait = ["s>=1"]
+signal = ["s=2"]
+work = {{ kind = "compute", kernel = "saxpy", elements = 12800, tiles = 4 }}
+
+[[op]]
+name = "nap"
+queue = "idle"
+work = {{ kind = "sleep", us = {nap_us} }}
+
+[[op]]
+name = "client"
+queue = "host"
+wait = ["s>=2"]
+"#,
+            nap_us = NAP_MS * 1000
+        ),
+    )
+    .expect("write the scenario");
+    let json = scratch("idle-exporter.json");
+    let args = [
+        "run",
+        file.to_str().expect("utf-8 path"),
+        "--timeout",
+        "30",
+        "--report",
+        json.to_str().expect("utf-8 path"),
+    ];
+    let output = mpirun_within(SHORT_LAUNCH_LIMIT, 2, &args);
+    assert!(output.status.success(), "{output:?}");
+    let report = report(&json);
+    let client = ops(&report).iter().find(|op| op["name"] == "client").expect("client ran");
+    // Each rank's times count from its own start, and the ranks start together; `nap` ends
+    // NAP_MS after it.
+    let client_end_ms = client["end_ns"].as_u64().expect("an end time") / 1_000_000;
+    assert!(client_end_ms < NAP_MS / 2, "client waited for rank 1's nap: {client}");
+}

@@ -1247,8 +1247,16 @@ impl Inner {
                 }
                 // Reached or failed meanwhile: report again.
                 Ok(Arm::Ready(_)) => continue,
-                // Still firing (the flag is not yet set): its notify wakes us again.
-                Err(_) => return,
+                // Its callback is still running. It may have set the flag and woken this
+                // process already (this very report may be that wake's), so no wake is coming
+                // for what the timeline reaches next: wait the callback out, then look again.
+                // It takes no lock held here: its send needs the MPI lock, held by the caller,
+                // so it is done or skipped. `cancel` waits for a running callback (and would
+                // unlink an armed watch, which `watching` says this is not).
+                Err(_) => {
+                    drop(state);
+                    let _ = semaphore.cancel(&export.timepoint);
+                }
             }
         }
     }
