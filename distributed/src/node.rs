@@ -1041,6 +1041,16 @@ impl Node {
         stopped
     }
 
+    /// Stops the progress process, waiting at most `grace`, and leaves MPI unfinalised: for a
+    /// rank about to exit after an end that was not whole ([`Gathered`](crate::gather::Gathered)).
+    /// Open MPI's `MPI_Finalize` waits for every rank still alive, and a lost rank that is alive
+    /// but stuck would hold it forever; `mpirun` then reports this rank as ended without
+    /// finalising.
+    pub fn leave_within(mut self, grace: Duration) {
+        self.stop_within(Some(grace));
+        std::mem::forget(self.universe.take());
+    }
+
     fn stop(&self) {
         self.stop_within(None);
     }
@@ -1069,6 +1079,12 @@ impl Node {
 
     fn lock_mpi(&self) -> MutexGuard<'_, Mpi> {
         self.inner.mpi.lock()
+    }
+
+    /// Runs `f` with the links' communicator, under the MPI lock (the end-of-run exchange of
+    /// [`gather`](crate::gather), on that communicator's returned errors and its own tags).
+    pub(crate) fn with_links<R>(&self, f: impl FnOnce(&SimpleCommunicator) -> R) -> R {
+        f(&self.lock_mpi().links)
     }
 }
 
