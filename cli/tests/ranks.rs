@@ -6,8 +6,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 use causeway_cli::scenario::generate;
+use causeway_cli::scenario::mpi_run::END_GRACE;
 
 /// Seconds `timeout` gives one `mpirun` before killing it (a kill fails the test as a hang).
 const LAUNCH_LIMIT: &str = "180";
@@ -33,10 +35,15 @@ fn mpirun_within(limit: &str, ranks: usize, args: &[&str]) -> Output {
 
 /// [`mpirun_within`] with `options` for mpirun.
 fn mpirun_with(options: &[&str], limit: &str, ranks: usize, args: &[&str]) -> Output {
+    launch(options, limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args)
+}
+
+/// `timeout limit mpirun --oversubscribe -n ranks options… program… args…`.
+fn launch(options: &[&str], limit: &str, ranks: usize, program: &[&str], args: &[&str]) -> Output {
     let output = Command::new("timeout")
         .args([limit, "mpirun", "--oversubscribe", "-n", &ranks.to_string()])
         .args(options)
-        .arg(env!("CARGO_BIN_EXE_causeway"))
+        .args(program)
         .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -306,6 +313,59 @@ fn tensor_parallel_meets_the_same_expectations_at_4_and_8_ranks() {
         for op in ops(&report).iter().filter(|op| op["name"].as_str().unwrap().starts_with("row")) {
             assert_eq!(op["frontier"].as_array().map(Vec::len), Some(2), "{op}");
         }
+    }
+}
+
+/// Rank 1 is killed (SIGKILL) while it runs its share, under `mpirun --enable-recovery`, which
+/// lets the survivor run on. Rank 0 must end by the deadline plus the time the end of the run
+/// allows (exit 3), naming the rank it lost and what it still waited on — whether its own share
+/// ran to the end (`own` only) or waited for the dead rank's value (`client`). `mpirun` itself
+/// exits 0 under `--enable-recovery` whatever its ranks exit with (Open MPI 4.1), so rank 0
+/// runs under a shell that prints its exit status.
+#[test]
+fn a_rank_killed_under_enable_recovery_ends_the_survivor_at_the_deadline() {
+    /// The run's `--timeout`, in seconds; rank 1 dies well before it.
+    const TIMEOUT: u64 = 4;
+    /// When rank 1 is killed: long after the ranks have joined (half a second here), well
+    /// before the deadline.
+    const KILL_AFTER: &str = "2";
+    // Rank 1 becomes causeway (exec keeps its process id for the kill); rank 0 reports how
+    // causeway exited.
+    let wrapper = format!(
+        r#"if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep {KILL_AFTER}; kill -KILL $$) & exec "$@"; fi
+"$@"; status=$?; echo "rank 0 exited with status $status"; exit $status"#
+    );
+    let own = "[[op]]\nname = \"own\"\nqueue = \"q0\"\nwork = { kind = \"host\", us = 10 }\n";
+    let client = "[[op]]\nname = \"client\"\nqueue = \"host\"\nwait = [\"s>=1\"]\n";
+    for (case, rank_0_op, waited) in
+        [("own-share", own, "still waited for its records"), ("waiting", client, "`client`")]
+    {
+        let file = scratch(&format!("killed-{case}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"killed-{case}\"\ndescription = \"rank 1 is killed during its share\"\n\n\
+                 [[queue]]\nname = \"q0\"\n\n[[queue]]\nname = \"q1\"\nmachine = 1\n\n\
+                 [[semaphore]]\nname = \"s\"\nscope = \"system-wide\"\n\n\
+                 [[op]]\nname = \"long\"\nqueue = \"q1\"\nsignal = [\"s=1\"]\n\
+                 work = {{ kind = \"sleep\", us = 600000000 }}\n\n{rank_0_op}"
+            ),
+        )
+        .expect("write the scenario");
+        let timeout = TIMEOUT.to_string();
+        let args = ["run", file.to_str().expect("utf-8 path"), "--timeout", &timeout];
+        let program = ["sh", "-c", &wrapper, "sh", env!("CARGO_BIN_EXE_causeway")];
+        let started = Instant::now();
+        let output = launch(&["--enable-recovery"], "60", 2, &program, &args);
+        let elapsed = started.elapsed();
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert!(stdout.contains("rank 0 exited with status 3"), "{case}: {output:?}");
+        // The deadline, the end's grace to gather the records, and start-up.
+        let limit = Duration::from_secs(TIMEOUT) + END_GRACE + Duration::from_secs(5);
+        assert!(elapsed < limit, "{case}: ended after {elapsed:?}, past {limit:?}");
+        assert!(stderr.contains("error: rank 1: lost"), "{case}: {stderr}");
+        assert!(stderr.contains("still waited for its records"), "{case}: {stderr}");
+        assert!(stderr.contains(waited), "{case}: {stderr}");
     }
 }
 
