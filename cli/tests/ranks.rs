@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use causeway_cli::scenario::generate;
+use causeway_cli::scenario::model::DriverKind;
 use causeway_cli::scenario::mpi_run::END_GRACE;
+use causeway_cli::scenario::{bundled, generate, parse};
 
 /// Seconds `timeout` gives one `mpirun` before killing it (a kill fails the test as a hang).
 const LAUNCH_LIMIT: &str = "180";
@@ -35,16 +36,30 @@ fn mpirun_within(limit: &str, ranks: usize, args: &[&str]) -> Output {
 
 /// [`mpirun_within`] with `options` for mpirun.
 fn mpirun_with(options: &[&str], limit: &str, ranks: usize, args: &[&str]) -> Output {
-    launch(options, limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args)
+    launch(options, &[], limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args)
 }
 
-/// `timeout limit mpirun --oversubscribe -n ranks options… program… args…`.
-fn launch(options: &[&str], limit: &str, ranks: usize, program: &[&str], args: &[&str]) -> Output {
+/// [`mpirun_within`] with `env` set for every rank (mpirun passes its environment on to the
+/// ranks it starts on this machine).
+fn mpirun_with_env(env: &[(&str, &str)], limit: &str, ranks: usize, args: &[&str]) -> Output {
+    launch(&[], env, limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args)
+}
+
+/// `timeout limit mpirun --oversubscribe -n ranks options… program… args…`, with `env`.
+fn launch(
+    options: &[&str],
+    env: &[(&str, &str)],
+    limit: &str,
+    ranks: usize,
+    program: &[&str],
+    args: &[&str],
+) -> Output {
     let output = Command::new("timeout")
         .args([limit, "mpirun", "--oversubscribe", "-n", &ranks.to_string()])
         .args(options)
         .args(program)
         .args(args)
+        .envs(env.iter().copied())
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
@@ -86,6 +101,73 @@ fn remote_pipeline_runs_across_two_ranks_and_rank_0_reports_every_machine() {
     let report = report(&json);
     assert_eq!(machines(&report), BTreeSet::from([0, 1]));
     assert!(ops(&report).iter().all(|op| op["status"] == "ok"), "{report}");
+}
+
+/// Every bundled scenario whose queues live on more than one machine, across as many ranks as
+/// it has machines, on the drivers it names — Vulkan on lavapipe under the validation layer,
+/// the NPU model — not `--all-cpu`: every expectation met, every queue on its own driver, rank
+/// 0's report holding every machine. On a Vulkan queue, a wait whose value comes from another
+/// rank is held by the layer (or satisfied, had the value arrived already), never a native
+/// wait: the queue's driver has no timeline of that rank's queues to wait on.
+#[test]
+fn every_bundled_multi_rank_scenario_meets_its_expectations_on_its_own_drivers() {
+    let mut ran = Vec::new();
+    for bundled in bundled::ALL {
+        let scenario = parse::parse(Path::new(bundled.file), bundled.source).expect("it parses");
+        let ranks = scenario.queues.iter().map(|queue| queue.machine).max().unwrap_or(0) + 1;
+        if ranks < 2 {
+            continue;
+        }
+        let json = scratch(&format!("{}-own-drivers.json", bundled.name));
+        let args = ["run", bundled.name, "--timeout", "90", "--report", json.to_str().unwrap()];
+        let output = mpirun_with_env(
+            &[("CAUSEWAY_VULKAN_VALIDATION", "1")],
+            LAUNCH_LIMIT,
+            usize::from(ranks),
+            &args,
+        );
+        let stdout = text(&output.stdout);
+        let name = bundled.name;
+        assert!(output.status.success(), "{name} on {ranks} ranks: {output:?}");
+        assert!(stdout.contains("checked, all met"), "{name}: {stdout}");
+        let report = report(&json);
+        assert_eq!(machines(&report), (0..u64::from(ranks)).collect(), "{name}");
+        for queue in &scenario.queues {
+            let reported =
+                report["queues"].as_array().unwrap().iter().find(|q| q["name"] == *queue.name);
+            assert_eq!(reported.unwrap()["driver"], queue.driver.name(), "{name}: {}", queue.name);
+        }
+        let vulkan_queues: Vec<&str> = (scenario.queues.iter())
+            .filter(|queue| queue.driver == DriverKind::Vulkan)
+            .map(|queue| queue.name.as_str())
+            .collect();
+        for op in
+            ops(&report).iter().filter(|op| vulkan_queues.contains(&op["queue"].as_str().unwrap()))
+        {
+            let machine = op["machine"].as_u64().unwrap();
+            for wait in op["waits"].as_array().unwrap() {
+                let semaphore = wait["semaphore"].as_str().unwrap();
+                let from_another_rank = ops(&report).iter().any(|signaller| {
+                    signaller["machine"].as_u64() != Some(machine)
+                        && signaller["signals"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|s| s["semaphore"] == semaphore)
+                });
+                if from_another_rank {
+                    let resolution = wait["resolution"].as_str().unwrap();
+                    assert!(
+                        ["held", "satisfied"].contains(&resolution),
+                        "{name}: op {} waits natively on another rank's value: {wait}",
+                        op["name"]
+                    );
+                }
+            }
+        }
+        ran.push(name);
+    }
+    assert_eq!(ran, ["remote-pipeline", "multi-domain", "tensor-parallel"]);
 }
 
 #[test]
@@ -356,7 +438,7 @@ fn a_rank_killed_under_enable_recovery_ends_the_survivor_at_the_deadline() {
         let args = ["run", file.to_str().expect("utf-8 path"), "--timeout", &timeout];
         let program = ["sh", "-c", &wrapper, "sh", env!("CARGO_BIN_EXE_causeway")];
         let started = Instant::now();
-        let output = launch(&["--enable-recovery"], "60", 2, &program, &args);
+        let output = launch(&["--enable-recovery"], &[], "60", 2, &program, &args);
         let elapsed = started.elapsed();
         let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
         assert!(stdout.contains("rank 0 exited with status 3"), "{case}: {output:?}");
