@@ -401,7 +401,8 @@ fn tensor_parallel_meets_the_same_expectations_at_4_and_8_ranks() {
 /// Rank 1 is killed (SIGKILL) while it runs its share, under `mpirun --enable-recovery`, which
 /// lets the survivor run on. Rank 0 must end by the deadline plus the time the end of the run
 /// allows (exit 3), naming the rank it lost and what it still waited on — whether its own share
-/// ran to the end (`own` only) or waited for the dead rank's value (`client`). `mpirun` itself
+/// ran to the end (`own` only), waited for the dead rank's value (`client`), or waited for it
+/// to join an all-reduce (`reduce`, which rank 1 would join once `s` is reached). `mpirun` itself
 /// exits 0 under `--enable-recovery` whatever its ranks exit with (Open MPI 4.1), so rank 0
 /// runs under a shell that prints its exit status.
 #[test]
@@ -419,9 +420,15 @@ fn a_rank_killed_under_enable_recovery_ends_the_survivor_at_the_deadline() {
     );
     let own = "[[op]]\nname = \"own\"\nqueue = \"q0\"\nwork = { kind = \"host\", us = 10 }\n";
     let client = "[[op]]\nname = \"client\"\nqueue = \"host\"\nwait = [\"s>=1\"]\n";
-    for (case, rank_0_op, waited) in
-        [("own-share", own, "still waited for its records"), ("waiting", client, "`client`")]
-    {
+    let reduce =
+        "[[semaphore]]\nname = \"r\"\nscope = \"system-wide\"\n\n[[op]]\nname = \"reduce\"\n\
+                  queue = \"host\"\nwait = [\"s>=1\"]\nsignal = [\"r=1\"]\n\
+                  work = { kind = \"all_reduce\", elements = 4 }\n";
+    for (case, rank_0_op, waited) in [
+        ("own-share", own, "still waited for its records"),
+        ("waiting", client, "`client`"),
+        ("all-reduce", reduce, "all_reduce step `reduce`"),
+    ] {
         let file = scratch(&format!("killed-{case}.toml"));
         std::fs::write(
             &file,

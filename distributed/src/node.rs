@@ -1081,6 +1081,11 @@ impl Node {
         self.inner.mpi.lock()
     }
 
+    /// Wakes the progress process (a collective tested in a loop, [`reduce`](crate::reduce)).
+    pub(crate) fn wake_progress(&self) {
+        self.inner.waker.wake();
+    }
+
     /// Runs `f` with the links' communicator, under the MPI lock (the end-of-run exchange of
     /// [`gather`](crate::gather), on that communicator's returned errors and its own tags).
     pub(crate) fn with_links<R>(&self, f: impl FnOnce(&SimpleCommunicator) -> R) -> R {

@@ -25,7 +25,7 @@ use causeway::device::{Device, Op, QueueId, Receipt, SemaphoreId, SubmitError};
 use causeway::FRONTIER_CAPACITY;
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::semaphore::Failure;
-use causeway_distributed::{Gathered, HostWaitError, LinkId, Links, Node};
+use causeway_distributed::{Gathered, HostWaitError, LinkId, Links, Node, ReduceError};
 use mpi::Count;
 
 use super::check::Plan;
@@ -356,7 +356,11 @@ impl Peers for MpiPeers<'_> {
         self.node().fail(semaphore, failure);
     }
 
-    fn sum_across_ranks(&self, data: &mut [f64]) {
-        self.node().sum_across_ranks(data);
+    fn sum_across_ranks(&self, data: &mut [f64], timeout: Duration) -> Result<(), PeerWaitError> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.node().sum_across_ranks_until(data, deadline).map_err(|error| match error {
+            ReduceError::TimedOut => PeerWaitError::TimedOut,
+            _ => PeerWaitError::Failed,
+        })
     }
 }
