@@ -7,7 +7,9 @@
 # something cannot be had: nothing is skipped. Then runs the crate's tests; its `ranks` test
 # launches `mpirun --oversubscribe -n 2` and `-n 4` itself, every run under `timeout`. Then the
 # CLI built with its `mpi` feature runs scenarios under `mpirun -n 2`, `-n 4` and `-n 8`
-# (`cli/tests/ranks.rs`, each launch under `timeout`).
+# (`cli/tests/ranks.rs`, each launch under `timeout`), every bundled multi-rank scenario among
+# them on the drivers it names: Vulkan on lavapipe under the validation layer, which
+# `scripts/vulkan.sh --setup-only` installs when missing.
 #
 # Usage: scripts/mpi.sh [--setup-only]   (--setup-only: install and check, run no test)
 set -euo pipefail
@@ -22,6 +24,9 @@ tier_arguments scripts/mpi.sh "$@"
 
 PACKAGES=(libopenmpi-dev openmpi-bin libclang-dev)
 apt_require "Open MPI and libclang" "${PACKAGES[@]}"
+
+# The bundled multi-rank scenarios run their Vulkan queues on lavapipe.
+./scripts/vulkan.sh --setup-only
 
 command -v mpirun >/dev/null || die "mpirun is not on PATH; reinstall openmpi-bin"
 command -v mpicc >/dev/null || die "mpicc (rsmpi's build finds Open MPI through it) is not on PATH; reinstall libopenmpi-dev"

@@ -6,8 +6,11 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
-use causeway_cli::scenario::generate;
+use causeway_cli::scenario::model::DriverKind;
+use causeway_cli::scenario::mpi_run::END_GRACE;
+use causeway_cli::scenario::{bundled, generate, parse};
 
 /// Seconds `timeout` gives one `mpirun` before killing it (a kill fails the test as a hang).
 const LAUNCH_LIMIT: &str = "180";
@@ -33,11 +36,30 @@ fn mpirun_within(limit: &str, ranks: usize, args: &[&str]) -> Output {
 
 /// [`mpirun_within`] with `options` for mpirun.
 fn mpirun_with(options: &[&str], limit: &str, ranks: usize, args: &[&str]) -> Output {
+    launch(options, &[], limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args)
+}
+
+/// [`mpirun_within`] with `env` set for every rank (mpirun passes its environment on to the
+/// ranks it starts on this machine).
+fn mpirun_with_env(env: &[(&str, &str)], limit: &str, ranks: usize, args: &[&str]) -> Output {
+    launch(&[], env, limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args)
+}
+
+/// `timeout limit mpirun --oversubscribe -n ranks options… program… args…`, with `env`.
+fn launch(
+    options: &[&str],
+    env: &[(&str, &str)],
+    limit: &str,
+    ranks: usize,
+    program: &[&str],
+    args: &[&str],
+) -> Output {
     let output = Command::new("timeout")
         .args([limit, "mpirun", "--oversubscribe", "-n", &ranks.to_string()])
         .args(options)
-        .arg(env!("CARGO_BIN_EXE_causeway"))
+        .args(program)
         .args(args)
+        .envs(env.iter().copied())
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
@@ -79,6 +101,73 @@ fn remote_pipeline_runs_across_two_ranks_and_rank_0_reports_every_machine() {
     let report = report(&json);
     assert_eq!(machines(&report), BTreeSet::from([0, 1]));
     assert!(ops(&report).iter().all(|op| op["status"] == "ok"), "{report}");
+}
+
+/// Every bundled scenario whose queues live on more than one machine, across as many ranks as
+/// it has machines, on the drivers it names — Vulkan on lavapipe under the validation layer,
+/// the NPU model — not `--all-cpu`: every expectation met, every queue on its own driver, rank
+/// 0's report holding every machine. On a Vulkan queue, a wait whose value comes from another
+/// rank is held by the layer (or satisfied, had the value arrived already), never a native
+/// wait: the queue's driver has no timeline of that rank's queues to wait on.
+#[test]
+fn every_bundled_multi_rank_scenario_meets_its_expectations_on_its_own_drivers() {
+    let mut ran = Vec::new();
+    for bundled in bundled::ALL {
+        let scenario = parse::parse(Path::new(bundled.file), bundled.source).expect("it parses");
+        let ranks = scenario.queues.iter().map(|queue| queue.machine).max().unwrap_or(0) + 1;
+        if ranks < 2 {
+            continue;
+        }
+        let json = scratch(&format!("{}-own-drivers.json", bundled.name));
+        let args = ["run", bundled.name, "--timeout", "90", "--report", json.to_str().unwrap()];
+        let output = mpirun_with_env(
+            &[("CAUSEWAY_VULKAN_VALIDATION", "1")],
+            LAUNCH_LIMIT,
+            usize::from(ranks),
+            &args,
+        );
+        let stdout = text(&output.stdout);
+        let name = bundled.name;
+        assert!(output.status.success(), "{name} on {ranks} ranks: {output:?}");
+        assert!(stdout.contains("checked, all met"), "{name}: {stdout}");
+        let report = report(&json);
+        assert_eq!(machines(&report), (0..u64::from(ranks)).collect(), "{name}");
+        for queue in &scenario.queues {
+            let reported =
+                report["queues"].as_array().unwrap().iter().find(|q| q["name"] == *queue.name);
+            assert_eq!(reported.unwrap()["driver"], queue.driver.name(), "{name}: {}", queue.name);
+        }
+        let vulkan_queues: Vec<&str> = (scenario.queues.iter())
+            .filter(|queue| queue.driver == DriverKind::Vulkan)
+            .map(|queue| queue.name.as_str())
+            .collect();
+        for op in
+            ops(&report).iter().filter(|op| vulkan_queues.contains(&op["queue"].as_str().unwrap()))
+        {
+            let machine = op["machine"].as_u64().unwrap();
+            for wait in op["waits"].as_array().unwrap() {
+                let semaphore = wait["semaphore"].as_str().unwrap();
+                let from_another_rank = ops(&report).iter().any(|signaller| {
+                    signaller["machine"].as_u64() != Some(machine)
+                        && signaller["signals"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|s| s["semaphore"] == semaphore)
+                });
+                if from_another_rank {
+                    let resolution = wait["resolution"].as_str().unwrap();
+                    assert!(
+                        ["held", "satisfied"].contains(&resolution),
+                        "{name}: op {} waits natively on another rank's value: {wait}",
+                        op["name"]
+                    );
+                }
+            }
+        }
+        ran.push(name);
+    }
+    assert_eq!(ran, ["remote-pipeline", "multi-domain", "tensor-parallel"]);
 }
 
 #[test]
@@ -307,4 +396,168 @@ fn tensor_parallel_meets_the_same_expectations_at_4_and_8_ranks() {
             assert_eq!(op["frontier"].as_array().map(Vec::len), Some(2), "{op}");
         }
     }
+}
+
+/// Rank 1 is killed (SIGKILL) while it runs its share, under `mpirun --enable-recovery`, which
+/// lets the survivor run on. Rank 0 must end by the deadline plus the time the end of the run
+/// allows (exit 3), naming the rank it lost and what it still waited on — whether its own share
+/// ran to the end (`own` only), waited for the dead rank's value (`client`), or waited for it
+/// to join an all-reduce (`reduce`, which rank 1 would join once `s` is reached). `mpirun` itself
+/// exits 0 under `--enable-recovery` whatever its ranks exit with (Open MPI 4.1), so rank 0
+/// runs under a shell that prints its exit status.
+#[test]
+fn a_rank_killed_under_enable_recovery_ends_the_survivor_at_the_deadline() {
+    /// The run's `--timeout`, in seconds; rank 1 dies well before it.
+    const TIMEOUT: u64 = 4;
+    /// When rank 1 is killed: long after the ranks have joined (half a second here), well
+    /// before the deadline.
+    const KILL_AFTER: &str = "2";
+    // Rank 1 becomes causeway (exec keeps its process id for the kill); rank 0 reports how
+    // causeway exited.
+    let wrapper = format!(
+        r#"if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep {KILL_AFTER}; kill -KILL $$) & exec "$@"; fi
+"$@"; status=$?; echo "rank 0 exited with status $status"; exit $status"#
+    );
+    let own = "[[op]]\nname = \"own\"\nqueue = \"q0\"\nwork = { kind = \"host\", us = 10 }\n";
+    let client = "[[op]]\nname = \"client\"\nqueue = \"host\"\nwait = [\"s>=1\"]\n";
+    let reduce =
+        "[[semaphore]]\nname = \"r\"\nscope = \"system-wide\"\n\n[[op]]\nname = \"reduce\"\n\
+                  queue = \"host\"\nwait = [\"s>=1\"]\nsignal = [\"r=1\"]\n\
+                  work = { kind = \"all_reduce\", elements = 4 }\n";
+    for (case, rank_0_op, waited) in [
+        ("own-share", own, "still waited for its records"),
+        ("waiting", client, "`client`"),
+        ("all-reduce", reduce, "all_reduce step `reduce`"),
+    ] {
+        let file = scratch(&format!("killed-{case}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"killed-{case}\"\ndescription = \"rank 1 is killed during its share\"\n\n\
+                 [[queue]]\nname = \"q0\"\n\n[[queue]]\nname = \"q1\"\nmachine = 1\n\n\
+                 [[semaphore]]\nname = \"s\"\nscope = \"system-wide\"\n\n\
+                 [[op]]\nname = \"long\"\nqueue = \"q1\"\nsignal = [\"s=1\"]\n\
+                 work = {{ kind = \"sleep\", us = 600000000 }}\n\n{rank_0_op}"
+            ),
+        )
+        .expect("write the scenario");
+        let timeout = TIMEOUT.to_string();
+        let args = ["run", file.to_str().expect("utf-8 path"), "--timeout", &timeout];
+        let program = ["sh", "-c", &wrapper, "sh", env!("CARGO_BIN_EXE_causeway")];
+        let started = Instant::now();
+        let output = launch(&["--enable-recovery"], &[], "60", 2, &program, &args);
+        let elapsed = started.elapsed();
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert!(stdout.contains("rank 0 exited with status 3"), "{case}: {output:?}");
+        // The deadline, the end's grace to gather the records, and start-up.
+        let limit = Duration::from_secs(TIMEOUT) + END_GRACE + Duration::from_secs(5);
+        assert!(elapsed < limit, "{case}: ended after {elapsed:?}, past {limit:?}");
+        assert!(stderr.contains("error: rank 1: lost"), "{case}: {stderr}");
+        assert!(stderr.contains("still waited for its records"), "{case}: {stderr}");
+        assert!(stderr.contains(waited), "{case}: {stderr}");
+    }
+}
+
+/// A value reached on a rank that then has nothing to wait for from other ranks (its progress
+/// process asleep) reaches the rank waiting for it at once, not when the signalling rank's
+/// share ends. Here `second` reaches `s=2` on rank 1 while `nap` keeps rank 1's share going
+/// for seconds; `client` on rank 0 waits for it. The exported semaphore's watch fires on one
+/// worker while the progress process, on another, may be reporting the value before it: the
+/// watch is still firing then and cannot be armed again, and the firing's wake has come
+/// already — the progress process must not wait for another.
+#[test]
+fn a_value_reached_on_an_otherwise_idle_rank_reaches_its_importer_at_once() {
+    /// How long rank 1's share goes on after `second` (milliseconds).
+    const NAP_MS: u64 = 4000;
+    let file = scratch("idle-exporter.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"name = "idle-exporter"
+description = "rank 1 reaches s=2, then only naps; rank 0 waits for s>=2"
+workers = 3
+
+[[queue]]
+name = "feed0"
+
+[[queue]]
+name = "feed2"
+
+[[queue]]
+name = "stage"
+machine = 1
+
+[[queue]]
+name = "idle"
+machine = 1
+
+[[semaphore]]
+name = "a"
+scope = "system-wide"
+
+[[semaphore]]
+name = "b"
+scope = "system-wide"
+
+[[semaphore]]
+name = "s"
+scope = "system-wide"
+
+[[op]]
+name = "fed0"
+queue = "feed0"
+signal = ["a=1"]
+work = {{ kind = "compute", kernel = "saxpy", elements = 51200, tiles = 4 }}
+
+[[op]]
+name = "fed2"
+queue = "feed2"
+signal = ["b=1"]
+work = {{ kind = "compute", kernel = "saxpy", elements = 38400, tiles = 4 }}
+
+[[op]]
+name = "first"
+queue = "stage"
+wait = ["a>=1", "b>=1"]
+signal = ["s=1"]
+work = {{ kind = "compute", kernel = "saxpy", elements = 12800, tiles = 4 }}
+
+[[op]]
+name = "second"
+queue = "stage"
+wait = ["s>=1"]
+signal = ["s=2"]
+work = {{ kind = "compute", kernel = "saxpy", elements = 12800, tiles = 4 }}
+
+[[op]]
+name = "nap"
+queue = "idle"
+work = {{ kind = "sleep", us = {nap_us} }}
+
+[[op]]
+name = "client"
+queue = "host"
+wait = ["s>=2"]
+"#,
+            nap_us = NAP_MS * 1000
+        ),
+    )
+    .expect("write the scenario");
+    let json = scratch("idle-exporter.json");
+    let args = [
+        "run",
+        file.to_str().expect("utf-8 path"),
+        "--timeout",
+        "30",
+        "--report",
+        json.to_str().expect("utf-8 path"),
+    ];
+    let output = mpirun_within(SHORT_LAUNCH_LIMIT, 2, &args);
+    assert!(output.status.success(), "{output:?}");
+    let report = report(&json);
+    let client = ops(&report).iter().find(|op| op["name"] == "client").expect("client ran");
+    // Each rank's times count from its own start, and the ranks start together; `nap` ends
+    // NAP_MS after it.
+    let client_end_ms = client["end_ns"].as_u64().expect("an end time") / 1_000_000;
+    assert!(client_end_ms < NAP_MS / 2, "client waited for rank 1's nap: {client}");
 }

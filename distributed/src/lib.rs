@@ -12,15 +12,22 @@
 //!   ([`Links`]), submissions that announce exported signals, host waits with timeouts, an
 //!   all-reduce collective on a collective channel axis, and MPI progress as a process on the
 //!   device's executor (see the [`node`] module).
+//! - [`gather`]: the end of a run, every rank's bytes to rank 0 by a deadline
+//!   ([`Node::gather_until`]), naming the ranks whose bytes never came.
+//! - [`reduce`]: an all-reduce that gives up at a deadline ([`Node::sum_across_ranks_until`]).
 //!
 //! MPI is used with `MPI_THREAD_SERIALIZED`; Open MPI 4.1 has no asynchronous progress, which
 //! is why progress is an executor process (parked whenever nothing is outstanding).
 
+pub mod gather;
 pub mod message;
 pub mod node;
+pub mod reduce;
 
+pub use gather::{GatherError, Gathered, ANSWER_GRACE};
 pub use message::{LinkId, Message, MessageError, MAX_MESSAGE_LEN};
 pub use node::{
     CollectiveOpError, HostWaitError, Links, Node, NodeError, ProgressStats, RemoteError,
     CLUSTER_MACHINE,
 };
+pub use reduce::ReduceError;

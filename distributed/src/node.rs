@@ -1041,6 +1041,16 @@ impl Node {
         stopped
     }
 
+    /// Stops the progress process, waiting at most `grace`, and leaves MPI unfinalised: for a
+    /// rank about to exit after an end that was not whole ([`Gathered`](crate::gather::Gathered)).
+    /// Open MPI's `MPI_Finalize` waits for every rank still alive, and a lost rank that is alive
+    /// but stuck would hold it forever; `mpirun` then reports this rank as ended without
+    /// finalising.
+    pub fn leave_within(mut self, grace: Duration) {
+        self.stop_within(Some(grace));
+        std::mem::forget(self.universe.take());
+    }
+
     fn stop(&self) {
         self.stop_within(None);
     }
@@ -1069,6 +1079,17 @@ impl Node {
 
     fn lock_mpi(&self) -> MutexGuard<'_, Mpi> {
         self.inner.mpi.lock()
+    }
+
+    /// Wakes the progress process (a collective tested in a loop, [`reduce`](crate::reduce)).
+    pub(crate) fn wake_progress(&self) {
+        self.inner.waker.wake();
+    }
+
+    /// Runs `f` with the links' communicator, under the MPI lock (the end-of-run exchange of
+    /// [`gather`](crate::gather), on that communicator's returned errors and its own tags).
+    pub(crate) fn with_links<R>(&self, f: impl FnOnce(&SimpleCommunicator) -> R) -> R {
+        f(&self.lock_mpi().links)
     }
 }
 
@@ -1251,8 +1272,16 @@ impl Inner {
                 }
                 // Reached or failed meanwhile: report again.
                 Ok(Arm::Ready(_)) => continue,
-                // Still firing (the flag is not yet set): its notify wakes us again.
-                Err(_) => return,
+                // Its callback is still running. It may have set the flag and woken this
+                // process already (this very report may be that wake's), so no wake is coming
+                // for what the timeline reaches next: wait the callback out, then look again.
+                // It takes no lock held here: its send needs the MPI lock, held by the caller,
+                // so it is done or skipped. `cancel` waits for a running callback (and would
+                // unlink an armed watch, which `watching` says this is not).
+                Err(_) => {
+                    drop(state);
+                    let _ = semaphore.cancel(&export.timepoint);
+                }
             }
         }
     }

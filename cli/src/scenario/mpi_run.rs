@@ -8,23 +8,24 @@
 //! the signalling operation's frontier, and a waiting rank queues its work behind it at once
 //! (one message, no round trip); the value's completion or failure follows.
 //!
-//! At the end every rank meets the others at a barrier (its progress process keeps delivering
-//! values meanwhile, so no rank waits there for a message still to be sent), then sends rank 0
-//! its records as bytes ([`rank_records`]) — or, when its share could not
-//! run, why — and rank 0 [`gather`](super::ranks::gather)s one outcome of the whole run, which
-//! the CLI reports as it reports a single-process run. A rank that cannot start its device or
-//! join the others prints its own error and exits: Open MPI's `mpirun` then ends the whole job.
+//! At the end every rank sends rank 0 its records as bytes ([`rank_records`]) — or, when its
+//! share could not run, why — while its progress process keeps delivering values to ranks
+//! still running, and waits for rank 0's answer that every rank's arrived (the end's barrier).
+//! Rank 0 [`gather`](super::ranks::gather)s one outcome of the whole run, which the CLI reports
+//! as it reports a single-process run. Every step of the end is bounded by the run's deadline
+//! ([`causeway_distributed::gather`]): a rank whose records do not come — killed under `mpirun
+//! --enable-recovery`, say — is named as lost, and the run ends as a deadline does (exit 3). A
+//! rank that cannot start its device or join the others prints its own error and exits: Open
+//! MPI's `mpirun` then ends the whole job.
 
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use causeway::device::{Device, Op, QueueId, Receipt, SemaphoreId, SubmitError};
 use causeway::FRONTIER_CAPACITY;
 use causeway_core::frontier::{Frontier, Point};
 use causeway_core::semaphore::Failure;
-use causeway_distributed::{HostWaitError, LinkId, Links, Node};
-use mpi::datatype::PartitionMut;
-use mpi::traits::{Communicator, Root};
+use causeway_distributed::{Gathered, HostWaitError, LinkId, Links, Node, ReduceError};
 use mpi::Count;
 
 use super::check::Plan;
@@ -40,6 +41,10 @@ const RECORDS: u8 = 0;
 const FAILED: u8 = 1;
 /// As [`FAILED`], for a share that could never finish (a deadlock, a deadline).
 const DEADLOCKED: u8 = 2;
+
+/// How long past the run's deadline rank 0 waits for every rank's records: a rank that gave up
+/// at its deadline still encodes and sends them.
+pub const END_GRACE: Duration = Duration::from_secs(5);
 
 /// How long a rank waits for its progress process to stop before it exits without finalising
 /// MPI.
@@ -67,9 +72,12 @@ pub enum Ended<'s> {
 
 /// This rank's hold on MPI after its run: dropping it finalises MPI — after the caller has
 /// printed and written what it must, since Open MPI's finalisation waits for every rank, and a
-/// rank that cannot finalise (see [`Node::finish_within`]) ends the job for all of them.
+/// rank that cannot finalise (see [`Node::finish_within`]) ends the job for all of them. When
+/// the run's end was not whole (a rank lost), MPI is not finalised at all: finalising would
+/// wait for the lost rank, forever if it is alive but stuck ([`Node::leave_within`]).
 pub struct Session {
     node: Option<Node>,
+    whole: bool,
 }
 
 impl Drop for Session {
@@ -78,15 +86,26 @@ impl Drop for Session {
             // Bounded: when every worker is stuck in work that never returns (a share that
             // ran past its deadline), the progress process cannot stop, and this rank exits
             // without finalising MPI rather than hanging.
-            node.finish_within(FINISH_GRACE);
+            if self.whole {
+                node.finish_within(FINISH_GRACE);
+            } else {
+                node.leave_within(FINISH_GRACE);
+            }
         }
     }
 }
 
 /// Runs this process's `share` of `scenario` (checked into `plan`) with the other ranks and
 /// ends as [`Ended`] says; keep the [`Session`] until the run is reported. `Err` lists what
-/// failed: on rank 0 every rank's failure; on another rank its own, when it could not reach
-/// rank 0 with it (its device did not start, or joining the ranks failed).
+/// failed: on rank 0 every rank's failure, a rank lost included; on another rank its own, when
+/// it could not reach rank 0 with it (its device did not start, joining the ranks failed, or
+/// rank 0 was lost).
+///
+/// Every step of the run's end is bounded by the run's deadline (`--timeout` after the ranks
+/// joined): rank 0 waits for every rank's records until [`END_GRACE`] after it, and names each
+/// rank whose records had not come by then as lost — killed, say, under `mpirun
+/// --enable-recovery` — and the others wait for rank 0's answer
+/// [`ANSWER_GRACE`](causeway_distributed::ANSWER_GRACE) longer.
 pub fn run<'s>(
     scenario: &'s Scenario,
     plan: &Plan,
@@ -100,11 +119,11 @@ pub fn run<'s>(
         message: error.to_string(),
         deadlock: error.deadlock,
     };
-    let Some(Joined { node, semaphores }) = peers.joined.into_inner() else {
+    let Some(Joined { node, semaphores, at }) = peers.joined.into_inner() else {
         // Never joined the others: nothing can be sent; `mpirun` ends the job when this
         // process exits with an error.
         let error = part.err().map(|error| own_error(&error));
-        return (Err(error.into_iter().collect()), Session { node: None });
+        return (Err(error.into_iter().collect()), Session { node: None, whole: false });
     };
     if part.is_err() {
         // What this rank would have signalled for others never will be: they learn it now,
@@ -113,9 +132,6 @@ pub fn run<'s>(
             node.fail(semaphores[shared.semaphore], Failure::Aborted);
         }
     }
-    // Every rank's share is done before anyone's records move: the barrier keeps this rank's
-    // progress process delivering values others still wait for.
-    node.barrier();
     let mut bytes = match &part {
         Ok(outcome) => match rank_records::encode(outcome) {
             Ok(encoded) => [&[RECORDS][..], &encoded].concat(),
@@ -130,12 +146,26 @@ pub fn run<'s>(
     if Count::try_from(bytes.len()).is_err() {
         bytes = failure_bytes(FAILED, "this rank's records exceed one MPI message");
     }
-    let gathered = gather_bytes(&node, &bytes);
-    let session = Session { node: Some(node) };
-    match gathered {
-        Some(gathered) => (collect(scenario, share, gathered), session),
-        None => (Ok(Ended::Sent), session),
-    }
+    // The progress process goes on delivering values while the records move, so a rank whose
+    // share is done still serves those whose shares are not; none of them is past the run's
+    // deadline by more than it takes to give up there and send its records.
+    let deadline = options.timeout.checked_add(END_GRACE).and_then(|wait| at.checked_add(wait));
+    let gathered = node.gather_until(bytes, deadline);
+    let whole = matches!(
+        gathered,
+        Ok(Gathered::Root { whole: true, .. } | Gathered::Delivered { whole: true })
+    );
+    let session = Session { node: Some(node), whole };
+    let ended = match gathered {
+        Ok(Gathered::Root { parts, .. }) => collect(scenario, share, options, parts),
+        Ok(_) => Ok(Ended::Sent),
+        Err(error) => Err(vec![RankError {
+            rank: share.rank,
+            message: format!("lost rank 0, which gathers the run's records: {error}"),
+            deadlock: true,
+        }]),
+    };
+    (ended, session)
 }
 
 /// The bytes of a failed share: `kind`, then the message.
@@ -145,83 +175,30 @@ fn failure_bytes(kind: u8, message: &str) -> Vec<u8> {
     bytes
 }
 
-/// Sends `mine` to rank 0; on rank 0 returns every rank's bytes, by rank (`None` elsewhere,
-/// or when the ranks' bytes together exceed what one MPI gather can count).
-fn gather_bytes(node: &Node, mine: &[u8]) -> Option<Gathered> {
-    node.with_world(|world| {
-        let root = world.process_at_rank(0);
-        // Checked by the caller.
-        let count = Count::try_from(mine.len()).unwrap_or(Count::MAX);
-        if world.rank() != 0 {
-            root.gather_into(&count);
-            root.gather_varcount_into(mine);
-            return None;
-        }
-        let mut counts: Vec<Count> = vec![0; usize::try_from(world.size()).unwrap_or(0)];
-        root.gather_into_root(&count, &mut counts[..]);
-        let mut displacements = Vec::with_capacity(counts.len());
-        let mut total: Count = 0;
-        let mut fits = true;
-        for &count in &counts {
-            displacements.push(total);
-            match total.checked_add(count) {
-                Some(next) => total = next,
-                None => fits = false,
-            }
-        }
-        // Every rank takes part in the second gather whatever happens: when the total does
-        // not fit, rank 0 receives nothing of it and reports that instead.
-        let received = usize::try_from(total).unwrap_or(0);
-        let mut buffer = vec![0u8; if fits { received } else { 0 }];
-        let zeros = vec![0; counts.len()];
-        let (counts_used, displacements_used) =
-            if fits { (&counts[..], &displacements[..]) } else { (&zeros[..], &zeros[..]) };
-        let mut partition = PartitionMut::new(&mut buffer[..], counts_used, displacements_used);
-        root.gather_varcount_into_root(mine, &mut partition);
-        if !fits {
-            return Some(Gathered { bytes: Vec::new(), parts: Vec::new() });
-        }
-        let mut parts = Vec::with_capacity(counts.len());
-        let mut at = 0;
-        for &count in &counts {
-            let len = usize::try_from(count).unwrap_or(0);
-            parts.push(at..at + len);
-            at += len;
-        }
-        Some(Gathered { bytes: buffer, parts })
-    })
-}
-
-/// Every rank's bytes in one buffer, as rank 0 received them: rank `r`'s are
-/// `bytes[parts[r]]`.
-struct Gathered {
-    bytes: Vec<u8>,
-    parts: Vec<std::ops::Range<usize>>,
-}
-
-/// Rank 0: the whole run's outcome from every rank's bytes, or every rank's failure.
+/// Rank 0: the whole run's outcome from every rank's bytes (`None` for a rank lost), or every
+/// rank's failure.
 fn collect<'s>(
     scenario: &'s Scenario,
     share: &Share,
-    gathered: Gathered,
+    options: RunOptions,
+    parts: Vec<Option<Vec<u8>>>,
 ) -> Result<Ended<'s>, Vec<RankError>> {
-    let size = share.placement.size;
-    let parts = &gathered.parts;
-    if parts.len() != usize::from(size) {
-        return Err(vec![RankError {
-            rank: share.rank,
-            message: format!(
-                "the ranks' records exceed what one MPI gather can count ({} of {size} ranks)",
-                parts.len()
-            ),
-            deadlock: false,
-        }]);
-    }
     let mut outcomes = Vec::with_capacity(parts.len());
     let mut errors = Vec::new();
-    for (rank, part) in (0..).zip(parts) {
+    for (rank, part) in (0..).zip(&parts) {
         let failed = |message: String, deadlock| RankError { rank, message, deadlock };
-        match gathered.bytes[part.clone()].split_first() {
+        let Some(part) = part else {
+            errors.push(failed(
+                format!(
+                    "lost: rank 0 still waited for its records at the run's deadline ({:?} after \
+                     the ranks joined) and {END_GRACE:?} past it",
+                    options.timeout
+                ),
+                true,
+            ));
+            continue;
+        };
+        match part.split_first() {
             Some((&RECORDS, records)) => match rank_records::decode(scenario, records) {
                 Ok(outcome) => outcomes.push((rank, outcome)),
                 Err(error) => errors.push(failed(error.to_string(), false)),
@@ -294,6 +271,9 @@ struct Joined {
     node: Node,
     /// The device's semaphore of each of the scenario's, by index.
     semaphores: Vec<SemaphoreId>,
+    /// When it joined: the run's deadline is `--timeout` after it, nearly the same instant on
+    /// every rank (joining is collective).
+    at: Instant,
 }
 
 impl MpiPeers<'_> {
@@ -336,7 +316,8 @@ impl Peers for MpiPeers<'_> {
                 self.share.placement.size
             ));
         }
-        let _ = self.joined.set(Joined { node, semaphores: semaphores.to_vec() });
+        let _ =
+            self.joined.set(Joined { node, semaphores: semaphores.to_vec(), at: Instant::now() });
         Ok(())
     }
 
@@ -375,7 +356,11 @@ impl Peers for MpiPeers<'_> {
         self.node().fail(semaphore, failure);
     }
 
-    fn sum_across_ranks(&self, data: &mut [f64]) {
-        self.node().sum_across_ranks(data);
+    fn sum_across_ranks(&self, data: &mut [f64], timeout: Duration) -> Result<(), PeerWaitError> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.node().sum_across_ranks_until(data, deadline).map_err(|error| match error {
+            ReduceError::TimedOut => PeerWaitError::TimedOut,
+            _ => PeerWaitError::Failed,
+        })
     }
 }

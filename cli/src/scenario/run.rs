@@ -621,8 +621,9 @@ pub trait Peers {
     /// Fails `semaphore` here and tells the ranks that wait on it.
     fn fail(&self, semaphore: SemaphoreId, failure: Failure);
     /// Sums `data` element-wise across every rank, in place; every rank calls it at the same
-    /// collective step with equally long `data`.
-    fn sum_across_ranks(&self, data: &mut [f64]);
+    /// collective step with equally long `data`. Gives up after `timeout`
+    /// ([`PeerWaitError::TimedOut`]: some rank had not joined), leaving `data` as it was.
+    fn sum_across_ranks(&self, data: &mut [f64], timeout: Duration) -> Result<(), PeerWaitError>;
 }
 
 /// Why a wait on another rank's value returned without it.
@@ -1397,7 +1398,24 @@ impl<'s, 'p> Runner<'s, 'p> {
         let mut data: Vec<f64> = (0..elements).map(|i| contribution(rank, i)).collect();
         data.push(f64::from(u8::from(failed)));
         if let Some(peers) = self.peers {
-            peers.sum_across_ranks(&mut data);
+            match peers.sum_across_ranks(&mut data, remaining(deadline)) {
+                Ok(()) => {}
+                // A rank that never joins (killed, or stuck before this step) ends the run at
+                // the deadline, as a wait would.
+                Err(PeerWaitError::TimedOut) => {
+                    return Err(Halt::Stuck(format!(
+                        "all_reduce step `{}` (line {}) was still waiting for every rank to join it at the {:?} deadline",
+                        self.scenario.op_name(op),
+                        op.line,
+                        self.options.timeout
+                    )))
+                }
+                Err(PeerWaitError::Failed) => {
+                    return Err(Halt::Invalid(
+                        self.op_error(op, "MPI refused the all-reduce across ranks"),
+                    ))
+                }
+            }
         }
         let any_failed = data.pop().is_some_and(|failures| failures > 0.0);
         let sums: Vec<f32> = data.iter().map(|&sum| sum as f32).collect();
