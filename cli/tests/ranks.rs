@@ -561,3 +561,92 @@ wait = ["s>=2"]
     let client_end_ms = client["end_ns"].as_u64().expect("an end time") / 1_000_000;
     assert!(client_end_ms < NAP_MS / 2, "client waited for rank 1's nap: {client}");
 }
+
+/// Issue 42's reproduction across ranks: `A` on machine 0 (half a second of work) signals `s`
+/// and `t`; `W` on machine 1 waits on `s`, so its queue learns `A`'s point from the announced
+/// signal; the host (rank 0) fails `s` while `A` still runs (once `mark`, the op before `W`, has
+/// signalled `u`); `Z`, next on `W`'s queue, waits on
+/// `t`, which only `A` signals, and is elided by what `W` imported. The exporter reports the
+/// failure only once `A` has ended, so `W` ends — and `Z` starts — about half a second after
+/// `mark`, the op before them on that queue, not at once. (Rank 1's own clock measures both, so
+/// no clocks are compared across ranks; were rank 1 late to start, the gap would only be
+/// shorter, by that lateness.)
+#[test]
+fn a_waiter_whose_imported_signal_failed_across_ranks_ends_after_its_signaller() {
+    let file = scratch("failed-waiter.toml");
+    std::fs::write(
+        &file,
+        r#"name = "failed-waiter-across-ranks"
+
+[[queue]]
+name = "a"
+
+[[queue]]
+name = "b"
+machine = 1
+
+[[semaphore]]
+name = "s"
+scope = "system-wide"
+
+[[semaphore]]
+name = "t"
+scope = "system-wide"
+
+[[semaphore]]
+name = "u"
+scope = "system-wide"
+
+[[op]]
+name = "A"
+queue = "a"
+signal = ["s=1", "t=1"]
+work = { kind = "spin", us = 500000 }
+
+[[op]]
+name = "mark"
+queue = "b"
+signal = ["u=1"]
+
+[[op]]
+name = "W"
+queue = "b"
+wait = ["s>=1"]
+expect_status = "failed"
+
+[[op]]
+name = "fail-s"
+queue = "host"
+wait = ["u>=1"]
+fail = "s"
+
+[[op]]
+name = "Z"
+queue = "b"
+wait = ["t>=1"]
+expect_status = "ok"
+"#,
+    )
+    .expect("write the scenario");
+    let json = scratch("failed-waiter.json");
+    let args = ["run", file.to_str().expect("utf-8 path"), "--timeout", "60"];
+    let output =
+        mpirun(2, &[&args[..], &["--report", json.to_str().expect("utf-8 path")]].concat());
+    assert!(output.status.success(), "{output:?}");
+    let report = report(&json);
+    let op = |name: &str| {
+        ops(&report).iter().find(|op| op["name"] == name).expect("every op is reported").clone()
+    };
+    let (mark, z) = (op("mark"), op("Z"));
+    let start = |op: &serde_json::Value| op["start_ns"].as_u64().expect("times are numbers");
+    // Elided when `W` imported `A`'s signal before the failure reached rank 1 (what `fail-s`
+    // waiting for `mark` makes likely), a device wait when `W` was submitted after it (then it
+    // imported nothing): `Z` starts after `A` either way.
+    let resolution = z["waits"][0]["resolution"].as_str().expect("a resolution").to_owned();
+    assert!(["elided", "device"].contains(&resolution.as_str()), "{z}");
+    let gap = Duration::from_nanos(start(&z).saturating_sub(start(&mark)));
+    assert!(
+        gap >= Duration::from_millis(200),
+        "Z ({resolution}) started {gap:?} after rank 1 began: {report}"
+    );
+}

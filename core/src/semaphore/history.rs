@@ -511,7 +511,11 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         // The oldest entry may go only if it is settled, a newer settled entry remains, and its
         // operation has ended (a signal marked cancelled may not have: waits armed on it wait
         // for that end, which must still find it).
-        self.settled_len >= 2 && (self.entry(0).reached || self.entry(0).ended)
+        #[cfg(any(test, feature = "signal-cancellation"))]
+        if !self.entry(0).reached && !self.entry(0).ended {
+            return false;
+        }
+        self.settled_len >= 2
     }
 
     fn evict_oldest(&mut self) -> Result<(), SignalError> {
@@ -576,26 +580,24 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     }
 
     /// Records that the operation signalling `value` ended without reaching it (it failed, or
-    /// it completed after the timeline had failed). Returns the values whose waits that signal
-    /// covered — `after < v ≤ value` — when there was such a pending signal: waits armed on
-    /// them may now be told of the failure.
-    pub fn end(&mut self, value: u64) -> Option<(u64, u64)> {
+    /// it completed after the timeline had failed): waits armed on the values its signal
+    /// covers may now be told of the failure. Returns whether there was such a signal.
+    pub fn end(&mut self, value: u64) -> bool {
         let k = self.first_at_or_above(value);
         if k == usize::from(self.len) {
-            return None;
+            return false;
         }
-        let after = self.value_below(k);
         let slot = self.slot(k);
         let entry = &mut self.entries.as_mut()[slot];
         if entry.value != value || entry.reached || entry.reserved {
-            return None;
+            return false;
         }
         #[cfg(any(test, feature = "signal-cancellation"))]
         if entry.cancelled && !entry.ended {
             self.live_cancellations -= 1;
         }
         entry.ended = true;
-        Some((after, value))
+        true
     }
 
     /// Records that every pending signal's operation has ended or never will (the ranks that
@@ -750,6 +752,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
 
     /// The value below the range entry `k` covers: the entry before it, or the newest evicted
     /// value.
+    #[cfg(any(test, feature = "signal-cancellation"))]
     fn value_below(&self, k: usize) -> u64 {
         match k {
             0 => self.evicted_through,

@@ -374,7 +374,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             Ok(after) => {
                 // Release pairs with the Acquire load in `failure_for`.
                 self.cancelled.store(1, Ordering::Release);
-                (Ok(()), state.waiters.cut_range(after, value))
+                (Ok(()), state.waiters.cut_unless(value, |minimum| minimum <= after))
             }
             Err(error) => (Err(error), FiredChain::empty()),
         });
@@ -475,7 +475,9 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
                 // Unless that signal's operation has not ended: they end with it.
                 let ended = !state.history.is_live_at(value);
                 match state.history.cancelled_range(value).filter(|_| withdrawn && ended) {
-                    Some((after, through)) => (true, state.waiters.cut_range(after, through)),
+                    Some((after, through)) => {
+                        (true, state.waiters.cut_unless(through, |minimum| minimum <= after))
+                    }
                     None => (withdrawn, FiredChain::empty()),
                 }
             });
@@ -535,13 +537,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
                     // Recording and reaching refuse a timeline that failed before them, and
                     // only that way: any other outcome means this call failed it.
                     let failed_before = matches!(result, Err(SignalError::Failed(_)));
-                    let ended = state.history.end(value);
-                    let fired = match ended {
-                        _ if !failed_before => self.mark_failed(state),
-                        Some((after, through)) => state.waiters.cut_range(after, through),
-                        None => FiredChain::empty(),
-                    };
-                    (result, fired, Err(failure))
+                    (result, self.end_signal(state, value, !failed_before), Err(failure))
                 }
                 (Ok(()), None) => {
                     let reached = state.history.reached();
@@ -580,16 +576,25 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         let (won, first, fired) = self.state.with(|state| {
             let won = state.history.fail(failure);
             let first = state.history.failure().unwrap_or(failure);
-            let ended = state.history.end(value);
-            let fired = match ended {
-                _ if won => self.mark_failed(state),
-                Some((after, through)) => state.waiters.cut_range(after, through),
-                None => FiredChain::empty(),
-            };
-            (won, first, fired)
+            (won, first, self.end_signal(state, value, won))
         });
         fired.notify_all(Err(first));
         won
+    }
+
+    /// On a failed timeline, ends the signal to `value` (its operation is over) and cuts out
+    /// the waiters that no live signal holds back any more: every such one when `first` (the
+    /// failure is new), else those at or below `value`. Runs under the lock. Kept out of line:
+    /// every completion inlines the path that reaches, and failures are rare.
+    #[cold]
+    #[inline(never)]
+    fn end_signal(&self, state: &mut State<H, N, S>, value: u64, first: bool) -> FiredChain {
+        state.history.end(value);
+        if first {
+            // Release pairs with the Acquire load in `failure`.
+            self.failed.store(1, Ordering::Release);
+        }
+        cut_unheld(state, if first { u64::MAX } else { value })
     }
 
     /// Fails the timeline and ends every pending signal: their operations have ended or never
@@ -614,8 +619,8 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         #[cfg(any(test, feature = "signal-cancellation"))]
         if state.history.has_live_cancellations() {
             let history = &state.history;
-            return state.waiters.cut_unless(|minimum| {
-                minimum > reached || history.cancels(minimum) && history.is_live_at(minimum)
+            return state.waiters.cut_unless(reached, |minimum| {
+                history.cancels(minimum) && history.is_live_at(minimum)
             });
         }
         state.waiters.cut_through(reached)
@@ -626,8 +631,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     fn mark_failed(&self, state: &mut State<H, N, S>) -> FiredChain {
         // Release pairs with the Acquire load in `failure`.
         self.failed.store(1, Ordering::Release);
-        let history = &state.history;
-        state.waiters.cut_unless(|minimum| history.is_live_at(minimum))
+        cut_unheld(state, u64::MAX)
     }
 
     /// When the history is full of pending signals, the value whose completion makes room
@@ -767,6 +771,17 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             Ok(())
         })
     }
+}
+
+/// Cuts out the waiters at or below `through` that no live signal holds back (see "A wait
+/// ends after its signal" in the module docs). One function for every failure path, so the
+/// firmware links one copy of the walk.
+fn cut_unheld<const H: usize, const N: usize, S: HistorySlots<N>>(
+    state: &mut State<H, N, S>,
+    through: u64,
+) -> FiredChain {
+    let history = &state.history;
+    state.waiters.cut_unless(through, |minimum| history.is_live_at(minimum))
 }
 
 /// Why a semaphore could not be reset.

@@ -254,63 +254,35 @@ impl WaiterList {
         FiredChain { head }
     }
 
-    /// Cuts out every timepoint with `after < minimum ≤ through` (the waiters of the values one
-    /// signal covers, when it was cancelled or its operation ended without reaching them),
-    /// marking each FIRING; the others stay linked in order.
-    pub(super) fn cut_range(&mut self, after: u64, through: u64) -> FiredChain {
-        let mut previous: *mut Timepoint<'static> = ptr::null_mut();
-        let mut current = self.head;
-        // SAFETY: nodes reachable from `head` are alive (arm contract); we hold the lock.
-        unsafe {
-            while !current.is_null() && (*current).minimum.load(Ordering::Relaxed) <= after {
-                previous = current;
-                current = (*current).next.load(Ordering::Relaxed);
-            }
-            let first = current;
-            let mut last: *mut Timepoint<'static> = ptr::null_mut();
-            while !current.is_null() && (*current).minimum.load(Ordering::Relaxed) <= through {
-                (*current).state.store(FIRING, Ordering::Relaxed);
-                last = current;
-                current = (*current).next.load(Ordering::Relaxed);
-            }
-            if last.is_null() {
-                return FiredChain::empty();
-            }
-            (*last).next.store(ptr::null_mut(), Ordering::Relaxed);
-            if previous.is_null() {
-                self.head = current;
-            } else {
-                (*previous).next.store(current, Ordering::Relaxed);
-            }
-            if current.is_null() {
-                self.tail = previous;
-            }
-            FiredChain { head: first }
-        }
-    }
-
-    /// Cuts out every timepoint whose minimum `keep` refuses, marking each FIRING; the kept ones
-    /// stay linked in order. One walk over the whole list (a timeline's failure, which is rare).
-    pub(super) fn cut_unless(&mut self, keep: impl Fn(u64) -> bool) -> FiredChain {
-        let mut kept = WaiterList::new();
+    /// Cuts out every timepoint with minimum ≤ `through` that `keep` refuses, marking each
+    /// FIRING; the others stay linked in order. It walks the list only up to `through`: the
+    /// waiters of the values one signal covers (`after < minimum ≤ through` when it was
+    /// cancelled, or every one no live signal covers when its operation ended), or, with
+    /// `through = u64::MAX`, a whole timeline's at its failure (rare).
+    pub(super) fn cut_unless(&mut self, through: u64, keep: impl Fn(u64) -> bool) -> FiredChain {
         let mut fired = FiredChain::empty();
         let mut fired_tail: *mut Timepoint<'static> = ptr::null_mut();
+        let mut previous: *mut Timepoint<'static> = ptr::null_mut();
         let mut current = self.head;
         // SAFETY: nodes reachable from `head` are alive (arm contract); we hold the lock. Each
-        // node is moved to exactly one of the two lists, in order.
+        // node walked either stays linked after `previous` or moves to the fired chain.
         unsafe {
             while !current.is_null() {
+                let minimum = (*current).minimum.load(Ordering::Relaxed);
+                if minimum > through {
+                    break;
+                }
                 let next = (*current).next.load(Ordering::Relaxed);
-                (*current).next.store(ptr::null_mut(), Ordering::Relaxed);
-                if keep((*current).minimum.load(Ordering::Relaxed)) {
-                    if kept.tail.is_null() {
-                        kept.head = current;
-                    } else {
-                        (*kept.tail).next.store(current, Ordering::Relaxed);
-                    }
-                    kept.tail = current;
+                if keep(minimum) {
+                    previous = current;
                 } else {
+                    if previous.is_null() {
+                        self.head = next;
+                    } else {
+                        (*previous).next.store(next, Ordering::Relaxed);
+                    }
                     (*current).state.store(FIRING, Ordering::Relaxed);
+                    (*current).next.store(ptr::null_mut(), Ordering::Relaxed);
                     if fired_tail.is_null() {
                         fired.head = current;
                     } else {
@@ -321,7 +293,9 @@ impl WaiterList {
                 current = next;
             }
         }
-        *self = kept;
+        if current.is_null() {
+            self.tail = previous;
+        }
         fired
     }
 
@@ -413,8 +387,12 @@ mod tests {
             after: u64,
             through: u64,
         },
-        /// Keeps the minimums whose bit is set in the mask.
-        CutUnless(u8),
+        /// Up to `through` (6 and more: all of them), keeps the minimums whose bit is set in
+        /// the mask.
+        CutUnless {
+            through: u64,
+            mask: u8,
+        },
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -426,7 +404,10 @@ mod tests {
                 after: a.min(b),
                 through: a.max(b),
             }),
-            1 => any::<u8>().prop_map(Step::CutUnless),
+            1 => (0..8u64, any::<u8>()).prop_map(|(through, mask)| Step::CutUnless {
+                through: if through >= 6 { u64::MAX } else { through },
+                mask,
+            }),
         ]
     }
 
@@ -499,17 +480,18 @@ mod tests {
                         chain.notify_all(Ok(value));
                     }
                     Step::CutRange { after, through } => {
-                        let chain = list.cut_range(after, through);
+                        let chain = list.cut_unless(through, |minimum| minimum <= after);
                         let fired = walk(chain.head, None, &timepoints);
                         let expected = cut(&mut model, |m| after < m && m <= through);
                         prop_assert_eq!(fired, expected);
                         chain.notify_all(Ok(through));
                     }
-                    Step::CutUnless(mask) => {
+                    Step::CutUnless { through, mask } => {
                         let keep = |minimum: u64| mask & (1 << minimum) != 0;
-                        let chain = list.cut_unless(keep);
+                        let chain = list.cut_unless(through, keep);
                         let fired = walk(chain.head, None, &timepoints);
-                        prop_assert_eq!(fired, cut(&mut model, |minimum| !keep(minimum)));
+                        let expected = cut(&mut model, |m| m <= through && !keep(m));
+                        prop_assert_eq!(fired, expected);
                         chain.notify_all(Err(Failure::Aborted));
                     }
                 }

@@ -385,11 +385,14 @@ fn failure_reaches_current_and_later_waiters_and_propagates() {
 
     let current = Seen::new();
     let timepoint = pin!(Timepoint::new(&current));
-    // SAFETY: the timepoint is pinned in this frame and fires (the `fail` below) before the
-    // frame ends; `s` outlives it.
+    // SAFETY: the timepoint is pinned in this frame and fires (the producer's retirement
+    // below) before the frame ends; `s` outlives it.
     assert_eq!(unsafe { s.arm(timepoint.as_ref(), 1) }, Ok(Arm::Armed));
     assert!(s.fail(Failure::DeviceLost));
     assert!(!s.fail(Failure::Aborted), "the first failure wins");
+    // The producer's signal still runs: the waiter, which imported it, is told when it ends.
+    assert_eq!(current.get(), (None, 0));
+    queue::retire([(&s, 1)], Err(Failure::DeviceLost));
     assert_eq!(current.get(), (Some(Err(Failure::DeviceLost)), 1));
 
     // A later waiter sees the failure, fails, and fails what it signals.

@@ -12,10 +12,12 @@
 //! Capacities are what four queues need: frontiers of 4 (one entry per queue axis: the last
 //! queue's frontier names all four, untainted), histories of 4 signals per timeline.
 //!
-//! The timelines and queue states are built at start-up into zeroed RAM (`spin::Once` in
-//! `.bss`) rather than written as initialised statics: a frontier's empty slots hold a
-//! non-zero sentinel, so an initialised static would also store its whole image in flash
-//! (2.7 KiB for five timelines) only to copy it to RAM at reset.
+//! The timelines, queue states, executor and timepoints are built at start-up into zeroed RAM
+//! (one `spin::Once` in `.bss`) rather than written as initialised statics: a frontier's empty
+//! slots hold a non-zero sentinel, so an initialised static would also store its whole image
+//! in flash (2.7 KiB for five timelines) only to copy it to RAM at reset. One `Once` for all of
+//! them, not one each: every `Once` type links its own copy of the initialisation path (about
+//! 250 bytes each on the M0).
 
 use core::cell::RefCell;
 use core::pin::Pin;
@@ -49,10 +51,6 @@ type ControllerExecutor = Executor<'static, BareMetalFutex, QUEUES, 1>;
 const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 const CAPABILITIES: Capabilities = Capabilities { wait_before_signal: true };
 
-/// The timer's events (external signals, one per tick, up to [`OPS`]), then each queue's own
-/// timeline.
-static TIMELINES: Once<[Timeline; 1 + QUEUES]> = Once::new();
-
 /// A queue's mutable state; only its own drain touches it, one call at a time, inside a
 /// critical section (a `critical_section::Mutex` costs less flash than a spin lock on the M0).
 struct QueueState {
@@ -60,9 +58,18 @@ struct QueueState {
     next: u64,
 }
 
-static STATES: Once<[Mutex<RefCell<QueueState>>; QUEUES]> = Once::new();
+/// What the controller builds at start-up.
+struct Controller {
+    /// The timer's events (external signals, one per tick, up to [`OPS`]), then each queue's
+    /// own timeline.
+    timelines: [Timeline; 1 + QUEUES],
+    states: [Mutex<RefCell<QueueState>>; QUEUES],
+    executor: ControllerExecutor,
+    /// Each queue's timepoint on its upstream timeline.
+    timepoints: [Timepoint<'static>; QUEUES],
+}
 
-static EXECUTOR: Once<ControllerExecutor> = Once::new();
+static CONTROLLER: Once<Controller> = Once::new();
 
 static DRAINS: [QueueDrain; QUEUES] = [
     QueueDrain { queue: 0 },
@@ -80,22 +87,9 @@ static PROCESSES: [Process<'static>; QUEUES] = [
 
 static WAKERS: [WakeQueue; QUEUES] = [WakeQueue(0), WakeQueue(1), WakeQueue(2), WakeQueue(3)];
 
-/// Each queue's timepoint on its upstream timeline (built on first use: `Timepoint::new` is
-/// not `const`).
-static TIMEPOINTS: [Once<Timepoint<'static>>; QUEUES] = [const { Once::new() }; QUEUES];
-
 /// The timeline queue `queue` waits on: the input's for queue 0, else its predecessor's.
 fn upstream(queue: usize) -> Option<&'static Timeline> {
-    TIMELINES.get().map(|timelines| &timelines[queue])
-}
-
-/// Queue `queue`'s own timeline.
-fn own(queue: usize) -> Option<&'static Timeline> {
-    TIMELINES.get().map(|timelines| &timelines[queue + 1])
-}
-
-fn timepoint(queue: usize) -> Pin<&'static Timepoint<'static>> {
-    Pin::static_ref(TIMEPOINTS[queue].call_once(|| Timepoint::new(&WAKERS[queue])))
+    CONTROLLER.get().map(|controller| &controller.timelines[queue])
 }
 
 /// The timepoint callback: makes the sleeping queue process runnable.
@@ -104,8 +98,8 @@ struct WakeQueue(usize);
 impl Notify for WakeQueue {
     fn notify(&self, _outcome: Outcome) {
         // Woken with a failure too: the drain reads it from the timeline.
-        if let Some(executor) = EXECUTOR.get() {
-            executor.wake(&PROCESSES[self.0]);
+        if let Some(controller) = CONTROLLER.get() {
+            controller.executor.wake(&PROCESSES[self.0]);
         }
     }
 }
@@ -118,30 +112,28 @@ struct QueueDrain {
 impl Drain for QueueDrain {
     fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
         let queue = self.queue;
-        let (Some(upstream), Some(own), Some(states)) = (upstream(queue), own(queue), STATES.get())
-        else {
+        let Some(controller) = CONTROLLER.get() else {
             return Drained::Done(Err(Failure::Aborted));
         };
         // Interrupts stay masked while the operation runs inline: the timer's delivery waits
         // for it, as it would for any short critical section.
-        critical_section::with(|cs| self.step(&mut states[queue].borrow_ref_mut(cs), upstream, own))
+        critical_section::with(|cs| {
+            self.step(controller, &mut controller.states[queue].borrow_ref_mut(cs))
+        })
     }
 }
 
 impl QueueDrain {
     /// Runs the queue's next operation if its upstream value is reached.
-    fn step(
-        &self,
-        state: &mut QueueState,
-        upstream: &'static Timeline,
-        own: &'static Timeline,
-    ) -> Drained {
+    fn step(&self, controller: &'static Controller, state: &mut QueueState) -> Drained {
         let queue = self.queue;
+        let (upstream, own) = (&controller.timelines[queue], &controller.timelines[queue + 1]);
         let k = state.next;
         if upstream.value() < k {
-            // SAFETY: the timepoint and both timelines are statics, so they stay alive and in
-            // place for as long as the timepoint may be linked.
-            match unsafe { upstream.arm(timepoint(queue), k) } {
+            let timepoint = Pin::static_ref(&controller.timepoints[queue]);
+            // SAFETY: the timepoint and both timelines live in the static controller, so they
+            // stay alive and in place for as long as the timepoint may be linked.
+            match unsafe { upstream.arm(timepoint, k) } {
                 Ok(Arm::Ready(Ok(_))) => {}
                 Ok(Arm::Ready(Err(failure))) => return Drained::Done(Err(failure)),
                 // Armed now, or still armed from before: its callback wakes this process.
@@ -168,9 +160,7 @@ impl QueueDrain {
         }
         if queue == QUEUES - 1 {
             // The last queue finishes last (it waits on every other queue's last operation).
-            if let Some(executor) = EXECUTOR.get() {
-                executor.shutdown();
-            }
+            controller.executor.shutdown();
         }
         Drained::Done(Ok(()))
     }
@@ -204,16 +194,18 @@ pub fn run() -> Verdict {
         let Ok(allocated) = axes.allocate(Domain::Queue) else { return Verdict::Failed };
         *axis = allocated;
     }
-    let timelines = TIMELINES
-        .call_once(|| core::array::from_fn(|_| Semaphore::new(0, Scope::DeviceLocal, HOME)));
-    let states = STATES.call_once(|| {
-        core::array::from_fn(|queue| {
-            let clock = QueueClock::new(queue_axes[queue], HOME, CAPABILITIES);
-            Mutex::new(RefCell::new(QueueState { clock, next: 1 }))
+    let built = CONTROLLER.try_call_once(|| {
+        Ok::<_, ()>(Controller {
+            timelines: core::array::from_fn(|_| Semaphore::new(0, Scope::DeviceLocal, HOME)),
+            states: core::array::from_fn(|queue| {
+                let clock = QueueClock::new(queue_axes[queue], HOME, CAPABILITIES);
+                Mutex::new(RefCell::new(QueueState { clock, next: 1 }))
+            }),
+            executor: ControllerExecutor::new(BareMetalFutex::new(), 1).map_err(|_| ())?,
+            timepoints: core::array::from_fn(|queue| Timepoint::new(&WAKERS[queue])),
         })
     });
-    let Ok(executor) = EXECUTOR.try_call_once(|| ControllerExecutor::new(BareMetalFutex::new(), 1))
-    else {
+    let Ok(Controller { timelines, states, executor, .. }) = built else {
         return Verdict::Failed;
     };
     for process in &PROCESSES {
