@@ -28,8 +28,9 @@
 //!    Compute and copy results are right, and the Vulkan validation layer says nothing.
 //! 4. **Liveness.** The run ends within [`TIMEOUT`].
 //!
-//! A scenario that breaks any of these is printed (its TOML, which `causeway run` runs as it
-//! is, and its seed) and saved in the temporary directory; the test fails once all have run.
+//! A scenario that breaks any of these is saved in the temporary directory (as TOML, which
+//! `causeway run` runs as it is) and printed with its seed, its violations and — for the first
+//! [`SHOWN_IN_FULL`] — its outcome and text; the test fails once all have run.
 //!
 //! The default run is [`DEFAULT_SCENARIOS`] scenarios from seed [`DEFAULT_SEED`]. Environment:
 //!
@@ -49,7 +50,8 @@
 //! scenarios. Three in four have NPU queues. On Linux a Vulkan device must open — the test
 //! tiers install lavapipe — so a missing one fails the test rather than skipping it.
 //!
-//! The other tests here are issue 42's acceptance cases, deterministic in what they assert.
+//! The other tests here are issue 42's acceptance cases, deterministic in what they assert,
+//! and a case the differential test found (an operation overtaking a signaller's later signal).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -492,13 +494,18 @@ fn verdict(name: &str, text: &str, tally: &mut Tally) -> Verdict {
     }
 }
 
-/// Prints a failed scenario with its violations and saves it; returns its one-line summary.
+/// Failed scenarios of a run printed whole; the others get a line each (all are saved).
+const SHOWN_IN_FULL: usize = 10;
+
+/// Prints a failed scenario — its violations, and `in_full` its outcome and text — and saves
+/// it; returns its one-line summary.
 fn report_failure(
     label: &str,
     rerun: &str,
     text: &str,
     violations: &[String],
     outcome: &str,
+    in_full: bool,
 ) -> String {
     let saved = std::env::temp_dir().join(format!("causeway-{label}.toml"));
     let saved_note = match std::fs::write(&saved, text) {
@@ -507,11 +514,17 @@ fn report_failure(
     };
     let mut shown =
         format!("=== {label} ({rerun}; {saved_note}): {} violation(s)\n", violations.len());
-    for violation in violations {
-        let _ = writeln!(shown, "  {violation}");
+    if in_full {
+        for violation in violations {
+            let _ = writeln!(shown, "  {violation}");
+        }
+        let _ = write!(
+            shown,
+            "--- outcome ---\n{outcome}--- scenario ---\n{text}--- end of {label} ---\n"
+        );
+    } else {
+        let _ = writeln!(shown, "  {}", violations[0]);
     }
-    let _ =
-        write!(shown, "--- outcome ---\n{outcome}--- scenario ---\n{text}--- end of {label} ---\n");
     eprintln!("{shown}");
     format!("{label}: {}", violations[0])
 }
@@ -549,7 +562,9 @@ fn random_scenarios_with_failures_keep_every_frontier_true() {
                 refused.push(format!("{label}: {error}"));
             }
             Verdict::Failed(violations, outcome) => {
-                failures.push(report_failure(&label, &rerun, &text, &violations, &outcome));
+                let in_full = failures.len() < SHOWN_IN_FULL;
+                let summary = report_failure(&label, &rerun, &text, &violations, &outcome, in_full);
+                failures.push(summary);
             }
         }
     }
@@ -575,7 +590,8 @@ fn run_checked<T>(label: &str, text: &str, inspect: impl FnOnce(&Outcome<'_>) ->
     let findings = examine(&Model::of(&scenario), &outcome);
     if !findings.violations.is_empty() {
         let shown = describe(&outcome);
-        let summary = report_failure(label, "a fixed case", text, &findings.violations, &shown);
+        let summary =
+            report_failure(label, "a fixed case", text, &findings.violations, &shown, true);
         panic!("{summary}");
     }
     inspect(&outcome)
