@@ -19,7 +19,8 @@
 //!
 //! Loading, checking and rendering cost O(n log n) or less in operations, waits and semaphores.
 //!
-//! [`generate`] writes scenarios of any size in a few shapes, for scaling tests and benchmarks.
+//! [`generate`] writes scenarios of any size in a few shapes, for scaling tests and benchmarks;
+//! [`random`] writes random valid scenarios with failures, for the differential test.
 
 pub mod bundled;
 pub mod check;
@@ -30,6 +31,7 @@ pub mod model;
 #[cfg(feature = "mpi")]
 pub mod mpi_run;
 pub mod parse;
+pub mod random;
 pub mod rank_records;
 pub mod ranks;
 pub mod report;

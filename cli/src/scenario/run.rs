@@ -1213,7 +1213,6 @@ impl<'s, 'p> Runner<'s, 'p> {
             };
             self.waits.push(WaitRecord::new(semaphore, value, resolved));
         }
-        let start_ns = self.device.now_ns();
         for &(semaphore, value) in self.scenario.waits(op) {
             let device_semaphore =
                 self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
@@ -1244,6 +1243,8 @@ impl<'s, 'p> Runner<'s, 'p> {
                 }
             }
         }
+        // Started once its waits have ended, as a queue operation starts once its gate opens.
+        let start_ns = self.device.now_ns();
         let finished = match op.work {
             WorkSpec::Spin(duration) => work_until(duration, deadline, Pace::Busy),
             WorkSpec::Sleep(duration) => work_until(duration, deadline, Pace::Blocking),
@@ -1259,6 +1260,9 @@ impl<'s, 'p> Runner<'s, 'p> {
                 self.options.timeout
             )));
         }
+        // Ended before anything it signals, fails or cancels is published: what waits on it
+        // may start at once.
+        let end_ns = self.device.now_ns();
         let (device, ids) = (&self.device, &self.semaphore_ids);
         let signals = self.scenario.signals(op).iter().map(|&(semaphore, value)| {
             (device.semaphore(ids[semaphore]).expect("declared semaphores exist"), value)
@@ -1316,7 +1320,6 @@ impl<'s, 'p> Runner<'s, 'p> {
                 self.device.cancel_speculative(Rejection::new(axis, after));
             }
         }
-        let end_ns = self.device.now_ns();
         self.records[index] = OpRecord {
             epoch: submitted.point.epoch,
             submit_ns,
@@ -1430,6 +1433,8 @@ impl<'s, 'p> Runner<'s, 'p> {
         let mut frontier = Frontier::new();
         frontier.insert_or_raise(point.axis, point.epoch);
         let (semaphore, value) = self.scenario.signals(op)[0];
+        // Ended before its result is published, as a host step (see `host_step`).
+        let end_ns = self.device.now_ns();
         let result = if any_failed {
             self.semaphore(semaphore).fail(Failure::Aborted);
             Err(Failure::Aborted)
@@ -1442,7 +1447,6 @@ impl<'s, 'p> Runner<'s, 'p> {
                 Err(error) => return Err(Halt::Invalid(self.signal_error(op, 0, error))),
             }
         };
-        let end_ns = self.device.now_ns();
         self.records[index] = OpRecord {
             epoch: point.epoch,
             submit_ns,
