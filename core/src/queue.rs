@@ -567,29 +567,44 @@ pub struct Submitted<const N: usize> {
 }
 
 /// The retire half of an operation's life: when it succeeded (`Ok`), completes each of its
-/// `signals`; otherwise fails each timeline with its failure, so every waiter — on any queue or
-/// driver — learns of it. With the `signal-cancellation` feature a [`Failure::Cancelled`]
-/// cancels each signal instead (`Semaphore::cancel_signal`, which only that feature has): only
-/// the values it would have reached fail.
+/// `signals`; otherwise fails each timeline with its failure and ends the signal, so every
+/// waiter — on any queue or driver — learns of it. With the `signal-cancellation` feature a
+/// [`Failure::Cancelled`] cancels each signal instead (`Semaphore::cancel_signal`, which only
+/// that feature has): only the values it would have reached fail; when a signal cannot be
+/// cancelled (none pending) its timeline fails, so no waiter hangs.
+///
+/// Every signal is settled before any of their waiters is told. A waiter of one learns that
+/// this operation ended, and may start work that elides a wait on another of its signals:
+/// told before that other signal was reached, the work could run ahead of it and signal past
+/// it on the same timeline (which breaks the timeline's order: it fails), and told before that
+/// other signal failed, the work would run on a value that fails. One signal, the common case,
+/// is settled and told in one step.
 ///
 /// A completion refused here (out of order: another signaller broke the timeline's contract)
 /// fails the timeline itself, which is how its waiters learn of it; a refusal because the
 /// timeline failed meanwhile is that failure already reaching them. Neither is the retiring
 /// operation's to report.
 pub fn retire<'s, const H: usize, const M: usize, S>(
-    signals: impl IntoIterator<Item = (&'s Semaphore<H, M, S>, u64)>,
+    signals: impl IntoIterator<Item = (&'s Semaphore<H, M, S>, u64), IntoIter: Clone>,
     result: Result<(), Failure>,
 ) where
     S: HistorySlots<M> + 's,
 {
+    let signals = signals.into_iter();
+    if signals.clone().nth(1).is_some() {
+        for (semaphore, value) in signals.clone() {
+            semaphore.settle_untold(value, result);
+        }
+        for (semaphore, value) in signals {
+            semaphore.tell_settled(value);
+        }
+        return;
+    }
     for (semaphore, value) in signals {
         match result {
             Ok(()) => {
                 let _ = semaphore.complete_signal(value);
             }
-            // A cancellation fails only the values this signal would have reached, so accepted
-            // work signalling the same timeline after it still completes; when the signal
-            // cannot be cancelled (none pending) the whole timeline fails, so no waiter hangs.
             #[cfg(any(test, feature = "signal-cancellation"))]
             Err(Failure::Cancelled) => {
                 if semaphore.cancel_signal(value).is_err() {
@@ -815,6 +830,43 @@ mod tests {
             (t.failure(), t.failure_for(2), t.failure_for(3)),
             (None, Some(Failure::Cancelled), None)
         );
+    }
+
+    /// A waiter of one signal of an operation learns the operation ended, and may elide a
+    /// wait on another of its signals: when it is told, every signal of the operation is
+    /// settled — reached, failed or cancelled.
+    #[test]
+    fn retire_settles_every_signal_before_it_tells_any_waiter() {
+        struct SeesTheOther<'s> {
+            other: &'s Semaphore,
+            told: core::sync::atomic::AtomicBool,
+        }
+        impl crate::semaphore::Notify for SeesTheOther<'_> {
+            fn notify(&self, outcome: crate::semaphore::Outcome) {
+                let other_settled = match outcome {
+                    Ok(_) => self.other.value() >= 1,
+                    Err(_) => self.other.failure_for(1).is_some(),
+                };
+                assert!(other_settled, "told {outcome:?} before the other signal settled");
+                self.told.store(true, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        for result in [Ok(()), Err(Failure::Aborted), Err(Failure::Cancelled)] {
+            let (t, s): (Semaphore, Semaphore) = (
+                Semaphore::new(0, Scope::DeviceLocal, endpoint(1)),
+                Semaphore::new(0, Scope::DeviceLocal, endpoint(1)),
+            );
+            let mut q = clock(1, TIMELINE);
+            q.begin().commit_signalling([(&t, 1), (&s, 1)]).unwrap();
+            let waiter =
+                SeesTheOther { other: &s, told: core::sync::atomic::AtomicBool::new(false) };
+            let timepoint = core::pin::pin!(crate::semaphore::Timepoint::new(&waiter));
+            // SAFETY: pinned here; fires in `retire` below, before the frame ends.
+            let armed = unsafe { t.arm(timepoint.as_ref(), 1) }.unwrap();
+            assert_eq!(armed, crate::semaphore::Arm::Armed);
+            retire([(&t, 1), (&s, 1)], result);
+            assert!(waiter.told.load(core::sync::atomic::Ordering::Relaxed), "{result:?}");
+        }
     }
 
     #[test]

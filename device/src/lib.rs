@@ -443,6 +443,18 @@ impl DeviceShared {
         }
     }
 
+    /// Completes (or fails) `body`'s signals with `status`, then tells the observer the
+    /// operation finished — at the time read *before* the signals: a dependent the signals
+    /// release may start at once on another worker, and the operation's recorded end must
+    /// not come after that start. The clock is read only when someone observes.
+    fn finish_and_observe(&self, queue: usize, body: &OpBody, status: OpStatus, worker: usize) {
+        let ended_ns = self.observer.as_ref().map(|_| self.now_ns());
+        self.finish_signals(body, status);
+        if let (Some(observer), Some(at_ns)) = (&self.observer, ended_ns) {
+            observer.op_event(queue, body.tag, OpEvent::Finished { worker, at_ns, status });
+        }
+    }
+
     fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
         // No caller's code (observer, host function, kernel) runs under this lock, and the
         // pool's own updates cannot stop half-way, so it stays whole.

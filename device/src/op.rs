@@ -123,7 +123,8 @@ pub enum OpEvent {
     Finished {
         /// Worker index.
         worker: usize,
-        /// Nanoseconds since the device started.
+        /// When it ended, in nanoseconds since the device started: read before its signals
+        /// were completed or failed, so no operation they release started before it.
         at_ns: u64,
         /// How it ended.
         status: OpStatus,

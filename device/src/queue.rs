@@ -557,9 +557,8 @@ impl QueueShared {
         // SAFETY: as above; the queue process owns the slot again (the work is over and the
         // queue was not taken over), and this is the only reference until `retire` returns.
         let body = unsafe { &mut *slot.body.get() };
-        device.finish_signals(body, status);
         report_speculation(device, self.index, claim, tag);
-        device.observe(self.index, tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
+        device.finish_and_observe(self.index, body, status, worker);
         self.retire(head, body);
         Step::Retired
     }
@@ -1027,11 +1026,7 @@ impl QueueShared {
             let polled =
                 body.issued_status.or_else(|| backend.poll(queue, body.point.epoch, body.work));
             match polled {
-                Some(status) => {
-                    device.finish_signals(body, status);
-                    let finished = |at_ns| OpEvent::Finished { worker: usize::MAX, at_ns, status };
-                    device.observe(self.index, body.tag, finished);
-                }
+                Some(status) => device.finish_and_observe(self.index, body, status, usize::MAX),
                 None if backend.is_running(queue, body.work, workers_abandoned) => {
                     let running =
                         Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
@@ -1053,17 +1048,11 @@ impl QueueShared {
                     device.semaphores[semaphore].cancel(&Self::timepoint(slot, wait));
                 }
             }
-            device.finish_signals(body, OpStatus::Cancelled);
+            report_speculation(device, self.index, self.claim(index), body.tag);
+            device.finish_and_observe(self.index, body, OpStatus::Cancelled, usize::MAX);
             if let Some(allocation) = body.allocation.take() {
                 device.abandon(allocation);
             }
-            report_speculation(device, self.index, self.claim(index), body.tag);
-            let cancelled = |at_ns| OpEvent::Finished {
-                worker: usize::MAX,
-                at_ns,
-                status: OpStatus::Cancelled,
-            };
-            device.observe(self.index, body.tag, cancelled);
         }
         Teardown::Done { cancelled, stuck }
     }
@@ -1076,9 +1065,7 @@ impl QueueShared {
         // it did not copy before starting, and writes nothing once taken over.
         let body = unsafe { &*self.slot(index).body.get() };
         let status = OpStatus::Failed(Failure::Aborted);
-        device.finish_signals(body, status);
-        let worker = running.worker;
-        device.observe(self.index, body.tag, |at_ns| OpEvent::Finished { worker, at_ns, status });
+        device.finish_and_observe(self.index, body, status, running.worker);
     }
 }
 

@@ -498,6 +498,83 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         self.reach_then_fire(value, |history| history.reach(value))
     }
 
+    /// The first half of retiring an operation that completes several signals: settles its
+    /// signal to `value` with the operation's `result` — reached, failed, or (with the
+    /// `signal-cancellation` feature) cancelled — without telling the waiters of that signal
+    /// yet; [`tell_settled`](Self::tell_settled) does, once every signal of the operation is
+    /// settled (see [`queue::retire`](crate::queue::retire) for why). Waiters a first failure
+    /// of the timeline concerns and that do not wait on this signal are told now: what they
+    /// wait for does not involve this operation.
+    pub(crate) fn settle_untold(&self, value: u64, result: Result<(), Failure>) {
+        let (fired, failure) = self.state.with(|state| {
+            let failed_before = state.history.failure().is_some();
+            let ended = match result {
+                Ok(()) => match state.history.reach(value) {
+                    Ok(()) => {
+                        // Release pairs with the Acquire load in `value`.
+                        self.value.store(state.history.reached(), Ordering::Release);
+                        false
+                    }
+                    Err(_) => state.history.failure().is_some(),
+                },
+                #[cfg(any(test, feature = "signal-cancellation"))]
+                Err(Failure::Cancelled) if state.history.cancel(value).is_ok() => {
+                    // Release pairs with the Acquire load in `failure_for`.
+                    self.cancelled.store(1, Ordering::Release);
+                    false
+                }
+                Err(failure) => {
+                    state.history.fail(failure);
+                    true
+                }
+            };
+            if !ended {
+                return (FiredChain::empty(), None);
+            }
+            let failure = state.history.failure();
+            // Told before this signal ends, so that its own waiters are still held back.
+            let fired = if failed_before {
+                FiredChain::empty()
+            } else {
+                // Release pairs with the Acquire load in `failure`.
+                self.failed.store(1, Ordering::Release);
+                cut_unheld(state, u64::MAX)
+            };
+            state.history.end(value);
+            (fired, failure)
+        });
+        if let Some(failure) = failure {
+            fired.notify_all(Err(failure));
+        }
+    }
+
+    /// The second half: tells the waiters of the signal to `value` what
+    /// [`settle_untold`](Self::settle_untold) decided — success to those at or below the
+    /// reached value, the cancellation to those of a cancelled signal's values, the timeline's
+    /// failure to those no live signal holds back any more.
+    pub(crate) fn tell_settled(&self, value: u64) {
+        let (cancelled, reached, failed) = self.state.with(|state| {
+            #[cfg(any(test, feature = "signal-cancellation"))]
+            let cancelled = match state.history.cancelled_range(value) {
+                Some((after, through)) if !state.history.is_live_at(value) => {
+                    state.waiters.cut_unless(through, |minimum| minimum <= after)
+                }
+                _ => FiredChain::empty(),
+            };
+            #[cfg(not(any(test, feature = "signal-cancellation")))]
+            let cancelled = FiredChain::empty();
+            let reached = state.history.reached();
+            let told = self.cut_reached(state, reached);
+            let failed = state.history.failure().map(|failure| (failure, cut_unheld(state, value)));
+            (cancelled, (reached, told), failed)
+        });
+        cancelled.notify_all(Err(Failure::Cancelled));
+        reached.1.notify_all(Ok(reached.0));
+        if let Some((failure, fired)) = failed {
+            fired.notify_all(Err(failure));
+        }
+    }
+
     /// Submits and completes a signal in one step (a host or inline signal).
     pub fn signal<const M: usize>(
         &self,
@@ -781,7 +858,10 @@ fn cut_unheld<const H: usize, const N: usize, S: HistorySlots<N>>(
     through: u64,
 ) -> FiredChain {
     let history = &state.history;
-    state.waiters.cut_unless(through, |minimum| history.is_live_at(minimum))
+    // A waiter at or below the reached value is one a reach has not told yet (an operation
+    // still reaching its other signals: `reach_untold`): that reach tells it, with success.
+    let reached = history.reached();
+    state.waiters.cut_unless(through, |minimum| minimum <= reached || history.is_live_at(minimum))
 }
 
 /// Why a semaphore could not be reset.
