@@ -591,7 +591,13 @@ pub fn retire<'s, const H: usize, const M: usize, S>(
     S: HistorySlots<M> + 's,
 {
     let signals = signals.into_iter();
-    if signals.clone().nth(1).is_some() {
+    // Several signals? The size hint says so cheaply for most iterators; others are asked.
+    let several = match signals.size_hint() {
+        (_, Some(most)) if most <= 1 => false,
+        (least, _) if least >= 2 => true,
+        _ => signals.clone().nth(1).is_some(),
+    };
+    if several {
         for (semaphore, value) in signals.clone() {
             semaphore.settle_untold(value, result);
         }

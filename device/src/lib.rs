@@ -447,6 +447,7 @@ impl DeviceShared {
     /// operation finished — at the time read *before* the signals: a dependent the signals
     /// release may start at once on another worker, and the operation's recorded end must
     /// not come after that start. The clock is read only when someone observes.
+    #[inline]
     fn finish_and_observe(&self, queue: usize, body: &OpBody, status: OpStatus, worker: usize) {
         let ended_ns = self.observer.as_ref().map(|_| self.now_ns());
         self.finish_signals(body, status);

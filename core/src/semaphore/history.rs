@@ -582,6 +582,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     /// Records that the operation signalling `value` ended without reaching it (it failed, or
     /// it completed after the timeline had failed): waits armed on the values its signal
     /// covers may now be told of the failure. Returns whether there was such a signal.
+    #[inline]
     pub fn end(&mut self, value: u64) -> bool {
         let k = self.first_at_or_above(value);
         if k == usize::from(self.len) {

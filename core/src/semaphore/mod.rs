@@ -374,7 +374,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             Ok(after) => {
                 // Release pairs with the Acquire load in `failure_for`.
                 self.cancelled.store(1, Ordering::Release);
-                (Ok(()), state.waiters.cut_unless(value, |minimum| minimum <= after))
+                (Ok(()), state.waiters.cut_unless(after, value, |_| false))
             }
             Err(error) => (Err(error), FiredChain::empty()),
         });
@@ -476,7 +476,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
                 let ended = !state.history.is_live_at(value);
                 match state.history.cancelled_range(value).filter(|_| withdrawn && ended) {
                     Some((after, through)) => {
-                        (true, state.waiters.cut_unless(through, |minimum| minimum <= after))
+                        (true, state.waiters.cut_unless(after, through, |_| false))
                     }
                     None => (withdrawn, FiredChain::empty()),
                 }
@@ -557,7 +557,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             #[cfg(any(test, feature = "signal-cancellation"))]
             let cancelled = match state.history.cancelled_range(value) {
                 Some((after, through)) if !state.history.is_live_at(value) => {
-                    state.waiters.cut_unless(through, |minimum| minimum <= after)
+                    state.waiters.cut_unless(after, through, |_| false)
                 }
                 _ => FiredChain::empty(),
             };
@@ -696,7 +696,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         #[cfg(any(test, feature = "signal-cancellation"))]
         if state.history.has_live_cancellations() {
             let history = &state.history;
-            return state.waiters.cut_unless(reached, |minimum| {
+            return state.waiters.cut_unless(0, reached, |minimum| {
                 history.cancels(minimum) && history.is_live_at(minimum)
             });
         }
@@ -853,15 +853,15 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
 /// Cuts out the waiters at or below `through` that no live signal holds back (see "A wait
 /// ends after its signal" in the module docs). One function for every failure path, so the
 /// firmware links one copy of the walk.
+#[inline]
 fn cut_unheld<const H: usize, const N: usize, S: HistorySlots<N>>(
     state: &mut State<H, N, S>,
     through: u64,
 ) -> FiredChain {
     let history = &state.history;
     // A waiter at or below the reached value is one a reach has not told yet (an operation
-    // still reaching its other signals: `reach_untold`): that reach tells it, with success.
-    let reached = history.reached();
-    state.waiters.cut_unless(through, |minimum| minimum <= reached || history.is_live_at(minimum))
+    // still settling its other signals: `settle_untold`): that reach tells it, with success.
+    state.waiters.cut_unless(history.reached(), through, |minimum| history.is_live_at(minimum))
 }
 
 /// Why a semaphore could not be reset.

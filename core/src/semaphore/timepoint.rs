@@ -254,12 +254,18 @@ impl WaiterList {
         FiredChain { head }
     }
 
-    /// Cuts out every timepoint with minimum ≤ `through` that `keep` refuses, marking each
-    /// FIRING; the others stay linked in order. It walks the list only up to `through`: the
-    /// waiters of the values one signal covers (`after < minimum ≤ through` when it was
-    /// cancelled, or every one no live signal covers when its operation ended), or, with
-    /// `through = u64::MAX`, a whole timeline's at its failure (rare).
-    pub(super) fn cut_unless(&mut self, through: u64, keep: impl Fn(u64) -> bool) -> FiredChain {
+    /// Cuts out every timepoint with `after < minimum ≤ through` that `keep` refuses, marking
+    /// each FIRING; the others stay linked in order. It walks the list only up to `through`:
+    /// the waiters of the values one signal covers (all of `after < minimum ≤ through` when it
+    /// was cancelled), or those no live signal holds back when a signal's operation ended or,
+    /// with `through = u64::MAX`, when the timeline failed (rare).
+    #[inline]
+    pub(super) fn cut_unless(
+        &mut self,
+        after: u64,
+        through: u64,
+        keep: impl Fn(u64) -> bool,
+    ) -> FiredChain {
         let mut fired = FiredChain::empty();
         let mut fired_tail: *mut Timepoint<'static> = ptr::null_mut();
         let mut previous: *mut Timepoint<'static> = ptr::null_mut();
@@ -273,7 +279,7 @@ impl WaiterList {
                     break;
                 }
                 let next = (*current).next.load(Ordering::Relaxed);
-                if keep(minimum) {
+                if minimum <= after || keep(minimum) {
                     previous = current;
                 } else {
                     if previous.is_null() {
@@ -387,9 +393,10 @@ mod tests {
             after: u64,
             through: u64,
         },
-        /// Up to `through` (6 and more: all of them), keeps the minimums whose bit is set in
-        /// the mask.
+        /// Above `after` and up to `through` (6 and more: all of them), keeps the minimums
+        /// whose bit is set in the mask.
         CutUnless {
+            after: u64,
             through: u64,
             mask: u8,
         },
@@ -404,9 +411,8 @@ mod tests {
                 after: a.min(b),
                 through: a.max(b),
             }),
-            1 => (0..8u64, any::<u8>()).prop_map(|(through, mask)| Step::CutUnless {
-                through: if through >= 6 { u64::MAX } else { through },
-                mask,
+            1 => (0..4u64, 0..8u64, any::<u8>()).prop_map(|(after, through, mask)| {
+                Step::CutUnless { after, through: if through >= 6 { u64::MAX } else { through }, mask }
             }),
         ]
     }
@@ -480,17 +486,17 @@ mod tests {
                         chain.notify_all(Ok(value));
                     }
                     Step::CutRange { after, through } => {
-                        let chain = list.cut_unless(through, |minimum| minimum <= after);
+                        let chain = list.cut_unless(after, through, |_| false);
                         let fired = walk(chain.head, None, &timepoints);
                         let expected = cut(&mut model, |m| after < m && m <= through);
                         prop_assert_eq!(fired, expected);
                         chain.notify_all(Ok(through));
                     }
-                    Step::CutUnless { through, mask } => {
+                    Step::CutUnless { after, through, mask } => {
                         let keep = |minimum: u64| mask & (1 << minimum) != 0;
-                        let chain = list.cut_unless(through, keep);
+                        let chain = list.cut_unless(after, through, keep);
                         let fired = walk(chain.head, None, &timepoints);
-                        let expected = cut(&mut model, |m| m <= through && !keep(m));
+                        let expected = cut(&mut model, |m| after < m && m <= through && !keep(m));
                         prop_assert_eq!(fired, expected);
                         chain.notify_all(Err(Failure::Aborted));
                     }

@@ -23,7 +23,7 @@ use core::cell::RefCell;
 use core::pin::Pin;
 
 use causeway_core::executor::{
-    Class, Drain, DrainContext, Drained, Executor, Process, RoundRobin, SpinPolicy,
+    Class, Drain, DrainContext, Drained, Executor, ExecutorError, Process, RoundRobin, SpinPolicy,
 };
 use causeway_core::queue;
 use causeway_core::semaphore::{Arm, Notify, Outcome, Timepoint};
@@ -64,7 +64,9 @@ struct Controller {
     /// own timeline.
     timelines: [Timeline; 1 + QUEUES],
     states: [Mutex<RefCell<QueueState>>; QUEUES],
-    executor: ControllerExecutor,
+    /// The executor, or why it could not be made (one worker never fails: this is for the
+    /// types, and the run then fails).
+    executor: Result<ControllerExecutor, ExecutorError>,
     /// Each queue's timepoint on its upstream timeline.
     timepoints: [Timepoint<'static>; QUEUES],
 }
@@ -98,8 +100,8 @@ struct WakeQueue(usize);
 impl Notify for WakeQueue {
     fn notify(&self, _outcome: Outcome) {
         // Woken with a failure too: the drain reads it from the timeline.
-        if let Some(controller) = CONTROLLER.get() {
-            controller.executor.wake(&PROCESSES[self.0]);
+        if let Some(Controller { executor: Ok(executor), .. }) = CONTROLLER.get() {
+            executor.wake(&PROCESSES[self.0]);
         }
     }
 }
@@ -160,7 +162,9 @@ impl QueueDrain {
         }
         if queue == QUEUES - 1 {
             // The last queue finishes last (it waits on every other queue's last operation).
-            controller.executor.shutdown();
+            if let Ok(executor) = &controller.executor {
+                executor.shutdown();
+            }
         }
         Drained::Done(Ok(()))
     }
@@ -194,18 +198,16 @@ pub fn run() -> Verdict {
         let Ok(allocated) = axes.allocate(Domain::Queue) else { return Verdict::Failed };
         *axis = allocated;
     }
-    let built = CONTROLLER.try_call_once(|| {
-        Ok::<_, ()>(Controller {
-            timelines: core::array::from_fn(|_| Semaphore::new(0, Scope::DeviceLocal, HOME)),
-            states: core::array::from_fn(|queue| {
-                let clock = QueueClock::new(queue_axes[queue], HOME, CAPABILITIES);
-                Mutex::new(RefCell::new(QueueState { clock, next: 1 }))
-            }),
-            executor: ControllerExecutor::new(BareMetalFutex::new(), 1).map_err(|_| ())?,
-            timepoints: core::array::from_fn(|queue| Timepoint::new(&WAKERS[queue])),
-        })
+    let controller = CONTROLLER.call_once(|| Controller {
+        timelines: core::array::from_fn(|_| Semaphore::new(0, Scope::DeviceLocal, HOME)),
+        states: core::array::from_fn(|queue| {
+            let clock = QueueClock::new(queue_axes[queue], HOME, CAPABILITIES);
+            Mutex::new(RefCell::new(QueueState { clock, next: 1 }))
+        }),
+        executor: ControllerExecutor::new(BareMetalFutex::new(), 1),
+        timepoints: core::array::from_fn(|queue| Timepoint::new(&WAKERS[queue])),
     });
-    let Ok(Controller { timelines, states, executor, .. }) = built else {
+    let Controller { timelines, states, executor: Ok(executor), .. } = controller else {
         return Verdict::Failed;
     };
     for process in &PROCESSES {
