@@ -860,7 +860,13 @@ fn cut_unheld<const H: usize, const N: usize, S: HistorySlots<N>>(
 ) -> FiredChain {
     let history = &state.history;
     // A waiter at or below the reached value is one a reach has not told yet (an operation
-    // still settling its other signals: `settle_untold`): that reach tells it, with success.
+    // still settling its other signals: `settle_untold`): that reach tells it, with success —
+    // unless its value lies in a cancelled signal's range, which the timeline passed.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    return state.waiters.cut_unless(0, through, |minimum| {
+        history.is_live_at(minimum) || minimum <= history.reached() && !history.cancels(minimum)
+    });
+    #[cfg(not(any(test, feature = "signal-cancellation")))]
     state.waiters.cut_unless(history.reached(), through, |minimum| history.is_live_at(minimum))
 }
 

@@ -380,6 +380,31 @@ fn a_signal_marked_cancelled_ends_its_waits_only_when_its_operation_does() {
     assert_eq!(s.failure(), None, "the timeline itself did not fail");
 }
 
+/// Found by the differential test (seed 4820): a signal marked cancelled whose timeline the
+/// accepted work above it passed, and that then failed, ends with its operation — and the
+/// waiter of its values, below the reached value, is told then, not left armed.
+#[test]
+fn a_cancelled_signal_below_the_reached_value_ends_its_waiter_on_a_failed_timeline() {
+    let s = semaphore();
+    let r = Recorder::default();
+    let t = pin!(Timepoint::new(&r));
+    s.submit_signal(3, origin(1, 1), &Frontier::<4>::new()).unwrap();
+    s.submit_signal(5, origin(2, 1), &Frontier::<4>::new()).unwrap();
+    s.submit_signal(7, origin(3, 1), &Frontier::<4>::new()).unwrap();
+    s.mark_cancelled(3).unwrap();
+    s.complete_signal(5).unwrap();
+    // SAFETY: pinned here; fires below.
+    unsafe { assert_eq!(s.arm(t.as_ref(), 3), Ok(Arm::Armed), "held until its operation ends") };
+    crate::queue::retire([(&s, 7)], Err(Failure::Aborted));
+    assert_eq!(r.seen(), []);
+    // The cancelled operation ends: the timeline has failed, so it cannot be cancelled any
+    // more, and its signal ends failed.
+    crate::queue::retire([(&s, 3)], Err(Failure::Cancelled));
+    assert_eq!(r.seen().len(), 1);
+    assert!(r.seen()[0].is_err());
+    assert!(!s.has_waiters());
+}
+
 #[test]
 fn external_signals_open_a_taint_window() {
     let s = semaphore();
