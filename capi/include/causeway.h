@@ -445,7 +445,7 @@ enum cw_status cw_device_destroy(struct cw_device device,
 //
 // # Safety
 // `out` must be NULL or valid for writing a `cw_device_stats`.
-enum cw_status cw_device_stats(struct cw_device device, struct cw_device_stats *out);
+enum cw_status cw_device_query_stats(struct cw_device device, struct cw_device_stats *out);
 #endif
 
 #if defined(CW_HOSTED)

@@ -660,7 +660,7 @@ fn counted(counters: &Counters, mut stats: CwDeviceStats) -> CwDeviceStats {
 /// # Safety
 /// `out` must be NULL or valid for writing a `cw_device_stats`.
 #[no_mangle]
-pub unsafe extern "C" fn cw_device_stats(device: CwDevice, out: *mut CwDeviceStats) -> CwStatus {
+pub unsafe extern "C" fn cw_device_query_stats(device: CwDevice, out: *mut CwDeviceStats) -> CwStatus {
     boundary(|| {
         require(out, "out")?;
         let entry = self::device(device)?;

@@ -33,9 +33,12 @@ pub mod types;
 
 pub use status::{cw_last_error_message, CwStatus};
 
-// The single-core critical-section implementation the semaphores' interrupt-safe locks use.
-#[cfg(target_os = "none")]
-use causeway_platform_baremetal as _;
+// The single-core critical-section implementation the semaphores' interrupt-safe locks use
+// (linked only if the crate is named).
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+use cortex_m as _;
+#[cfg(all(target_arch = "riscv32", target_os = "none"))]
+use riscv as _;
 
 /// Bare metal has nowhere to unwind to: a panic — a bug in causeway, never a caller's input —
 /// ends in the firmware's `cw_abort`, which must not return (reset, halt, or report and stop).
