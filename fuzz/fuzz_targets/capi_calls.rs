@@ -203,7 +203,9 @@ fn failure(kind: u32, code: u32) -> CwFailure {
     CwFailure { kind: kind % 9, code }
 }
 
-/// Runs one call. Every pointer passed is NULL or valid; every count matches its array.
+/// Runs one call. Every pointer passed is NULL or valid; every count matches its array. Each
+/// timepoint's user data is boxed: its address must stay put while `self_handles` grows.
+#[allow(clippy::vec_box)]
 fn run(call: Call, made: &mut Made, self_handles: &mut Vec<Box<AtomicU64>>) {
     // SAFETY (for every call below): outputs point at locals, inputs at vectors of the stated
     // length, and NULL only where the target asks for it.
