@@ -19,7 +19,7 @@
 //! for its length, so `cw_device_destroy` can take the device out of the table at once (later
 //! calls find the handle stale) and shut it down as soon as the calls in progress have left.
 //! Calls that block — a submit waiting for room, a host wait — look at the device's closing
-//! flag every [`SLICE`], so none keeps a destroy waiting for longer than that: they return
+//! flag every slice (`SLICE`, 20 ms), so none keeps a destroy waiting for longer than that: they return
 //! `CW_STATUS_SHUT_DOWN`.
 
 use core::ffi::c_void;
@@ -660,7 +660,10 @@ fn counted(counters: &Counters, mut stats: CwDeviceStats) -> CwDeviceStats {
 /// # Safety
 /// `out` must be NULL or valid for writing a `cw_device_stats`.
 #[no_mangle]
-pub unsafe extern "C" fn cw_device_query_stats(device: CwDevice, out: *mut CwDeviceStats) -> CwStatus {
+pub unsafe extern "C" fn cw_device_query_stats(
+    device: CwDevice,
+    out: *mut CwDeviceStats,
+) -> CwStatus {
     boundary(|| {
         require(out, "out")?;
         let entry = self::device(device)?;

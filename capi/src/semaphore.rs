@@ -6,7 +6,7 @@
 //! A timepoint is a C callback and its user data, armed on a semaphore for a value: the
 //! callback runs once, on the thread (or in the interrupt handler) whose signal reaches the
 //! value or fails the timeline, outside every lock. While armed, the timepoint keeps its
-//! semaphore's slot in use ([`Guard::keep`]), so the semaphore outlives every timepoint linked
+//! semaphore's slot in use (`Guard::keep`), so the semaphore outlives every timepoint linked
 //! into it even when it is destroyed meanwhile; whoever ends the arming — the callback's firing,
 //! or a cancellation — swaps `armed_on` to zero and so is the one that gives that use back.
 //!

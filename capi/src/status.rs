@@ -1,10 +1,10 @@
 //! Status codes, the last error's message, and the boundary every entry point goes through.
 //!
 //! Every function returns a [`CwStatus`]; a failing one also leaves a message for
-//! [`cw_last_error_message`]. Internally a failure is an [`Error`], a typed cause whose
-//! `Display` is that message and whose [`status`](Error::status) is the code.
+//! [`cw_last_error_message`]. Internally a failure is an `Error`, a typed cause whose
+//! `Display` is that message and whose `status` is the code.
 //!
-//! No panic crosses the boundary: in hosted builds [`boundary`] runs each call under
+//! No panic crosses the boundary: in hosted builds `boundary` runs each call under
 //! `catch_unwind` and turns a panic into [`CwStatus::Panic`]; bare-metal builds abort on panic
 //! (`panic = "abort"`, and the panic handler calls the firmware's `cw_abort`), so nothing
 //! unwinds there at all.
