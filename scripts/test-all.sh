@@ -140,8 +140,10 @@ step "executor hot paths in instructions: callgrind over hot_path_instructions, 
 ./scripts/instructions.sh
 passed
 
-step "tier 4: firmware images on qemu (mps2-an386, microbit, riscv32 virt); Windows tests under wine"
+step "tier 4: firmware images on qemu (mps2-an386, microbit, riscv32 virt); the C API from C (sanitizers, C++, a C image on mps2-an386); Windows tests under wine"
 ./scripts/firmware.sh
+# After firmware.sh: it prints the C image's sizes beside the Rust controller that one built.
+./scripts/capi.sh
 ./scripts/windows.sh
 passed
 
