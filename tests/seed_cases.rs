@@ -323,10 +323,11 @@ fn failure_reaches_current_and_later_waiters_and_propagates() {
     causeway::queue::retire([(&s, 1)], Err(Failure::DeviceLost));
     assert_eq!(current.0.lock().unwrap().as_slice(), [Err(Failure::DeviceLost)]);
 
-    // A later waiter sees the failure, fails, and fails what it signals.
+    // A later waiter sees the failure at once. The consumer's operation, whose wait failed
+    // (told above), retires failed and fails what it signals.
     match consumer.begin().wait(&s, 1) {
         Err(WaitError::Failed(failure)) => {
-            next.fail(failure);
+            causeway::queue::retire([(&next, 1)], Err(failure));
         }
         other => panic!("{other:?}"),
     }
