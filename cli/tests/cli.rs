@@ -836,7 +836,9 @@ fn a_path_names_a_file_and_a_bare_name_a_bundled_scenario_or_graph() {
     // Not the bundled one: there is no such file here.
     let message = refused(&["run", "scenarios/late-waiter.toml"]);
     assert!(message.contains("scenarios/late-waiter.toml: no such file"), "{message}");
-    assert!(message.contains(elsewhere.join("scenarios/late-waiter.toml").to_str().unwrap()));
+    // Separators as the platform writes them (Windows turns the given `/` into `\`).
+    let looked_for = elsewhere.join("scenarios").join("late-waiter.toml");
+    assert!(message.contains(looked_for.to_str().unwrap()), "{message}");
     assert!(message.contains("`causeway run late-waiter`"), "{message}");
     let message = refused(&["run", "./late-waiter"]);
     assert!(message.contains("./late-waiter: no such file"), "{message}");

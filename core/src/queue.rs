@@ -577,8 +577,10 @@ pub struct Submitted<const N: usize> {
 /// this operation ended, and may start work that elides a wait on another of its signals:
 /// told before that other signal was reached, the work could run ahead of it and signal past
 /// it on the same timeline (which breaks the timeline's order: it fails), and told before that
-/// other signal failed, the work would run on a value that fails. One signal, the common case,
-/// is settled and told in one step.
+/// other signal failed, the work would run on a value that fails. Nor is a reach published
+/// before every signal is settled: until then the semaphore's value, its lookups and new waits
+/// see the value before it, so a waiter arriving in between waits instead of learning early.
+/// One signal, the common case, is settled and told in one step.
 ///
 /// A completion refused here (out of order: another signaller broke the timeline's contract)
 /// fails the timeline itself, which is how its waiters learn of it; a refusal because the
@@ -600,6 +602,9 @@ pub fn retire<'s, const H: usize, const M: usize, S>(
     if several {
         for (semaphore, value) in signals.clone() {
             semaphore.settle_untold(value, result);
+        }
+        for (semaphore, _) in signals.clone() {
+            semaphore.publish_settled();
         }
         for (semaphore, value) in signals {
             semaphore.tell_settled(value);

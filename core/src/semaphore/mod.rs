@@ -509,12 +509,11 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         let (fired, failure) = self.state.with(|state| {
             let failed_before = state.history.failure().is_some();
             let ended = match result {
+                // Reached, but not published: `value`, `arm` and `lookup` go on seeing the
+                // value before it until `publish_settled`, so that nobody learns this operation
+                // ended while another of its signals is still pending.
                 Ok(()) => match state.history.reach(value) {
-                    Ok(()) => {
-                        // Release pairs with the Acquire load in `value`.
-                        self.value.store(state.history.reached(), Ordering::Release);
-                        false
-                    }
+                    Ok(()) => false,
                     Err(_) => state.history.failure().is_some(),
                 },
                 #[cfg(any(test, feature = "signal-cancellation"))]
@@ -548,7 +547,17 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
         }
     }
 
-    /// The second half: tells the waiters of the signal to `value` what
+    /// The second step: publishes the value [`settle_untold`](Self::settle_untold) reached, so
+    /// that [`value`](Self::value), lookups and new waits see it. Run for every signal of the
+    /// operation before any is told, so that a waiter told of one sees the others reached.
+    pub(crate) fn publish_settled(&self) {
+        self.state.with(|state| {
+            // Release pairs with the Acquire load in `value`.
+            self.value.store(state.history.reached(), Ordering::Release);
+        });
+    }
+
+    /// The last step: tells the waiters of the signal to `value` what
     /// [`settle_untold`](Self::settle_untold) decided — success to those at or below the
     /// reached value, the cancellation to those of a cancelled signal's values, the timeline's
     /// failure to those no live signal holds back any more.
@@ -725,8 +734,27 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     }
 
     /// What a wait on `S ≥ value` imports (the late-waiter rule; see [`History::lookup`]).
+    ///
+    /// A signal that [`queue::retire`](crate::queue::retire) has settled but not yet published
+    /// reads as not reached: its operation is still settling its other signals.
     pub fn lookup(&self, value: u64) -> Lookup<N> {
-        self.state.with(|state| state.history.lookup(value))
+        self.state.with(|state| {
+            let mut lookup = state.history.lookup(value);
+            if let Lookup::Tracked { ref mut reached, .. } | Lookup::External { ref mut reached } =
+                lookup
+            {
+                *reached &= value <= self.published();
+            }
+            lookup
+        })
+    }
+
+    /// The reached value as published to waiters: the history's, except while a retirement is
+    /// between [`settle_untold`](Self::settle_untold) and
+    /// [`publish_settled`](Self::publish_settled).
+    /// Read under the lock, which orders it with every store (all made under the lock).
+    fn published(&self) -> u64 {
+        self.value.load(Ordering::Relaxed)
     }
 
     /// Runs `f` over the retained history, oldest first, under the lock (keep `f` short).
@@ -767,14 +795,16 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
                 return Ok(Arm::Armed);
             }
             // A value reached before the failure stays reached: the failure only concerns
-            // values the timeline had not reached yet.
-            let reached = state.history.reached();
+            // values the timeline had not reached yet. A reach not yet published is not ready:
+            // `tell_settled` tells the waiter.
+            let reached = self.published();
             if reached >= minimum {
                 return Ok(Arm::Ready(Ok(reached)));
             }
-            // A failed timeline still holds a wait whose signal is live until it ends.
+            // A failed timeline still holds a wait whose signal is live until it ends (and one
+            // reached but not yet told).
             if let Some(failure) = state.history.failure() {
-                if !state.history.is_live_at(minimum) {
+                if minimum > state.history.reached() && !state.history.is_live_at(minimum) {
                     return Ok(Arm::Ready(Err(failure)));
                 }
             }

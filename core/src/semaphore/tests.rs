@@ -502,3 +502,30 @@ fn reset_starts_the_timeline_again_unless_someone_waits() {
     });
     assert_eq!(s.reset(0), Ok(()));
 }
+
+/// Between settling one signal of a retiring operation and publishing it, the semaphore reads
+/// as not reached — its value, a lookup, a new wait — so nobody learns the operation ended
+/// while its other signals may still be pending; once published, a wait is ready.
+#[test]
+fn a_settled_signal_is_unseen_until_published_and_its_late_waiter_is_told() {
+    let s = semaphore();
+    let o = origin(2, 1);
+    s.submit_signal(1, o, &Frontier::<4>::from_points([o])).unwrap();
+    s.settle_untold(1, Ok(()));
+    assert_eq!(s.value(), 0);
+    assert!(matches!(s.lookup(1), Lookup::Tracked { reached: false, .. }));
+    let late = Recorder::default();
+    let t = pin!(Timepoint::new(&late));
+    // SAFETY: pinned in this frame; told by `tell_settled` below, before the frame ends.
+    unsafe { assert_eq!(s.arm(t.as_ref(), 1), Ok(Arm::Armed)) };
+    s.publish_settled();
+    assert_eq!(s.value(), 1);
+    assert!(matches!(s.lookup(1), Lookup::Tracked { reached: true, .. }));
+    let ready = Recorder::default();
+    let r = pin!(Timepoint::new(&ready));
+    // SAFETY: `Ready` links nothing.
+    assert_eq!(unsafe { s.arm(r.as_ref(), 1) }, Ok(Arm::Ready(Ok(1))));
+    assert!(late.seen().is_empty());
+    s.tell_settled(1);
+    assert_eq!(late.seen(), [Ok(1)]);
+}
