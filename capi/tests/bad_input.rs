@@ -5,7 +5,7 @@
 
 use core::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use causeway_capi::device::*;
 use causeway_capi::semaphore::*;
@@ -219,17 +219,14 @@ fn destroying_a_device_ends_a_wait_on_another_thread_within_a_slice() {
     let s = device_semaphore(dev);
     let waiter = std::thread::spawn(move || {
         let mut outcome = CwOutcome { value: 0, failure: NO_FAILURE };
-        let started = Instant::now();
         // SAFETY: a valid output pointer.
-        let status = unsafe { cw_device_wait(dev, s, 1, CW_TIMEOUT_INFINITE, &mut outcome) };
-        (status, started.elapsed())
+        unsafe { cw_device_wait(dev, s, 1, CW_TIMEOUT_INFINITE, &mut outcome) }
     });
     std::thread::sleep(Duration::from_millis(50));
     let mut report = CwShutdownReport::default();
     // SAFETY: a valid report pointer.
     assert_eq!(unsafe { cw_device_destroy(dev, 1_000_000_000, &mut report) }, CwStatus::Ok);
     assert!(report.shut_down, "the waiter left within a slice, so this call shut it down");
-    let (status, waited) = waiter.join().unwrap();
+    let status = waiter.join().unwrap();
     assert_eq!(status, CwStatus::ShutDown);
-    assert!(waited < Duration::from_secs(2), "{waited:?}");
 }

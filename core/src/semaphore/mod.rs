@@ -562,7 +562,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     /// reached value, the cancellation to those of a cancelled signal's values, the timeline's
     /// failure to those no live signal holds back any more.
     pub(crate) fn tell_settled(&self, value: u64) {
-        let (cancelled, reached, failed) = self.state.with(|state| {
+        let (cancelled, (reached, told), failed) = self.state.with(|state| {
             #[cfg(any(test, feature = "signal-cancellation"))]
             let cancelled = match state.history.cancelled_range(value) {
                 Some((after, through)) if !state.history.is_live_at(value) => {
@@ -578,7 +578,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             (cancelled, (reached, told), failed)
         });
         cancelled.notify_all(Err(Failure::Cancelled));
-        reached.1.notify_all(Ok(reached.0));
+        told.notify_all(Ok(reached));
         if let Some((failure, fired)) = failed {
             fired.notify_all(Err(failure));
         }
