@@ -9,6 +9,8 @@
 # target/browser (or $CAUSEWAY_BROWSER_OUT).
 #
 # Usage: scripts/browser.sh [--setup-only]   (--setup-only: install and check, run no test)
+# Environment: CAUSEWAY_CARGO_SELECTION (the packages and features cargo builds the test with;
+# default -p causeway-cli-browser; the test command passes its own, so its build is reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,5 +36,7 @@ if $setup_only; then
 fi
 
 # The tests are #[ignore]d so that `cargo test --workspace` needs no browser; here they must run.
-cargo test -p causeway-cli-browser --test browser -- --ignored --test-threads=1 --nocapture
+selection=${CAUSEWAY_CARGO_SELECTION:--p causeway-cli-browser}
+# shellcheck disable=SC2086 # $selection is a list of cargo arguments
+cargo test $selection --test browser -- --ignored --test-threads=1 --nocapture
 note "pages and screenshots: ${CAUSEWAY_BROWSER_OUT:-target/browser}"

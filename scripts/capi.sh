@@ -14,7 +14,9 @@
 # through apt-get) and fails with a clear message when something cannot be had: nothing is
 # skipped. Prints its wall time.
 #
-# Environment: QEMU_TIMEOUT (seconds for the qemu run, default 60).
+# Environment: QEMU_TIMEOUT (seconds for the qemu run, default 60); CAUSEWAY_CARGO_SELECTION
+# (the packages and features cargo builds the header test with; default -p causeway-capi; the
+# test command passes its own, so its build is reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +53,9 @@ mkdir -p "$OUT"
 
 # --- the header --------------------------------------------------------------------------------
 note "checking that capi/include/causeway.h is what cbindgen generates"
-cargo test -q -p causeway-capi --test header || die "capi/include/causeway.h is out of date (see above)"
+selection=${CAUSEWAY_CARGO_SELECTION:--p causeway-capi}
+# shellcheck disable=SC2086 # $selection is a list of cargo arguments
+cargo test -q $selection --test header || die "capi/include/causeway.h is out of date (see above)"
 
 # --- hosted: C under the sanitizers, C++ -------------------------------------------------------
 cargo build -q --release -p causeway-capi || die "the hosted static library does not build"

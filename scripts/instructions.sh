@@ -25,7 +25,9 @@ source scripts/apt.sh
 apt_require "valgrind (callgrind)" valgrind
 command -v valgrind >/dev/null || die "valgrind is not on PATH; reinstall valgrind"
 
-cargo build --release --example hot_path_instructions --quiet
+# CAUSEWAY_CARGO_SELECTION: the test command's package selection, so its optimised build is reused.
+# shellcheck disable=SC2086 # a list of cargo arguments
+cargo build --release ${CAUSEWAY_CARGO_SELECTION:-} --example hot_path_instructions --quiet
 target=${CARGO_TARGET_DIR:-target}
 binary=$target/release/examples/hot_path_instructions
 [[ -x $binary ]] || die "no $binary after the build"

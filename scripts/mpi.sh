@@ -47,4 +47,4 @@ cargo test -p causeway-distributed
 # lint and test steps build the CLI without it). One launch at a time: ranks oversubscribe the
 # cores already.
 cargo clippy -p causeway-cli --features mpi --all-targets -- -D warnings
-cargo test -p causeway-cli --features mpi --test ranks -- --test-threads=1
+cargo test -p causeway-cli --features mpi --test ranks

@@ -43,6 +43,15 @@ passed() { tiers_passed=$((tiers_passed + 1)); }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 CROSS_TARGETS=(thumbv6m-none-eabi thumbv7em-none-eabihf)
+# Every host build selects the whole workspace with the CLI's `mpi` feature: cargo resolves
+# features per selection, so `-p one-crate` would compile a second copy of the dependencies
+# (syn, serde, tokio, proptest...) with other features. With one selection each dependency is
+# built once per profile. Scripts that build (browser.sh, capi.sh, instructions.sh) take it from
+# CAUSEWAY_CARGO_SELECTION.
+WORKSPACE=(--workspace --features causeway-cli/mpi)
+export CAUSEWAY_CARGO_SELECTION="${WORKSPACE[*]}"
+# A clean build gains nothing from incremental compilation, and pays for it in time and disk.
+export CARGO_INCREMENTAL=0
 
 step "set-up: rustup targets and nightly Miri"
 command -v rustup >/dev/null || die "rustup is required (the cross-target and Miri tiers need it)"
@@ -63,43 +72,43 @@ step "set-up: the Vulkan loader, lavapipe, the validation layer and glslang"
 # Every Vulkan device opened from here on (driver tests, scenarios through the CLI) runs under
 # the Khronos validation layer; any message it reports fails the test or the scenario.
 export CAUSEWAY_VULKAN_VALIDATION=1
+export CAUSEWAY_VULKAN_ADAPTER=${CAUSEWAY_VULKAN_ADAPTER:-llvmpipe}
+
+step "set-up: Open MPI and libclang (rsmpi's bindings need both to build)"
+./scripts/mpi.sh --setup-only
 
 step "set-up: LLVM's llc (checks the CUDA driver's PTX against its source)"
 ./scripts/cuda.sh --setup-only
 
-step "MPI: Open MPI set up; causeway-distributed on real ranks (mpirun -n 2 and -n 4, each under timeout)"
-# Before the workspace builds: rsmpi's bindings need Open MPI's headers and libclang.
-./scripts/mpi.sh
-passed
-
 step "style: rustfmt, clippy and rustdoc (warnings are errors)"
 cargo fmt --all -- --check || die "cargo fmt reports unformatted code"
-cargo clippy --workspace --all-targets -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+cargo clippy "${WORKSPACE[@]}" --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc "${WORKSPACE[@]}" --no-deps
 # The private items too: their docs (module write-ups, invariants, protocols) are the
 # developers' reference, and a broken link there is as wrong as one in the public API.
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items
+RUSTDOCFLAGS="-D warnings" cargo doc "${WORKSPACE[@]}" --no-deps --document-private-items
 passed
 
-step "tiers 1 and 3: unit, property and integration tests"
-cargo test --workspace --exclude causeway-driver-vulkan
+step "tiers 1 and 3: every crate's unit, property and integration tests (Vulkan on lavapipe under validation, the CUDA driver's bookkeeping, real MPI ranks under mpirun -n 2, 4 and 8)"
+# One command for every crate: the Vulkan driver on lavapipe with validation and
+# synchronization validation on, the CUDA driver's bookkeeping (its GPU tests where libcuda.so
+# is installed), causeway-distributed and the CLI on Open MPI ranks (every mpirun under
+# timeout; scripts/vulkan.sh, cuda.sh and mpi.sh run the same tests one tier at a time).
+cargo test "${WORKSPACE[@]}" --no-fail-fast
 passed
 
-step "Vulkan: the Vulkan driver on lavapipe, validation and synchronization validation on"
-./scripts/vulkan.sh
-passed
-
-step "CUDA: the CUDA driver's bookkeeping tests everywhere, its GPU tests where libcuda.so is installed"
+step "CUDA: the GPU tests' outcome, printed (run where libcuda.so is installed, skipped with a reason elsewhere)"
 # The GPU tests print `skipped: <reason>` where no CUDA driver is installed; the summary
-# repeats the reason, so the skip is never silent.
-./scripts/cuda.sh
+# repeats the reason, so the skip is never silent. Excluding the Vulkan driver selects the CUDA
+# driver's `backend` test alone, and its build is the one tiers 1 and 3 made.
+cargo test "${WORKSPACE[@]}" --exclude causeway-driver-vulkan --test backend -- --nocapture 2>&1 |
+  tee target/cuda-tests.log
 cuda_skipped=$(grep -m1 '^skipped: ' target/cuda-tests.log | sed 's/^skipped: //' || true)
 passed
 
 step "tier 2: executor stress, zero-allocation tests and the 10^5-operation soak, optimised"
-cargo test --release --test executor_stress --test no_alloc --test device_no_alloc
-cargo test --release -p causeway-runtime --test no_alloc_stream
-cargo test --release -p causeway-driver-cpu --test block_no_alloc --test soak
+cargo test --release "${WORKSPACE[@]}" --test executor_stress --test no_alloc --test device_no_alloc \
+  --test no_alloc_stream --test block_no_alloc --test soak
 passed
 
 step "no heap in core: no alloc crate, builds for Cortex-M0 (no CAS) and Cortex-M4"
@@ -164,7 +173,7 @@ passed
 step "tier 5: benchmarks build and run one iteration each"
 # Bench targets only (`--bench '*'`): the libraries' unit tests ran in tiers 1 and 3, and
 # selecting them here would build every package's test dependencies optimised too.
-cargo bench --workspace --bench '*' -- --test
+cargo bench "${WORKSPACE[@]}" --bench '*' -- --test
 passed
 
 step "executor hot paths in instructions: callgrind over hot_path_instructions, every run checked"

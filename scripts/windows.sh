@@ -12,7 +12,8 @@
 # gcc-mingw-w64-x86-64 and wine64 through apt-get) and fails with a clear message when
 # something cannot be had: nothing is skipped. Idempotent; quick on a warm machine.
 #
-# Environment: WINE_TIMEOUT (seconds per test binary, default 300).
+# Environment: WINE_TIMEOUT (seconds per test binary, default 300), WINE_JOBS (test binaries run
+# at a time, default one per core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,22 +26,16 @@ TARGET=x86_64-pc-windows-gnu
 WINE_TIMEOUT=${WINE_TIMEOUT:-300}
 WINE_DIR=$PWD/target/wine
 SHIM_SOURCES=(platform/windows/wine/process_prng.c platform/windows/wine/bcryptprimitives.def)
-# What runs under wine: package and cargo target selection.
-TEST_SETS=(
-  "causeway-platform-windows|--lib --tests"
-  "causeway-core|--lib"
-  "causeway-platform-linux|--test futex_contract"
-  "causeway-runtime|--lib --tests"
-  "causeway-device|--lib --tests"
-  "causeway-driver-cpu|--lib --tests"
-  "causeway|--lib --tests"
-  "causeway-cli|--lib --tests"
-)
-# Linted for the Windows target besides the host's clippy run (benches are Linux-only floors).
-CLIPPY_PACKAGES=(-p causeway-platform-windows -p causeway-runtime -p causeway-device
-  -p causeway-driver-cpu -p causeway -p causeway-cli)
+# What runs under wine: every unit and integration test of these packages. One cargo command
+# builds them all: cargo resolves features per selection of packages, so a command per package
+# would compile the shared dependencies (core, syn, serde, proptest...) once per command.
+PACKAGES=(causeway-platform-windows causeway-core causeway-platform-linux causeway-runtime
+  causeway-device causeway-driver-cpu causeway causeway-cli)
+# Test binaries run this many at a time (default: one per core); each one's output is printed
+# whole when it ends.
+WINE_JOBS=${WINE_JOBS:-$(nproc)}
+[[ $WINE_JOBS =~ ^[1-9][0-9]*$ ]] || die "WINE_JOBS must be a positive integer, not '$WINE_JOBS'"
 
-# --- set-up ------------------------------------------------------------------------------------
 command -v rustup >/dev/null || die "rustup is required to install the $TARGET target"
 if ! rustup target list --installed | grep -qx "$TARGET"; then
   note "installing rustup target $TARGET"
@@ -84,34 +79,46 @@ cmp -s "$shim" "$SYSTEM32/bcryptprimitives.dll" || cp "$shim" "$SYSTEM32/bcryptp
 
 # --- build and lint ----------------------------------------------------------------------------
 # The root clippy run sees only the host: the Windows code is linted for its own target here.
-cargo clippy --target "$TARGET" "${CLIPPY_PACKAGES[@]}" --lib --bins --tests -- -D warnings ||
-  die "clippy reports warnings for $TARGET (${CLIPPY_PACKAGES[*]})"
-executables=()
-for set in "${TEST_SETS[@]}"; do
-  IFS='|' read -r package selection <<<"$set"
-  # shellcheck disable=SC2086 # $selection is a list of cargo arguments
-  json=$(cargo test --target "$TARGET" -p "$package" $selection --no-run \
-    --message-format=json-render-diagnostics) || die "$package's tests do not build for $TARGET"
-  # Test harnesses only (a profile with "test":true): a package's own binaries (the CLI) are
-  # built for its integration tests but are not tests.
-  mapfile -t built < <(grep -E '"profile":\{[^}]*"test":true' <<<"$json" |
-    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
-  ((${#built[@]})) || die "no test executables were built for $package ($selection)"
-  for exe in "${built[@]}"; do
-    executables+=("$package|$exe")
-  done
-done
+package_arguments=("${PACKAGES[@]/#/-p}")
+# Linted for the Windows target besides the host's clippy run (benches are Linux-only floors).
+cargo clippy --target "$TARGET" "${package_arguments[@]}" --lib --bins --tests -- -D warnings ||
+  die "clippy reports warnings for $TARGET (${PACKAGES[*]})"
+json=$(cargo test --target "$TARGET" "${package_arguments[@]}" --lib --tests --no-run \
+  --message-format=json-render-diagnostics) || die "the tests do not build for $TARGET"
+mapfile -t executables < <(grep -E '"profile":\{[^}]*"test":true' <<<"$json" |
+  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+((${#executables[@]})) || die "no test executables were built for $TARGET"
 
-# --- run ---------------------------------------------------------------------------------------
+LOGS=$WINE_DIR/logs
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+# Runs one test binary under wine; its exit status goes to LOGS/NAME.status.
+run_one() {
+  local exe=$1 name
+  name=$(basename "$exe" .exe)
+  local status=0
+  timeout --kill-after=10 "$WINE_TIMEOUT" "$WINE" "$exe" </dev/null >"$LOGS/$name.log" 2>&1 ||
+    status=$?
+  echo "$status" >"$LOGS/$name.status"
+}
+note "running ${#executables[@]} test binaries under wine, $WINE_JOBS at a time (timeout ${WINE_TIMEOUT}s each)"
+running=0
+for exe in "${executables[@]}"; do
+  if ((running >= WINE_JOBS)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  run_one "$exe" &
+  running=$((running + 1))
+done
+wait
+
 failures=()
-for entry in "${executables[@]}"; do
-  IFS='|' read -r package exe <<<"$entry"
-  name="$package: $(basename "$exe")"
-  note "running $name under wine (timeout ${WINE_TIMEOUT}s)"
-  set +e
-  timeout --kill-after=10 "$WINE_TIMEOUT" "$WINE" "$exe" </dev/null 2>&1 | sed 's/^/    /'
-  status=${PIPESTATUS[0]}
-  set -e
+for exe in "${executables[@]}"; do
+  name=$(basename "$exe" .exe)
+  note "$name:"
+  sed 's/^/    /' "$LOGS/$name.log"
+  status=$(cat "$LOGS/$name.status" 2>/dev/null || echo "no status")
   case $status in
     0) ;;
     124 | 137) failures+=("$name hung: no exit within ${WINE_TIMEOUT}s") ;;

@@ -1,11 +1,14 @@
 //! `mpirun -n N causeway run FILE` on real Open MPI ranks over loopback (the CLI built with its
-//! `mpi` feature; `scripts/mpi.sh` runs this). Every launch runs under `timeout`, so a rank
-//! that hangs fails the test instead of the tier.
+//! `mpi` feature; the test command and `scripts/mpi.sh` run this). Every launch runs under
+//! `timeout`, so a rank that hangs fails the test instead of the tier. One `mpirun` runs at a
+//! time, whatever the test harness's thread count: a launch's ranks already oversubscribe a small
+//! machine, and two launches side by side would race their `--timeout` deadlines.
 #![cfg(feature = "mpi")]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use causeway_cli::scenario::model::DriverKind;
@@ -17,6 +20,9 @@ const LAUNCH_LIMIT: &str = "180";
 
 /// The limit for a run whose `--timeout` is a few seconds: past it, a rank hung.
 const SHORT_LAUNCH_LIMIT: &str = "60";
+
+/// Held for the whole of each `mpirun`, so launches never overlap.
+static ONE_LAUNCH_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("causeway-cli-ranks-{}", std::process::id()));
@@ -54,6 +60,21 @@ fn launch(
     program: &[&str],
     args: &[&str],
 ) -> Output {
+    launch_timed(options, env, limit, ranks, program, args).0
+}
+
+/// [`launch`], and how long `mpirun` ran (not counting the wait for another test's launch).
+fn launch_timed(
+    options: &[&str],
+    env: &[(&str, &str)],
+    limit: &str,
+    ranks: usize,
+    program: &[&str],
+    args: &[&str],
+) -> (Output, Duration) {
+    // A test that failed while holding the lock poisons it; the next launch is still sound.
+    let _only_launch = ONE_LAUNCH_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let started = Instant::now();
     let output = Command::new("timeout")
         .args([limit, "mpirun", "--oversubscribe", "-n", &ranks.to_string()])
         .args(options)
@@ -64,8 +85,9 @@ fn launch(
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
         .expect("mpirun starts (scripts/mpi.sh installs Open MPI)");
+    let elapsed = started.elapsed();
     assert_ne!(output.status.code(), Some(124), "mpirun -n {ranks} {args:?} hung: {output:?}");
-    output
+    (output, elapsed)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -444,9 +466,7 @@ fn a_rank_killed_under_enable_recovery_ends_the_survivor_at_the_deadline() {
         let timeout = TIMEOUT.to_string();
         let args = ["run", file.to_str().expect("utf-8 path"), "--timeout", &timeout];
         let program = ["sh", "-c", &wrapper, "sh", env!("CARGO_BIN_EXE_causeway")];
-        let started = Instant::now();
-        let output = launch(&["--enable-recovery"], &[], "60", 2, &program, &args);
-        let elapsed = started.elapsed();
+        let (output, elapsed) = launch_timed(&["--enable-recovery"], &[], "60", 2, &program, &args);
         let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
         assert!(stdout.contains("rank 0 exited with status 3"), "{case}: {output:?}");
         // The deadline, the end's grace to gather the records, and start-up.

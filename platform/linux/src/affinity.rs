@@ -51,10 +51,17 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn pinning_to_an_allowed_cpu_succeeds_and_nonsense_is_refused() {
         let pinned = std::thread::spawn(|| pin_current_thread(0)).join().unwrap();
         assert_eq!(pinned, Ok(()));
         let huge = std::thread::spawn(|| pin_current_thread(1 << 20)).join().unwrap();
         assert_eq!(huge, Err(PinError::NoSuchCpu(1 << 20)));
+    }
+
+    #[test]
+    #[cfg(not(target_os = "linux"))]
+    fn pinning_elsewhere_says_it_is_unsupported() {
+        assert_eq!(pin_current_thread(0), Err(PinError::Unsupported));
     }
 }
