@@ -1,4 +1,5 @@
-# Sourced by the tier scripts: installs missing apt packages, or dies with a clear message.
+# Sourced by the tier scripts: installs missing apt packages, or dies with a clear message; and
+# the helpers the scripts share (their one optional argument, running work a few at a time).
 # The caller defines `die` and `note` (each prefixes its own name).
 
 # apt_install WHAT PACKAGE... — WHAT names the tools for the message when apt-get is absent.
@@ -39,4 +40,21 @@ tier_arguments() {
     --setup-only) setup_only=true ;;
     *) die "unknown argument $1 (usage: $script [--setup-only])" ;;
   esac
+}
+
+# at_most JOBS FUNCTION ITEM... — runs FUNCTION ITEM for every item, JOBS of them at a time, and
+# returns when all have ended. FUNCTION records its own outcome (the callers write a file per
+# item), so a failing item neither stops the others nor fails this call.
+at_most() {
+  local jobs=$1 function=$2 running=0 item
+  shift 2
+  for item in "$@"; do
+    if ((running >= jobs)); then
+      wait -n || true
+      running=$((running - 1))
+    fi
+    "$function" "$item" &
+    running=$((running + 1))
+  done
+  wait || true
 }

@@ -19,6 +19,8 @@ cd "$(dirname "$0")/.."
 
 die() { printf 'fuzz: error: %s\n' "$*" >&2; exit 1; }
 note() { printf 'fuzz: %s\n' "$*"; }
+# shellcheck source=scripts/apt.sh
+source scripts/apt.sh
 
 SECONDS_PER_TARGET=${1:-60}
 [[ $SECONDS_PER_TARGET =~ ^[1-9][0-9]*$ ]] || die "SECONDS must be a positive integer, not '$SECONDS_PER_TARGET'"
@@ -99,16 +101,7 @@ fuzz_one() {
   fi
 }
 
-running=0
-for target in "${targets[@]}"; do
-  if ((running >= FUZZ_JOBS)); then
-    wait -n || true
-    running=$((running - 1))
-  fi
-  fuzz_one "$target" &
-  running=$((running + 1))
-done
-wait
+at_most "$FUZZ_JOBS" fuzz_one "${targets[@]}"
 failed=()
 summary=()
 for target in "${targets[@]}"; do

@@ -102,16 +102,7 @@ run_one() {
   echo "$status" >"$LOGS/$name.status"
 }
 note "running ${#executables[@]} test binaries under wine, $WINE_JOBS at a time (timeout ${WINE_TIMEOUT}s each)"
-running=0
-for exe in "${executables[@]}"; do
-  if ((running >= WINE_JOBS)); then
-    wait -n || true
-    running=$((running - 1))
-  fi
-  run_one "$exe" &
-  running=$((running + 1))
-done
-wait
+at_most "$WINE_JOBS" run_one "${executables[@]}"
 
 failures=()
 for exe in "${executables[@]}"; do

@@ -42,29 +42,18 @@ fn mpirun_within(limit: &str, ranks: usize, args: &[&str]) -> Output {
 
 /// [`mpirun_within`] with `options` for mpirun.
 fn mpirun_with(options: &[&str], limit: &str, ranks: usize, args: &[&str]) -> Output {
-    launch(options, &[], limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args)
+    launch(options, &[], limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args).0
 }
 
 /// [`mpirun_within`] with `env` set for every rank (mpirun passes its environment on to the
 /// ranks it starts on this machine).
 fn mpirun_with_env(env: &[(&str, &str)], limit: &str, ranks: usize, args: &[&str]) -> Output {
-    launch(&[], env, limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args)
+    launch(&[], env, limit, ranks, &[env!("CARGO_BIN_EXE_causeway")], args).0
 }
 
-/// `timeout limit mpirun --oversubscribe -n ranks options… program… args…`, with `env`.
+/// `timeout limit mpirun --oversubscribe -n ranks options… program… args…`, with `env`, and
+/// how long `mpirun` ran (not counting the wait for another test's launch).
 fn launch(
-    options: &[&str],
-    env: &[(&str, &str)],
-    limit: &str,
-    ranks: usize,
-    program: &[&str],
-    args: &[&str],
-) -> Output {
-    launch_timed(options, env, limit, ranks, program, args).0
-}
-
-/// [`launch`], and how long `mpirun` ran (not counting the wait for another test's launch).
-fn launch_timed(
     options: &[&str],
     env: &[(&str, &str)],
     limit: &str,
@@ -466,7 +455,7 @@ fn a_rank_killed_under_enable_recovery_ends_the_survivor_at_the_deadline() {
         let timeout = TIMEOUT.to_string();
         let args = ["run", file.to_str().expect("utf-8 path"), "--timeout", &timeout];
         let program = ["sh", "-c", &wrapper, "sh", env!("CARGO_BIN_EXE_causeway")];
-        let (output, elapsed) = launch_timed(&["--enable-recovery"], &[], "60", 2, &program, &args);
+        let (output, elapsed) = launch(&["--enable-recovery"], &[], "60", 2, &program, &args);
         let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
         assert!(stdout.contains("rank 0 exited with status 3"), "{case}: {output:?}");
         // The deadline, the end's grace to gather the records, and start-up.
