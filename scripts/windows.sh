@@ -36,6 +36,7 @@ PACKAGES=(causeway-platform-windows causeway-core causeway-platform-linux causew
 WINE_JOBS=${WINE_JOBS:-$(nproc)}
 [[ $WINE_JOBS =~ ^[1-9][0-9]*$ ]] || die "WINE_JOBS must be a positive integer, not '$WINE_JOBS'"
 
+# --- set-up ------------------------------------------------------------------------------------
 command -v rustup >/dev/null || die "rustup is required to install the $TARGET target"
 if ! rustup target list --installed | grep -qx "$TARGET"; then
   note "installing rustup target $TARGET"
@@ -85,18 +86,20 @@ cargo clippy --target "$TARGET" "${package_arguments[@]}" --lib --bins --tests -
   die "clippy reports warnings for $TARGET (${PACKAGES[*]})"
 json=$(cargo test --target "$TARGET" "${package_arguments[@]}" --lib --tests --no-run \
   --message-format=json-render-diagnostics) || die "the tests do not build for $TARGET"
+# Test harnesses only (a profile with "test":true): a package's own binaries (the CLI) are built
+# for its integration tests but are not tests.
 mapfile -t executables < <(grep -E '"profile":\{[^}]*"test":true' <<<"$json" |
   sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
 ((${#executables[@]})) || die "no test executables were built for $TARGET"
 
+# --- run ---------------------------------------------------------------------------------------
 LOGS=$WINE_DIR/logs
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 # Runs one test binary under wine; its exit status goes to LOGS/NAME.status.
 run_one() {
-  local exe=$1 name
+  local exe=$1 name status=0
   name=$(basename "$exe" .exe)
-  local status=0
   timeout --kill-after=10 "$WINE_TIMEOUT" "$WINE" "$exe" </dev/null >"$LOGS/$name.log" 2>&1 ||
     status=$?
   echo "$status" >"$LOGS/$name.status"
