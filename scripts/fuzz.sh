@@ -8,8 +8,9 @@
 # executions and fails if any target found something; reproducers land in
 # fuzz/artifacts/<target>/.
 #
-# Installs what it needs when missing (the nightly toolchain through rustup, cargo-fuzz through
-# cargo install --locked) and fails with a clear message when something cannot be had.
+# Installs what it needs when missing (the pinned nightly of scripts/nightly.sh through rustup,
+# cargo-fuzz through cargo install --locked) and fails with a clear message when something
+# cannot be had.
 #
 # Usage: scripts/fuzz.sh [SECONDS]
 # Environment: FUZZ_TIMEOUT (seconds one input may take, default 10), FUZZ_RSS_MB (memory limit
@@ -31,11 +32,10 @@ WORK_CORPUS=$FUZZ_DIR/target/fuzz-corpus
 LOGS=$FUZZ_DIR/target/fuzz-logs
 
 # --- set-up ------------------------------------------------------------------------------------
-command -v rustup >/dev/null || die "rustup is required to install the nightly toolchain cargo-fuzz needs"
-if ! rustup toolchain list | grep -q '^nightly'; then
-  note "installing the nightly toolchain (libFuzzer's sanitizer flags are nightly-only)"
-  rustup toolchain install nightly --profile minimal || die "could not install the nightly toolchain"
-fi
+# libFuzzer's sanitizer flags are nightly-only: the pinned nightly builds and runs the targets.
+# shellcheck source=scripts/nightly.sh
+source scripts/nightly.sh
+install_nightly
 if ! cargo fuzz --version >/dev/null 2>&1; then
   note "installing cargo-fuzz"
   cargo install cargo-fuzz --locked || die "could not install cargo-fuzz"
@@ -47,10 +47,10 @@ cd "$FUZZ_DIR"
 # The root style checks cover the root workspace only; this one is linted here.
 cargo fmt -- --check || die "$FUZZ_DIR is not rustfmt-formatted"
 cargo clippy --all-targets -- -D warnings || die "clippy reports warnings in $FUZZ_DIR"
-mapfile -t targets < <(cargo +nightly fuzz list)
+mapfile -t targets < <(cargo "+$NIGHTLY" fuzz list)
 ((${#targets[@]})) || die "cargo fuzz list found no targets in $FUZZ_DIR"
 note "building ${targets[*]}"
-cargo +nightly fuzz build || die "the fuzz targets do not build"
+cargo "+$NIGHTLY" fuzz build || die "the fuzz targets do not build"
 cd ..
 
 # --- run ---------------------------------------------------------------------------------------
@@ -75,14 +75,14 @@ fuzz_one() {
   # Every past finding is replayed first: a fixed one must stay fixed.
   if [[ -d $FUZZ_DIR/regressions/$target ]]; then
     note "replaying $target's regressions"
-    (cd "$FUZZ_DIR" && cargo +nightly fuzz run "$target" regressions/"$target"/* -- \
+    (cd "$FUZZ_DIR" && cargo "+$NIGHTLY" fuzz run "$target" regressions/"$target"/* -- \
       -timeout="$FUZZ_TIMEOUT" -rss_limit_mb="$FUZZ_RSS_MB") >"$LOGS/$target-regressions.log" 2>&1 || {
       echo "$target (regressions)" >>"$LOGS/$target.failed"
       grep -E 'panicked at|ERROR: libFuzzer|SUMMARY' "$LOGS/$target-regressions.log" | sed 's/^/    /' >&2 || true
     }
   fi
   note "running $target for ${SECONDS_PER_TARGET}s (log: $log)"
-  (cd "$FUZZ_DIR" && cargo +nightly fuzz run "$target" "target/fuzz-corpus/$target" -- \
+  (cd "$FUZZ_DIR" && cargo "+$NIGHTLY" fuzz run "$target" "target/fuzz-corpus/$target" -- \
     -max_total_time="$SECONDS_PER_TARGET" -timeout="$FUZZ_TIMEOUT" \
     -rss_limit_mb="$FUZZ_RSS_MB" -print_final_stats=1) >"$log" 2>&1 || status=$?
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")

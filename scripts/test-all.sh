@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test tier causeway has, in order, on a fresh machine or a warm one.
-# Installs what the tiers need when it is missing (rustup targets, nightly Miri) and fails
-# loudly when something cannot be had: no tier is ever skipped silently.
+# Installs what the tiers need when it is missing (the pinned compilers of rust-toolchain.toml and
+# scripts/nightly.sh, rustup targets, Miri) and fails loudly when something cannot be had: no
+# tier is ever skipped silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +42,7 @@ stop_background() {
 trap stop_background EXIT
 passed() { tiers_passed=$((tiers_passed + 1)); }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+note() { printf '%s\n' "$*"; }
 
 CROSS_TARGETS=(thumbv6m-none-eabi thumbv7em-none-eabihf)
 # Every host build selects the whole workspace with the CLI's `mpi` feature: cargo resolves
@@ -53,19 +55,19 @@ export CAUSEWAY_CARGO_SELECTION="${WORKSPACE[*]}"
 # A clean build gains nothing from incremental compilation, and pays for it in time and disk.
 export CARGO_INCREMENTAL=0
 
-step "set-up: rustup targets and nightly Miri"
+step "set-up: the pinned compilers, rustup targets and Miri"
 command -v rustup >/dev/null || die "rustup is required (the cross-target and Miri tiers need it)"
+# rust-toolchain.toml names the compiler; rustup installs it on first use, or here by name.
+rustc --version >/dev/null 2>&1 || rustup toolchain install ||
+  die "could not install the compiler rust-toolchain.toml names"
 for target in "${CROSS_TARGETS[@]}"; do
   if ! rustup target list --installed | grep -qx "$target"; then
     rustup target add "$target" || die "could not install rustup target $target"
   fi
 done
-if ! rustup toolchain list | grep -q '^nightly'; then
-  rustup toolchain install nightly --profile minimal || die "could not install the nightly toolchain for Miri"
-fi
-if ! rustup +nightly component list --installed | grep -q '^miri'; then
-  rustup +nightly component add miri rust-src || die "could not install the nightly miri component"
-fi
+# shellcheck source=scripts/nightly.sh
+source scripts/nightly.sh
+install_nightly miri rust-src
 
 step "set-up: the Vulkan loader, lavapipe, the validation layer and glslang"
 ./scripts/vulkan.sh --setup-only
@@ -140,7 +142,7 @@ loom_sets=(
   "-p causeway-driver-npu --no-default-features --test loom_ring"
   "-p causeway-device --test loom_run_claim --test loom_wait_gate --test loom_phase"
 )
-cargo +nightly miri test -p causeway-core --lib --no-run
+cargo "+$NIGHTLY" miri test -p causeway-core --lib --no-run
 for set in "$longest_loom_set" "${loom_sets[@]}"; do
   # shellcheck disable=SC2086 # $set is a list of cargo arguments
   loom_test $set --no-run
@@ -150,7 +152,7 @@ mkdir -p target/tier-logs
 loom_test $longest_loom_set >target/tier-logs/loom-runtime.log 2>&1 &
 background_pid=$!
 background_started=$SECONDS
-cargo +nightly miri test -p causeway-core --lib
+cargo "+$NIGHTLY" miri test -p causeway-core --lib
 passed
 for set in "${loom_sets[@]}"; do
   # shellcheck disable=SC2086
