@@ -39,7 +39,6 @@
 //! [`Work::Execute`] — are the backend's. Of memory operations a backend sees only the native
 //! half ([`MemoryOp`]): the quota, the death frontiers and the choice of block stay here.
 
-use std::error::Error;
 use std::fmt;
 use std::time::Instant;
 
@@ -49,14 +48,14 @@ use causeway_core::reuse::BlockId;
 use causeway_core::semaphore::Failure;
 use heapless::Vec as FixedVec;
 
+use crate::config::QueueConfig;
+use crate::device::DeviceShared;
+use crate::error::DriverError;
+use crate::error::SubmitError;
+use crate::ids::{QueueId, SemaphoreId};
+use crate::limits::MAX_WAITS;
 use crate::op::{OpEvent, OpStatus, Work};
 use crate::queue::QueueShared;
-use crate::{DeviceShared, QueueConfig, QueueId, SemaphoreId, SubmitError, MAX_WAITS};
-
-/// A driver registered with a device ([`DeviceBuilder::driver`](crate::DeviceBuilder::driver));
-/// queues name theirs in [`QueueConfig::driver`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct DriverId(pub u32);
 
 /// What a backend's queues can do natively.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,37 +149,6 @@ pub enum MemoryOp {
         /// The block.
         block: BlockId,
     },
-}
-
-/// Why a driver could not open a queue (its own error inside).
-#[derive(Debug)]
-pub struct DriverError {
-    driver: &'static str,
-    source: Box<dyn Error + Send + Sync>,
-}
-
-impl DriverError {
-    /// `driver`'s error `source`.
-    pub fn new(driver: &'static str, source: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
-        DriverError { driver, source: source.into() }
-    }
-
-    /// The driver's name ([`Backend::name`]).
-    pub fn driver(&self) -> &'static str {
-        self.driver
-    }
-}
-
-impl fmt::Display for DriverError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} driver: {}", self.driver, self.source)
-    }
-}
-
-impl Error for DriverError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&*self.source)
-    }
 }
 
 /// What issuing an operation came to.

@@ -19,7 +19,7 @@ use std::ptr;
 
 use causeway_core::executor::{Process, Woken};
 
-use super::DeviceShared;
+use crate::device::DeviceShared;
 
 thread_local! {
     /// The collector of the drain this thread is in, set by [`collect`] for the length of its

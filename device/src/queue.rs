@@ -106,14 +106,16 @@ use causeway_runtime::FRONTIER_CAPACITY;
 
 use crate::backend::{DeviceContext, Issue, Issued, MemoryOp, QueueWaiters};
 use crate::clock;
+use crate::device::DeviceShared;
 use crate::hand_off::{self, Collector};
+use crate::ids::QueueId;
 use crate::memory::{AllocationId, Backing, Commit};
-use crate::op::{OpBody, OpEvent, OpSlot, OpStatus, Work};
+use crate::op::{OpEvent, OpStatus, Work};
 use crate::phase::{QueuePhase, Running, TakeOver};
 use crate::prefetch;
 use crate::run_claim::{Cancellers, Claimed, RunClaim};
+use crate::slot::{OpBody, OpSlot};
 use crate::speculation::{CancelReport, LineageCell, LineageFrontier, LineageSignals};
-use crate::{DeviceShared, QueueId};
 
 /// Operations one drain call runs before yielding the worker to other processes.
 const OPS_PER_DRAIN: usize = 32;

@@ -26,29 +26,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use causeway_core::semaphore::{HistoryEntry, Semaphore, SlotCountError};
 use causeway_core::unpoisoned::{Mutex, MutexGuard};
 
-use super::queue::QueueShared;
-use super::{DeviceSemaphore, Resource, SemaphoreConfig};
-
-/// A semaphore of a device: its slot and the slot's generation (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SemaphoreId {
-    index: u32,
-    generation: u32,
-}
-
-impl SemaphoreId {
-    /// The slot (declared semaphores are numbered from 0 in declaration order; the pool's
-    /// slots follow them).
-    pub fn index(self) -> usize {
-        self.index as usize
-    }
-}
-
-impl fmt::Display for SemaphoreId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "semaphore {} (generation {})", self.index, self.generation / 2)
-    }
-}
+use crate::config::SemaphoreConfig;
+use crate::error::Resource;
+use crate::ids::SemaphoreId;
+use crate::limits::DeviceSemaphore;
+use crate::queue::QueueShared;
 
 /// Why a pooled semaphore could not be created or destroyed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,7 +142,7 @@ impl SemaphoreTable {
 
     /// The ID of declared semaphore `index`.
     pub(crate) fn declared(index: usize) -> SemaphoreId {
-        SemaphoreId { index: index as u32, generation: 1 }
+        SemaphoreId::new(index as u32, 1)
     }
 
     /// Slots in all (declared and pooled).
@@ -178,7 +160,7 @@ impl SemaphoreTable {
         // Acquire pairs with the Release increment in `create`: the reset state is visible.
         self.generations
             .get(id.index())
-            .is_some_and(|word| word.load(Ordering::Acquire) == id.generation)
+            .is_some_and(|word| word.load(Ordering::Acquire) == id.generation())
     }
 
     /// The live semaphore `id` names.
@@ -216,7 +198,7 @@ impl SemaphoreTable {
         // Release pairs with the Acquire load in `is_live`: the reset is visible to whoever
         // sees the new generation.
         let generation = word.fetch_add(1, Ordering::Release) + 1;
-        Ok(SemaphoreId { index, generation })
+        Ok(SemaphoreId::new(index, generation))
     }
 
     /// The first retiring slot every operation before whose destruction has retired, taken
@@ -268,8 +250,8 @@ impl SemaphoreTable {
         // AcqRel: Release orders the death before the snapshots below; a submitter that reads
         // the word under its queue's submit lock after the snapshot took that lock sees it.
         word.compare_exchange(
-            id.generation,
-            id.generation + 1,
+            id.generation(),
+            id.generation() + 1,
             Ordering::AcqRel,
             Ordering::Relaxed,
         )
@@ -282,7 +264,7 @@ impl SemaphoreTable {
         for (queue, shared) in queues.iter().enumerate() {
             pool.submitted_before[base + queue] = shared.submitted_under_lock();
         }
-        pool.retiring.push_back(id.index);
+        pool.retiring.push_back(id.index() as u32);
         Ok(())
     }
 }

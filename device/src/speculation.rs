@@ -64,7 +64,8 @@ use causeway_core::frontier::Frontier;
 use causeway_runtime::FRONTIER_CAPACITY;
 use heapless::Vec as FixedVec;
 
-use crate::{SemaphoreId, MAX_SIGNALS};
+use crate::ids::SemaphoreId;
+use crate::limits::MAX_SIGNALS;
 
 /// What a cancellation found and did, over every queue of the device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,0 +1,230 @@
+//! Describing a device and starting it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use causeway_core::axis::{Axis, AxisError, Domain};
+use causeway_core::queue::{Capabilities, QueueClock};
+use causeway_core::scope::{Endpoint, Scope};
+use causeway_core::semaphore::Failure;
+use causeway_core::unpoisoned::{Condvar, Mutex};
+use causeway_runtime::{CpuPool, PoolConfig};
+
+use super::shared::{DeviceShared, MemoryState};
+use super::Device;
+use crate::backend::{Backend, DeviceContext, QueueWaiters};
+use crate::config::{QueueConfig, SemaphoreConfig};
+use crate::error::DeviceError;
+use crate::ids::DriverId;
+use crate::ids::SemaphoreId;
+use crate::ids::{allocate_axis, HostCall, HostCallId, QueueId};
+use crate::memory::MemoryPool;
+use crate::op::Observer;
+use crate::queue::QueueShared;
+use crate::semaphores::SemaphoreTable;
+#[cfg(doc)]
+use crate::{Resource, Work, DEFAULT_SEMAPHORE_HISTORY};
+
+/// Collects a device's drivers, queues, semaphores, host functions and memory pool; [`build`]
+/// starts it.
+///
+/// [`build`]: DeviceBuilder::build
+pub struct DeviceBuilder {
+    pool: PoolConfig,
+    queues: Vec<(QueueConfig, Result<Endpoint, AxisError>)>,
+    semaphores: Vec<SemaphoreConfig>,
+    semaphore_pool: Option<(usize, SemaphoreConfig)>,
+    host_calls: Vec<HostCall>,
+    backends: Vec<Box<dyn Backend>>,
+    buffers: usize,
+    quota: u64,
+    allocation_records: Option<usize>,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl DeviceBuilder {
+    /// A device run by a pool built from `pool`, with nothing in it yet.
+    pub fn new(pool: PoolConfig) -> DeviceBuilder {
+        DeviceBuilder {
+            pool,
+            queues: Vec::new(),
+            semaphores: Vec::new(),
+            semaphore_pool: None,
+            host_calls: Vec::new(),
+            backends: Vec::new(),
+            buffers: 0,
+            quota: 0,
+            allocation_records: None,
+            observer: None,
+        }
+    }
+
+    /// Adds a queue (its axis is allocated now, so its endpoint is known before `build`).
+    pub fn queue(&mut self, config: QueueConfig) -> QueueId {
+        let endpoint = allocate_axis(config.machine, Domain::Queue).map(|axis| Endpoint {
+            machine: config.machine,
+            process: 0,
+            device_group: config.device_group,
+            device: config.device,
+            queue: axis.to_bits(),
+        });
+        self.queues.push((config, endpoint));
+        QueueId(self.queues.len() - 1)
+    }
+
+    /// Where queue `id` will sit (for semaphore homes); `None` for an unknown queue or one
+    /// that got no axis.
+    pub fn endpoint(&self, id: QueueId) -> Option<Endpoint> {
+        self.queues.get(id.0).and_then(|(_, endpoint)| endpoint.as_ref().ok().copied())
+    }
+
+    /// Adds a semaphore at `initial`, visible within `scope` of `home`, with
+    /// [`DEFAULT_SEMAPHORE_HISTORY`] history slots.
+    pub fn semaphore(&mut self, initial: u64, scope: Scope, home: Endpoint) -> SemaphoreId {
+        self.semaphore_config(SemaphoreConfig::new(initial, scope, home))
+    }
+
+    /// Adds a semaphore as `config` describes (its history size included).
+    pub fn semaphore_config(&mut self, config: SemaphoreConfig) -> SemaphoreId {
+        self.semaphores.push(config);
+        SemaphoreTable::declared(self.semaphores.len() - 1)
+    }
+
+    /// Gives the device `count` more semaphore slots, configured as `config` (scope, home,
+    /// history; the initial value is given at creation), for
+    /// [`Device::create_semaphore`] and [`Device::destroy_semaphore`] while it runs.
+    pub fn semaphore_pool(&mut self, count: usize, config: SemaphoreConfig) {
+        self.semaphore_pool = Some((count, config));
+    }
+
+    /// Registers a host function for [`Work::Host`].
+    pub fn host_call(
+        &mut self,
+        call: impl Fn() -> Result<(), Failure> + Send + Sync + 'static,
+    ) -> HostCallId {
+        self.host_calls.push(Box::new(call));
+        HostCallId(self.host_calls.len() as u32 - 1)
+    }
+
+    /// Registers a driver; queues name it in [`QueueConfig::driver`]. The first one
+    /// registered is [`DriverId(0)`](DriverId), the default.
+    pub fn driver(&mut self, backend: impl Backend) -> DriverId {
+        self.backends.push(Box::new(backend));
+        DriverId(self.backends.len() as u32 - 1)
+    }
+
+    /// Gives the device `buffers` stream-ordered buffer names sharing a pool of `quota`
+    /// bytes.
+    pub fn memory(&mut self, buffers: usize, quota: u64) {
+        self.buffers = buffers;
+        self.quota = quota;
+    }
+
+    /// How many allocas may be reserved and not yet decommitted at once (default: two per
+    /// buffer name, enough for a buffer re-allocated while its previous dealloca is queued).
+    /// When they are all held a submission waits for a dealloca to run
+    /// ([`Resource::AllocationRecords`]).
+    pub fn allocation_records(&mut self, records: usize) {
+        self.allocation_records = Some(records);
+    }
+
+    /// Reports every operation's start and finish to `observer`.
+    pub fn observer(&mut self, observer: Arc<dyn Observer>) {
+        self.observer = Some(observer);
+    }
+
+    /// Starts the pool and the queue processes.
+    pub fn build(mut self) -> Result<Device, DeviceError> {
+        let mut queues = Vec::with_capacity(self.queues.len());
+        let mut endpoints = Vec::with_capacity(self.queues.len());
+        for (index, (config, endpoint)) in self.queues.iter().enumerate() {
+            if config.capacity == 0 {
+                return Err(DeviceError::ZeroCapacity(QueueId(index)));
+            }
+            let endpoint = (*endpoint).map_err(DeviceError::Axis)?;
+            let axis = Axis::from_bits(endpoint.queue)
+                .ok_or(DeviceError::Axis(AxisError::Exhausted { domain: Domain::Queue }))?;
+            let driver = config.driver.0 as usize;
+            let backend = self
+                .backends
+                .get_mut(driver)
+                .ok_or(DeviceError::UnknownDriver(QueueId(index), config.driver))?;
+            backend
+                .open_queue(QueueId(index), config)
+                .map_err(|error| DeviceError::Driver(QueueId(index), error))?;
+            let capabilities = Capabilities {
+                wait_before_signal: config.wait_before_signal
+                    && backend.capabilities().wait_before_signal,
+            };
+            queues.push(QueueShared::new(
+                index,
+                driver,
+                backend.capabilities().native_waits,
+                QueueClock::new(axis, endpoint, capabilities),
+                config.capacity,
+                self.queues.len(),
+            ));
+            endpoints.push(endpoint);
+        }
+        let workers = self.pool.workers;
+        // Before any queue process runs: the rings' free-slot handshake uses the asymmetric
+        // barrier (see `queue`), which is a fence on both sides until this has registered it.
+        causeway_runtime::barrier::prepare();
+        let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
+        let semaphores =
+            SemaphoreTable::new(&self.semaphores, self.semaphore_pool, self.queues.len()).map_err(
+                |(index, error)| DeviceError::History(SemaphoreTable::declared(index), error),
+            )?;
+        let shared = Box::new(DeviceShared {
+            queues: queues.into_boxed_slice(),
+            endpoints: endpoints.into_boxed_slice(),
+            semaphores,
+            host_calls: self.host_calls.into_boxed_slice(),
+            backends: self.backends.into_boxed_slice(),
+            memory: Mutex::new(MemoryState {
+                pool: MemoryPool::new(
+                    self.quota,
+                    self.buffers,
+                    self.allocation_records.unwrap_or(self.buffers.saturating_mul(2)),
+                ),
+                waiting: QueueWaiters::new(self.queues.len()),
+                record_waiters: 0,
+            }),
+            records_freed: Condvar::new(),
+            observer: self.observer,
+            executor: pool.shared_executor(),
+            workers,
+            start: Instant::now(),
+        });
+        let owned = Box::into_raw(shared);
+        // SAFETY: `owned` came from `Box::into_raw` just above and is freed only in
+        // `Device::drop`, after the pool's workers (the only other holders of references
+        // derived from it) have been joined; nothing moves it in between.
+        let shared: &'static DeviceShared = unsafe { &*owned };
+        let device = Device { pool: Some(pool), shared, owned };
+        for backend in shared.backends.iter() {
+            backend.start(DeviceContext { shared });
+        }
+        for queue in shared.queues.iter() {
+            let process = queue.link(shared);
+            // The queue process is fresh and the pool has just started: submission cannot be
+            // refused.
+            shared.executor.submit(process).expect("a fresh queue process is accepted");
+        }
+        Ok(device)
+    }
+}
+
+impl fmt::Debug for DeviceBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuilder")
+            .field("queues", &self.queues)
+            .field("semaphores", &self.semaphores.len())
+            .field("host_calls", &self.host_calls.len())
+            .field("drivers", &self.backends.iter().map(|b| b.name()).collect::<Vec<_>>())
+            .field("buffers", &self.buffers)
+            .field("quota", &self.quota)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,178 @@
+//! The state a running device shares with its queue processes and drivers, leaked while the
+//! device lives (see [`Device`](crate::Device)).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use causeway_core::frontier::{Frontier, Point};
+use causeway_core::scope::Endpoint;
+use causeway_core::semaphore::Failure;
+use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
+use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
+
+use crate::backend::{Backend, DeviceContext, MemoryOp, QueueWaiters};
+use crate::ids::HostCall;
+use crate::memory::{AllocationId, MemoryPool, Unbacking};
+use crate::op::{Observer, OpEvent, OpStatus};
+use crate::queue::QueueShared;
+use crate::semaphores::SemaphoreTable;
+use crate::slot::OpBody;
+
+pub(crate) struct MemoryState {
+    pub(crate) pool: MemoryPool<FRONTIER_CAPACITY>,
+    /// Queues whose head alloca waits for quota.
+    pub(crate) waiting: QueueWaiters,
+    /// Submitters blocked until an allocation record is freed (see `records_freed`).
+    pub(crate) record_waiters: usize,
+}
+
+/// Everything the queue processes reach; leaked while the device lives (see
+/// [`Device`](super::Device)).
+pub(crate) struct DeviceShared {
+    pub(crate) queues: Box<[QueueShared]>,
+    pub(crate) endpoints: Box<[Endpoint]>,
+    pub(crate) semaphores: SemaphoreTable,
+    pub(crate) host_calls: Box<[HostCall]>,
+    pub(crate) backends: Box<[Box<dyn Backend>]>,
+    pub(crate) memory: Mutex<MemoryState>,
+    /// Signalled (under `memory`) when a decommit or an abandon frees an allocation record
+    /// while a submitter waits for one.
+    pub(crate) records_freed: Condvar,
+    pub(crate) observer: Option<Arc<dyn Observer>>,
+    pub(crate) executor: Arc<HostExecutor<'static>>,
+    pub(crate) workers: usize,
+    pub(crate) start: Instant,
+}
+
+impl DeviceShared {
+    pub(crate) fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Reports `event(now)` to the observer; the clock is read only when someone watches.
+    pub(crate) fn observe(&self, queue: usize, tag: u64, event: impl FnOnce(u64) -> OpEvent) {
+        if let Some(observer) = &self.observer {
+            observer.op_event(queue, tag, event(self.now_ns()));
+        }
+    }
+
+    /// Completes (or fails) `body`'s signals with `status`, then tells the observer the
+    /// operation finished — at the time read *before* the signals: a dependent the signals
+    /// release may start at once on another worker, and the operation's recorded end must
+    /// not come after that start. The clock is read only when someone observes.
+    #[inline]
+    pub(crate) fn finish_and_observe(
+        &self,
+        queue: usize,
+        body: &OpBody,
+        status: OpStatus,
+        worker: usize,
+    ) {
+        let ended_ns = self.observer.as_ref().map(|_| self.now_ns());
+        self.finish_signals(body, status);
+        if let (Some(observer), Some(at_ns)) = (&self.observer, ended_ns) {
+            observer.op_event(queue, body.tag, OpEvent::Finished { worker, at_ns, status });
+        }
+    }
+
+    pub(crate) fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
+        // No caller's code (observer, host function, kernel) runs under this lock, and the
+        // pool's own updates cannot stop half-way, so it stays whole.
+        self.memory.lock()
+    }
+
+    /// What the device knows has completed: every queue's last retired epoch.
+    pub(crate) fn completed_frontier(&self) -> Frontier<FRONTIER_CAPACITY> {
+        let mut completed = Frontier::new();
+        for queue in self.queues.iter() {
+            let epoch = queue.completed_epoch();
+            if epoch > 0 {
+                let axis = queue.submit_axis();
+                completed.insert_or_raise(axis, epoch);
+            }
+        }
+        completed
+    }
+
+    /// The backend of queue `queue`'s driver (checked when the device was built).
+    pub(crate) fn backend(&'static self, queue: &QueueShared) -> &'static dyn Backend {
+        &*self.backends[queue.driver]
+    }
+
+    /// The queue whose operations carry `point`'s axis, if it is one of this device's.
+    pub(crate) fn queue_of(&self, point: Point) -> Option<&QueueShared> {
+        self.queues.iter().find(|queue| queue.submit_axis() == point.axis)
+    }
+
+    /// Runs a dealloca: the owner lets the block's memory go (before the quota counts it
+    /// free, so native memory never runs ahead of the quota), then decommit, then wake queues
+    /// waiting for quota and submitters waiting for a record.
+    pub(crate) fn decommit(&'static self, allocation: AllocationId) -> OpStatus {
+        let unbacking = self.lock_memory().pool.unbacking(allocation);
+        if let Some(Unbacking { block, driver, kept }) = unbacking {
+            // The owner accounts for its own memory: an error here changes nothing above it.
+            let _ = self.backends[driver].memory(MemoryOp::Decommit { block, keep: kept });
+        }
+        let mut memory = self.lock_memory();
+        let status = match memory.pool.decommit(allocation) {
+            Ok(()) => OpStatus::Ok,
+            Err(_) => {
+                // Not committed: nothing was backed, so the owner has nothing to free.
+                let _ = memory.pool.abandon(allocation);
+                OpStatus::Failed(Failure::Aborted)
+            }
+        };
+        memory.waiting.wake_all(DeviceContext { shared: self });
+        self.record_freed(&memory);
+        status
+    }
+
+    /// Gives up an allocation record whose operation will never run its dealloca; its owner
+    /// frees what it backed.
+    pub(crate) fn abandon(&self, allocation: AllocationId) {
+        let mut memory = self.lock_memory();
+        let unbacking = memory.pool.abandon(allocation);
+        self.record_freed(&memory);
+        drop(memory);
+        if let Some(Unbacking { block, driver, .. }) = unbacking {
+            let _ = self.backends[driver].memory(MemoryOp::Release { block });
+        }
+    }
+
+    /// Tells submitters waiting for an allocation record that one may be free. Called with the
+    /// memory lock held, which the waiters check under: no wake-up is lost.
+    pub(crate) fn record_freed(&self, memory: &MemoryState) {
+        if memory.record_waiters > 0 {
+            self.records_freed.notify_all();
+        }
+    }
+
+    /// Blocks until an allocation record is free or `deadline` passes (`false`).
+    pub(crate) fn wait_for_record(&self, deadline: Option<Instant>) -> bool {
+        let mut memory = self.lock_memory();
+        memory.record_waiters += 1;
+        let free = loop {
+            if memory.pool.has_free_record() {
+                break true;
+            }
+            memory = match deadline {
+                None => self.records_freed.wait(memory),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break false;
+                    }
+                    self.records_freed.wait_timeout(memory, deadline - now).0
+                }
+            };
+        };
+        memory.record_waiters -= 1;
+        free
+    }
+
+    /// Completes (or, on failure, fails) every signal of a finished operation.
+    pub(crate) fn finish_signals(&self, body: &OpBody, status: OpStatus) {
+        let signals = body.signals.iter().map(|&(id, value)| (&self.semaphores[id], value));
+        causeway_core::queue::retire(signals, status.result());
+    }
+}

@@ -1,0 +1,353 @@
+//! Submitting an operation: the path the [crate documentation](crate) walks through.
+
+use std::time::{Duration, Instant};
+
+use causeway_core::frontier::Point;
+use causeway_core::queue::{Resolution, SignalRefused, Submitted, WaitError};
+use causeway_core::semaphore::{Arm, Failure, SignalError};
+use causeway_runtime::FRONTIER_CAPACITY;
+use heapless::Vec as FixedVec;
+
+use super::Device;
+use crate::backend::Origin;
+use crate::error::{Rejected, Resource, SubmitError};
+use crate::ids::QueueId;
+use crate::ids::SemaphoreId;
+use crate::limits::{MAX_SIGNALS, MAX_WAITS};
+use crate::memory::AllocationId;
+use crate::op::{Op, Work};
+use crate::queue::QueueShared;
+use crate::receipt::{Receipt, WaitOutcome};
+use crate::slot::{OpBody, OpSlot};
+#[cfg(doc)]
+use crate::{config::QueueConfig, config::SemaphoreConfig, DeviceBuilder};
+
+impl Device {
+    /// Submits `op` to queue `queue`, waiting for room when a bounded resource it needs is
+    /// full (the queue's ring, a signalled semaphore's history, allocation records): room frees
+    /// as earlier work completes, so a long pipeline submitted ahead of execution simply runs
+    /// at the device's pace. Never refuses work for lack of room; see [`try_submit`] for the
+    /// form that does, and [`submit_timeout`] for one that gives up.
+    ///
+    /// Waiting for room can only end if the work holding the room can finish: a submitter must
+    /// not wait for room that only its own later submissions would free. Size the resources
+    /// from the workload ([`QueueConfig::capacity`], [`SemaphoreConfig::history`],
+    /// [`DeviceBuilder::allocation_records`]) — the scenario runner computes them.
+    ///
+    /// [`try_submit`]: Self::try_submit
+    /// [`submit_timeout`]: Self::submit_timeout
+    pub fn submit(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
+        self.submit_until(queue, op, None)
+    }
+
+    /// [`submit`](Self::submit), giving up with [`SubmitError::TimedOut`] when a resource is
+    /// still full after `timeout` (nothing is changed then).
+    pub fn submit_timeout(
+        &self,
+        queue: QueueId,
+        op: &Op<'_>,
+        timeout: Duration,
+    ) -> Result<Receipt, SubmitError> {
+        // A timeout too large to represent as an instant means no deadline.
+        self.submit_until(queue, op, Instant::now().checked_add(timeout))
+    }
+
+    /// Submits `op` without waiting: a full resource refuses it with [`SubmitError::Full`].
+    /// Every refusal hands the operation back, unchanged, beside the reason.
+    pub fn try_submit<'a>(&self, queue: QueueId, op: Op<'a>) -> Result<Receipt, Rejected<'a>> {
+        self.submit_now(queue, &op).map_err(|error| Rejected { op, error })
+    }
+
+    fn submit_until(
+        &self,
+        queue: QueueId,
+        op: &Op<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<Receipt, SubmitError> {
+        loop {
+            match self.submit_now(queue, op) {
+                Err(SubmitError::Full(resource)) => {
+                    if !self.wait_for_room(queue, op, resource, deadline) {
+                        return Err(SubmitError::TimedOut(resource));
+                    }
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// Blocks until `resource` may have room for `op` (then the caller tries again) or
+    /// `deadline` passes (`false`).
+    fn wait_for_room(
+        &self,
+        queue: QueueId,
+        op: &Op<'_>,
+        resource: Resource,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let shared = self.shared;
+        match resource {
+            Resource::QueueSlots { .. } => match shared.queues.get(queue.0) {
+                Some(queue) => queue.wait_for_slot(deadline),
+                None => true,
+            },
+            Resource::History { signal, .. } => {
+                let Some(semaphore) = op.signals.get(signal).map(|&(id, _)| &shared.semaphores[id])
+                else {
+                    return true;
+                };
+                // The history frees a slot exactly when this value is reached; a failure ends
+                // the wait too (the retry then reports it).
+                match semaphore.room_at() {
+                    Some(value) => !matches!(
+                        causeway_runtime::blocking::wait_until(semaphore, value, deadline),
+                        Err(causeway_runtime::blocking::HostWaitError::TimedOut { .. })
+                    ),
+                    None => true,
+                }
+            }
+            Resource::AllocationRecords { .. } => shared.wait_for_record(deadline),
+            // Not a submission's resource: only semaphore creation reports it.
+            Resource::Semaphores { .. } => true,
+        }
+    }
+
+    /// One submission attempt; see the [module documentation](self).
+    fn submit_now(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
+        let shared = self.shared;
+        let queue = shared.queues.get(queue.0).ok_or(SubmitError::UnknownQueue(queue))?;
+        self.check(queue, op)?;
+        let mut side = queue.lock_submit();
+        // Under the submit lock: a semaphore destroyed concurrently is either seen dead here, or
+        // its destruction counts this submission before the slot may be reclaimed (see
+        // `semaphores`).
+        if let Some(&(id, _)) =
+            op.waits.iter().chain(op.signals).find(|&&(id, _)| !shared.semaphores.is_live(id))
+        {
+            return Err(SubmitError::UnknownSemaphore(id));
+        }
+        let index = queue
+            .free_slot()
+            .ok_or(SubmitError::Full(Resource::QueueSlots { capacity: queue.capacity() }))?;
+        let allocation = self.reserve_memory(op.work, queue.driver)?;
+        let mut submission = side.clock.begin();
+        let mut waits = FixedVec::new();
+        let mut origins = [None; MAX_WAITS];
+        for (wait, &(id, value)) in op.waits.iter().enumerate() {
+            let semaphore = &shared.semaphores[id];
+            let resolved = if queue.native {
+                // A device wait stays one only on an operation of a queue of the same driver,
+                // which the driver can wait on natively (see `BackendCapabilities`), and only
+                // for a kernel: the layer's own kinds never reach the driver, so the host holds
+                // them until their values are reached.
+                let native = |origin: Point| {
+                    if !op.work.is_kernel() {
+                        return false;
+                    }
+                    let origin_queue = shared.queue_of(origin);
+                    origins[wait] = origin_queue
+                        .filter(|other| other.driver == queue.driver)
+                        .map(|other| Origin { queue: QueueId(other.index), epoch: origin.epoch });
+                    origins[wait].is_some()
+                };
+                submission
+                    .wait_on_origin(semaphore, value, native)
+                    .map(|(resolution, _)| resolution)
+            } else {
+                submission.wait(semaphore, value)
+            };
+            let outcome = match resolved {
+                Ok(resolution) => WaitOutcome::Resolved(resolution),
+                Err(WaitError::Failed(failure)) => WaitOutcome::Failed(failure),
+                Err(_) => {
+                    self.unreserve_memory(op.work, allocation);
+                    return Err(SubmitError::WaitOutOfScope { wait });
+                }
+            };
+            // Capacity was checked against MAX_WAITS above.
+            let _ = waits.push(outcome);
+        }
+        let signals = op.signals.iter().map(|&(id, value)| (&shared.semaphores[id], value));
+        let submitted = match submission.commit_signalling(signals) {
+            Ok(submitted) => submitted,
+            Err(SignalRefused { index: signal, error }) => {
+                self.unreserve_memory(op.work, allocation);
+                return Err(match error {
+                    SignalError::HistoryFull { capacity } => {
+                        SubmitError::Full(Resource::History { signal, capacity })
+                    }
+                    error => SubmitError::Signal { signal, error },
+                });
+            }
+        };
+        self.place_memory(op.work, allocation, &submitted);
+        let failure = submitted.failure;
+        if failure.is_some() {
+            // A doomed operation imported nothing: it waits for no origin.
+            origins = [None; MAX_WAITS];
+        }
+        let slot = queue.slot(index);
+        // SAFETY: `free_slot` returned `index` with the submit lock held, so the slot is
+        // outside [head, tail) and, by the ring protocol (queue.rs, invariant 1), only this
+        // thread touches its body until `publish`.
+        let body = unsafe { &mut *slot.body.get() };
+        *body = OpBody {
+            tag: op.tag,
+            point: submitted.point,
+            work: op.work,
+            allocation,
+            waits: op.waits.iter().copied().collect(),
+            resolutions: [None; MAX_WAITS],
+            origins,
+            armed: [false; MAX_WAITS],
+            signals: op.signals.iter().copied().collect(),
+            issued: false,
+            issued_status: None,
+            issued_ns: 0,
+        };
+        let (frontier, signals) = queue.lineage(index);
+        // SAFETY: as for the body: the submit lock is held and the slot is unpublished.
+        unsafe {
+            frontier.write(submitted.frontier);
+            signals.write(op.signals.iter().copied().collect());
+        }
+        queue.claim(index).reset();
+        // The submission hold keeps the gate shut while timepoints are armed.
+        slot.gate.count.hold(failure);
+        if failure.is_none() {
+            for (wait, outcome) in waits.iter().enumerate() {
+                let WaitOutcome::Resolved(resolution) = outcome else { continue };
+                body.resolutions[wait] = Some(resolution.resolution);
+                // A native device wait is ordered by the driver, not by the host.
+                let on_host = match resolution.resolution {
+                    Resolution::DeviceWait => body.origins[wait].is_none(),
+                    Resolution::Held => true,
+                    _ => false,
+                };
+                if on_host {
+                    body.armed[wait] = self.arm(slot, wait, body.waits[wait]);
+                }
+            }
+        }
+        for outcome in &waits {
+            if let WaitOutcome::Resolved(resolution) = outcome {
+                side.counts.count(resolution);
+            }
+        }
+        queue.publish(index);
+        drop(side);
+        slot.gate.release();
+        queue.wake();
+        Ok(Receipt {
+            point: submitted.point,
+            frontier: submitted.frontier,
+            waits,
+            failure,
+            failed_signal: submitted.failed_signal,
+        })
+    }
+
+    fn check(&self, queue: &QueueShared, op: &Op<'_>) -> Result<(), SubmitError> {
+        if op.waits.len() > MAX_WAITS {
+            return Err(SubmitError::TooManyWaits(op.waits.len()));
+        }
+        if op.signals.len() > MAX_SIGNALS {
+            return Err(SubmitError::TooManySignals(op.signals.len()));
+        }
+        match op.work {
+            Work::Host(call) if call.0 as usize >= self.shared.host_calls.len() => {
+                Err(SubmitError::UnknownHostCall(call))
+            }
+            Work::Barrier | Work::Host(_) | Work::Alloca { .. } | Work::Dealloca(_) => Ok(()),
+            kernel => self.shared.backend(queue).check(QueueId(queue.index), kernel),
+        }
+    }
+
+    /// Reserves an alloca's record for a queue of `driver`, or releases a dealloca's buffer.
+    fn reserve_memory(
+        &self,
+        work: Work,
+        driver: usize,
+    ) -> Result<Option<AllocationId>, SubmitError> {
+        let mut memory = self.shared.lock_memory();
+        match work {
+            Work::Alloca { buffer, bytes } => match memory.pool.reserve(buffer.0, bytes, driver) {
+                Ok(Some(id)) => Ok(Some(id)),
+                Ok(None) => Err(SubmitError::Full(Resource::AllocationRecords {
+                    capacity: memory.pool.records(),
+                })),
+                Err(error) => Err(SubmitError::Memory(error)),
+            },
+            Work::Dealloca(buffer) => {
+                memory.pool.release(buffer.0).map(Some).map_err(SubmitError::Memory)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Decides which memory a submitted alloca gets, or hands a submitted dealloca's block to
+    /// the reuse table. The freeing operation's frontier is the death frontier: every use of
+    /// the buffer is in its causal past by program structure.
+    fn place_memory(
+        &self,
+        work: Work,
+        allocation: Option<AllocationId>,
+        submitted: &Submitted<FRONTIER_CAPACITY>,
+    ) {
+        let Some(allocation) = allocation else { return };
+        let completed = self.shared.completed_frontier();
+        let mut memory = self.shared.lock_memory();
+        match work {
+            Work::Alloca { .. } => {
+                memory.pool.assign(allocation, &submitted.frontier, &completed);
+            }
+            Work::Dealloca(_) => {
+                memory.pool.retire(allocation, submitted.point, &submitted.frontier)
+            }
+            _ => {}
+        }
+    }
+
+    fn unreserve_memory(&self, work: Work, allocation: Option<AllocationId>) {
+        let Some(allocation) = allocation else { return };
+        let mut memory = self.shared.lock_memory();
+        match work {
+            Work::Alloca { buffer, .. } => {
+                memory.pool.unreserve(buffer.0, allocation);
+                self.shared.record_freed(&memory);
+            }
+            Work::Dealloca(buffer) => memory.pool.unrelease(buffer.0, allocation),
+            _ => {}
+        }
+    }
+
+    /// Arms the slot's timepoint `wait`; true when it was linked (the gate counts it).
+    fn arm(&self, slot: &OpSlot, wait: usize, (id, value): (SemaphoreId, u64)) -> bool {
+        let semaphore = &self.shared.semaphores[id];
+        let timepoint = QueueShared::timepoint(slot, wait);
+        // Invariant 3 of the ring protocol: a previous firing may still be finishing.
+        while timepoint.is_busy() {
+            std::hint::spin_loop();
+        }
+        slot.gate.count.add_wait();
+        // SAFETY: the timepoint lives in the device's leaked storage (pinned, see
+        // `QueueShared::timepoint`) and so does the semaphore; both stay until `drop`, which
+        // cancels every armed timepoint before freeing them.
+        match unsafe { semaphore.arm(timepoint, value) } {
+            Ok(Arm::Armed) => true,
+            Ok(Arm::Ready(outcome)) => {
+                if let Err(failure) = outcome {
+                    slot.gate.record_failure(failure);
+                }
+                slot.gate.count.withdraw_wait();
+                false
+            }
+            Err(_) => {
+                // Unreachable after the busy wait; fail safe rather than hang.
+                slot.gate.record_failure(Failure::Aborted);
+                slot.gate.count.withdraw_wait();
+                false
+            }
+        }
+    }
+}
