@@ -140,7 +140,7 @@ loom_sets=(
   "-p causeway-core --features signal-cancellation --test loom_semaphore --test loom_arena --test loom_executor"
   "-p causeway-driver-cpu --test loom_block"
   "-p causeway-driver-npu --no-default-features --test loom_ring"
-  "-p causeway-device --test loom_run_claim --test loom_wait_gate --test loom_phase"
+  "-p causeway-device --test loom_run_claim --test loom_wait_count --test loom_ownership"
 )
 cargo "+$NIGHTLY" miri test -p causeway-core --lib --no-run
 for set in "$longest_loom_set" "${loom_sets[@]}"; do

@@ -1,5 +1,5 @@
-//! The asymmetric barrier as the self-contained handshake files (`run_claim`, `phase`) use it:
-//! the runtime's (`causeway_runtime::barrier`: a compiler barrier on the frequent side,
+//! The asymmetric barrier as the self-contained handshake files (`queue::run_claim`,
+//! `queue::ownership`) use it: the runtime's (`causeway_runtime::barrier`: a compiler barrier on the frequent side,
 //! `membarrier` on the rare one) in builds, and under loom what both of its sides are
 //! equivalent to, `SeqCst` fences. The loom models include this file beside the one they
 //! check.

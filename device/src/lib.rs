@@ -48,22 +48,19 @@ mod memory;
 mod op;
 mod receipt;
 
-// Lock-free building blocks of a queue, each a protocol of its own (loom-modelled).
-mod gate_count;
+// The asymmetric barrier as the loom-modelled protocols of a queue use it.
 mod handshake_barrier;
-mod phase;
-mod run_claim;
 
 // The driver seam.
 pub mod backend;
 pub mod native_blocks;
 
-// A queue: its slots, its process, speculation and wake hand-off; the semaphore table.
+// A queue (its ring, slots and process, in a folder of its own), speculation and the wake
+// hand-off; the semaphore table.
 mod hand_off;
 mod prefetch;
 mod queue;
 mod semaphores;
-mod slot;
 mod speculation;
 
 // The device: its shared state, its builder, submission and shutdown.

@@ -1,4 +1,4 @@
-//! Loom model of the run claim (`src/run_claim.rs`, compiled here as it is, against loom's
+//! Loom model of the run claim (`src/queue/run_claim.rs`, compiled here as it is, against loom's
 //! atomics, with `SeqCst` fences for the two sides of the asymmetric barrier): every
 //! interleaving of the queue process starting an operation — on the fast path when no walk is
 //! under way, settling on the word when one is — and cancellation walks cancelling it.
@@ -16,7 +16,7 @@
 #[path = "../src/handshake_barrier.rs"]
 mod handshake_barrier;
 #[allow(dead_code)]
-#[path = "../src/run_claim.rs"]
+#[path = "../src/queue/run_claim.rs"]
 mod run_claim;
 
 use causeway_core::speculation::Dependence;
@@ -124,7 +124,7 @@ fn a_start_and_a_cancel_agree_on_one_winner_and_the_work_runs_or_fails_never_bot
                 assert_eq!(started, Ok(()));
                 assert!(ran);
                 assert_eq!(fate.failed(), 0, "a started operation's signals are its own");
-                assert_eq!(claim.ran_on_rejected(), Some(Dependence::Rejected));
+                assert_eq!(claim.speculation(), Some((Dependence::Rejected, true)));
                 assert_eq!(claim.cancelled(), None);
             }
             Claimed::AlreadyDecided => panic!("nothing decided it before"),
@@ -172,7 +172,7 @@ fn of_two_cancellers_and_a_start_one_canceller_decides_and_the_start_sees_its_re
             }
             Claimed::Running => {
                 assert_eq!(started, Ok(()));
-                assert_eq!(claim.ran_on_rejected(), Some(dependence));
+                assert_eq!(claim.speculation(), Some((dependence, true)));
                 assert_eq!(fate.failed(), 0);
             }
             Claimed::AlreadyDecided => unreachable!("filtered above"),

@@ -16,7 +16,6 @@ use crate::memory::{AllocationId, MemoryPool, Unbacking};
 use crate::op::{Observer, OpEvent, OpStatus};
 use crate::queue::QueueShared;
 use crate::semaphores::SemaphoreTable;
-use crate::slot::OpBody;
 
 pub(crate) struct MemoryState {
     pub(crate) pool: MemoryPool<FRONTIER_CAPACITY>,
@@ -53,25 +52,6 @@ impl DeviceShared {
     pub(crate) fn observe(&self, queue: usize, tag: u64, event: impl FnOnce(u64) -> OpEvent) {
         if let Some(observer) = &self.observer {
             observer.op_event(queue, tag, event(self.now_ns()));
-        }
-    }
-
-    /// Completes (or fails) `body`'s signals with `status`, then tells the observer the
-    /// operation finished — at the time read *before* the signals: a dependent the signals
-    /// release may start at once on another worker, and the operation's recorded end must
-    /// not come after that start. The clock is read only when someone observes.
-    #[inline]
-    pub(crate) fn finish_and_observe(
-        &self,
-        queue: usize,
-        body: &OpBody,
-        status: OpStatus,
-        worker: usize,
-    ) {
-        let ended_ns = self.observer.as_ref().map(|_| self.now_ns());
-        self.finish_signals(body, status);
-        if let (Some(observer), Some(at_ns)) = (&self.observer, ended_ns) {
-            observer.op_event(queue, body.tag, OpEvent::Finished { worker, at_ns, status });
         }
     }
 
@@ -168,11 +148,5 @@ impl DeviceShared {
         };
         memory.record_waiters -= 1;
         free
-    }
-
-    /// Completes (or, on failure, fails) every signal of a finished operation.
-    pub(crate) fn finish_signals(&self, body: &OpBody, status: OpStatus) {
-        let signals = body.signals.iter().map(|&(id, value)| (&self.semaphores[id], value));
-        causeway_core::queue::retire(signals, status.result());
     }
 }

@@ -16,9 +16,9 @@ use crate::ids::SemaphoreId;
 use crate::limits::{MAX_SIGNALS, MAX_WAITS};
 use crate::memory::AllocationId;
 use crate::op::{Op, Work};
+use crate::queue::slot::{OpBody, OpSlot};
 use crate::queue::QueueShared;
 use crate::receipt::{Receipt, WaitOutcome};
-use crate::slot::{OpBody, OpSlot};
 #[cfg(doc)]
 use crate::{config::QueueConfig, config::SemaphoreConfig, DeviceBuilder};
 
@@ -188,7 +188,7 @@ impl Device {
         }
         let slot = queue.slot(index);
         // SAFETY: `free_slot` returned `index` with the submit lock held, so the slot is
-        // outside [head, tail) and, by the ring protocol (queue.rs, invariant 1), only this
+        // outside [head, tail) and, by the ring protocol (`queue`, invariant 1), only this
         // thread touches its body until `publish`.
         let body = unsafe { &mut *slot.body.get() };
         *body = OpBody {

@@ -2,7 +2,7 @@
 //! the first failure among them. The gate is open when the count is zero.
 //!
 //! Self-contained on purpose — it names nothing of the crate but this file — so that the loom
-//! model (`tests/loom_wait_gate.rs`) includes it as it is, with loom's atomics in place of
+//! model (`tests/loom_wait_count.rs`) includes it as it is, with loom's atomics in place of
 //! std's.
 //!
 //! # Protocol
@@ -60,17 +60,17 @@ use causeway_core::semaphore::Failure;
 
 /// Outstanding waits of one operation and the first failure among them (see the
 /// [module documentation](self)).
-pub(crate) struct GateCount {
+pub(crate) struct WaitCount {
     /// Outstanding holds: armed waits, plus one while the submitter is still arming.
     pending: AtomicU32,
     /// First failure (see [`Failure::to_word`]); zero for none.
     failure: AtomicU64,
 }
 
-impl GateCount {
+impl WaitCount {
     /// An open gate with no failure.
-    pub(crate) fn new() -> GateCount {
-        GateCount { pending: AtomicU32::new(0), failure: AtomicU64::new(0) }
+    pub(crate) fn new() -> WaitCount {
+        WaitCount { pending: AtomicU32::new(0), failure: AtomicU64::new(0) }
     }
 
     /// The submitter's hold, for a slot about to be published: shuts the gate, with `failure`
@@ -137,14 +137,14 @@ impl GateCount {
 }
 
 // Not under loom: loom's atomics work only inside `loom::model` (the model is
-// `tests/loom_wait_gate.rs`).
+// `tests/loom_wait_count.rs`).
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
     #[test]
     fn the_last_release_opens_and_keeps_the_first_failure() {
-        let count = GateCount::new();
+        let count = WaitCount::new();
         assert!(count.is_open());
         count.hold(None);
         count.add_wait();
@@ -169,7 +169,7 @@ mod tests {
     #[test]
     fn racing_holders_open_once() {
         for _ in 0..2000 {
-            let count = GateCount::new();
+            let count = WaitCount::new();
             count.hold(None);
             count.add_wait();
             count.add_wait();

@@ -2,8 +2,9 @@
 //! taking the queue over, even from a worker stuck in an operation's work.
 //!
 //! Self-contained on purpose — it names nothing of the crate but this file and
-//! `handshake_barrier` — so that the loom model (`tests/loom_phase.rs`) includes it as it is,
-//! with loom's atomics and `SeqCst` fences in place of std's and of the asymmetric barrier.
+//! `handshake_barrier` — so that the loom model (`tests/loom_ownership.rs`) includes it as it
+//! is, with loom's atomics and `SeqCst` fences in place of std's and of the asymmetric
+//! barrier.
 //!
 //! ```text
 //!            enter (a drain starts)            start_work (user work begins)
@@ -90,7 +91,7 @@ pub(crate) enum TakeOver {
 
 /// The phase word, the device's request and what is running; one per queue.
 #[derive(Debug)]
-pub(crate) struct QueuePhase {
+pub(crate) struct RingOwnership {
     /// Idle, Stepping or Working: the queue process's alone (invariant 1).
     state: AtomicU8,
     /// Not asked, asked or taken: the device's alone.
@@ -100,9 +101,9 @@ pub(crate) struct QueuePhase {
     since_ns: AtomicU64,
 }
 
-impl QueuePhase {
-    pub(crate) fn new() -> QueuePhase {
-        QueuePhase {
+impl RingOwnership {
+    pub(crate) fn new() -> RingOwnership {
+        RingOwnership {
             state: AtomicU8::new(IDLE),
             asked: AtomicU8::new(NOT_ASKED),
             tag: AtomicU64::new(0),
@@ -197,7 +198,7 @@ impl QueuePhase {
 }
 
 // Not under loom: loom's atomics work only inside `loom::model` (the model is
-// `tests/loom_phase.rs`).
+// `tests/loom_ownership.rs`).
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -206,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_drain_cycles_through_its_phases() {
-        let phase = QueuePhase::new();
+        let phase = RingOwnership::new();
         assert!(phase.enter());
         phase.start_work(WORK);
         assert!(phase.finish_work());
@@ -221,7 +222,7 @@ mod tests {
 
     #[test]
     fn taking_over_during_work_reports_it_and_stops_the_worker_afterwards() {
-        let phase = QueuePhase::new();
+        let phase = RingOwnership::new();
         assert!(phase.enter());
         phase.start_work(WORK);
         assert_eq!(phase.take_over(), TakeOver::Stuck(WORK));

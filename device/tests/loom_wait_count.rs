@@ -1,4 +1,4 @@
-//! Loom model of the wait gate's count (`src/gate_count.rs`, compiled here as it is, against
+//! Loom model of the wait gate's count (`src/queue/wait_count.rs`, compiled here as it is, against
 //! loom's atomics): every interleaving of the submitter arming and dropping its hold, the
 //! armed waits' holders releasing (each recording a failure first, as a timepoint that fires
 //! on a failed semaphore does) and the queue process reading the gate.
@@ -9,19 +9,19 @@
 //! kept); a slot reused after its gate opened starts from a clean count.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
-//! loom_wait_gate` (the test command's loom tier does).
+//! loom_wait_count` (the test command's loom tier does).
 #![cfg(loom)]
 
 // Only what the models use is called; the rest of the file is the crate's.
 #[allow(dead_code)]
-#[path = "../src/gate_count.rs"]
-mod gate_count;
+#[path = "../src/queue/wait_count.rs"]
+mod wait_count;
 
 use causeway_core::semaphore::Failure;
-use gate_count::GateCount;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
+use wait_count::WaitCount;
 
 /// What the model's threads saw: how many releases opened the gate, and whether each opener
 /// saw a failure recorded.
@@ -32,7 +32,7 @@ struct Seen {
 }
 
 impl Seen {
-    fn released(&self, count: &GateCount, opened: bool) {
+    fn released(&self, count: &WaitCount, opened: bool) {
         if opened {
             self.openers.fetch_add(1, Ordering::Relaxed);
             if count.failure().is_none() {
@@ -44,7 +44,7 @@ impl Seen {
 
 /// A holder of one armed wait: records `failure` (if any), then releases.
 fn spawn_holder(
-    count: &Arc<GateCount>,
+    count: &Arc<WaitCount>,
     seen: &Arc<Seen>,
     failure: Option<Failure>,
 ) -> thread::JoinHandle<()> {
@@ -63,7 +63,7 @@ fn spawn_holder(
 #[test]
 fn one_release_opens_the_gate_and_every_failure_is_seen() {
     loom::model(|| {
-        let count = Arc::new(GateCount::new());
+        let count = Arc::new(WaitCount::new());
         let seen = Arc::new(Seen::default());
         count.hold(None);
         count.add_wait();
@@ -90,7 +90,7 @@ fn one_release_opens_the_gate_and_every_failure_is_seen() {
 #[test]
 fn the_queue_process_reads_the_gate_open_only_after_every_release() {
     loom::model(|| {
-        let count = Arc::new(GateCount::new());
+        let count = Arc::new(WaitCount::new());
         let seen = Arc::new(Seen::default());
         let released = Arc::new(AtomicUsize::new(0));
         count.hold(None);
@@ -134,7 +134,7 @@ fn the_queue_process_reads_the_gate_open_only_after_every_release() {
 #[test]
 fn a_withdrawn_wait_and_a_reused_slot_keep_the_count_exact() {
     loom::model(|| {
-        let count = Arc::new(GateCount::new());
+        let count = Arc::new(WaitCount::new());
         let seen = Arc::new(Seen::default());
         count.hold(None);
         count.add_wait();

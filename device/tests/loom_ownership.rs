@@ -1,5 +1,5 @@
-//! Loom model of the queue phase (`src/phase.rs`, compiled here as it is, against loom's
-//! atomics, with `SeqCst` fences for the two sides of the asymmetric barrier): every
+//! Loom model of a queue's ring ownership (`src/queue/ownership.rs`, compiled here as it is,
+//! against loom's atomics, with `SeqCst` fences for the two sides of the asymmetric barrier): every
 //! interleaving of the queue process draining — entering, running an operation's work,
 //! finishing it, leaving — against the device taking the queue over at shutdown.
 //!
@@ -10,24 +10,24 @@
 //! queue is never entered again and a second take-over says so.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
-//! loom_phase` (the test command's loom tier does).
+//! loom_ownership` (the test command's loom tier does).
 #![cfg(loom)]
 
 // Only what the model uses is called; the rest of the file is the crate's.
 #[path = "../src/handshake_barrier.rs"]
 mod handshake_barrier;
 #[allow(dead_code)]
-#[path = "../src/phase.rs"]
-mod phase;
+#[path = "../src/queue/ownership.rs"]
+mod ownership;
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
-use phase::{QueuePhase, Running, TakeOver};
+use ownership::{RingOwnership, Running, TakeOver};
 
 /// One queue: its phase and a stand-in for its ring.
 struct Queue {
-    phase: QueuePhase,
+    ownership: RingOwnership,
     ring: UnsafeCell<u32>,
 }
 
@@ -47,16 +47,16 @@ const WORK: Running = Running { tag: 7, worker: 0, since_ns: 1 };
 /// One drain of the queue process: bookkeeping, an operation's work (which touches nothing of
 /// the ring), bookkeeping again. Whether it got through.
 fn drain(queue: &Queue) -> bool {
-    if !queue.phase.enter() {
+    if !queue.ownership.enter() {
         return false;
     }
     queue.touch_ring();
-    queue.phase.start_work(WORK);
-    if !queue.phase.finish_work() {
+    queue.ownership.start_work(WORK);
+    if !queue.ownership.finish_work() {
         return false;
     }
     queue.touch_ring();
-    queue.phase.leave();
+    queue.ownership.leave();
     true
 }
 
@@ -65,7 +65,7 @@ fn the_device_and_the_queue_process_never_own_the_ring_at_once() {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(3);
     builder.check(|| {
-        let queue = Arc::new(Queue { phase: QueuePhase::new(), ring: UnsafeCell::new(0) });
+        let queue = Arc::new(Queue { ownership: RingOwnership::new(), ring: UnsafeCell::new(0) });
         let drainer = {
             let queue = Arc::clone(&queue);
             thread::spawn(move || {
@@ -76,7 +76,7 @@ fn the_device_and_the_queue_process_never_own_the_ring_at_once() {
             })
         };
         let taken = loop {
-            match queue.phase.take_over() {
+            match queue.ownership.take_over() {
                 TakeOver::Stepping => thread::yield_now(),
                 taken => break taken,
             }
@@ -90,7 +90,7 @@ fn the_device_and_the_queue_process_never_own_the_ring_at_once() {
             other => panic!("a first take-over found {other:?}"),
         }
         drainer.join().unwrap();
-        assert_eq!(queue.phase.take_over(), TakeOver::Abandoned);
-        assert!(!queue.phase.enter(), "a taken-over queue is never entered again");
+        assert_eq!(queue.ownership.take_over(), TakeOver::Abandoned);
+        assert!(!queue.ownership.enter(), "a taken-over queue is never entered again");
     });
 }

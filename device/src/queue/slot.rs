@@ -10,15 +10,15 @@ use causeway_core::queue::Resolution;
 use causeway_core::semaphore::{Failure, Notify, Outcome, Timepoint};
 use heapless::Vec as FixedVec;
 
+use super::wait_count::WaitCount;
+use super::QueueShared;
 use crate::backend::{NativeWait, Origin};
 use crate::device::DeviceShared;
-use crate::gate_count::GateCount;
 use crate::ids::QueueId;
 use crate::ids::SemaphoreId;
 use crate::limits::{MAX_SIGNALS, MAX_WAITS};
 use crate::memory::AllocationId;
 use crate::op::{OpStatus, Work};
-use crate::queue::QueueShared;
 
 /// The part of a slot written at submission and read by the queue process.
 #[derive(Debug)]
@@ -108,16 +108,16 @@ impl OpBody {
 }
 
 /// Counts an operation's outstanding waits and remembers the first failure among them (see
-/// `gate_count` for the protocol); the notify target of the slot's timepoints.
+/// `wait_count` for the protocol); the notify target of the slot's timepoints.
 pub(crate) struct WaitGate {
-    pub(crate) count: GateCount,
+    pub(crate) count: WaitCount,
     /// The queue to wake when the count reaches zero; set once when the device is built.
     pub(crate) queue: OnceLock<&'static QueueShared>,
 }
 
 impl WaitGate {
     pub(crate) fn new() -> WaitGate {
-        WaitGate { count: GateCount::new(), queue: OnceLock::new() }
+        WaitGate { count: WaitCount::new(), queue: OnceLock::new() }
     }
 
     pub(crate) fn record_failure(&self, failure: Failure) {

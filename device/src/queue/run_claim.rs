@@ -184,11 +184,15 @@ impl RunClaim {
         cancelled(self.state.load(Ordering::Relaxed))
     }
 
-    /// Why a started operation was marked as running on rejected work, if it was.
-    pub(crate) fn ran_on_rejected(&self) -> Option<Dependence> {
+    /// Whether a cancellation found the operation dependent on rejected speculation, and
+    /// why: cancelled before it started (`false`), or marked while it ran (`true`). One read
+    /// of the word, for the operation's ending.
+    pub(crate) fn speculation(&self) -> Option<(Dependence, bool)> {
         match self.state.load(Ordering::Relaxed) {
-            STARTED_REJECTED => Some(Dependence::Rejected),
-            STARTED_CONSERVATIVE => Some(Dependence::Conservative),
+            CANCELLED_REJECTED => Some((Dependence::Rejected, false)),
+            CANCELLED_CONSERVATIVE => Some((Dependence::Conservative, false)),
+            STARTED_REJECTED => Some((Dependence::Rejected, true)),
+            STARTED_CONSERVATIVE => Some((Dependence::Conservative, true)),
             _ => None,
         }
     }
@@ -230,7 +234,7 @@ mod tests {
             assert_eq!(walk.cancel(&claim, Dependence::Rejected), Claimed::AlreadyDecided);
         }
         assert_eq!(claim.cancelled(), None);
-        assert_eq!(claim.ran_on_rejected(), Some(Dependence::Rejected));
+        assert_eq!(claim.speculation(), Some((Dependence::Rejected, true)));
 
         claim.reset();
         {
@@ -238,7 +242,7 @@ mod tests {
             assert_eq!(claim.start(&cancellers), Ok(()), "a start during a walk settles first");
             assert_eq!(walk.cancel(&claim, Dependence::Conservative), Claimed::Running);
         }
-        assert_eq!(claim.ran_on_rejected(), Some(Dependence::Conservative));
+        assert_eq!(claim.speculation(), Some((Dependence::Conservative, true)));
     }
 
     #[test]

@@ -1,0 +1,323 @@
+use std::sync::atomic::Ordering;
+
+use causeway_core::executor::{Drain, DrainContext, Drained};
+use causeway_core::semaphore::Failure;
+use causeway_runtime::contain::{contain, Panicked};
+
+use super::issue::{Ahead, Issuing};
+use super::ownership::Running;
+use super::run_claim::RunClaim;
+use super::slot::{OpBody, OpSlot};
+use super::QueueShared;
+use crate::backend::{DeviceContext, MemoryOp};
+use crate::clock;
+use crate::hand_off::{self, Collector};
+use crate::ids::QueueId;
+use crate::memory::{AllocationId, Backing, Commit};
+use crate::op::{OpEvent, OpStatus, Work};
+use crate::prefetch;
+
+/// Operations one drain call runs before yielding the worker to other processes.
+const OPS_PER_DRAIN: usize = 32;
+
+/// The outcome of trying to run the head operation.
+enum Step {
+    Retired,
+    /// The head was issued to the driver: poll it once (the backend wakes the queue when it
+    /// ends only after a poll found it running).
+    Issued,
+    Blocked,
+    /// The device took the queue over while the operation's work ran: stop, touch nothing.
+    Abandoned,
+}
+
+/// What starting an operation's work came to.
+enum Ran {
+    Finished(OpStatus),
+    /// It cannot start yet (no quota for an alloca, the driver's resource is taken), or the
+    /// driver runs it; the queue is woken when that changes.
+    Waiting,
+    /// A kernel went to the driver, which runs it.
+    Issued,
+    /// Taken over while the work ran.
+    Abandoned,
+}
+
+impl Drain for QueueShared {
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        if !self.ownership.enter() {
+            // Taken over at shutdown: the ring is the device's now.
+            return Drained::Sleep;
+        }
+        let drained = self.drain_entered(cx);
+        if drained.is_some() {
+            self.ownership.leave();
+        }
+        drained.unwrap_or(Drained::Sleep)
+    }
+}
+
+impl QueueShared {
+    /// The drain proper, in the Stepping phase; `None` when the queue was taken over (the
+    /// phase is Abandoned and must stay so).
+    fn drain_entered(&self, cx: &mut DrainContext<'_, '_>) -> Option<Drained> {
+        hand_off::collect(self.device(), |collector| self.drain_collecting(cx, collector))
+    }
+
+    /// The drain loop, with wakes of other queues held back in `collector`.
+    fn drain_collecting(
+        &self,
+        cx: &mut DrainContext<'_, '_>,
+        collector: &Collector,
+    ) -> Option<Drained> {
+        for _ in 0..OPS_PER_DRAIN {
+            let head = self.head.load(Ordering::Relaxed);
+            // Acquire pairs with the Release store in `publish`.
+            let idle = head == self.tail.load(Ordering::Acquire) || {
+                let slot = self.slot(head);
+                // A cancelled head runs nothing: its shut gate is released in `step`.
+                !slot.gate.is_open() && self.claim(head).cancelled().is_none()
+            };
+            if let Some(woken) = collector.take() {
+                if idle {
+                    // This worker is about to be free: the woken queue runs here next.
+                    cx.hand_off(woken);
+                } else {
+                    // Ready work keeps this worker: another one takes the woken queue now.
+                    woken.publish();
+                }
+            }
+            if idle {
+                return Some(Drained::Sleep);
+            }
+            match self.step(head, cx.worker()) {
+                Step::Retired | Step::Issued => {}
+                Step::Blocked => return Some(Drained::Sleep),
+                Step::Abandoned => return None,
+            }
+        }
+        Some(Drained::Progress)
+    }
+
+    /// Runs the head operation if it may run.
+    fn step(&self, head: u64, worker: usize) -> Step {
+        let slot = self.slot(head);
+        let claim = self.claim(head);
+        if !slot.gate.is_open() && (claim.cancelled().is_none() || !self.release_waits(slot)) {
+            return Step::Blocked;
+        }
+        let device = self.device();
+        // Copied out, so no reference into the slot is held while user work runs (ownership
+        // invariant 3: the device may read the slot then).
+        let (issued, issued_status, work, tag, allocation, epoch) = {
+            // SAFETY: the slot is in [head, tail) (checked by the caller with an Acquire load
+            // of `tail`), so by invariant 1 only this queue process touches its body until
+            // `retire`; the shared reference ends with this block.
+            let body = unsafe { &*slot.body.get() };
+            // What it signals is reached right after its work (see `prefetch`). Hinted once,
+            // when the work is about to start: an issued operation's later steps only poll.
+            if !body.issued {
+                for &(semaphore, _) in &body.signals {
+                    prefetch::object(&device.semaphores[semaphore]);
+                }
+            }
+            (
+                body.issued,
+                body.issued_status,
+                body.work,
+                body.tag,
+                body.allocation,
+                body.point.epoch,
+            )
+        };
+        // Failing or cancelling an operation that was not issued ends it without its native
+        // device waits reached: it ends only once their origins have (it imported them, and
+        // the operations after it rely on that), as it would have had it run.
+        let origins_ended =
+            |body: &OpBody| !self.native || body.origins_retired(device, QueueId(self.index));
+        let status = if issued {
+            // Retired only after the operations it waited on natively, so that a failure of
+            // theirs is seen (below) before it completes what it signals.
+            // SAFETY: as above; shared and short-lived.
+            let origins_retired = !self.native
+                || unsafe { &*slot.body.get() }.origins_retired(device, QueueId(self.index));
+            // The driver runs it: done only when it says so.
+            let polled = if origins_retired {
+                issued_status
+                    .or_else(|| device.backend(self).poll(QueueId(self.index), epoch, work))
+            } else {
+                None
+            };
+            match polled {
+                // Native device waits let it run without the host seeing its waits reached:
+                // a wait whose semaphore failed fails it all the same.
+                Some(OpStatus::Ok) => self.failed_wait(slot).map_or(OpStatus::Ok, OpStatus::Failed),
+                Some(status) => status,
+                None => {
+                    return match self.issue_ahead(worker) {
+                        Ahead::Stopped => Step::Blocked,
+                        Ahead::Abandoned => Step::Abandoned,
+                    }
+                }
+            }
+        } else if claim.cancelled().is_some() {
+            // SAFETY: as above; shared and short-lived.
+            if !origins_ended(unsafe { &*slot.body.get() }) {
+                return Step::Blocked;
+            }
+            OpStatus::Cancelled
+        } else {
+            // A semaphore that failed after this operation's wait was decided (an elided wait
+            // on a signal whose operation then failed) still fails every current waiter.
+            if let Some(failure) = self.failed_wait(slot) {
+                slot.gate.record_failure(failure);
+            }
+            let failure = slot.gate.failure();
+            // SAFETY: as above; shared and short-lived.
+            if failure.is_some() && !origins_ended(unsafe { &*slot.body.get() }) {
+                return Step::Blocked;
+            }
+            match failure {
+                // Failing counts as starting: a cancellation either came first or reports it
+                // as having run.
+                Some(failure) => match claim.start(&self.cancellers) {
+                    Ok(()) => OpStatus::Failed(failure),
+                    Err(_) => OpStatus::Cancelled,
+                },
+                None => match self.start(slot, claim, work, tag, allocation, worker) {
+                    Ran::Finished(status) => status,
+                    Ran::Waiting => return Step::Blocked,
+                    Ran::Issued => return Step::Issued,
+                    Ran::Abandoned => return Step::Abandoned,
+                },
+            }
+        };
+        // SAFETY: as above; the queue process owns the slot again (the work is over and the
+        // queue was not taken over), and this is the only reference until `retire` returns.
+        let body = unsafe { &mut *slot.body.get() };
+        self.finish(device, head, body, status, worker);
+        self.retire(head, body);
+        Step::Retired
+    }
+
+    /// The failure of a semaphore the operation in `slot` waits on, if one failed before
+    /// reaching the waited value (a value reached before the failure stays reached).
+    pub(super) fn failed_wait(&self, slot: &OpSlot) -> Option<Failure> {
+        let device = self.device();
+        // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); shared
+        // and short-lived.
+        let body = unsafe { &*slot.body.get() };
+        body.waits
+            .iter()
+            .find_map(|&(semaphore, minimum)| device.semaphores[semaphore].failure_for(minimum))
+    }
+
+    /// Starts the operation's work: the layer's own kinds here, kernels through the driver.
+    fn start(
+        &self,
+        slot: &OpSlot,
+        claim: &RunClaim,
+        work: Work,
+        tag: u64,
+        allocation: Option<AllocationId>,
+        worker: usize,
+    ) -> Ran {
+        let device = self.device();
+        let started =
+            || device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
+        // Kernels are claimed in `issue`, once nothing but the driver stands between them and
+        // running.
+        if !work.is_kernel() && claim.start(&self.cancellers).is_err() {
+            return Ran::Finished(OpStatus::Cancelled);
+        }
+        match work {
+            Work::Barrier => {
+                started();
+                Ran::Finished(OpStatus::Ok)
+            }
+            Work::Alloca { .. } => {
+                let Some(backed) = self.commit(allocation) else { return Ran::Waiting };
+                started();
+                Ran::Finished(backed)
+            }
+            Work::Dealloca(_) => {
+                started();
+                Ran::Finished(match allocation {
+                    Some(allocation) => device.decommit(allocation),
+                    None => OpStatus::Failed(Failure::Aborted),
+                })
+            }
+            Work::Host(call) => {
+                started();
+                // A panicking host function fails its operation (and what it signals) instead
+                // of taking the worker and the queue process down with it.
+                let status = self.run_user_work(tag, worker, || {
+                    match contain(&device.host_calls[call.0 as usize]) {
+                        Ok(Ok(())) => OpStatus::Ok,
+                        Ok(Err(failure)) => OpStatus::Failed(failure),
+                        Err(Panicked) => OpStatus::Failed(Failure::Aborted),
+                    }
+                });
+                status.map_or(Ran::Abandoned, Ran::Finished)
+            }
+            _ => match self.issue(slot, claim, worker) {
+                Issuing::Finished(status) => Ran::Finished(status),
+                // The head is with the driver: the next step polls it and issues what follows.
+                Issuing::Pending => Ran::Issued,
+                Issuing::NotYet => Ran::Waiting,
+                Issuing::Abandoned => Ran::Abandoned,
+                Issuing::Cancelled => Ran::Finished(OpStatus::Cancelled),
+            },
+        }
+    }
+
+    /// Commits an alloca's memory and has its owner back it natively: the alloca's status, or
+    /// `None` when the pool is over quota (the queue is registered to be woken by the next
+    /// decommit).
+    fn commit(&self, allocation: Option<AllocationId>) -> Option<OpStatus> {
+        let Some(allocation) = allocation else { return Some(OpStatus::Ok) };
+        let device = self.device();
+        let mut memory = device.lock_memory();
+        let backing = match memory.pool.commit(allocation) {
+            Commit::Committed(backing) => backing,
+            Commit::OverQuota => {
+                // Registered under the same lock a decommit takes before waking, so the wake
+                // cannot slip between this check and the registration.
+                memory.waiting.register(QueueId(self.index));
+                return None;
+            }
+        };
+        drop(memory);
+        let Some(Backing { block, bytes, driver, release_from }) = backing else {
+            return Some(OpStatus::Ok);
+        };
+        // Outside the memory lock: native allocation may take a while. The block is this
+        // alloca's alone until its dealloca runs, which the alloca's retirement precedes.
+        if let Some(previous) = release_from {
+            let _ = device.backends[previous].memory(MemoryOp::Release { block });
+        }
+        match device.backends[driver].memory(MemoryOp::Commit { block, bytes }) {
+            Ok(()) => Some(OpStatus::Ok),
+            Err(failure) => {
+                let mut memory = device.lock_memory();
+                memory.pool.fail_commit(allocation);
+                // The bytes are back in the quota: queues waiting for it may commit now.
+                memory.waiting.wake_all(DeviceContext { shared: device });
+                Some(OpStatus::Failed(failure))
+            }
+        }
+    }
+
+    /// Runs user work (a kernel on this worker, a host function) in the Working phase, so a
+    /// shutdown can abandon it if it never returns; `None` when it was.
+    pub(crate) fn run_user_work(
+        &self,
+        tag: u64,
+        worker: usize,
+        work: impl FnOnce() -> OpStatus,
+    ) -> Option<OpStatus> {
+        self.ownership.start_work(Running { tag, worker, since_ns: clock::start_ns() });
+        let status = work();
+        self.ownership.finish_work().then_some(status)
+    }
+}

@@ -1,0 +1,214 @@
+//! Kernels to the driver, and issuing them ahead of the head on queues whose driver orders
+//! device waits natively.
+//!
+//! # Issuing ahead
+//!
+//!
+//! On a queue whose driver orders device waits natively (`BackendCapabilities::native_waits`),
+//! a third index, the `cursor`, runs ahead of `head`: operations in `[head, cursor)` are with
+//! the driver, and `head` retires them in order as `Backend::poll` reports them done. While the
+//! head is with the driver, the queue process issues the operation at the cursor when
+//!
+//! - it is a kernel (a layer kind — barrier, host function, memory — stops the cursor until it
+//!   is the head, so it runs after everything before it, on the host);
+//! - its gate is open (its *held* waits are reached; native device waits are not armed) and no
+//!   semaphore it waits on has failed (a failed one stops the cursor; the head fails it, once
+//!   the origins of its device waits have retired: it imported them, and the operations after
+//!   it rely on their having ended);
+//! - every device wait's origin — the operation that signals the value, on a queue of the same
+//!   driver — has been issued to the driver or retired (`issued_through`). A wait issued before
+//!   its origin could block an in-order hardware queue on work queued behind it; the queue
+//!   registers with the origin's queue instead, which wakes it when it issues or retires more.
+//!
+//! `issued_through` has one writer (the queue's process) and is read by other queues'
+//! processes: the writer stores it (Release), then locks `issue_waiters` to wake; a reader that
+//! finds it too low locks `issue_waiters`, registers and reads again, so it either sees the
+//! store or is registered before the writer's wake-up. An operation that retires without
+//! reaching the driver is reported to it (`Backend::completed_on_host`) before
+//! `issued_through` passes it, so the driver's native progress covers every epoch another
+//! queue may wait on. The driver keeps one queue's operations in order on the device (each
+//! waits for its predecessor natively), which the queue clock's elision relies on.
+//!
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::run_claim::RunClaim;
+use super::slot::OpSlot;
+use super::QueueShared;
+use crate::backend::{DeviceContext, Issue, Issued};
+use crate::clock;
+use crate::ids::QueueId;
+use crate::op::OpStatus;
+
+/// What issuing a kernel to the driver came to.
+pub(super) enum Issuing {
+    /// It ran to its end at the head: retire it now.
+    Finished(OpStatus),
+    /// The driver has it (running, or finished ahead of operations still running).
+    Pending,
+    /// Not issued: an origin is not issued yet, or the driver's resource is taken; the queue
+    /// is woken when that changes.
+    NotYet,
+    /// Taken over while the work ran.
+    Abandoned,
+    /// A cancellation came first (`speculation`): not issued, and never will be.
+    Cancelled,
+}
+
+/// Where issuing ahead stopped.
+pub(super) enum Ahead {
+    /// At an operation that is not ready, or at the tail.
+    Stopped,
+    /// The queue was taken over while the work ran.
+    Abandoned,
+}
+
+impl QueueShared {
+    /// Issues the kernel in `slot` (the head, or the cursor on a native queue) to the driver.
+    pub(super) fn issue(&self, slot: &OpSlot, claim: &RunClaim, worker: usize) -> Issuing {
+        let device = self.device();
+        let (tag, work, epoch, waits, elided_waits) = {
+            // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); the
+            // shared reference ends with this block, before any user work runs.
+            let body = unsafe { &*slot.body.get() };
+            if self.native && !body.origins_issued(device, QueueId(self.index)) {
+                // Registered with the origin's queue, which wakes this one when it moves on.
+                return Issuing::NotYet;
+            }
+            (body.tag, body.work, body.point.epoch, body.native_waits(), body.elided_waits())
+        };
+        // Checked again now that the origins are issued: an origin that failed without being
+        // issued failed its signals before its queue moved on (`finish` before
+        // `retire`, whose Release store `origins_issued` acquired), so a failure the caller's
+        // earlier check missed is visible here, and the operation is never handed over.
+        let failed = if self.native { self.failed_wait(slot) } else { None };
+        if let Some(failure) = failed {
+            // It imported its origins: it fails once they have ended, as if it had run.
+            // SAFETY: as above.
+            if !unsafe { &*slot.body.get() }.origins_retired(device, QueueId(self.index)) {
+                return Issuing::NotYet;
+            }
+            // Failing counts as starting, as in `step`.
+            return match claim.start(&self.cancellers) {
+                Ok(()) => Issuing::Finished(OpStatus::Failed(failure)),
+                Err(_) => Issuing::Cancelled,
+            };
+        }
+        if claim.start(&self.cancellers).is_err() {
+            return Issuing::Cancelled;
+        }
+        let mut issue = Issue {
+            queue: self,
+            device,
+            tag,
+            work,
+            waits,
+            elided_waits,
+            epoch,
+            worker,
+            started: false,
+        };
+        let issued = device.backend(self).issue(&mut issue);
+        let status = match issued {
+            Issued::Finished(status) => Some(status),
+            Issued::Pending => None,
+            Issued::Busy => return Issuing::NotYet,
+            Issued::Abandoned(_) => return Issuing::Abandoned,
+        };
+        issue.start();
+        let head = self.head.load(Ordering::Relaxed);
+        // Finished at the head: retired at once, like work run on the worker.
+        if let (Some(status), true) = (status, self.cursor.load(Ordering::Relaxed) == head) {
+            return Issuing::Finished(status);
+        }
+        // SAFETY: the queue process owns the slot (see `step`) and holds no other reference
+        // to it here.
+        let body = unsafe { &mut *slot.body.get() };
+        body.issued = true;
+        body.issued_status = status;
+        body.issued_ns = clock::start_ns();
+        self.cursor.fetch_add(1, Ordering::Relaxed);
+        if self.native {
+            self.advance_issued(epoch);
+        }
+        Issuing::Pending
+    }
+
+    /// On a native queue whose head is with the driver: issues the following kernels whose
+    /// held waits are reached and whose device waits' origins are issued, in order, up to the
+    /// first that is not ready. Anything else — a layer kind, an operation with a failed wait
+    /// — stops the cursor until it is the head, so it runs after everything before it.
+    pub(super) fn issue_ahead(&self, worker: usize) -> Ahead {
+        if !self.native {
+            return Ahead::Stopped;
+        }
+        loop {
+            let cursor = self.cursor.load(Ordering::Relaxed);
+            // Acquire pairs with the Release store in `publish`.
+            if cursor == self.tail.load(Ordering::Acquire) {
+                return Ahead::Stopped;
+            }
+            let slot = self.slot(cursor);
+            if !slot.gate.is_open() || slot.gate.failure().is_some() {
+                return Ahead::Stopped;
+            }
+            // SAFETY: `cursor` is in [head, tail): the queue process owns the body; shared and
+            // short-lived.
+            let work = unsafe { &*slot.body.get() }.work;
+            if !work.is_kernel() || self.failed_wait(slot).is_some() {
+                return Ahead::Stopped;
+            }
+            match self.issue(slot, self.claim(cursor), worker) {
+                Issuing::Pending => {}
+                // Not at the head (the head is pending), so never finished in place; a
+                // cancelled operation retires on the host once it is the head.
+                Issuing::Finished(_) | Issuing::NotYet | Issuing::Cancelled => {
+                    return Ahead::Stopped
+                }
+                Issuing::Abandoned => return Ahead::Abandoned,
+            }
+        }
+    }
+
+    /// Publishes that the operations through `epoch` were issued or retired, and wakes the
+    /// native queues waiting for either (`has_issued_or_waits`, `has_retired_or_waits`).
+    pub(super) fn advance_issued(&self, epoch: u64) {
+        if self.issued_through.load(Ordering::Relaxed) < epoch {
+            // Release pairs with the Acquire loads in `has_issued_or_waits`: an operation
+            // issued from what it reads waits natively on work already handed to the driver.
+            self.issued_through.store(epoch, Ordering::Release);
+        }
+        // Taken after the stores (here and of `completed`): a waiter registers and re-reads
+        // under this lock, so either it sees them or it is registered before this wakes it.
+        let mut waiters = self.issue_waiters.lock();
+        waiters.wake_all(DeviceContext { shared: self.device() });
+    }
+
+    /// Whether operation `epoch` of this queue has retired; if not, `waiter` is registered to
+    /// be woken when more is issued or retired.
+    pub(crate) fn has_retired_or_waits(&self, epoch: u64, waiter: QueueId) -> bool {
+        // `completed` is stored (Release, in `retire`) before `advance_issued` wakes.
+        self.reached_or_waits(&self.completed, epoch, waiter)
+    }
+
+    /// Whether operation `epoch` of this queue has been issued to the driver or retired; if
+    /// not, `waiter` is registered to be woken when more is.
+    pub(crate) fn has_issued_or_waits(&self, epoch: u64, waiter: QueueId) -> bool {
+        self.reached_or_waits(&self.issued_through, epoch, waiter)
+    }
+
+    /// Whether `progress` (an epoch `advance_issued` wakes waiters after storing) has reached
+    /// `epoch`; if not, `waiter` is registered with `issue_waiters`.
+    fn reached_or_waits(&self, progress: &AtomicU64, epoch: u64, waiter: QueueId) -> bool {
+        // Acquire pairs with the Release store of `progress` (in `advance_issued` or `retire`):
+        // an operation issued from what it reads waits on work already handed to the driver.
+        if progress.load(Ordering::Acquire) >= epoch {
+            return true;
+        }
+        let mut waiters = self.issue_waiters.lock();
+        waiters.register(waiter);
+        // Re-read under the lock (see `advance_issued`); a registration that turns out
+        // needless costs one spurious wake.
+        progress.load(Ordering::Acquire) >= epoch
+    }
+}

@@ -1,0 +1,316 @@
+//! The queue process: one immediate process per queue that runs the queue's operations in
+//! submission order, woken directly by whoever makes the head operation runnable.
+//!
+//! # Ring protocol
+//!
+//! Each queue owns a ring of [`OpSlot`]s indexed by two counters: `tail` (next slot to fill,
+//! advanced by submitters under the queue's submit lock) and `head` (next operation to run,
+//! advanced only by the queue process, which as an immediate process has one drainer at a
+//! time). A slot moves through:
+//!
+//! ```text
+//!            submitter (lock held)                queue process
+//!  free ──write body, arm waits──► published ──gate open: run, signal──► retired (= free)
+//!   ▲        (slot ∉ [head, tail))   tail += 1      (slot ∈ [head, tail))     head += 1  │
+//!   └──────────────────────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! Invariants:
+//! 1. The body of a slot in `[head, tail)` is touched only by the queue process; outside it,
+//!    only by the submitter holding the lock. The Release store of `tail` (submit) pairs with
+//!    the queue process's Acquire load, handing the body over; the Release store of `head`
+//!    (retire) pairs with the submitter's Acquire load in its full check, handing it back.
+//! 2. An operation runs only when its wait gate is open: `pending` counts armed timepoints
+//!    plus one *submission hold* that the submitter drops after publishing. Whoever drops
+//!    `pending` to zero wakes the queue process, and a wake during a drain turns that drain's
+//!    `Sleep` into another drain, so an operation whose gate opens is never left unrun.
+//! 3. A retired slot's timepoints have all fired (the gate counted each), but a firing thread
+//!    may still be storing DONE; re-arming therefore waits for `is_busy` to clear.
+//!
+//! Operations run strictly in order: the queue clock's elision of same-queue waits relies on
+//! every earlier operation having finished before a later one starts.
+//!
+//! # An operation's life
+//!
+//! Every operation, whatever its kind and driver, moves through the same states, and every
+//! way it can end goes through one place, [`QueueShared::finish`] (`finish.rs`):
+//!
+//! ```text
+//!          submit: hold, arm waits, publish          last wait released
+//!  free ───────────────────────────────────► waiting ──────────────────► ready
+//!   ▲                                          │                           │ start / issue
+//!   │                                          │ cancel (speculation)      ▼
+//!   │                                          ▼                        running ─► with the driver
+//!   │                                      cancelled                       │            │
+//!   │                                          └──────────► finish ◄───────┴────────────┘
+//!   │                                                         │ signals completed or failed,
+//!   └──────────────── retire (head += 1) ◄────────────────────┘ observer told
+//! ```
+//!
+//! It ends in one of four ways: **ok**; **failed** (a semaphore it waits on failed, or its
+//! work failed); **cancelled** (a rejected speculation claimed it before it started, or the
+//! device shut down before it ran); **aborted** (its work panicked, or was still running when
+//! the device took the queue over at shutdown). Each fails or completes its signals, tells
+//! the observer, and reports a speculation that found it dependent, in that one order.
+//!
+//! The state lives in four words, each with its own writers, rather than one, so that the
+//! common path stays free of compare-and-swaps:
+//!
+//! | word | records | written by |
+//! |---|---|---|
+//! | the gate's [`WaitCount`](wait_count::WaitCount) | waiting → ready, the first failed wait | the submitter, the timepoints that fire |
+//! | the [`RunClaim`](run_claim::RunClaim) | ready → running, or → cancelled | the queue process, a cancellation walk |
+//! | [`OpBody::issued`](slot::OpBody) | running → with the driver | the queue process |
+//! | the queue's [`RingOwnership`](ownership::RingOwnership) | the ring taken over at shutdown | the queue process, the device once |
+//!
+//! A single word would take a read-modify-write from each of its writers, where today the
+//! count's last release, the claim's uncontended start and the ownership's phase changes are
+//! plain stores (see each module).
+//!
+//! # Modules
+//!
+//! - `slot`: a ring entry — the body submission writes, the wait gate its timepoints count
+//!   down; `wait_count`: the gate's count.
+//! - `ring`: the ring's indices, publication and retirement, and waiting for room.
+//! - `drain`: the queue process — a drain, a step of the head operation, the layer's own work.
+//! - `issue`: kernels to the driver, and issuing ahead on queues with native waits.
+//! - `cancel`: speculation's walks over the ring (`run_claim`: who got to an operation first).
+//! - `finish`: the one ending.
+//! - `teardown` and `ownership`: the device taking the ring over at shutdown.
+
+mod cancel;
+mod drain;
+mod finish;
+mod issue;
+mod ownership;
+mod ring;
+mod run_claim;
+pub(crate) mod slot;
+mod teardown;
+mod wait_count;
+
+pub(crate) use teardown::Teardown;
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use causeway_core::axis::Axis;
+use causeway_core::executor::Process;
+use causeway_core::queue::{QueueClock, ResolutionCounts};
+use causeway_core::semaphore::Timepoint;
+use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
+
+use causeway_runtime::FRONTIER_CAPACITY;
+
+use crate::backend::QueueWaiters;
+use crate::device::DeviceShared;
+use crate::hand_off;
+use crate::prefetch;
+use crate::speculation::{LineageCell, LineageFrontier, LineageSignals};
+use ownership::RingOwnership;
+use run_claim::{Cancellers, RunClaim};
+use slot::OpSlot;
+
+/// What the submit path keeps under the queue's lock.
+#[derive(Debug)]
+pub(crate) struct SubmitSide {
+    pub(crate) clock: QueueClock<FRONTIER_CAPACITY>,
+    /// Resolutions of the submitted operations' waits (the clock's own totals also count
+    /// attempts refused for room and retried).
+    pub(crate) counts: ResolutionCounts,
+}
+
+/// One queue: its clock, its ring of operations and its process.
+pub(crate) struct QueueShared {
+    pub(crate) index: usize,
+    /// Its driver's index in the device's backends.
+    pub(crate) driver: usize,
+    /// Whether its driver orders device waits natively (`BackendCapabilities::native_waits`):
+    /// operations are then issued ahead of the head (see "Issuing ahead").
+    pub(crate) native: bool,
+    /// Index of the first operation not yet issued to the driver (`head ≤ cursor ≤ tail`);
+    /// written only by the queue process (or the device after taking the ring over).
+    cursor: AtomicU64,
+    /// Epoch of the last operation issued to the driver or retired: other native queues'
+    /// device waits on this queue may be issued up to it.
+    issued_through: AtomicU64,
+    /// Native queues waiting for `issued_through` to advance.
+    issue_waiters: Mutex<QueueWaiters>,
+    axis: Axis,
+    pub(crate) submit: Mutex<SubmitSide>,
+    head: AtomicU64,
+    tail: AtomicU64,
+    /// Operations in flight at most (`QueueConfig::capacity`).
+    capacity: usize,
+    /// The ring position of operation index `i` is `i & ring_mask`: the ring arrays are
+    /// `capacity` rounded up to a power of two long, so that finding a slot is a mask rather
+    /// than a division (three divisions per operation were a tenth of a signal → start
+    /// hand-over's latency). At most `capacity` operations are in flight (`free_slot`), so
+    /// those in flight never share a position; the extra positions only take turns.
+    ring_mask: u64,
+    slots: Box<[OpSlot]>,
+    /// Each slot's lineage (see `speculation`), apart from the slots and in two arrays: a
+    /// cancellation walks the frontiers in order (small records, no stride over whole slots)
+    /// and reads the signals of the operations it cancelled; nothing else reads them.
+    frontiers: Box<[LineageCell<LineageFrontier>]>,
+    signals: Box<[LineageCell<LineageSignals>]>,
+    /// Each slot's run claim (see `speculation`): two bytes each, in order, so the walk that
+    /// fails what a cancellation claimed reads a few cache lines per thousand operations.
+    claims: Box<[RunClaim]>,
+    /// The cancellation walks under way on this queue (see `run_claim`).
+    cancellers: Cancellers,
+    /// Epoch of the last retired operation (what the device knows is complete).
+    completed: AtomicU64,
+    /// Submitters waiting for a free slot (see "Waiting for a free slot").
+    slot_waiters: AtomicUsize,
+    slot_lock: Mutex<()>,
+    slot_freed: Condvar,
+    /// Whether the queue process or the device owns the ring (see `ownership`).
+    pub(crate) ownership: RingOwnership,
+    process: OnceLock<Process<'static>>,
+    device: OnceLock<&'static DeviceShared>,
+}
+
+impl QueueShared {
+    pub(crate) fn new(
+        index: usize,
+        driver: usize,
+        native: bool,
+        clock: QueueClock<FRONTIER_CAPACITY>,
+        capacity: usize,
+        queues: usize,
+    ) -> QueueShared {
+        let point = causeway_core::frontier::Point::new(clock.axis(), 0);
+        let ring = capacity.checked_next_power_of_two().expect("a queue's ring fits in memory");
+        QueueShared {
+            index,
+            driver,
+            native,
+            cursor: AtomicU64::new(0),
+            issued_through: AtomicU64::new(0),
+            issue_waiters: Mutex::new(QueueWaiters::new(if native { queues } else { 0 })),
+            axis: clock.axis(),
+            submit: Mutex::new(SubmitSide { clock, counts: ResolutionCounts::default() }),
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+            capacity,
+            ring_mask: ring as u64 - 1,
+            slots: (0..ring).map(|_| OpSlot::new(point)).collect(),
+            frontiers: (0..ring).map(|_| LineageCell::new()).collect(),
+            signals: (0..ring).map(|_| LineageCell::new()).collect(),
+            claims: (0..ring).map(|_| RunClaim::new()).collect(),
+            cancellers: Cancellers::new(),
+            completed: AtomicU64::new(0),
+            slot_waiters: AtomicUsize::new(0),
+            slot_lock: Mutex::new(()),
+            slot_freed: Condvar::new(),
+            ownership: RingOwnership::new(),
+            process: OnceLock::new(),
+            device: OnceLock::new(),
+        }
+    }
+
+    /// Second construction phase, once the queue has its final address: points the queue and
+    /// its slots' timepoints back at their owners and creates the process.
+    pub(crate) fn link(&'static self, device: &'static DeviceShared) -> &'static Process<'static> {
+        let _ = self.device.set(device);
+        for slot in self.slots.iter() {
+            let _ = slot.gate.queue.set(self);
+            for timepoint in &slot.timepoints {
+                let _ = timepoint.set(Timepoint::new(&slot.gate));
+            }
+        }
+        self.process.get_or_init(|| Process::new(self, causeway_core::executor::Class::Immediate))
+    }
+
+    pub(crate) fn submit_axis(&self) -> Axis {
+        self.axis
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The ring position of operation index `index`.
+    fn position(&self, index: u64) -> usize {
+        (index & self.ring_mask) as usize
+    }
+
+    pub(crate) fn lock_submit(&self) -> MutexGuard<'_, SubmitSide> {
+        // Only this crate's and core's code runs under this lock (no observer, host function
+        // or kernel), so no caller's panic can interrupt a submission half-way.
+        self.submit.lock()
+    }
+
+    fn device(&self) -> &'static DeviceShared {
+        self.device.get().copied().expect("linked when the device was built")
+    }
+
+    pub(crate) fn slot(&self, index: u64) -> &OpSlot {
+        &self.slots[self.position(index)]
+    }
+
+    /// The lineage of the operation in slot `index` (see `speculation`): its frontier and its
+    /// signals.
+    pub(crate) fn lineage(
+        &self,
+        index: u64,
+    ) -> (&LineageCell<LineageFrontier>, &LineageCell<LineageSignals>) {
+        let at = self.position(index);
+        (&self.frontiers[at], &self.signals[at])
+    }
+
+    /// The run claim of the operation in slot `index` (see `speculation`).
+    pub(crate) fn claim(&self, index: u64) -> &RunClaim {
+        &self.claims[self.position(index)]
+    }
+
+    pub(crate) fn timepoint(slot: &OpSlot, wait: usize) -> Pin<&Timepoint<'static>> {
+        let timepoint = slot.timepoints[wait].get().expect("linked when the device was built");
+        // SAFETY: the slot lives in the device's leaked, never-moved storage until the device
+        // is dropped, so the timepoint is pinned for as long as anyone can reach it.
+        unsafe { Pin::new_unchecked(timepoint) }
+    }
+
+    /// Makes the queue process drain again (a no-op if it is already queued or running).
+    pub(crate) fn wake(&self) {
+        let Some(&device) = self.device.get() else { return };
+        // The same queue, borrowed for as long as the device's storage lives.
+        let this = &device.queues[self.index];
+        if let Some(process) = this.process.get() {
+            hand_off::wake(device, process);
+        }
+    }
+
+    /// Hints into this core's cache what a drain of this queue reads first — its process's
+    /// state, its ring ownership, ring pointers, indices and flags, the head operation's
+    /// gate, body and run claim — for a thread about to wake it and likely to run it next (see `prefetch`).
+    /// One hint per field the drain reads early; the compiler places the fields, so hints that
+    /// land on a line already hinted cost an instruction and nothing more. `head` is read
+    /// without ordering: a stale value only hints the wrong slot.
+    pub(crate) fn prefetch_for_drain(&self) {
+        prefetch::first_line(&self.process);
+        prefetch::first_line(&self.ownership);
+        prefetch::first_line(&self.slots);
+        prefetch::first_line(&self.device);
+        prefetch::first_line(&self.head);
+        prefetch::first_line(&self.native);
+        let head = self.head.load(Ordering::Relaxed);
+        let slot = self.slot(head);
+        prefetch::first_line(&slot.gate);
+        prefetch::object(&slot.body);
+        prefetch::first_line(self.claim(head));
+    }
+}
+
+impl fmt::Debug for QueueShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueShared")
+            .field("index", &self.index)
+            .field("head", &self.head.load(Ordering::Relaxed))
+            .field("tail", &self.tail.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
