@@ -83,7 +83,7 @@ pub use limits::{
 };
 pub use memory::{MemoryError, MemoryStats};
 pub use native_blocks::{NativeBlocks, NativeMemory};
-pub use op::{Observer, Op, OpEvent, OpStatus, Work};
+pub use op::{Kernel, Observer, Op, OpEvent, OpStatus, Work};
 pub use receipt::{Receipt, WaitOutcome};
 pub use semaphores::SemaphoreError;
 pub use speculation::CancelReport;

@@ -45,7 +45,63 @@ impl Work {
     /// Whether it is a kernel kind, issued to the queue's driver (the others are the layer's
     /// own and run on the host).
     pub fn is_kernel(self) -> bool {
-        matches!(self, Work::Spin(_) | Work::Sleep(_) | Work::Execute(_))
+        self.kernel().is_some()
+    }
+
+    /// The kernel it runs on the queue's driver; `None` for the layer's own kinds.
+    pub fn kernel(self) -> Option<Kernel> {
+        self.split().ok()
+    }
+
+    /// Its kernel, for the driver, or its layer kind, run on the host.
+    pub(crate) fn split(self) -> Result<Kernel, LayerWork> {
+        match self {
+            Work::Spin(duration) => Ok(Kernel::Spin(duration)),
+            Work::Sleep(duration) => Ok(Kernel::Sleep(duration)),
+            Work::Execute(buffer) => Ok(Kernel::Execute(buffer)),
+            Work::Barrier => Err(LayerWork::Barrier),
+            Work::Host(call) => Err(LayerWork::Host(call)),
+            Work::Alloca { .. } => Err(LayerWork::Alloca),
+            Work::Dealloca(_) => Err(LayerWork::Dealloca),
+        }
+    }
+}
+
+/// The layer's own kinds of [`Work`], run by the queue process on the host; a driver never
+/// sees one. (An operation's allocation record says which memory its alloca or dealloca is
+/// about.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LayerWork {
+    Barrier,
+    Host(HostCallId),
+    Alloca,
+    Dealloca,
+}
+
+/// The work a driver runs: the kernel kinds of [`Work`], the only ones a
+/// [`Backend`](crate::Backend) is handed. The layer has checked, before a driver sees one,
+/// that the driver runs its kind
+/// ([`timed_kernels`](crate::BackendCapabilities::timed_kernels)) and that its command buffer
+/// exists ([`Backend::command_buffers`](crate::Backend::command_buffers)). Not
+/// `non_exhaustive`, on purpose: a new kind should fail to compile in every driver until it
+/// says what it does with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// Busy-runs for this long ([`Work::Spin`]).
+    Spin(Duration),
+    /// Blocks for this long ([`Work::Sleep`]).
+    Sleep(Duration),
+    /// Executes a command buffer recorded with the driver ([`Work::Execute`]).
+    Execute(CommandBufferId),
+}
+
+impl From<Kernel> for Work {
+    fn from(kernel: Kernel) -> Work {
+        match kernel {
+            Kernel::Spin(duration) => Work::Spin(duration),
+            Kernel::Sleep(duration) => Work::Sleep(duration),
+            Kernel::Execute(buffer) => Work::Execute(buffer),
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
     Backend, BackendCapabilities, BlockId, BufferId, Device, DeviceContext, DriverError, DriverId,
-    Issue, Issued, MemoryOp, Op, OpStatus, QueueConfig, QueueId, SubmitError, Work,
+    Issue, Issued, Kernel, MemoryOp, Op, OpStatus, QueueConfig, QueueId, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -33,32 +33,27 @@ impl LoggingDriver {
 }
 
 impl Backend for LoggingDriver {
+    type Queue = ();
+
     fn name(&self) -> &'static str {
         self.name
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::new(true)
+        BackendCapabilities::new(true).with_timed_kernels()
     }
 
     fn open_queue(&mut self, _: QueueId, _: &QueueConfig) -> Result<(), DriverError> {
         Ok(())
     }
 
-    fn check(&self, _: QueueId, work: Work) -> Result<(), SubmitError> {
-        match work {
-            Work::Spin(_) => Ok(()),
-            _ => Err(SubmitError::Unsupported { driver: self.name }),
-        }
-    }
-
     fn start(&'static self, _: DeviceContext) {}
 
-    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
+    fn issue(&'static self, _: &'static (), issue: &mut Issue<'_>) -> Issued {
         issue.run_here(|| OpStatus::Ok)
     }
 
-    fn poll(&'static self, _: QueueId, _: u64, _: Work) -> Option<OpStatus> {
+    fn poll(&'static self, _: &'static (), _: u64, _: Kernel) -> Option<OpStatus> {
         Some(OpStatus::Ok)
     }
 
@@ -70,7 +65,7 @@ impl Backend for LoggingDriver {
         }
     }
 
-    fn is_running(&self, _: QueueId, _: Work, _: bool) -> bool {
+    fn is_running(&self, _: &(), _: Kernel, _: bool) -> bool {
         false
     }
 

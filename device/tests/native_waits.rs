@@ -17,7 +17,7 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
     Backend, BackendCapabilities, Device, DeviceContext, DriverError, DriverId, Issue, Issued,
-    Observer, Op, OpEvent, OpStatus, Origin, QueueConfig, QueueId, SemaphoreId, SubmitError,
+    Kernel, Observer, Op, OpEvent, OpStatus, Origin, QueueConfig, QueueId, SemaphoreId,
     WaitOutcome, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
@@ -122,23 +122,23 @@ impl OneQueueGpu {
 struct Driver(Arc<OneQueueGpu>);
 
 impl Backend for Driver {
+    /// The queue's id: the hardware keys its timelines by it.
+    type Queue = QueueId;
+
     fn name(&self) -> &'static str {
         "gpu"
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::new(true).with_native_waits()
+        BackendCapabilities::new(true).with_native_waits().with_timed_kernels()
     }
 
-    fn open_queue(&mut self, _queue: QueueId, _config: &QueueConfig) -> Result<(), DriverError> {
-        Ok(())
-    }
-
-    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
-        match work {
-            Work::Spin(_) | Work::Sleep(_) => Ok(()),
-            _ => Err(SubmitError::Unsupported { driver: "gpu" }),
-        }
+    fn open_queue(
+        &mut self,
+        queue: QueueId,
+        _config: &QueueConfig,
+    ) -> Result<QueueId, DriverError> {
+        Ok(queue)
     }
 
     fn start(&'static self, device: DeviceContext) {
@@ -146,8 +146,8 @@ impl Backend for Driver {
         *self.0.thread.lock().unwrap() = Some(thread::spawn(move || gpu.run(device)));
     }
 
-    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
-        let (Work::Spin(duration) | Work::Sleep(duration)) = issue.work() else {
+    fn issue(&'static self, &queue: &'static QueueId, issue: &mut Issue<'_>) -> Issued {
+        let (Kernel::Spin(duration) | Kernel::Sleep(duration)) = issue.kernel() else {
             return Issued::Finished(OpStatus::Failed(Failure::Aborted));
         };
         let mut waits = Vec::new();
@@ -161,7 +161,6 @@ impl Backend for Driver {
         }
         let mut hardware = self.0.hardware.lock().unwrap();
         hardware.native_waits += waits.len() as u64;
-        let queue = issue.queue();
         let in_flight = hardware.in_flight.entry(queue.0).or_default();
         *in_flight += 1;
         let in_flight = *in_flight;
@@ -171,7 +170,7 @@ impl Backend for Driver {
         Issued::Pending
     }
 
-    fn poll(&'static self, queue: QueueId, epoch: u64, _work: Work) -> Option<OpStatus> {
+    fn poll(&'static self, &queue: &'static QueueId, epoch: u64, _: Kernel) -> Option<OpStatus> {
         let hardware = self.0.hardware.lock().unwrap();
         let failed = hardware.failing.contains(&(queue.0, epoch));
         (OneQueueGpu::timeline(&hardware, queue) >= epoch).then_some(if failed {
@@ -181,7 +180,7 @@ impl Backend for Driver {
         })
     }
 
-    fn completed_on_host(&'static self, queue: QueueId, epoch: u64) {
+    fn completed_on_host(&'static self, &queue: &'static QueueId, epoch: u64) {
         let mut hardware = self.0.hardware.lock().unwrap();
         assert_eq!(hardware.in_flight.get(&queue.0).copied().unwrap_or(0), 0, "nothing issued");
         assert!(OneQueueGpu::timeline(&hardware, queue) < epoch, "the timeline only advances");
@@ -189,7 +188,7 @@ impl Backend for Driver {
         self.0.changed.notify_all();
     }
 
-    fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {
+    fn is_running(&self, queue: &QueueId, _: Kernel, _workers_abandoned: bool) -> bool {
         self.0.hardware.lock().unwrap().in_flight.get(&queue.0).is_some_and(|&n| n > 0)
     }
 
@@ -212,28 +211,26 @@ impl Backend for Driver {
 struct OnWorker;
 
 impl Backend for OnWorker {
+    type Queue = ();
+
     fn name(&self) -> &'static str {
         "worker"
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::new(true)
+        BackendCapabilities::new(true).with_timed_kernels()
     }
 
     fn open_queue(&mut self, _queue: QueueId, _config: &QueueConfig) -> Result<(), DriverError> {
         Ok(())
     }
 
-    fn check(&self, _queue: QueueId, _work: Work) -> Result<(), SubmitError> {
-        Ok(())
-    }
-
     fn start(&'static self, _device: DeviceContext) {}
 
-    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
-        let duration = match issue.work() {
-            Work::Spin(duration) | Work::Sleep(duration) => duration,
-            _ => Duration::ZERO,
+    fn issue(&'static self, _: &'static (), issue: &mut Issue<'_>) -> Issued {
+        let duration = match issue.kernel() {
+            Kernel::Spin(duration) | Kernel::Sleep(duration) => duration,
+            Kernel::Execute(_) => Duration::ZERO,
         };
         issue.run_here(|| {
             thread::sleep(duration);
@@ -241,11 +238,11 @@ impl Backend for OnWorker {
         })
     }
 
-    fn poll(&'static self, _queue: QueueId, _epoch: u64, _work: Work) -> Option<OpStatus> {
+    fn poll(&'static self, _: &'static (), _epoch: u64, _: Kernel) -> Option<OpStatus> {
         Some(OpStatus::Failed(Failure::Aborted))
     }
 
-    fn is_running(&self, _queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {
+    fn is_running(&self, _: &(), _: Kernel, _workers_abandoned: bool) -> bool {
         false
     }
 

@@ -16,8 +16,8 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
     Backend, BackendCapabilities, Device, DeviceContext, DeviceError, DriverError, DriverId, Issue,
-    Issued, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId, SubmitError,
-    WaitOutcome, Work,
+    Issued, Kernel, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId,
+    SubmitError, WaitOutcome, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -89,25 +89,31 @@ impl ThreadDriver {
 }
 
 impl Backend for ThreadDriver {
+    /// Its id: the hardware thread reports finished work by queue.
+    type Queue = QueueId;
+
     fn name(&self) -> &'static str {
         self.name
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::new(self.wait_before_signal)
+        BackendCapabilities::new(self.wait_before_signal).with_timed_kernels()
     }
 
-    fn open_queue(&mut self, _queue: QueueId, config: &QueueConfig) -> Result<(), DriverError> {
+    fn open_queue(&mut self, queue: QueueId, config: &QueueConfig) -> Result<QueueId, DriverError> {
         if config.capacity > 1024 {
             return Err(DriverError::new(self.name, "at most 1024 operations in flight"));
         }
-        Ok(())
+        Ok(queue)
     }
 
-    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
-        match work {
-            Work::Spin(_) | Work::Sleep(_) => Ok(()),
-            _ => Err(SubmitError::Unsupported { driver: self.name }),
+    /// A refusal of its own: its hardware thread sleeps at most a second per kernel.
+    fn check(&self, _queue: &QueueId, kernel: Kernel) -> Result<(), SubmitError> {
+        match kernel {
+            Kernel::Sleep(duration) if duration > Duration::from_secs(1) => {
+                Err(SubmitError::Unsupported { driver: self.name })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -115,22 +121,22 @@ impl Backend for ThreadDriver {
         *self.thread.lock().unwrap() = Some(thread::spawn(move || self.run(device)));
     }
 
-    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
-        let (Work::Spin(duration) | Work::Sleep(duration)) = issue.work() else {
+    fn issue(&'static self, &queue: &'static QueueId, issue: &mut Issue<'_>) -> Issued {
+        let (Kernel::Spin(duration) | Kernel::Sleep(duration)) = issue.kernel() else {
             return Issued::Finished(OpStatus::Failed(Failure::Aborted));
         };
         let handed = issue.waits().iter().map(|wait| wait.resolution);
         self.native_waits.lock().unwrap().extend(handed);
-        self.hardware.lock().unwrap().queued.push_back((issue.queue(), duration));
+        self.hardware.lock().unwrap().queued.push_back((queue, duration));
         self.work_ready.notify_one();
         Issued::Pending
     }
 
-    fn poll(&'static self, queue: QueueId, _epoch: u64, _work: Work) -> Option<OpStatus> {
+    fn poll(&'static self, queue: &'static QueueId, _epoch: u64, _: Kernel) -> Option<OpStatus> {
         self.hardware.lock().unwrap().finished.remove(&queue.0)
     }
 
-    fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {
+    fn is_running(&self, &queue: &QueueId, _: Kernel, _workers_abandoned: bool) -> bool {
         let hardware = self.hardware.lock().unwrap();
         hardware.running == Some(queue) || hardware.queued.iter().any(|&(q, _)| q == queue)
     }
@@ -277,8 +283,15 @@ fn work_a_driver_has_no_kernel_for_is_refused_at_submission() {
         work: Work::Execute(causeway_device::CommandBufferId(0)),
         tag: 0,
     };
+    // It recorded no command buffer: the layer refuses, the driver is never asked.
     assert_eq!(
         device.submit(queue, &execute).unwrap_err(),
+        SubmitError::UnknownCommandBuffer(causeway_device::CommandBufferId(0))
+    );
+    // Its own refusal, through `Backend::check`.
+    let long = Op { work: Work::Sleep(Duration::from_secs(2)), ..execute };
+    assert_eq!(
+        device.submit(queue, &long).unwrap_err(),
         SubmitError::Unsupported { driver: "thread" }
     );
     // The layer's own work needs nothing of the driver.

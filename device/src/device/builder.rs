@@ -13,7 +13,7 @@ use causeway_runtime::{CpuPool, PoolConfig};
 
 use super::shared::{DeviceShared, MemoryState};
 use super::Device;
-use crate::backend::{Backend, DeviceContext, QueueWaiters};
+use crate::backend::{Backend, DeviceContext, Driver, DynBackend, QueueWaiters};
 use crate::config::{QueueConfig, SemaphoreConfig};
 use crate::error::DeviceError;
 use crate::ids::DriverId;
@@ -21,7 +21,7 @@ use crate::ids::SemaphoreId;
 use crate::ids::{allocate_axis, HostCall, HostCallId, QueueId};
 use crate::memory::MemoryPool;
 use crate::op::Observer;
-use crate::queue::QueueShared;
+use crate::queue::{DriverKernels, QueueShared};
 use crate::semaphores::SemaphoreTable;
 #[cfg(doc)]
 use crate::{Resource, Work, DEFAULT_SEMAPHORE_HISTORY};
@@ -36,7 +36,7 @@ pub struct DeviceBuilder {
     semaphores: Vec<SemaphoreConfig>,
     semaphore_pool: Option<(usize, SemaphoreConfig)>,
     host_calls: Vec<HostCall>,
-    backends: Vec<Box<dyn Backend>>,
+    backends: Vec<Box<dyn DynBackend>>,
     buffers: usize,
     quota: u64,
     allocation_records: Option<usize>,
@@ -110,7 +110,7 @@ impl DeviceBuilder {
     /// Registers a driver; queues name it in [`QueueConfig::driver`]. The first one
     /// registered is [`DriverId(0)`](DriverId), the default.
     pub fn driver(&mut self, backend: impl Backend) -> DriverId {
-        self.backends.push(Box::new(backend));
+        self.backends.push(Box::new(Driver(backend)));
         DriverId(self.backends.len() as u32 - 1)
     }
 
@@ -137,6 +137,7 @@ impl DeviceBuilder {
     /// Starts the pool and the queue processes.
     pub fn build(mut self) -> Result<Device, DeviceError> {
         let mut queues = Vec::with_capacity(self.queues.len());
+        let mut opened = Vec::with_capacity(self.queues.len());
         let mut endpoints = Vec::with_capacity(self.queues.len());
         for (index, (config, endpoint)) in self.queues.iter().enumerate() {
             if config.capacity == 0 {
@@ -150,17 +151,24 @@ impl DeviceBuilder {
                 .backends
                 .get_mut(driver)
                 .ok_or(DeviceError::UnknownDriver(QueueId(index), config.driver))?;
-            backend
+            let driver_queue = backend
                 .open_queue(QueueId(index), config)
                 .map_err(|error| DeviceError::Driver(QueueId(index), error))?;
+            opened.push(driver_queue);
+            let native = backend.capabilities();
             let capabilities = Capabilities {
-                wait_before_signal: config.wait_before_signal
-                    && backend.capabilities().wait_before_signal,
+                wait_before_signal: config.wait_before_signal && native.wait_before_signal,
+            };
+            let kernels = DriverKernels {
+                driver: backend.name(),
+                timed: native.timed_kernels,
+                command_buffers: backend.command_buffers(),
             };
             queues.push(QueueShared::new(
                 index,
                 driver,
-                backend.capabilities().native_waits,
+                kernels,
+                native.native_waits,
                 QueueClock::new(axis, endpoint, capabilities),
                 config.capacity,
                 self.queues.len(),
@@ -206,8 +214,11 @@ impl DeviceBuilder {
         for backend in shared.backends.iter() {
             backend.start(DeviceContext { shared });
         }
-        for queue in shared.queues.iter() {
-            let process = queue.link(shared);
+        for (queue, opened) in shared.queues.iter().zip(opened) {
+            let driver_queue = shared.backends[queue.driver]
+                .bind(opened)
+                .expect("each queue is bound to the backend that opened it");
+            let process = queue.link(shared, driver_queue);
             // The queue process is fresh and the pool has just started: submission cannot be
             // refused.
             shared.executor.submit(process).expect("a fresh queue process is accepted");

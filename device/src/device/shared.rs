@@ -10,7 +10,7 @@ use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
 
-use crate::backend::{Backend, DeviceContext, MemoryOp, QueueWaiters};
+use crate::backend::{DeviceContext, DynBackend, MemoryOp, QueueWaiters};
 use crate::ids::HostCall;
 use crate::memory::{AllocationId, MemoryPool, Unbacking};
 use crate::op::{Observer, OpEvent, OpStatus};
@@ -32,7 +32,7 @@ pub(crate) struct DeviceShared {
     pub(crate) endpoints: Box<[Endpoint]>,
     pub(crate) semaphores: SemaphoreTable,
     pub(crate) host_calls: Box<[HostCall]>,
-    pub(crate) backends: Box<[Box<dyn Backend>]>,
+    pub(crate) backends: Box<[Box<dyn DynBackend>]>,
     pub(crate) memory: Mutex<MemoryState>,
     /// Signalled (under `memory`) when a decommit or an abandon frees an allocation record
     /// while a submitter waits for one.
@@ -72,11 +72,6 @@ impl DeviceShared {
             }
         }
         completed
-    }
-
-    /// The backend of queue `queue`'s driver (checked when the device was built).
-    pub(crate) fn backend(&'static self, queue: &QueueShared) -> &'static dyn Backend {
-        &*self.backends[queue.driver]
     }
 
     /// The queue whose operations carry `point`'s axis, if it is one of this device's.

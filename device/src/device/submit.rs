@@ -15,7 +15,7 @@ use crate::ids::QueueId;
 use crate::ids::SemaphoreId;
 use crate::limits::{MAX_SIGNALS, MAX_WAITS};
 use crate::memory::AllocationId;
-use crate::op::{Op, Work};
+use crate::op::{Kernel, LayerWork, Op, Work};
 use crate::queue::slot::{OpBody, OpSlot};
 use crate::queue::QueueShared;
 use crate::receipt::{Receipt, WaitOutcome};
@@ -201,7 +201,7 @@ impl Device {
             origins,
             armed: [false; MAX_WAITS],
             signals: op.signals.iter().copied().collect(),
-            issued: false,
+            issued: None,
             issued_status: None,
             issued_ns: 0,
         };
@@ -254,12 +254,22 @@ impl Device {
         if op.signals.len() > MAX_SIGNALS {
             return Err(SubmitError::TooManySignals(op.signals.len()));
         }
-        match op.work {
-            Work::Host(call) if call.0 as usize >= self.shared.host_calls.len() => {
+        match op.work.split() {
+            Err(LayerWork::Host(call)) if call.0 as usize >= self.shared.host_calls.len() => {
                 Err(SubmitError::UnknownHostCall(call))
             }
-            Work::Barrier | Work::Host(_) | Work::Alloca { .. } | Work::Dealloca(_) => Ok(()),
-            kernel => self.shared.backend(queue).check(QueueId(queue.index), kernel),
+            Err(_) => Ok(()),
+            // What no driver should validate on its own: whether it runs the kind at all, and
+            // whether the command buffer exists.
+            Ok(kernel) => match kernel {
+                Kernel::Spin(_) | Kernel::Sleep(_) if !queue.kernels.timed => {
+                    Err(SubmitError::Unsupported { driver: queue.kernels.driver })
+                }
+                Kernel::Execute(buffer) if buffer.0 >= queue.kernels.command_buffers => {
+                    Err(SubmitError::UnknownCommandBuffer(buffer))
+                }
+                _ => queue.driver_queue().check(kernel),
+            },
         }
     }
 

@@ -14,7 +14,7 @@ use crate::clock;
 use crate::hand_off::{self, Collector};
 use crate::ids::QueueId;
 use crate::memory::{AllocationId, Backing, Commit};
-use crate::op::{OpEvent, OpStatus, Work};
+use crate::op::{LayerWork, OpEvent, OpStatus, Work};
 use crate::prefetch;
 
 /// Operations one drain call runs before yielding the worker to other processes.
@@ -116,7 +116,7 @@ impl QueueShared {
             let body = unsafe { &*slot.body.get() };
             // What it signals is reached right after its work (see `prefetch`). Hinted once,
             // when the work is about to start: an issued operation's later steps only poll.
-            if !body.issued {
+            if body.issued.is_none() {
                 for &(semaphore, _) in &body.signals {
                     prefetch::object(&device.semaphores[semaphore]);
                 }
@@ -135,7 +135,7 @@ impl QueueShared {
         // the operations after it rely on that), as it would have had it run.
         let origins_ended =
             |body: &OpBody| !self.native || body.origins_retired(device, QueueId(self.index));
-        let status = if issued {
+        let status = if let Some(kernel) = issued {
             // Retired only after the operations it waited on natively, so that a failure of
             // theirs is seen (below) before it completes what it signals.
             // SAFETY: as above; shared and short-lived.
@@ -143,8 +143,7 @@ impl QueueShared {
                 || unsafe { &*slot.body.get() }.origins_retired(device, QueueId(self.index));
             // The driver runs it: done only when it says so.
             let polled = if origins_retired {
-                issued_status
-                    .or_else(|| device.backend(self).poll(QueueId(self.index), epoch, work))
+                issued_status.or_else(|| self.driver_queue().poll(epoch, kernel))
             } else {
                 None
             };
@@ -225,29 +224,42 @@ impl QueueShared {
         let device = self.device();
         let started =
             || device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
-        // Kernels are claimed in `issue`, once nothing but the driver stands between them and
-        // running.
-        if !work.is_kernel() && claim.start(&self.cancellers).is_err() {
+        let layer_work = match work.split() {
+            // Claimed in `issue`, once nothing but the driver stands between it and running.
+            Ok(kernel) => {
+                return match self.issue(slot, claim, worker, kernel) {
+                    Issuing::Finished(status) => Ran::Finished(status),
+                    // The head is with the driver: the next step polls it and issues what
+                    // follows.
+                    Issuing::Pending => Ran::Issued,
+                    Issuing::NotYet => Ran::Waiting,
+                    Issuing::Abandoned => Ran::Abandoned,
+                    Issuing::Cancelled => Ran::Finished(OpStatus::Cancelled),
+                };
+            }
+            Err(layer_work) => layer_work,
+        };
+        if claim.start(&self.cancellers).is_err() {
             return Ran::Finished(OpStatus::Cancelled);
         }
-        match work {
-            Work::Barrier => {
+        match layer_work {
+            LayerWork::Barrier => {
                 started();
                 Ran::Finished(OpStatus::Ok)
             }
-            Work::Alloca { .. } => {
+            LayerWork::Alloca => {
                 let Some(backed) = self.commit(allocation) else { return Ran::Waiting };
                 started();
                 Ran::Finished(backed)
             }
-            Work::Dealloca(_) => {
+            LayerWork::Dealloca => {
                 started();
                 Ran::Finished(match allocation {
                     Some(allocation) => device.decommit(allocation),
                     None => OpStatus::Failed(Failure::Aborted),
                 })
             }
-            Work::Host(call) => {
+            LayerWork::Host(call) => {
                 started();
                 // A panicking host function fails its operation (and what it signals) instead
                 // of taking the worker and the queue process down with it.
@@ -260,14 +272,6 @@ impl QueueShared {
                 });
                 status.map_or(Ran::Abandoned, Ran::Finished)
             }
-            _ => match self.issue(slot, claim, worker) {
-                Issuing::Finished(status) => Ran::Finished(status),
-                // The head is with the driver: the next step polls it and issues what follows.
-                Issuing::Pending => Ran::Issued,
-                Issuing::NotYet => Ran::Waiting,
-                Issuing::Abandoned => Ran::Abandoned,
-                Issuing::Cancelled => Ran::Finished(OpStatus::Cancelled),
-            },
         }
     }
 

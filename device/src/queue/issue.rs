@@ -38,7 +38,7 @@ use super::QueueShared;
 use crate::backend::{DeviceContext, Issue, Issued};
 use crate::clock;
 use crate::ids::QueueId;
-use crate::op::OpStatus;
+use crate::op::{Kernel, OpStatus};
 
 /// What issuing a kernel to the driver came to.
 pub(super) enum Issuing {
@@ -64,10 +64,17 @@ pub(super) enum Ahead {
 }
 
 impl QueueShared {
-    /// Issues the kernel in `slot` (the head, or the cursor on a native queue) to the driver.
-    pub(super) fn issue(&self, slot: &OpSlot, claim: &RunClaim, worker: usize) -> Issuing {
+    /// Issues `kernel`, the work of the operation in `slot` (the head, or the cursor on a
+    /// native queue), to the driver.
+    pub(super) fn issue(
+        &self,
+        slot: &OpSlot,
+        claim: &RunClaim,
+        worker: usize,
+        kernel: Kernel,
+    ) -> Issuing {
         let device = self.device();
-        let (tag, work, epoch, waits, elided_waits) = {
+        let (tag, epoch, waits, elided_waits) = {
             // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); the
             // shared reference ends with this block, before any user work runs.
             let body = unsafe { &*slot.body.get() };
@@ -75,7 +82,7 @@ impl QueueShared {
                 // Registered with the origin's queue, which wakes this one when it moves on.
                 return Issuing::NotYet;
             }
-            (body.tag, body.work, body.point.epoch, body.native_waits(), body.elided_waits())
+            (body.tag, body.point.epoch, body.native_waits(), body.elided_waits())
         };
         // Checked again now that the origins are issued: an origin that failed without being
         // issued failed its signals before its queue moved on (`finish` before
@@ -101,14 +108,14 @@ impl QueueShared {
             queue: self,
             device,
             tag,
-            work,
+            kernel,
             waits,
             elided_waits,
             epoch,
             worker,
             started: false,
         };
-        let issued = device.backend(self).issue(&mut issue);
+        let issued = self.driver_queue().issue(&mut issue);
         let status = match issued {
             Issued::Finished(status) => Some(status),
             Issued::Pending => None,
@@ -124,7 +131,7 @@ impl QueueShared {
         // SAFETY: the queue process owns the slot (see `step`) and holds no other reference
         // to it here.
         let body = unsafe { &mut *slot.body.get() };
-        body.issued = true;
+        body.issued = Some(kernel);
         body.issued_status = status;
         body.issued_ns = clock::start_ns();
         self.cursor.fetch_add(1, Ordering::Relaxed);
@@ -154,11 +161,13 @@ impl QueueShared {
             }
             // SAFETY: `cursor` is in [head, tail): the queue process owns the body; shared and
             // short-lived.
-            let work = unsafe { &*slot.body.get() }.work;
-            if !work.is_kernel() || self.failed_wait(slot).is_some() {
+            let Some(kernel) = unsafe { &*slot.body.get() }.work.kernel() else {
+                return Ahead::Stopped;
+            };
+            if self.failed_wait(slot).is_some() {
                 return Ahead::Stopped;
             }
-            match self.issue(slot, self.claim(cursor), worker) {
+            match self.issue(slot, self.claim(cursor), worker, kernel) {
                 Issuing::Pending => {}
                 // Not at the head (the head is pending), so never finished in place; a
                 // cancelled operation retires on the host once it is the head.

@@ -59,9 +59,9 @@
 //! | word | records | written by |
 //! |---|---|---|
 //! | the gate's [`WaitCount`](wait_count::WaitCount) | waiting → ready, the first failed wait | the submitter, the timepoints that fire |
-//! | the [`RunClaim`](run_claim::RunClaim) | ready → running, or → cancelled | the queue process, a cancellation walk |
+//! | the [`RunClaim`] | ready → running, or → cancelled | the queue process, a cancellation walk |
 //! | [`OpBody::issued`](slot::OpBody) | running → with the driver | the queue process |
-//! | the queue's [`RingOwnership`](ownership::RingOwnership) | the ring taken over at shutdown | the queue process, the device once |
+//! | the queue's [`RingOwnership`] | the ring taken over at shutdown | the queue process, the device once |
 //!
 //! A single word would take a read-modify-write from each of its writers, where today the
 //! count's last release, the claim's uncontended start and the ownership's phase changes are
@@ -104,7 +104,7 @@ use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
 use causeway_runtime::FRONTIER_CAPACITY;
 
-use crate::backend::QueueWaiters;
+use crate::backend::{DynQueue, QueueWaiters};
 use crate::device::DeviceShared;
 use crate::hand_off;
 use crate::prefetch;
@@ -122,11 +122,28 @@ pub(crate) struct SubmitSide {
     pub(crate) counts: ResolutionCounts,
 }
 
+/// Which kernels a queue's driver runs, read at submission (kept here rather than asked of the
+/// driver on every submission).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DriverKernels {
+    /// The driver's name, for refusals.
+    pub(crate) driver: &'static str,
+    /// Whether it runs the timed stand-ins, spin and sleep.
+    pub(crate) timed: bool,
+    /// Its command buffers: an `Execute` names one below this.
+    pub(crate) command_buffers: u32,
+}
+
 /// One queue: its clock, its ring of operations and its process.
 pub(crate) struct QueueShared {
     pub(crate) index: usize,
     /// Its driver's index in the device's backends.
     pub(crate) driver: usize,
+    /// The driver's queue object, bound to its backend (see `backend::erased`); set once when
+    /// the device is built.
+    driver_queue: OnceLock<Box<dyn DynQueue>>,
+    /// Which kernels its driver runs.
+    pub(crate) kernels: DriverKernels,
     /// Whether its driver orders device waits natively (`BackendCapabilities::native_waits`):
     /// operations are then issued ahead of the head (see "Issuing ahead").
     pub(crate) native: bool,
@@ -177,6 +194,7 @@ impl QueueShared {
     pub(crate) fn new(
         index: usize,
         driver: usize,
+        kernels: DriverKernels,
         native: bool,
         clock: QueueClock<FRONTIER_CAPACITY>,
         capacity: usize,
@@ -187,6 +205,8 @@ impl QueueShared {
         QueueShared {
             index,
             driver,
+            driver_queue: OnceLock::new(),
+            kernels,
             native,
             cursor: AtomicU64::new(0),
             issued_through: AtomicU64::new(0),
@@ -213,9 +233,15 @@ impl QueueShared {
     }
 
     /// Second construction phase, once the queue has its final address: points the queue and
-    /// its slots' timepoints back at their owners and creates the process.
-    pub(crate) fn link(&'static self, device: &'static DeviceShared) -> &'static Process<'static> {
+    /// its slots' timepoints back at their owners, keeps its driver's queue object and
+    /// creates the process.
+    pub(crate) fn link(
+        &'static self,
+        device: &'static DeviceShared,
+        driver_queue: Box<dyn DynQueue>,
+    ) -> &'static Process<'static> {
         let _ = self.device.set(device);
+        let _ = self.driver_queue.set(driver_queue);
         for slot in self.slots.iter() {
             let _ = slot.gate.queue.set(self);
             for timepoint in &slot.timepoints {
@@ -246,6 +272,13 @@ impl QueueShared {
 
     fn device(&self) -> &'static DeviceShared {
         self.device.get().copied().expect("linked when the device was built")
+    }
+
+    /// Its driver's queue object (see `backend::erased`), for as long as the device lives.
+    pub(crate) fn driver_queue(&self) -> &'static dyn DynQueue {
+        // The same queue, borrowed for as long as the device's storage lives.
+        let this = &self.device().queues[self.index];
+        &**this.driver_queue.get().expect("bound when the device was built")
     }
 
     pub(crate) fn slot(&self, index: u64) -> &OpSlot {

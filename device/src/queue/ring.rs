@@ -38,7 +38,6 @@ use causeway_runtime::barrier;
 
 use super::slot::OpBody;
 use super::QueueShared;
-use crate::ids::QueueId;
 
 /// How long a submitter waiting for a retirement watches `head` before it sleeps (see
 /// "Waiting for a free slot").
@@ -149,10 +148,10 @@ impl QueueShared {
 
     pub(super) fn retire(&self, head: u64, body: &mut OpBody) {
         let epoch = body.point.epoch;
-        if self.native && !body.issued {
+        if self.native && body.issued.is_none() {
             // Nothing issued after it (the cursor stops at what is not issued), so its epoch is
             // the next on the queue's native progress.
-            self.device().backend(self).completed_on_host(QueueId(self.index), epoch);
+            self.driver_queue().completed_on_host(epoch);
         }
         // Release pairs with the Acquire load in `completed_epoch` (and `has_retired_or_waits`).
         self.completed.store(epoch, Ordering::Release);
@@ -163,7 +162,7 @@ impl QueueShared {
             self.cursor.store(head + 1, Ordering::Relaxed);
         }
         body.allocation = None;
-        body.issued = false;
+        body.issued = None;
         body.issued_status = None;
         // Release pairs with the Acquire load in `free_slot`: every access to the body above
         // happens before the submitter reuses the slot.

@@ -18,7 +18,7 @@ use crate::ids::QueueId;
 use crate::ids::SemaphoreId;
 use crate::limits::{MAX_SIGNALS, MAX_WAITS};
 use crate::memory::AllocationId;
-use crate::op::{OpStatus, Work};
+use crate::op::{Kernel, OpStatus, Work};
 
 /// The part of a slot written at submission and read by the queue process.
 #[derive(Debug)]
@@ -34,8 +34,9 @@ pub(crate) struct OpBody {
     pub(crate) origins: [Option<Origin>; MAX_WAITS],
     pub(crate) armed: [bool; MAX_WAITS],
     pub(crate) signals: FixedVec<(SemaphoreId, u64), MAX_SIGNALS>,
-    /// Issued to the driver, which reported it pending (or finished it ahead of the head).
-    pub(crate) issued: bool,
+    /// The kernel issued to the driver, which reported it pending (or finished it ahead of
+    /// the head); `None` until then.
+    pub(crate) issued: Option<Kernel>,
     /// The status of an operation the driver finished at issue while operations before it
     /// were still pending: retired with it when it reaches the head.
     pub(crate) issued_status: Option<OpStatus>,
@@ -55,7 +56,7 @@ impl OpBody {
             origins: [None; MAX_WAITS],
             armed: [false; MAX_WAITS],
             signals: FixedVec::new(),
-            issued: false,
+            issued: None,
             issued_status: None,
             issued_ns: 0,
         }

@@ -6,7 +6,6 @@ use causeway_core::semaphore::Failure;
 use super::ownership::{Running, TakeOver};
 use super::QueueShared;
 use crate::device::DeviceShared;
-use crate::ids::QueueId;
 use crate::op::OpStatus;
 
 /// What taking a queue over at shutdown found and did.
@@ -61,16 +60,12 @@ impl QueueShared {
             // SAFETY: the queue is taken over: the device owns the ring from `index` on (ownership
             // invariant 2), and nothing else reads this slot.
             let body = unsafe { &*self.slot(index).body.get() };
-            if !body.issued {
-                break;
-            }
-            let backend = self.device().backend(self);
-            let queue = QueueId(self.index);
-            let polled =
-                body.issued_status.or_else(|| backend.poll(queue, body.point.epoch, body.work));
+            let Some(kernel) = body.issued else { break };
+            let driver = self.driver_queue();
+            let polled = body.issued_status.or_else(|| driver.poll(body.point.epoch, kernel));
             match polled {
                 Some(status) => self.finish(device, index, body, status, usize::MAX),
-                None if backend.is_running(queue, body.work, workers_abandoned) => {
+                None if driver.is_running(kernel, workers_abandoned) => {
                     let running =
                         Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
                     self.abandon_running(device, index, running);

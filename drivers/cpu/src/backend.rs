@@ -4,9 +4,11 @@
 use std::time::Instant;
 
 use causeway_core::semaphore::Failure;
+#[cfg(doc)]
+use causeway_device::Work;
 use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
-    OpStatus, QueueConfig, QueueId, SubmitError, Work,
+    Kernel, OpStatus, QueueConfig, QueueId,
 };
 use causeway_runtime::spin_for;
 
@@ -39,37 +41,35 @@ impl CpuBackend {
         Ok(CommandBufferId(self.executions.len() as u32 - 1))
     }
 
-    fn execution(&self, work: Work) -> Option<&Execution> {
-        match work {
-            Work::Execute(id) => self.executions.get(id.0 as usize),
-            _ => None,
-        }
+    /// The command buffer `buffer` names: one this backend recorded (the layer hands a driver
+    /// only buffers below its [`command_buffers`](Backend::command_buffers)).
+    fn execution(&self, buffer: CommandBufferId) -> &Execution {
+        &self.executions[buffer.0 as usize]
     }
 }
 
 impl Backend for CpuBackend {
+    /// A CPU queue is the device layer's queue process on the pool: nothing to keep.
+    type Queue = CpuQueue;
+
     fn name(&self) -> &'static str {
         "cpu"
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::new(true)
+        BackendCapabilities::new(true).with_timed_kernels()
     }
 
-    /// A CPU queue is the device layer's queue process on the pool: nothing to create.
-    fn open_queue(&mut self, _queue: QueueId, _config: &QueueConfig) -> Result<(), DriverError> {
-        Ok(())
+    fn command_buffers(&self) -> u32 {
+        self.executions.len() as u32
     }
 
-    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
-        match work {
-            Work::Spin(_) | Work::Sleep(_) => Ok(()),
-            Work::Execute(id) if self.execution(work).is_none() => {
-                Err(SubmitError::UnknownCommandBuffer(id))
-            }
-            Work::Execute(_) => Ok(()),
-            _ => Err(SubmitError::Unsupported { driver: self.name() }),
-        }
+    fn open_queue(
+        &mut self,
+        queue: QueueId,
+        _config: &QueueConfig,
+    ) -> Result<CpuQueue, DriverError> {
+        Ok(CpuQueue { id: queue })
     }
 
     fn start(&'static self, device: DeviceContext) {
@@ -78,37 +78,44 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
-        match issue.work() {
-            Work::Spin(duration) => issue.run_here(|| {
+    fn issue(&'static self, queue: &'static CpuQueue, issue: &mut Issue<'_>) -> Issued {
+        match issue.kernel() {
+            Kernel::Spin(duration) => issue.run_here(|| {
                 spin_for(duration);
                 OpStatus::Ok
             }),
-            Work::Sleep(duration) => issue.run_here(|| {
+            Kernel::Sleep(duration) => issue.run_here(|| {
                 std::thread::sleep(duration);
                 OpStatus::Ok
             }),
-            work => match self.execution(work) {
-                Some(execution) => match execution.issue(issue.queue()) {
-                    execute::Issue::Issued => Issued::Pending,
-                    execute::Issue::Busy => Issued::Busy,
-                },
-                // `check` refused it at submission.
-                None => Issued::Finished(OpStatus::Failed(Failure::Aborted)),
+            Kernel::Execute(buffer) => match self.execution(buffer).issue(queue.id) {
+                execute::Issue::Issued => Issued::Pending,
+                execute::Issue::Busy => Issued::Busy,
             },
         }
     }
 
-    fn poll(&'static self, queue: QueueId, _epoch: u64, work: Work) -> Option<OpStatus> {
-        match self.execution(work) {
-            Some(execution) => execution.poll(queue),
-            None => Some(OpStatus::Failed(Failure::Aborted)),
+    fn poll(
+        &'static self,
+        queue: &'static CpuQueue,
+        _epoch: u64,
+        kernel: Kernel,
+    ) -> Option<OpStatus> {
+        match kernel {
+            Kernel::Execute(buffer) => self.execution(buffer).poll(queue.id),
+            // Spin and sleep run to their end in `issue` and are never pending: a poll for one
+            // finds nothing running.
+            _ => Some(OpStatus::Failed(Failure::Aborted)),
         }
     }
 
     /// Kernels run on the pool's workers: with every worker joined, none runs.
-    fn is_running(&self, _queue: QueueId, work: Work, workers_abandoned: bool) -> bool {
-        workers_abandoned && self.execution(work).is_some_and(Execution::is_running)
+    fn is_running(&self, _queue: &CpuQueue, kernel: Kernel, workers_abandoned: bool) -> bool {
+        match kernel {
+            Kernel::Execute(buffer) => workers_abandoned && self.execution(buffer).is_running(),
+            // Run to their end in `issue`, never pending.
+            _ => false,
+        }
     }
 
     /// Everything the CPU driver runs is on the pool's workers, which the device has already
@@ -116,4 +123,11 @@ impl Backend for CpuBackend {
     fn stop(&self, _deadline: Instant) -> bool {
         true
     }
+}
+
+/// A CPU queue: the layer's queue process runs it; the driver keeps only its id, which a
+/// command buffer's completion wakes.
+#[derive(Debug)]
+pub struct CpuQueue {
+    id: QueueId,
 }

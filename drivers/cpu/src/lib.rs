@@ -55,7 +55,7 @@ mod backend;
 mod execute;
 
 #[cfg(not(loom))]
-pub use backend::CpuBackend;
+pub use backend::{CpuBackend, CpuQueue};
 pub use block::{BlockError, BlockProcessor, CommandBuffer, Kernel, OnFinish};
 #[cfg(not(loom))]
 pub use execute::DeviceKernel;

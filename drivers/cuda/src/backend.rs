@@ -38,9 +38,11 @@ use std::time::{Duration, Instant};
 use causeway_core::queue::Resolution;
 use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::Mutex;
+#[cfg(doc)]
+use causeway_device::Work;
 use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
-    MemoryOp, NativeBlocks, OpStatus, QueueConfig, QueueId, SubmitError, Work,
+    Kernel, MemoryOp, NativeBlocks, OpStatus, QueueConfig, QueueId,
 };
 use cudarc::driver::sys;
 
@@ -139,7 +141,16 @@ unsafe impl<T> Send for Handle<T> {}
 // SAFETY: as for `Send`: the handles are only passed to the (thread-safe) driver API.
 unsafe impl<T> Sync for Handle<T> {}
 
+/// A causeway queue of this driver: its stream and timeline, shared with the backend, which
+/// reaches every queue's timeline word (device waits name other queues of the driver) and
+/// destroys the streams when it is dropped.
+#[derive(Debug)]
+pub struct CudaQueue {
+    state: Arc<QueueState>,
+}
+
 /// What the host function of a queue's operations reaches.
+#[derive(Debug)]
 struct QueueState {
     queue: QueueId,
     stream: Handle<sys::CUstream>,
@@ -179,7 +190,7 @@ pub struct CudaBackend {
     words_buffer: Option<sys::CUdeviceptr>,
     words: Mutex<TimelineWords>,
     /// By causeway queue index; `None` for other drivers' queues.
-    queues: Vec<Option<Box<QueueState>>>,
+    queues: Vec<Option<Arc<QueueState>>>,
     events: OnceLock<Mutex<EventTable<Handle<sys::CUevent>>>>,
     command_buffers: Vec<Recorded>,
     /// Device memory of stream-ordered blocks, live or kept for reuse.
@@ -361,6 +372,7 @@ impl CudaBackend {
         Ok(CommandBufferId(id))
     }
 
+    /// The state of queue `queue`, when it is one of this driver's (a device wait's origin).
     fn queue(&self, queue: QueueId) -> Option<&QueueState> {
         self.queues.get(queue.0)?.as_deref()
     }
@@ -371,9 +383,9 @@ impl CudaBackend {
         check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.context.0) })
     }
 
-    fn word_address(&self, queue: QueueId) -> Option<sys::CUdeviceptr> {
-        let word = self.queue(queue)?.word?;
-        Some(self.words_buffer? + word.offset())
+    /// The device address of `state`'s timeline word (stream memory operations only).
+    fn word_address(&self, state: &QueueState) -> Option<sys::CUdeviceptr> {
+        Some(self.words_buffer? + state.word?.offset())
     }
 
     fn lose(&self) -> OpStatus {
@@ -403,7 +415,8 @@ impl CudaBackend {
             match self.emulation {
                 Emulation::StreamMemOps => {
                     let address = self
-                        .word_address(origin.queue)
+                        .queue(origin.queue)
+                        .and_then(|origin| self.word_address(origin))
                         .ok_or(CudaError::NotThisDriver { queue: origin.queue.0 })?;
                     // SAFETY: the stream and the word buffer live as long as the backend; the
                     // word is the origin queue's, allocated in `open_queue`.
@@ -446,16 +459,14 @@ impl CudaBackend {
                 }
             }
         }
-        match issue.work() {
-            Work::Spin(duration) | Work::Sleep(duration) => {
+        match issue.kernel() {
+            Kernel::Spin(duration) | Kernel::Sleep(duration) => {
                 self.launch_spin(stream, 1, duration)?
             }
-            Work::Execute(id) => {
-                let recorded = self
-                    .command_buffers
-                    .get(id.0 as usize)
-                    .ok_or(CudaError::UnknownCommandBuffer(id.0))?;
-                match recorded {
+            // One this backend recorded (the layer hands a driver only buffers below its
+            // `command_buffers`).
+            Kernel::Execute(buffer) => {
+                match &self.command_buffers[buffer.0 as usize] {
                     Recorded::Tiles(regions) => {
                         for &(tiles, duration) in regions.iter() {
                             self.launch_spin(stream, tiles, duration)?;
@@ -481,14 +492,12 @@ impl CudaBackend {
                     }
                 }
             }
-            // The layer's own kinds never reach a backend.
-            _ => {}
         }
         let epoch = issue.epoch();
         match self.emulation {
             Emulation::StreamMemOps => {
                 let address = self
-                    .word_address(issue.queue())
+                    .word_address(state)
                     .ok_or(CudaError::NotThisDriver { queue: issue.queue().0 })?;
                 // SAFETY: as for the wait above; the word is this queue's.
                 check("cuStreamWriteValue64_v2", unsafe {
@@ -616,6 +625,8 @@ impl std::fmt::Debug for CudaBackend {
 }
 
 impl Backend for CudaBackend {
+    type Queue = CudaQueue;
+
     fn name(&self) -> &'static str {
         "cuda"
     }
@@ -623,10 +634,19 @@ impl Backend for CudaBackend {
     /// No wait before signal (the layer holds waits whose signal is not submitted: an event
     /// cannot be waited on before it is recorded), native waits between this driver's streams.
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::new(false).with_native_waits()
+        BackendCapabilities::new(false).with_native_waits().with_timed_kernels()
     }
 
-    fn open_queue(&mut self, queue: QueueId, _config: &QueueConfig) -> Result<(), DriverError> {
+    fn command_buffers(&self) -> u32 {
+        // `record` numbers them with `u32`s.
+        self.command_buffers.len() as u32
+    }
+
+    fn open_queue(
+        &mut self,
+        queue: QueueId,
+        _config: &QueueConfig,
+    ) -> Result<CudaQueue, DriverError> {
         let error = |e: CudaError| DriverError::new("cuda", e);
         self.current().map_err(error)?;
         let word = match self.emulation {
@@ -644,7 +664,7 @@ impl Backend for CudaBackend {
         if self.queues.len() <= queue.0 {
             self.queues.resize_with(queue.0 + 1, || None);
         }
-        self.queues[queue.0] = Some(Box::new(QueueState {
+        let state = Arc::new(QueueState {
             queue,
             stream: Handle(stream),
             word,
@@ -652,17 +672,9 @@ impl Backend for CudaBackend {
             completed: AtomicU64::new(0),
             issued: AtomicU64::new(0),
             device: OnceLock::new(),
-        }));
-        Ok(())
-    }
-
-    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
-        match work {
-            Work::Spin(_) | Work::Sleep(_) => Ok(()),
-            Work::Execute(id) if (id.0 as usize) < self.command_buffers.len() => Ok(()),
-            Work::Execute(id) => Err(SubmitError::UnknownCommandBuffer(id)),
-            _ => Err(SubmitError::Unsupported { driver: "cuda" }),
-        }
+        });
+        self.queues[queue.0] = Some(Arc::clone(&state));
+        Ok(CudaQueue { state })
     }
 
     fn start(&'static self, device: DeviceContext) {
@@ -672,10 +684,8 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
-        let Some(state) = self.queue(issue.queue()) else {
-            return Issued::Finished(OpStatus::Failed(Failure::Aborted));
-        };
+    fn issue(&'static self, queue: &'static CudaQueue, issue: &mut Issue<'_>) -> Issued {
+        let state = &*queue.state;
         if self.lost.load(Ordering::Relaxed) {
             return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
         }
@@ -685,14 +695,17 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn poll(&'static self, queue: QueueId, epoch: u64, _work: Work) -> Option<OpStatus> {
-        let Some(state) = self.queue(queue) else {
-            return Some(OpStatus::Failed(Failure::Aborted));
-        };
+    fn poll(
+        &'static self,
+        queue: &'static CudaQueue,
+        epoch: u64,
+        _kernel: Kernel,
+    ) -> Option<OpStatus> {
+        let state = &*queue.state;
         // Acquire: pairs with the release in `completion`.
         if state.completed.load(Ordering::Acquire) >= epoch {
             if let Some(events) = self.events.get() {
-                if events.lock().complete(queue.0, epoch).is_err() {
+                if events.lock().complete(state.queue.0, epoch).is_err() {
                     return Some(self.lose());
                 }
             }
@@ -704,9 +717,9 @@ impl Backend for CudaBackend {
         None
     }
 
-    fn completed_on_host(&'static self, queue: QueueId, epoch: u64) {
-        let Some(state) = self.queue(queue) else { return };
-        if let Some(address) = self.word_address(queue) {
+    fn completed_on_host(&'static self, queue: &'static CudaQueue, epoch: u64) {
+        let state = &*queue.state;
+        if let Some(address) = self.word_address(state) {
             // Every earlier operation of the queue retired (the layer's guarantee), so its
             // stream's last write to the word has landed and the host is its only writer now;
             // other streams only wait on it, and the value only grows.
@@ -722,7 +735,7 @@ impl Backend for CudaBackend {
             }
         }
         if let Some(events) = self.events.get() {
-            if events.lock().complete(queue.0, epoch).is_err() {
+            if events.lock().complete(state.queue.0, epoch).is_err() {
                 self.lost.store(true, Ordering::Relaxed);
             }
         }
@@ -744,8 +757,8 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {
-        let Some(state) = self.queue(queue) else { return false };
+    fn is_running(&self, queue: &CudaQueue, _kernel: Kernel, _workers_abandoned: bool) -> bool {
+        let state = &queue.state;
         // Acquire: pairs with the release in `completion`.
         state.completed.load(Ordering::Acquire) < state.issued.load(Ordering::Relaxed)
     }

@@ -34,8 +34,6 @@ pub enum CudaError {
     EmptyCommandBuffer,
     /// More command buffers than a 32-bit index names.
     TooManyCommandBuffers,
-    /// No command buffer has this index (`check` refuses it at submission).
-    UnknownCommandBuffer(u32),
     /// The shipped kernel text holds a NUL byte.
     KernelText,
     /// Work was issued before the device started the backend.
@@ -67,7 +65,6 @@ impl fmt::Display for CudaError {
                 f.write_str("a command buffer needs at least one region of at least one tile")
             }
             CudaError::TooManyCommandBuffers => f.write_str("too many command buffers"),
-            CudaError::UnknownCommandBuffer(id) => write!(f, "no command buffer {id}"),
             CudaError::KernelText => f.write_str("the kernel text holds a NUL byte"),
             CudaError::NotStarted => f.write_str("work issued before the device started"),
             CudaError::NotThisDriver { queue } => {

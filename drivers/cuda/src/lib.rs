@@ -28,8 +28,8 @@ pub mod memory;
 pub mod words;
 
 pub use backend::{
-    driver_present, CudaBackend, CudaCounts, CudaTally, Emulation, EmulationChoice, MAX_QUEUES,
-    SPIN_PTX,
+    driver_present, CudaBackend, CudaCounts, CudaQueue, CudaTally, Emulation, EmulationChoice,
+    MAX_QUEUES, SPIN_PTX,
 };
 pub use error::{CudaError, NO_DRIVER};
 pub use events::{EventError, EventSlot, EventTable, WaitPlan};

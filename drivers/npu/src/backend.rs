@@ -70,9 +70,11 @@ use causeway_core::executor::Futex;
 use causeway_core::queue::Resolution;
 use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::Mutex;
+#[cfg(doc)]
+use causeway_device::Work;
 use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
-    OpStatus, QueueConfig, QueueId, SubmitError, Work, MAX_WAITS,
+    Kernel, OpStatus, QueueConfig, QueueId, MAX_WAITS,
 };
 use causeway_driver_cpu::DeviceKernel;
 use causeway_platform_linux::HostFutex;
@@ -287,6 +289,12 @@ struct Ring {
     started_head: u32,
 }
 
+/// An NPU queue: the ring (and engine) of the model that runs it.
+#[derive(Debug)]
+pub struct NpuQueue {
+    ring: u32,
+}
+
 /// The NPU driver: register it with [`DeviceBuilder::driver`] after recording its command
 /// buffers. The software device starts with the device, with one engine (ring) per queue of
 /// this driver.
@@ -368,32 +376,31 @@ impl NpuBackend {
             execs.push((index, tiles));
         }
         drop(kernels);
-        self.program(Program::Regions(execs.into_boxed_slice()))
+        self.record(Program::Regions(execs.into_boxed_slice()))
     }
 
     /// Records a command buffer whose work is `raw`, pushed as it is: any bit pattern,
     /// well-formed or not — an EXEC of a kernel the device has not got, a malformed descriptor —
     /// which the device judges. For fault injection and for descriptors built elsewhere.
     pub fn raw_command(&mut self, raw: RawDescriptor) -> Result<CommandBufferId, NpuError> {
-        self.program(Program::Raw(raw))
+        self.record(Program::Raw(raw))
     }
 
-    fn program(&mut self, program: Program) -> Result<CommandBufferId, NpuError> {
+    fn record(&mut self, program: Program) -> Result<CommandBufferId, NpuError> {
         let id = u32::try_from(self.programs.len()).map_err(|_| NpuError::TooManyCommandBuffers)?;
         self.programs.push(program);
         Ok(CommandBufferId(id))
     }
 
-    fn program_of(&self, work: Work) -> Option<&Program> {
-        match work {
-            Work::Execute(id) => self.programs.get(id.0 as usize),
-            _ => None,
-        }
+    /// The program `buffer` names: one this backend recorded (the layer hands a driver only
+    /// buffers below its [`command_buffers`](Backend::command_buffers)).
+    fn program(&self, buffer: CommandBufferId) -> &Program {
+        &self.programs[buffer.0 as usize]
     }
 
-    fn ring(&self, queue: QueueId) -> Option<&Ring> {
-        let ring = self.ring_of.get(queue.0).copied().flatten()?;
-        self.rings.get()?.get(ring as usize)
+    /// `queue`'s ring; `None` when the model did not start (the device is lost).
+    fn ring(&self, queue: &NpuQueue) -> Option<&Ring> {
+        self.rings.get()?.get(queue.ring as usize)
     }
 
     fn lose(&self) -> OpStatus {
@@ -532,6 +539,8 @@ impl fmt::Debug for NpuBackend {
 }
 
 impl Backend for NpuBackend {
+    type Queue = NpuQueue;
+
     fn name(&self) -> &'static str {
         "npu"
     }
@@ -542,7 +551,16 @@ impl Backend for NpuBackend {
         BackendCapabilities::new(false).with_native_waits()
     }
 
-    fn open_queue(&mut self, queue: QueueId, _config: &QueueConfig) -> Result<(), DriverError> {
+    fn command_buffers(&self) -> u32 {
+        // `record` refuses a buffer past `u32::MAX`.
+        self.programs.len() as u32
+    }
+
+    fn open_queue(
+        &mut self,
+        queue: QueueId,
+        _config: &QueueConfig,
+    ) -> Result<NpuQueue, DriverError> {
         let ring = u32::try_from(self.queue_of.len())
             .map_err(|_| DriverError::new("npu", NpuError::TooManyQueues))?;
         if self.ring_of.len() <= queue.0 {
@@ -550,17 +568,7 @@ impl Backend for NpuBackend {
         }
         self.ring_of[queue.0] = Some(ring);
         self.queue_of.push(queue);
-        Ok(())
-    }
-
-    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
-        match work {
-            Work::Execute(id) if self.program_of(work).is_none() => {
-                Err(SubmitError::UnknownCommandBuffer(id))
-            }
-            Work::Execute(_) => Ok(()),
-            _ => Err(SubmitError::Unsupported { driver: "npu" }),
-        }
+        Ok(NpuQueue { ring })
     }
 
     fn start(&'static self, device: DeviceContext) {
@@ -584,23 +592,17 @@ impl Backend for NpuBackend {
         }
     }
 
-    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
-        let (Some(ring), Some(program), Some(&slot)) = (
-            self.ring(issue.queue()),
-            self.program_of(issue.work()),
-            self.ring_of.get(issue.queue().0).and_then(Option::as_ref),
-        ) else {
-            // `check` refused the work at submission, or the model never started.
-            return Issued::Finished(if self.lost.load(Ordering::Relaxed) {
-                OpStatus::Failed(Failure::DeviceLost)
-            } else {
-                OpStatus::Failed(Failure::Aborted)
-            });
+    fn issue(&'static self, queue: &'static NpuQueue, issue: &mut Issue<'_>) -> Issued {
+        // Command buffers are the only kernels it declares (no timed kernels): the layer
+        // refuses the others at submission.
+        let Kernel::Execute(buffer) = issue.kernel() else {
+            return Issued::Finished(OpStatus::Failed(Failure::Aborted));
         };
-        if self.lost.load(Ordering::Relaxed) {
+        let Some(ring) = self.ring(queue).filter(|_| !self.lost.load(Ordering::Relaxed)) else {
             return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
-        }
-        let Some((descriptors, counts)) = self.descriptors(issue, slot, program) else {
+        };
+        let program = self.program(buffer);
+        let Some((descriptors, counts)) = self.descriptors(issue, queue.ring, program) else {
             // A wait the ring cannot order (the layer never hands one over). The operation's
             // SIGNAL would never move the queue's progress slot, stalling every later WAIT on
             // it, so the device is lost rather than left to hang.
@@ -636,13 +638,15 @@ impl Backend for NpuBackend {
         Issued::Pending
     }
 
-    fn poll(&'static self, queue: QueueId, epoch: u64, _work: Work) -> Option<OpStatus> {
-        let Some(ring) = self.ring(queue) else {
-            return Some(OpStatus::Failed(Failure::Aborted));
-        };
-        if self.lost.load(Ordering::Relaxed) {
+    fn poll(
+        &'static self,
+        queue: &'static NpuQueue,
+        epoch: u64,
+        _kernel: Kernel,
+    ) -> Option<OpStatus> {
+        let Some(ring) = self.ring(queue).filter(|_| !self.lost.load(Ordering::Relaxed)) else {
             return Some(OpStatus::Failed(Failure::DeviceLost));
-        }
+        };
         let mut state = ring.state.lock();
         state.reap();
         match state.in_flight.front() {
@@ -656,16 +660,14 @@ impl Backend for NpuBackend {
         Some(op.failure.map_or(OpStatus::Ok, |code| OpStatus::Failed(Failure::Device(code))))
     }
 
-    fn completed_on_host(&'static self, queue: QueueId, epoch: u64) {
-        let (Some(model), Some(&Some(slot))) = (self.model.get(), self.ring_of.get(queue.0)) else {
-            return;
-        };
-        if !model.signal_from_host(slot, epoch) {
+    fn completed_on_host(&'static self, queue: &'static NpuQueue, epoch: u64) {
+        let Some(model) = self.model.get() else { return };
+        if !model.signal_from_host(queue.ring, epoch) {
             self.lost.store(true, Ordering::Relaxed);
         }
     }
 
-    fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {
+    fn is_running(&self, queue: &NpuQueue, _kernel: Kernel, _workers_abandoned: bool) -> bool {
         self.ring(queue).is_some_and(|ring| {
             let mut state = ring.state.lock();
             state.reap();

@@ -119,7 +119,7 @@ pub mod ring;
 mod sync;
 
 #[cfg(all(feature = "hosted", not(loom)))]
-pub use backend::{NpuBackend, NpuCounts, NpuError, NpuTally};
+pub use backend::{NpuBackend, NpuCounts, NpuError, NpuQueue, NpuTally};
 pub use descriptor::{
     Command, CompletionError, CompletionStatus, Descriptor, DescriptorError, Limits, RawDescriptor,
     UnknownStatus, DESCRIPTOR_BYTES, EXEC_ARGUMENTS,

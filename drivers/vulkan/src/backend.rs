@@ -46,15 +46,17 @@
 //! past the shutdown's bound.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use causeway_core::queue::Resolution;
 use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::Mutex;
+#[cfg(doc)]
+use causeway_device::Work;
 use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
-    MemoryOp, NativeBlocks, OpStatus, QueueConfig, QueueId, QueueWaiters, SubmitError, Work,
+    Kernel, MemoryOp, NativeBlocks, OpStatus, QueueConfig, QueueId, QueueWaiters,
 };
 
 use crate::memory::DeviceBlock;
@@ -62,7 +64,17 @@ use crate::{
     CommandBuffer, Gpu, Registration, Step, Timeline, VulkanError, Watcher, MAX_NATIVE_WAITS,
 };
 
+/// A causeway queue of this driver: its timeline and the VkQueue it submits to, shared with
+/// the backend, which reaches every queue's timeline (device waits name other queues of the
+/// driver; shutdown waits for each).
+#[derive(Debug)]
+pub struct VulkanQueue {
+    id: QueueId,
+    state: Arc<QueueState>,
+}
+
 /// One causeway queue of this driver.
+#[derive(Debug)]
 struct QueueState {
     timeline: Timeline,
     /// The VkQueue it submits to.
@@ -88,7 +100,7 @@ pub struct VulkanBackend {
     gpu: Gpu,
     recorded: Vec<Recorded>,
     /// By causeway queue index: `None` for other drivers' queues.
-    queues: Vec<Option<QueueState>>,
+    queues: Vec<Option<Arc<QueueState>>>,
     opened: usize,
     watcher: OnceLock<Watcher>,
     device: OnceLock<DeviceContext>,
@@ -133,15 +145,15 @@ impl VulkanBackend {
         Ok(CommandBufferId(self.recorded.len() as u32 - 1))
     }
 
+    /// The state of queue `queue`, when it is one of this driver's (a device wait's origin).
     fn queue(&self, queue: QueueId) -> Option<&QueueState> {
-        self.queues.get(queue.0).and_then(Option::as_ref)
+        self.queues.get(queue.0).and_then(Option::as_deref)
     }
 
-    fn recorded(&self, work: Work) -> Option<&Recorded> {
-        match work {
-            Work::Execute(id) => self.recorded.get(id.0 as usize),
-            _ => None,
-        }
+    /// The command buffer `buffer` names: one this backend recorded (the layer hands a driver
+    /// only buffers below its [`command_buffers`](Backend::command_buffers)).
+    fn recorded(&self, buffer: CommandBufferId) -> &Recorded {
+        &self.recorded[buffer.0 as usize]
     }
 
     /// Marks the device lost after `error` (see the module documentation) and returns the
@@ -172,6 +184,7 @@ impl VulkanBackend {
         for wait in issue.waits() {
             match (wait.resolution, wait.origin) {
                 (Resolution::DeviceWait, Some(origin)) => {
+                    // An origin is on a queue of the same driver (the layer's guarantee).
                     let Some(signaller) = self.queue(origin.queue) else {
                         return Issued::Finished(OpStatus::Failed(Failure::Aborted));
                     };
@@ -209,12 +222,10 @@ impl VulkanBackend {
         }
     }
 
-    /// Wakes the queues waiting for `work`'s command buffer.
-    fn release(&self, work: Work) {
-        let (Some(recorded), Some(device)) = (self.recorded(work), self.device.get()) else {
-            return;
-        };
-        if let Some(waiting) = recorded.waiting.get() {
+    /// Wakes the queues waiting for command buffer `buffer`.
+    fn release(&self, buffer: CommandBufferId) {
+        let Some(device) = self.device.get() else { return };
+        if let Some(waiting) = self.recorded(buffer).waiting.get() {
             waiting.lock().wake_all(*device);
         }
     }
@@ -231,6 +242,8 @@ impl std::fmt::Debug for VulkanBackend {
 }
 
 impl Backend for VulkanBackend {
+    type Queue = VulkanQueue;
+
     fn name(&self) -> &'static str {
         "vulkan"
     }
@@ -241,30 +254,30 @@ impl Backend for VulkanBackend {
         BackendCapabilities::new(false).with_native_waits()
     }
 
-    fn open_queue(&mut self, queue: QueueId, _config: &QueueConfig) -> Result<(), DriverError> {
+    fn command_buffers(&self) -> u32 {
+        // `command_buffer` numbers them with `u32`s.
+        self.recorded.len() as u32
+    }
+
+    fn open_queue(
+        &mut self,
+        queue: QueueId,
+        _config: &QueueConfig,
+    ) -> Result<VulkanQueue, DriverError> {
         let timeline = Timeline::new(&self.gpu, 0).map_err(|e| DriverError::new("vulkan", e))?;
         if self.queues.len() <= queue.0 {
             self.queues.resize_with(queue.0 + 1, || None);
         }
         let vk_queue = self.opened % self.gpu.queue_count();
         self.opened += 1;
-        self.queues[queue.0] = Some(QueueState {
+        let state = Arc::new(QueueState {
             timeline,
             vk_queue,
             issued: AtomicU64::new(0),
             watching: AtomicBool::new(false),
         });
-        Ok(())
-    }
-
-    fn check(&self, _queue: QueueId, work: Work) -> Result<(), SubmitError> {
-        match work {
-            Work::Execute(id) if self.recorded(work).is_none() => {
-                Err(SubmitError::UnknownCommandBuffer(id))
-            }
-            Work::Execute(_) => Ok(()),
-            _ => Err(SubmitError::Unsupported { driver: "vulkan" }),
-        }
+        self.queues[queue.0] = Some(Arc::clone(&state));
+        Ok(VulkanQueue { id: queue, state })
     }
 
     fn start(&'static self, device: DeviceContext) {
@@ -297,13 +310,13 @@ impl Backend for VulkanBackend {
         }
     }
 
-    fn issue(&'static self, issue: &mut Issue<'_>) -> Issued {
-        let (Some(state), Some(recorded)) =
-            (self.queue(issue.queue()), self.recorded(issue.work()))
-        else {
-            // `check` refused it at submission.
+    fn issue(&'static self, queue: &'static VulkanQueue, issue: &mut Issue<'_>) -> Issued {
+        // Command buffers are the only kernels it declares (no timed kernels): the layer
+        // refuses the others at submission.
+        let Kernel::Execute(buffer) = issue.kernel() else {
             return Issued::Finished(OpStatus::Failed(Failure::Aborted));
         };
+        let (state, recorded) = (&*queue.state, self.recorded(buffer));
         if self.lost.load(Ordering::Relaxed) {
             return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
         }
@@ -313,7 +326,7 @@ impl Backend for VulkanBackend {
                 // submission that held the command buffer cannot end unseen between the two.
                 let Some(waiting) = recorded.waiting.get() else { return Issued::Busy };
                 let mut waiting = waiting.lock();
-                waiting.register(issue.queue());
+                waiting.register(queue.id);
                 let issued = self.submit(issue, state, recorded);
                 drop(waiting);
                 if matches!(issued, Issued::Busy) {
@@ -325,33 +338,45 @@ impl Backend for VulkanBackend {
         }
     }
 
-    fn poll(&'static self, queue: QueueId, epoch: u64, work: Work) -> Option<OpStatus> {
-        let Some(state) = self.queue(queue) else {
-            return Some(OpStatus::Failed(Failure::Aborted));
+    fn poll(
+        &'static self,
+        queue: &'static VulkanQueue,
+        epoch: u64,
+        kernel: Kernel,
+    ) -> Option<OpStatus> {
+        let state = &*queue.state;
+        // Only command buffers are issued (see `issue`).
+        let buffer = match kernel {
+            Kernel::Execute(buffer) => Some(buffer),
+            _ => None,
+        };
+        let release = || {
+            if let Some(buffer) = buffer {
+                self.release(buffer);
+            }
         };
         if self.lost.load(Ordering::Relaxed) {
             return Some(OpStatus::Failed(Failure::DeviceLost));
         }
         match state.timeline.value() {
             Ok(reached) if reached >= epoch => {
-                self.release(work);
+                release();
                 return Some(OpStatus::Ok);
             }
             Ok(_) => {}
             Err(error) => return Some(self.lose(&error)),
         }
         if !state.watching.swap(true, Ordering::Relaxed) {
-            let registered = self
-                .watcher
-                .get()
-                .ok_or(VulkanError::WatcherStopped)
-                .and_then(|watcher| watcher.register(&state.timeline, epoch, queue.0 as u64));
+            let registered =
+                self.watcher.get().ok_or(VulkanError::WatcherStopped).and_then(|watcher| {
+                    watcher.register(&state.timeline, epoch, queue.id.0 as u64)
+                });
             match registered {
                 Ok(Registration::Watching) => {}
                 // Reached since the look above: nothing was registered.
                 Ok(Registration::Reached) => {
                     state.watching.store(false, Ordering::Relaxed);
-                    self.release(work);
+                    release();
                     return Some(OpStatus::Ok);
                 }
                 // Nothing would wake the queue: the device cannot be driven any more.
@@ -361,8 +386,8 @@ impl Backend for VulkanBackend {
         None
     }
 
-    fn completed_on_host(&'static self, queue: QueueId, epoch: u64) {
-        let Some(state) = self.queue(queue) else { return };
+    fn completed_on_host(&'static self, queue: &'static VulkanQueue, epoch: u64) {
+        let state = &queue.state;
         // Nothing of this queue is on the device (the layer's guarantee), so the host signal is
         // valid; it fails only on a lost device, which fails everything waiting on it anyway.
         if state.timeline.signal_host(epoch).is_err() {
@@ -376,8 +401,8 @@ impl Backend for VulkanBackend {
         self.blocks.apply(op, |bytes| self.allocate(bytes))
     }
 
-    fn is_running(&self, queue: QueueId, _work: Work, _workers_abandoned: bool) -> bool {
-        let Some(state) = self.queue(queue) else { return false };
+    fn is_running(&self, queue: &VulkanQueue, _kernel: Kernel, _workers_abandoned: bool) -> bool {
+        let state = &queue.state;
         let issued = state.issued.load(Ordering::Relaxed);
         !matches!(state.timeline.value(), Ok(reached) if reached >= issued)
     }

@@ -79,7 +79,7 @@ mod submit;
 mod timeline;
 mod watcher;
 
-pub use backend::VulkanBackend;
+pub use backend::{VulkanBackend, VulkanQueue};
 pub use buffers::Buffer;
 pub use error::VulkanError;
 #[cfg(feature = "fault-injection")]

@@ -1,0 +1,131 @@
+//! What the layer hands a backend to issue, and what issuing came to.
+
+use std::fmt;
+
+use heapless::Vec as FixedVec;
+
+use super::NativeWait;
+#[cfg(doc)]
+use super::{Backend, BackendCapabilities, DeviceContext};
+use crate::device::DeviceShared;
+use crate::ids::QueueId;
+use crate::limits::MAX_WAITS;
+use crate::op::{Kernel, OpEvent, OpStatus};
+use crate::queue::QueueShared;
+#[cfg(doc)]
+use causeway_core::queue::Resolution;
+
+/// What issuing an operation came to.
+#[derive(Debug)]
+#[must_use]
+pub enum Issued {
+    /// The work ran to its end (on the calling worker, or synchronously on the device).
+    Finished(OpStatus),
+    /// The device runs it; the backend wakes the queue ([`DeviceContext::wake`]) when it ends
+    /// and answers [`Backend::poll`] with its status then. The layer polls it once right away,
+    /// and again at every wake-up: a driver may arm its completion notice from a poll that
+    /// finds the work running.
+    Pending,
+    /// A device resource it needs is taken (another queue runs the same command buffer); the
+    /// backend wakes the queue when it frees, and the layer issues the operation again.
+    Busy,
+    /// The device took the queue over at shutdown while the work ran ([`Issue::run_here`]
+    /// returns it): the layer touches nothing more.
+    Abandoned(TakenOver),
+}
+
+/// Proof that a queue was taken over while [`Issue::run_here`] ran its work; only the layer
+/// makes one.
+#[derive(Debug)]
+pub struct TakenOver(());
+
+/// The operation a backend is asked to issue, and what it may do with the calling worker.
+pub struct Issue<'a> {
+    pub(crate) queue: &'a QueueShared,
+    pub(crate) device: &'static DeviceShared,
+    pub(crate) tag: u64,
+    pub(crate) kernel: Kernel,
+    pub(crate) waits: FixedVec<NativeWait, MAX_WAITS>,
+    pub(crate) elided_waits: usize,
+    pub(crate) epoch: u64,
+    pub(crate) worker: usize,
+    pub(crate) started: bool,
+}
+
+impl Issue<'_> {
+    /// The queue it was submitted to.
+    pub fn queue(&self) -> QueueId {
+        QueueId(self.queue.index)
+    }
+
+    /// Its kernel.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// Its waits that need ordering on the device: those resolved as
+    /// [`Resolution::DeviceWait`] or [`Resolution::Held`], in submission order. Elided and
+    /// satisfied waits never reach a driver. Without [native
+    /// waits](BackendCapabilities::native_waits) the layer has seen every one of them reached
+    /// before issuing the operation (the CPU driver needs nothing more). With them, held waits
+    /// are reached, and each device wait names its [origin](NativeWait::origin), which the
+    /// driver turns into a native wait (a timeline wait in the submission).
+    pub fn waits(&self) -> &[NativeWait] {
+        &self.waits
+    }
+
+    /// How many of its waits the layer resolved elided or satisfied: they never reach a driver
+    /// ([`waits`](Self::waits) leaves them out), and a driver that counts what it did not emit
+    /// natively counts them from here.
+    pub fn elided_waits(&self) -> usize {
+        self.elided_waits
+    }
+
+    /// Its epoch on its queue (1 for the queue's first operation): what a driver with native
+    /// waits signals on the queue's own timeline when it completes.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Its tag ([`Op::tag`](crate::Op::tag)).
+    pub fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// The worker issuing it.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// Runs `work` on this worker as the operation's body: reports it started, and lets a
+    /// shutdown abandon it if it never returns (the worker is then detached, the operation
+    /// failed as aborted). `work` must not panic out: contain user code
+    /// ([`causeway_runtime::contain`]).
+    pub fn run_here(&mut self, work: impl FnOnce() -> OpStatus) -> Issued {
+        self.start();
+        match self.queue.run_user_work(self.tag, self.worker, work) {
+            Some(status) => Issued::Finished(status),
+            None => Issued::Abandoned(TakenOver(())),
+        }
+    }
+
+    /// Reports the operation started (once; [`run_here`](Self::run_here) does it itself).
+    pub(crate) fn start(&mut self) {
+        if !std::mem::replace(&mut self.started, true) {
+            let worker = self.worker;
+            self.device
+                .observe(self.queue.index, self.tag, |at_ns| OpEvent::Started { worker, at_ns });
+        }
+    }
+}
+
+impl fmt::Debug for Issue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Issue")
+            .field("queue", &self.queue.index)
+            .field("tag", &self.tag)
+            .field("kernel", &self.kernel)
+            .field("worker", &self.worker)
+            .finish_non_exhaustive()
+    }
+}
