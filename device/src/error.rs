@@ -234,3 +234,73 @@ impl std::error::Error for DriverError {
         Some(&*self.source)
     }
 }
+
+/// A driver that broke the seam's contract, caught by the layer (see
+/// [`Device::driver_faults`](crate::Device::driver_faults)). The layer contains the fault: the
+/// queue is failed — its operations from then on fail as [`Failure::DeviceLost`] without
+/// reaching the driver, so every waiter ends — and the device goes on.
+///
+/// [`Failure::DeviceLost`]: causeway_core::semaphore::Failure::DeviceLost
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DriverFault {
+    /// The driver ([`Backend::name`]).
+    pub driver: &'static str,
+    /// The queue it was called for; `None` for a call about memory, which belongs to no queue.
+    pub queue: Option<QueueId>,
+    /// The operation it was called about ([`Op::tag`](crate::Op::tag)), if one.
+    pub tag: Option<u64>,
+    /// The call that broke the contract.
+    pub call: DriverCall,
+    /// What it did.
+    pub violation: Violation,
+}
+
+/// The driver call a [`DriverFault`] happened in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DriverCall {
+    /// [`Backend::check`], at submission.
+    Check,
+    /// [`Backend::issue`] (the work it ran with [`Issue::run_here`](crate::Issue::run_here)
+    /// included).
+    Issue,
+    /// [`Backend::poll`].
+    Poll,
+    /// [`Backend::completed_on_host`].
+    CompletedOnHost,
+    /// [`Backend::is_running`], at shutdown.
+    IsRunning,
+    /// [`Backend::memory`].
+    Memory,
+}
+
+/// How a driver broke the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Violation {
+    /// It panicked (unwound out of the call).
+    Panicked,
+    /// It ran one operation's work twice ([`Issue::run_here`](crate::Issue::run_here) called
+    /// again): the second run was refused.
+    RanTwice,
+}
+
+impl fmt::Display for DriverFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let violation = match self.violation {
+            Violation::Panicked => "panicked",
+            Violation::RanTwice => "ran an operation's work twice",
+        };
+        write!(f, "{} driver {violation} in {:?}", self.driver, self.call)?;
+        if let Some(queue) = self.queue {
+            write!(f, " on queue {}", queue.0)?;
+        }
+        if let Some(tag) = self.tag {
+            write!(f, " (operation tagged {tag})")?;
+        }
+        f.write_str("; its queue fails every operation from then on")
+    }
+}
+
+impl std::error::Error for DriverFault {}

@@ -74,7 +74,9 @@ pub use causeway_core::reuse::BlockId;
 pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use config::{QueueConfig, SemaphoreConfig};
 pub use device::{Device, DeviceBuilder, ShutdownReport, StuckOp, BOOKKEEPING_GRACE, DROP_GRACE};
-pub use error::{DeviceError, DriverError, Rejected, Resource, SubmitError};
+pub use error::{
+    DeviceError, DriverCall, DriverError, DriverFault, Rejected, Resource, SubmitError, Violation,
+};
 pub use ids::{
     allocate_axis, BufferId, CommandBufferId, DriverId, HostCall, HostCallId, QueueId, SemaphoreId,
 };

@@ -7,7 +7,11 @@ use heapless::Vec as FixedVec;
 use super::NativeWait;
 #[cfg(doc)]
 use super::{Backend, BackendCapabilities, DeviceContext};
+use causeway_core::semaphore::Failure;
+use causeway_runtime::contain::{contain, Panicked};
+
 use crate::device::DeviceShared;
+use crate::error::{DriverCall, Violation};
 use crate::ids::QueueId;
 use crate::limits::MAX_WAITS;
 use crate::op::{Kernel, OpEvent, OpStatus};
@@ -50,6 +54,8 @@ pub struct Issue<'a> {
     pub(crate) epoch: u64,
     pub(crate) worker: usize,
     pub(crate) started: bool,
+    /// Whether [`Issue::run_here`] ran the work (a second call is a broken contract).
+    pub(crate) ran: bool,
 }
 
 impl Issue<'_> {
@@ -99,12 +105,22 @@ impl Issue<'_> {
 
     /// Runs `work` on this worker as the operation's body: reports it started, and lets a
     /// shutdown abandon it if it never returns (the worker is then detached, the operation
-    /// failed as aborted). `work` must not panic out: contain user code
-    /// ([`causeway_runtime::contain`]).
+    /// failed as aborted). Once per operation. `work` must not panic out: contain user code
+    /// ([`causeway_runtime::contain`]) and give its failure as the status. A panic that
+    /// escapes `work`, or a second call, is a broken contract: the layer records it as a
+    /// [`DriverFault`](crate::DriverFault) and fails the queue.
     pub fn run_here(&mut self, work: impl FnOnce() -> OpStatus) -> Issued {
+        if std::mem::replace(&mut self.ran, true) {
+            self.queue.driver_fault(DriverCall::Issue, Some(self.tag), Violation::RanTwice);
+            return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
+        }
         self.start();
-        match self.queue.run_user_work(self.tag, self.worker, work) {
-            Some(status) => Issued::Finished(status),
+        match self.queue.run_user_work(self.tag, self.worker, || contain(work)) {
+            Some(Ok(status)) => Issued::Finished(status),
+            Some(Err(Panicked)) => {
+                self.queue.driver_fault(DriverCall::Issue, Some(self.tag), Violation::Panicked);
+                Issued::Finished(OpStatus::Failed(Failure::DeviceLost))
+            }
             None => Issued::Abandoned(TakenOver(())),
         }
     }

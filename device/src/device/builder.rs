@@ -201,6 +201,7 @@ impl DeviceBuilder {
             }),
             records_freed: Condvar::new(),
             observer: self.observer,
+            faults: Mutex::new(Vec::new()),
             executor: pool.shared_executor(),
             workers,
             start: Instant::now(),

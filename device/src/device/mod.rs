@@ -20,6 +20,7 @@ pub use builder::DeviceBuilder;
 pub(crate) use shared::DeviceShared;
 pub use shutdown::{ShutdownReport, StuckOp, BOOKKEEPING_GRACE, DROP_GRACE};
 
+use crate::error::DriverFault;
 use crate::hand_off;
 use crate::ids::QueueId;
 use crate::ids::SemaphoreId;
@@ -88,6 +89,13 @@ impl Device {
     /// Bytes committed right now.
     pub fn committed_bytes(&self) -> u64 {
         self.shared.lock_memory().pool.committed()
+    }
+
+    /// Every contract violation a driver committed so far, in order, each caught by the
+    /// layer: the driver's queue was failed (its operations fail as device lost from then
+    /// on) and the device went on. Empty for drivers that keep the contract.
+    pub fn driver_faults(&self) -> Vec<DriverFault> {
+        self.shared.faults.lock().clone()
     }
 
     /// Nanoseconds since the device started (the clock of [`OpEvent`]s).

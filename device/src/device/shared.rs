@@ -8,9 +8,11 @@ use causeway_core::frontier::{Frontier, Point};
 use causeway_core::scope::Endpoint;
 use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
+use causeway_runtime::contain::{contain, Panicked};
 use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
 
 use crate::backend::{DeviceContext, DynBackend, MemoryOp, QueueWaiters};
+use crate::error::{DriverCall, DriverFault, Violation};
 use crate::ids::HostCall;
 use crate::memory::{AllocationId, MemoryPool, Unbacking};
 use crate::op::{Observer, OpEvent, OpStatus};
@@ -38,6 +40,8 @@ pub(crate) struct DeviceShared {
     /// while a submitter waits for one.
     pub(crate) records_freed: Condvar,
     pub(crate) observer: Option<Arc<dyn Observer>>,
+    /// Contract violations of drivers, caught (see `queue::driver`); rare, so a plain list.
+    pub(crate) faults: Mutex<Vec<DriverFault>>,
     pub(crate) executor: Arc<HostExecutor<'static>>,
     pub(crate) workers: usize,
     pub(crate) start: Instant,
@@ -53,6 +57,27 @@ impl DeviceShared {
         if let Some(observer) = &self.observer {
             observer.op_event(queue, tag, event(self.now_ns()));
         }
+    }
+
+    /// [`Backend::memory`](crate::Backend::memory) of driver `driver`, contained: a panic is
+    /// recorded as a fault and fails a commit as device lost (see `queue::driver`).
+    pub(crate) fn driver_memory(&self, driver: usize, op: MemoryOp) -> Result<(), Failure> {
+        let backend = &self.backends[driver];
+        contain(|| backend.memory(op)).unwrap_or_else(|Panicked| {
+            self.record_fault(DriverFault {
+                driver: backend.name(),
+                queue: None,
+                tag: None,
+                call: DriverCall::Memory,
+                violation: Violation::Panicked,
+            });
+            Err(Failure::DeviceLost)
+        })
+    }
+
+    /// Records that a driver broke the contract.
+    pub(crate) fn record_fault(&self, fault: DriverFault) {
+        self.faults.lock().push(fault);
     }
 
     pub(crate) fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
@@ -86,7 +111,7 @@ impl DeviceShared {
         let unbacking = self.lock_memory().pool.unbacking(allocation);
         if let Some(Unbacking { block, driver, kept }) = unbacking {
             // The owner accounts for its own memory: an error here changes nothing above it.
-            let _ = self.backends[driver].memory(MemoryOp::Decommit { block, keep: kept });
+            let _ = self.driver_memory(driver, MemoryOp::Decommit { block, keep: kept });
         }
         let mut memory = self.lock_memory();
         let status = match memory.pool.decommit(allocation) {
@@ -110,7 +135,7 @@ impl DeviceShared {
         self.record_freed(&memory);
         drop(memory);
         if let Some(Unbacking { block, driver, .. }) = unbacking {
-            let _ = self.backends[driver].memory(MemoryOp::Release { block });
+            let _ = self.driver_memory(driver, MemoryOp::Release { block });
         }
     }
 

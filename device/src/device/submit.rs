@@ -268,7 +268,7 @@ impl Device {
                 Kernel::Execute(buffer) if buffer.0 >= queue.kernels.command_buffers => {
                     Err(SubmitError::UnknownCommandBuffer(buffer))
                 }
-                _ => queue.driver_queue().check(kernel),
+                _ => queue.driver_check(kernel),
             },
         }
     }

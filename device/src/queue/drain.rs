@@ -143,7 +143,7 @@ impl QueueShared {
                 || unsafe { &*slot.body.get() }.origins_retired(device, QueueId(self.index));
             // The driver runs it: done only when it says so.
             let polled = if origins_retired {
-                issued_status.or_else(|| self.driver_queue().poll(epoch, kernel))
+                issued_status.or_else(|| self.driver_poll(epoch, kernel, tag))
             } else {
                 None
             };
@@ -298,9 +298,9 @@ impl QueueShared {
         // Outside the memory lock: native allocation may take a while. The block is this
         // alloca's alone until its dealloca runs, which the alloca's retirement precedes.
         if let Some(previous) = release_from {
-            let _ = device.backends[previous].memory(MemoryOp::Release { block });
+            let _ = device.driver_memory(previous, MemoryOp::Release { block });
         }
-        match device.backends[driver].memory(MemoryOp::Commit { block, bytes }) {
+        match device.driver_memory(driver, MemoryOp::Commit { block, bytes }) {
             Ok(()) => Some(OpStatus::Ok),
             Err(failure) => {
                 let mut memory = device.lock_memory();
@@ -314,12 +314,12 @@ impl QueueShared {
 
     /// Runs user work (a kernel on this worker, a host function) in the Working phase, so a
     /// shutdown can abandon it if it never returns; `None` when it was.
-    pub(crate) fn run_user_work(
+    pub(crate) fn run_user_work<R>(
         &self,
         tag: u64,
         worker: usize,
-        work: impl FnOnce() -> OpStatus,
-    ) -> Option<OpStatus> {
+        work: impl FnOnce() -> R,
+    ) -> Option<R> {
         self.ownership.start_work(Running { tag, worker, since_ns: clock::start_ns() });
         let status = work();
         self.ownership.finish_work().then_some(status)

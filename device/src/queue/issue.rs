@@ -114,8 +114,9 @@ impl QueueShared {
             epoch,
             worker,
             started: false,
+            ran: false,
         };
-        let issued = self.driver_queue().issue(&mut issue);
+        let issued = self.driver_issue(&mut issue);
         let status = match issued {
             Issued::Finished(status) => Some(status),
             Issued::Pending => None,

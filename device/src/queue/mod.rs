@@ -73,13 +73,16 @@
 //!   down; `wait_count`: the gate's count.
 //! - `ring`: the ring's indices, publication and retirement, and waiting for room.
 //! - `drain`: the queue process — a drain, a step of the head operation, the layer's own work.
-//! - `issue`: kernels to the driver, and issuing ahead on queues with native waits.
+//! - `issue`: kernels to the driver, and issuing ahead on queues with native waits;
+//!   `driver`: every call into the driver, contained (a driver that breaks the contract fails
+//!   its queue, not the device).
 //! - `cancel`: speculation's walks over the ring (`run_claim`: who got to an operation first).
 //! - `finish`: the one ending.
 //! - `teardown` and `ownership`: the device taking the ring over at shutdown.
 
 mod cancel;
 mod drain;
+mod driver;
 mod finish;
 mod issue;
 mod ownership;
@@ -93,7 +96,7 @@ pub(crate) use teardown::Teardown;
 
 use std::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use causeway_core::axis::Axis;
@@ -144,6 +147,8 @@ pub(crate) struct QueueShared {
     driver_queue: OnceLock<Box<dyn DynQueue>>,
     /// Which kernels its driver runs.
     pub(crate) kernels: DriverKernels,
+    /// Whether its driver broke the contract (see `driver`): the queue is failed.
+    driver_faulted: AtomicBool,
     /// Whether its driver orders device waits natively (`BackendCapabilities::native_waits`):
     /// operations are then issued ahead of the head (see "Issuing ahead").
     pub(crate) native: bool,
@@ -207,6 +212,7 @@ impl QueueShared {
             driver,
             driver_queue: OnceLock::new(),
             kernels,
+            driver_faulted: AtomicBool::new(false),
             native,
             cursor: AtomicU64::new(0),
             issued_through: AtomicU64::new(0),

@@ -151,7 +151,7 @@ impl QueueShared {
         if self.native && body.issued.is_none() {
             // Nothing issued after it (the cursor stops at what is not issued), so its epoch is
             // the next on the queue's native progress.
-            self.driver_queue().completed_on_host(epoch);
+            self.driver_completed_on_host(epoch, body.tag);
         }
         // Release pairs with the Acquire load in `completed_epoch` (and `has_retired_or_waits`).
         self.completed.store(epoch, Ordering::Release);

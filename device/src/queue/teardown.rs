@@ -61,11 +61,11 @@ impl QueueShared {
             // invariant 2), and nothing else reads this slot.
             let body = unsafe { &*self.slot(index).body.get() };
             let Some(kernel) = body.issued else { break };
-            let driver = self.driver_queue();
-            let polled = body.issued_status.or_else(|| driver.poll(body.point.epoch, kernel));
+            let polled =
+                body.issued_status.or_else(|| self.driver_poll(body.point.epoch, kernel, body.tag));
             match polled {
                 Some(status) => self.finish(device, index, body, status, usize::MAX),
-                None if driver.is_running(kernel, workers_abandoned) => {
+                None if self.driver_is_running(kernel, workers_abandoned, body.tag) => {
                     let running =
                         Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
                     self.abandon_running(device, index, running);

@@ -1,0 +1,103 @@
+//! Every call from a queue into its driver, each contained: a driver that panics out of a call
+//! (or runs an operation's work twice) is caught here, recorded as a [`DriverFault`] and its
+//! queue *failed*: from then on the queue's operations fail as [`Failure::DeviceLost`]
+//! without reaching the driver, so every waiter ends and the device goes on. An operation the
+//! driver had pending fails the same way when next polled.
+//!
+//! A failed queue is conservative at shutdown: whatever it had issued counts as possibly still
+//! running ([`DynQueue::is_running`] is not asked), so the device keeps its state alive rather
+//! than free memory a broken driver's device might still reach.
+
+use std::sync::atomic::Ordering;
+
+use causeway_core::semaphore::Failure;
+use causeway_runtime::contain::{contain, Panicked};
+
+use super::QueueShared;
+#[cfg(doc)]
+use crate::backend::DynQueue;
+use crate::backend::{Issue, Issued};
+use crate::error::{DriverCall, DriverFault, Violation};
+use crate::ids::QueueId;
+use crate::op::{Kernel, OpStatus};
+
+/// The status of an operation on a failed queue.
+const LOST: OpStatus = OpStatus::Failed(Failure::DeviceLost);
+
+impl QueueShared {
+    /// Whether the queue's driver broke the contract (see the [module documentation](self)).
+    pub(crate) fn failed_by_driver(&self) -> bool {
+        // Relaxed: a flag only; what the fault did is recorded under the device's lock.
+        self.driver_faulted.load(Ordering::Relaxed)
+    }
+
+    /// Records that the driver broke the contract in `call`, about operation `tag`, and fails
+    /// the queue.
+    pub(crate) fn driver_fault(&self, call: DriverCall, tag: Option<u64>, violation: Violation) {
+        self.driver_faulted.store(true, Ordering::Relaxed);
+        self.device().record_fault(DriverFault {
+            driver: self.kernels.driver,
+            queue: Some(QueueId(self.index)),
+            tag,
+            call,
+            violation,
+        });
+    }
+
+    /// [`Backend::check`](crate::Backend::check), at submission: a failed queue accepts every
+    /// kernel (the operation then fails at the head, failing what it signals).
+    pub(crate) fn driver_check(&self, kernel: Kernel) -> Result<(), crate::SubmitError> {
+        if self.failed_by_driver() {
+            return Ok(());
+        }
+        contain(|| self.driver_queue().check(kernel)).unwrap_or_else(|Panicked| {
+            self.driver_fault(DriverCall::Check, None, Violation::Panicked);
+            Ok(())
+        })
+    }
+
+    /// [`Backend::issue`](crate::Backend::issue).
+    pub(super) fn driver_issue(&self, issue: &mut Issue<'_>) -> Issued {
+        if self.failed_by_driver() {
+            return Issued::Finished(LOST);
+        }
+        let tag = issue.tag();
+        contain(|| self.driver_queue().issue(issue)).unwrap_or_else(|Panicked| {
+            self.driver_fault(DriverCall::Issue, Some(tag), Violation::Panicked);
+            Issued::Finished(LOST)
+        })
+    }
+
+    /// [`Backend::poll`](crate::Backend::poll) for operation `tag` (epoch `epoch`).
+    pub(super) fn driver_poll(&self, epoch: u64, kernel: Kernel, tag: u64) -> Option<OpStatus> {
+        if self.failed_by_driver() {
+            return Some(LOST);
+        }
+        contain(|| self.driver_queue().poll(epoch, kernel)).unwrap_or_else(|Panicked| {
+            self.driver_fault(DriverCall::Poll, Some(tag), Violation::Panicked);
+            Some(LOST)
+        })
+    }
+
+    /// [`Backend::completed_on_host`](crate::Backend::completed_on_host) for operation `tag`.
+    pub(super) fn driver_completed_on_host(&self, epoch: u64, tag: u64) {
+        if self.failed_by_driver() {
+            return;
+        }
+        if contain(|| self.driver_queue().completed_on_host(epoch)).is_err() {
+            self.driver_fault(DriverCall::CompletedOnHost, Some(tag), Violation::Panicked);
+        }
+    }
+
+    /// [`Backend::is_running`](crate::Backend::is_running) for operation `tag`, at shutdown; a
+    /// failed queue's answer is yes (module docs).
+    pub(super) fn driver_is_running(&self, kernel: Kernel, abandoned: bool, tag: u64) -> bool {
+        if self.failed_by_driver() {
+            return true;
+        }
+        contain(|| self.driver_queue().is_running(kernel, abandoned)).unwrap_or_else(|Panicked| {
+            self.driver_fault(DriverCall::IsRunning, Some(tag), Violation::Panicked);
+            true
+        })
+    }
+}
