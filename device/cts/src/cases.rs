@@ -36,8 +36,9 @@ const THROUGHPUT_OPERATIONS: u64 = 100_000;
 /// it is reached; the ones between are ordered by the queue anyway).
 const THROUGHPUT_SIGNAL_EVERY: u64 = 1_000;
 
-/// How long a shutdown with work in flight may wait for running work before failing it:
-/// longer than any long kernel, so a driver that keeps the contract leaves nothing running.
+/// The bound of a shutdown with work in flight: far longer than any long kernel, so a driver
+/// that keeps the contract has stopped its own work within it (one still busy after it is
+/// reported busy, and fails the case).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// The failure of the host function the failure case runs on the driver's queue.
@@ -47,7 +48,6 @@ const HOST_FAILURE: Failure = Failure::Application(0xC75);
 /// `first_work` on `first` (waiting for `pong ≥ r - 1`, or for `opening` in the first round)
 /// signalling `ping = r`, then `second_work` on `second` waiting for `ping ≥ r` and
 /// signalling `pong = r`.
-#[allow(clippy::too_many_arguments, reason = "two queues, two kernels, two timelines")]
 fn ping_pong(
     rig: &mut Rig,
     (first, first_work): (QueueId, Work),

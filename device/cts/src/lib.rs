@@ -18,10 +18,44 @@
 //!    it against the layer's resolutions.
 //! 3. In `tests/conformance.rs`, instantiate the suite:
 //!
-//! ```ignore
+//! ```
+//! use causeway_device_cts::peer::{PeerBackend, PEER_FAILURE};
+//! use causeway_device_cts::{
+//!     conformance_suite, Availability, DriverInstance, DriverUnderTest, FailingKernel, Kernels,
+//! };
+//!
+//! // Your driver; here the suite's own reference peer stands in for it.
 //! struct MyDriver;
-//! impl causeway_device_cts::DriverUnderTest for MyDriver { /* ... */ }
-//! causeway_device_cts::conformance_suite!(MyDriver);
+//!
+//! impl DriverUnderTest for MyDriver {
+//!     type Backend = PeerBackend;
+//!
+//!     fn name(&self) -> &'static str {
+//!         "my-driver"
+//!     }
+//!
+//!     fn availability(&self) -> Availability {
+//!         Availability::Available
+//!     }
+//!
+//!     fn instance(&self) -> DriverInstance<PeerBackend> {
+//!         let (backend, kernels) = PeerBackend::new();
+//!         DriverInstance {
+//!             backend,
+//!             kernels: Kernels {
+//!                 short: kernels.short,
+//!                 short_copies: Vec::new(),
+//!                 long: kernels.long,
+//!                 failing: Some(FailingKernel { work: kernels.failing, failure: PEER_FAILURE }),
+//!             },
+//!             native_waits: None,
+//!             after_case: None,
+//!         }
+//!     }
+//! }
+//!
+//! conformance_suite!(MyDriver);
+//! # fn main() {}
 //! ```
 //!
 //! The macro expands to one test per case (the [`cases`] module lists them, with what a failure

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use causeway_core::queue::{Resolution, ResolutionCounts};
 use causeway_core::scope::{Endpoint, Scope};
+use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Backend, Device, DeviceBuilder, DriverId, Op, QueueConfig, QueueId, Receipt, SemaphoreConfig,
-    SemaphoreId, ShutdownReport, WaitOutcome, Work,
+    Backend, Device, DeviceBuilder, DriverId, HostCallId, Op, QueueConfig, QueueId, Receipt,
+    SemaphoreConfig, SemaphoreId, ShutdownReport, WaitOutcome, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -115,8 +116,8 @@ impl RigBuilder {
     /// Registers a host function.
     pub fn host_call(
         &mut self,
-        call: impl Fn() -> Result<(), causeway_core::semaphore::Failure> + Send + Sync + 'static,
-    ) -> causeway_device::HostCallId {
+        call: impl Fn() -> Result<(), Failure> + Send + Sync + 'static,
+    ) -> HostCallId {
         self.builder.host_call(call)
     }
 
