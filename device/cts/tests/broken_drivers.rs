@@ -1,6 +1,7 @@
 //! The suite catches drivers that break the contract: the reference peer with one deliberate
 //! fault each fails the case that checks that part of the contract, with a message naming the
 //! case and the driver.
+#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

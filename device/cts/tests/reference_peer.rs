@@ -1,6 +1,7 @@
 //! The suite's reference peer driver passes the suite itself, as the driver under test (a
 //! second peer plays the foreign side): the foreign side of every cross-driver case keeps the
 //! contract it is checked against.
+#![cfg(not(loom))]
 
 use causeway_device_cts::peer::{PeerBackend, PEER_FAILURE};
 use causeway_device_cts::{
