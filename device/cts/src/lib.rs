@@ -71,6 +71,15 @@
 //! have (lavapipe for Vulkan) is a failure, so such a driver answers
 //! [`Availability::Available`] and lets [`DriverUnderTest::instance`] fail loudly.
 //!
+//! ## Reading a failure
+//!
+//! A failing case panics with `conformance case <case> failed on the <driver> driver: <what>`,
+//! where `<what>` names the operation, semaphore or count that broke the contract; a case that
+//! never ends fails after [`CASE_BUDGET`] with `conformance case <case> hung on the <driver>
+//! driver`. The documentation of each function in [`cases`] says what its failure means for a
+//! driver (work lost or run twice, a failure reported with the wrong type, a native wait for a
+//! foreign signal, work left running at shutdown, ...).
+//!
 //! ## What the suite assumes of a driver
 //!
 //! Only the [`Backend`] contract. The cases submit kernels only through the [`Work`] values the
