@@ -100,11 +100,13 @@ cargo test "${WORKSPACE[@]}" --no-fail-fast
 passed
 
 step "CUDA: the GPU tests' outcome, printed (run where libcuda.so is installed, skipped with a reason elsewhere)"
-# The GPU tests print `skipped: <reason>` where no CUDA driver is installed; the summary
-# repeats the reason, so the skip is never silent. Excluding the Vulkan driver selects the CUDA
-# driver's `backend` test alone, and its build is the one tiers 1 and 3 made.
-cargo test "${WORKSPACE[@]}" --exclude causeway-driver-vulkan --test backend -- --nocapture 2>&1 |
-  tee target/cuda-tests.log
+# The GPU tests and the CUDA driver's conformance suite print `skipped: <reason>` where no CUDA
+# driver is installed; the summary repeats the reason, so the skip is never silent. Excluding
+# the Vulkan driver keeps lavapipe out of this step; the other drivers' `backend` and
+# `conformance` tests rerun beside the CUDA driver's (seconds), and the build is the one tiers 1
+# and 3 made.
+cargo test "${WORKSPACE[@]}" --exclude causeway-driver-vulkan --test backend --test conformance \
+  -- --nocapture 2>&1 | tee target/cuda-tests.log
 cuda_skipped=$(grep -m1 '^skipped: ' target/cuda-tests.log | sed 's/^skipped: //' || true)
 passed
 
@@ -204,5 +206,6 @@ passed
 
 printf '\ntiers: %d passed, 0 failed\n' "$tiers_passed"
 if [ -n "${cuda_skipped:-}" ]; then
-  printf 'CUDA tier: GPU tests skipped: %s (the bookkeeping tests ran)\n' "$cuda_skipped"
+  printf 'CUDA tier: GPU tests and the conformance suite skipped: %s (the bookkeeping tests ran)\n' \
+    "$cuda_skipped"
 fi

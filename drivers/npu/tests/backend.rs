@@ -1,7 +1,10 @@
-//! The NPU driver behind the device layer's seam, on the software device model: NPU queues
-//! share semaphores and frontiers with CPU queues, device waits between NPU queues are WAIT
-//! descriptors (one per device-wait resolution, none for anything else), failures cross drivers
-//! both ways, a full ring is backpressure, and shutdown ends every operation.
+//! The NPU driver behind the device layer's seam, on the software device model, with the real
+//! CPU driver beside it: NPU queues share semaphores and frontiers with CPU queues, device
+//! waits between NPU queues are WAIT descriptors (one per device-wait resolution, none for
+//! anything else), failures cross drivers both ways with the device's completion codes, a full
+//! ring is answered busy, and shutdown ends every operation, aborting a kernel that blocks. The
+//! contract every driver keeps (native-wait ping-pong counted exactly, 10^5 operations, and the
+//! rest) is the conformance suite's, in `tests/conformance.rs`.
 //!
 //! Nothing here depends on timing: where a resolution would depend on how far the device got,
 //! the work is held behind a host gate until every submission is resolved.
@@ -174,58 +177,6 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
     }
     assert_eq!(waits(tally.counts()), (1, 0, 1), "{:?}", tally.counts());
     assert_eq!(waits(tally.counts()), resolved_waits(&device, &[adder, scaler]));
-    let report = device.shutdown(HANG_GUARD);
-    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
-}
-
-#[test]
-fn ten_thousand_operations_between_npu_queues_emit_one_wait_descriptor_per_device_wait() {
-    // The smallest ring (32 slots): the layer issues ahead of completion, so rings fill and
-    // issuing waits for room.
-    let mut npu = NpuBackend::new().with_ring_order(MIN_RING_ORDER).unwrap();
-    let (a, b, c, y) = (buffer(|_| 1.0), buffer(|_| 0.5), buffer(|_| 0.0), buffer(|_| 0.0));
-    let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
-    let scale = Work::Execute(npu.command_buffer(vec![(TILES, saxpy(&c, &y))]).unwrap());
-    let tally = npu.tally();
-    let mut builder = builder();
-    let npu = builder.driver(npu);
-    let (first, second) = (builder.queue(queue_of(npu)), builder.queue(queue_of(npu)));
-    let [added, accumulated] = semaphores(&mut builder, first);
-    let device = builder.build().unwrap();
-
-    // Rounds of `c = a + b` on one queue and `y = 2c + y` on the other, each waiting for the
-    // other's previous step.
-    const ROUNDS: u64 = 5_000;
-    for round in 1..=ROUNDS {
-        let add_waits = [(accumulated, round - 1)];
-        let add_op = Op {
-            waits: &add_waits[..usize::from(round > 1)],
-            signals: &[(added, round)],
-            work: sum,
-            tag: round,
-        };
-        device.submit(first, &add_op).unwrap();
-        let scale_op = Op {
-            waits: &[(added, round)],
-            signals: &[(accumulated, round)],
-            work: scale,
-            tag: round,
-        };
-        device.submit(second, &scale_op).unwrap();
-    }
-    let reached = wait(device.semaphore(accumulated).unwrap(), ROUNDS, Some(HANG_GUARD));
-    assert_eq!(reached, Ok(ROUNDS));
-    let expected = 2.0 * 1.5 * ROUNDS as f32;
-    assert!(
-        read(&y).iter().all(|&v| v == expected),
-        "y[0] = {} (expected {expected})",
-        read(&y)[0]
-    );
-
-    let counts = tally.counts();
-    assert_eq!(waits(counts), resolved_waits(&device, &[first, second]));
-    assert_eq!(counts.emitted + counts.elided + counts.held, 2 * ROUNDS - 1, "one per edge");
-    assert!(counts.emitted > 0, "{counts:?}");
     let report = device.shutdown(HANG_GUARD);
     assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
 }
