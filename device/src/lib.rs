@@ -66,6 +66,9 @@ mod speculation;
 // The device: its shared state, its builder, submission and shutdown.
 mod device;
 
+// The host as a participant: a timeline of its own whose steps wait and signal.
+mod host;
+
 pub use backend::{
     Backend, BackendCapabilities, DeviceContext, Issue, Issued, MemoryOp, NativeWait, Origin,
     QueueWaiters,
@@ -77,6 +80,7 @@ pub use device::{Device, DeviceBuilder, ShutdownReport, StuckOp, BOOKKEEPING_GRA
 pub use error::{
     DeviceError, DriverCall, DriverError, DriverFault, Rejected, Resource, SubmitError, Violation,
 };
+pub use host::{CommittedStep, HostStep, HostTimeline, StepTimedOut};
 pub use ids::{
     allocate_axis, BufferId, CommandBufferId, DriverId, HostCall, HostCallId, QueueId, SemaphoreId,
 };

@@ -756,7 +756,11 @@ impl Node {
     /// tracked signals, committed on the device's semaphores with `origin` and `frontier` —
     /// to the ranks that import them, exactly as a submission's are. Signals on semaphores
     /// that are not exported are ignored. Call it once the signals are committed (pending or
-    /// reached): their completion follows as for any exported value.
+    /// reached): their completion follows as for any exported value. A host thread takes part
+    /// through the device layer's host participant, as the CLI's host steps do: a
+    /// [`HostTimeline`](causeway_device::HostTimeline) step's
+    /// [`CommittedStep`](causeway_device::CommittedStep) gives `origin` (its `point`) and
+    /// `frontier`; announce between its commit and its `finish`.
     pub fn announce(
         &self,
         signals: &[(SemaphoreId, u64)],

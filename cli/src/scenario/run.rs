@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway::device::{
-    allocate_axis, BufferId, CommandBufferId, Device, DeviceSemaphore, HostCallId, Observer, Op,
-    OpEvent, OpStatus, QueueConfig, QueueId, Receipt, SemaphoreConfig, SemaphoreId, SubmitError,
-    WaitOutcome, Work, DEFAULT_SEMAPHORE_HISTORY,
+    allocate_axis, BufferId, CommandBufferId, Device, DeviceSemaphore, HostCallId, HostTimeline,
+    Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, Receipt, SemaphoreConfig, SemaphoreId,
+    SubmitError, WaitOutcome, Work, DEFAULT_SEMAPHORE_HISTORY,
 };
 use causeway::host::{self, HostWaitError};
 use causeway::runtime::spin_for;
@@ -30,7 +30,7 @@ use causeway::{PoolConfig, FRONTIER_CAPACITY};
 use causeway_core::axis::{Axis, Domain};
 use causeway_core::collective::CollectiveChannel;
 use causeway_core::frontier::{Frontier, Point};
-use causeway_core::queue::{self, Capabilities, QueueClock, Resolution, WaitResolution};
+use causeway_core::queue::{Resolution, WaitResolution};
 use causeway_core::scope::Endpoint;
 use causeway_core::semaphore::{Failure, SignalError, MAX_HISTORY_SLOTS, MIN_HISTORY_SLOTS};
 use causeway_core::speculation::{Dependence, Rejection};
@@ -762,7 +762,7 @@ struct Runner<'s, 'p> {
     /// on any rank) signal it to.
     signalled: Vec<u64>,
     recorder: Arc<Recorder>,
-    host_clock: QueueClock<FRONTIER_CAPACITY>,
+    host_timeline: HostTimeline,
     /// The device's ID of each declared semaphore, in declaration order.
     semaphore_ids: Vec<SemaphoreId>,
     host_calls: Vec<HostCallId>,
@@ -927,15 +927,11 @@ impl<'s, 'p> Runner<'s, 'p> {
         builder.allocation_records(sizes.allocas.max(1));
         builder.observer(recorder.clone());
         let device = builder.build().map_err(|e| fail(format!("cannot start the device: {e}")))?;
-        let host_clock = QueueClock::new(
-            host_axis,
-            host_endpoint(host_axis),
-            Capabilities { wait_before_signal: true },
-        );
+        let host_timeline = HostTimeline::new(host_axis, host_endpoint(host_axis));
         let queue_axes = scenario.queues.iter().enumerate().filter_map(|(index, queue)| {
             device.axis(QueueId(index)).map(|axis| (axis, queue.name.clone()))
         });
-        let host_axis = (host_clock.axis(), super::parse::HOST.to_string());
+        let host_axis = (host_timeline.axis(), super::parse::HOST.to_string());
         let channel_axis = (channel.axis(), super::parse::COLLECTIVE.to_string());
         let frontiers = FrontierRecorder::new(queue_axes.chain([host_axis, channel_axis]));
         let waits = scenario.ops.iter().map(|op| scenario.waits(op).len()).sum();
@@ -947,7 +943,7 @@ impl<'s, 'p> Runner<'s, 'p> {
             peers: None,
             signalled: vec![0; scenario.semaphores.len()],
             recorder,
-            host_clock,
+            host_timeline,
             semaphore_ids,
             host_calls,
             command_buffers,
@@ -1185,31 +1181,24 @@ impl<'s, 'p> Runner<'s, 'p> {
         for &(semaphore, value) in self.scenario.waits(op) {
             self.await_announced(op, semaphore, value, deadline)?;
         }
-        let mut submission = self.host_clock.begin();
+        let mut step = self.host_timeline.step();
         let waits_start = self.waits.len();
-        let mut failed = false;
         for &(semaphore, value) in self.scenario.waits(op) {
             let device_semaphore =
                 self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
-            let resolved = match submission.wait(device_semaphore, value) {
-                Ok(resolved) => Some(resolved),
-                Err(causeway_core::queue::WaitError::Failed(_)) => {
-                    failed = true;
-                    None
-                }
-                Err(_) => {
-                    let spec = &self.scenario.semaphores[semaphore];
-                    return Err(Halt::Invalid(ScenarioError::at(
-                        &self.scenario.path,
-                        op.line,
-                        format!(
-                            "op `{}`: semaphore `{}` ({}) is not visible to the host",
-                            self.scenario.op_name(op),
-                            spec.name,
-                            spec.scope.name()
-                        ),
-                    )));
-                }
+            // `None`: the semaphore had failed; the step fails with it.
+            let Ok(resolved) = step.wait(device_semaphore, value) else {
+                let spec = &self.scenario.semaphores[semaphore];
+                return Err(Halt::Invalid(ScenarioError::at(
+                    &self.scenario.path,
+                    op.line,
+                    format!(
+                        "op `{}`: semaphore `{}` ({}) is not visible to the host",
+                        self.scenario.op_name(op),
+                        spec.name,
+                        spec.scope.name()
+                    ),
+                )));
             };
             self.waits.push(WaitRecord::new(semaphore, value, resolved));
         }
@@ -1217,30 +1206,32 @@ impl<'s, 'p> Runner<'s, 'p> {
             let device_semaphore =
                 self.device.semaphore(self.semaphore_ids[semaphore]).expect("declared");
             let imported = self.share.and_then(|share| share.exporter_of(semaphore)).is_some();
-            // Either way, `Err` is a failed timeline or the deadline.
-            let waited = match self.peers {
-                Some(peers) if imported => peers.wait(semaphore, value, remaining(deadline)),
-                _ => match host::wait_until(device_semaphore, value, deadline) {
-                    Ok(_) => Ok(()),
-                    Err(HostWaitError::Failed(_)) => Err(PeerWaitError::Failed),
-                    Err(_) => Err(PeerWaitError::TimedOut),
-                },
-            };
-            match waited {
-                Ok(()) => {}
-                Err(PeerWaitError::Failed) => failed = true,
-                Err(_) => {
-                    let waits = Span::since(&self.waits, waits_start);
-                    self.records[index] = OpRecord::at_deadline(submit_ns, waits, None);
-                    let name = &self.scenario.semaphores[semaphore].name;
-                    return Err(Halt::Stuck(format!(
-                        "op `{}` (line {}) on the host waits for {name}>={value} (at {}) past the {:?} deadline",
-                        self.scenario.op_name(op),
-                        op.line,
-                        device_semaphore.value(),
-                        self.options.timeout
-                    )));
+            let reached = match self.peers {
+                // Reached on the rank that exports it; a failure there fails the local copy.
+                Some(peers) if imported => {
+                    match peers.wait(semaphore, value, remaining(deadline)) {
+                        Ok(()) => true,
+                        Err(PeerWaitError::Failed) => {
+                            let failure = device_semaphore.failure_for(value);
+                            step.fail(failure.unwrap_or(Failure::Aborted));
+                            true
+                        }
+                        Err(_) => false,
+                    }
                 }
+                _ => step.block_until(device_semaphore, value, deadline).is_ok(),
+            };
+            if !reached {
+                let waits = Span::since(&self.waits, waits_start);
+                self.records[index] = OpRecord::at_deadline(submit_ns, waits, None);
+                let name = &self.scenario.semaphores[semaphore].name;
+                return Err(Halt::Stuck(format!(
+                    "op `{}` (line {}) on the host waits for {name}>={value} (at {}) past the {:?} deadline",
+                    self.scenario.op_name(op),
+                    op.line,
+                    device_semaphore.value(),
+                    self.options.timeout
+                )));
             }
         }
         // Started once its waits have ended, as a queue operation starts once its gate opens.
@@ -1264,19 +1255,25 @@ impl<'s, 'p> Runner<'s, 'p> {
         // may start at once.
         let end_ns = self.device.now_ns();
         let (device, ids) = (&self.device, &self.semaphore_ids);
-        let signals = self.scenario.signals(op).iter().map(|&(semaphore, value)| {
-            (device.semaphore(ids[semaphore]).expect("declared semaphores exist"), value)
-        });
-        let (submitted, result) = if op.external {
+        let signals: Vec<(&DeviceSemaphore, u64)> = self
+            .scenario
+            .signals(op)
+            .iter()
+            .map(|&(semaphore, value)| {
+                (device.semaphore(ids[semaphore]).expect("declared semaphores exist"), value)
+            })
+            .collect();
+        let (point, frontier, result) = if op.external {
             // From outside the scheduler's knowledge: the values arrive with nothing to
-            // import (a taint window), so no operation of the host's clock signals them.
-            let submitted = submission.commit();
-            for (index, (target, value)) in signals.enumerate() {
-                let result = if failed {
-                    target.fail(Failure::Aborted);
-                    Ok(())
-                } else {
-                    target.signal_external(value)
+            // import (a taint window), so no operation of the host's timeline signals them.
+            let (point, frontier, failure) = step.commit_untracked();
+            for (index, &(target, value)) in signals.iter().enumerate() {
+                let result = match failure {
+                    Some(failure) => {
+                        target.fail(failure);
+                        Ok(())
+                    }
+                    None => target.signal_external(value),
                 };
                 // A refusal because the timeline already failed is the failure spreading; any
                 // other refusal is the scenario's fault.
@@ -1287,23 +1284,20 @@ impl<'s, 'p> Runner<'s, 'p> {
                     return Err(Halt::Invalid(self.signal_error(op, index, error)));
                 }
             }
-            (submitted, if failed { Err(Failure::Aborted) } else { Ok(()) })
+            (point, frontier, failure.map_or(Ok(()), Err))
         } else {
-            let submitted = submission.commit_signalling(signals.clone()).map_err(|refused| {
+            let committed = step.commit(&signals).map_err(|refused| {
                 Halt::Invalid(self.signal_error(op, refused.index, refused.error))
             })?;
             if let Some(peers) = self.peers {
                 let signalled: Vec<(SemaphoreId, u64)> =
                     self.scenario.signals(op).iter().map(|&(s, v)| (ids[s], v)).collect();
-                peers.announce(&signalled, submitted.point, &submitted.frontier);
+                peers.announce(&signalled, committed.point, &committed.frontier);
             }
-            // A failed wait (the host ran nothing) or a signal on a failed timeline dooms it.
-            let result = match (failed, submitted.failure) {
-                (false, None) => Ok(()),
-                (_, failure) => Err(failure.unwrap_or(Failure::Aborted)),
-            };
-            queue::retire(signals, result);
-            (submitted, result)
+            let (point, frontier) = (committed.point, committed.frontier);
+            // A failed wait or a signal on a failed timeline dooms it; the host's work itself
+            // does not fail.
+            (point, frontier, committed.finish(Ok(())))
         };
         if let Some((semaphore, code)) = op.fail {
             match self.peers {
@@ -1321,12 +1315,12 @@ impl<'s, 'p> Runner<'s, 'p> {
             }
         }
         self.records[index] = OpRecord {
-            epoch: submitted.point.epoch,
+            epoch: point.epoch,
             submit_ns,
             start_ns,
             end_ns,
             waits: Span::since(&self.waits, waits_start),
-            frontier: self.frontiers.record(&submitted.frontier),
+            frontier: self.frontiers.record(&frontier),
             worker: None,
             queued: false,
             status: if result.is_ok() { Status::Ok } else { Status::Failed },
