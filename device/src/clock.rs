@@ -64,7 +64,7 @@ mod tests {
 
     #[test]
     fn a_start_is_never_later_than_a_precise_reading_after_it() {
-        for _ in 0..10_000 {
+        for _ in 0..if cfg!(miri) { 100 } else { 10_000 } {
             let start = start_ns();
             assert!(start <= now_ns(), "a duration from {start} would be under-reported");
         }

@@ -211,7 +211,7 @@ impl DeviceBuilder {
         // `Device::drop`, after the pool's workers (the only other holders of references
         // derived from it) have been joined; nothing moves it in between.
         let shared: &'static DeviceShared = unsafe { &*owned };
-        let device = Device { pool: Some(pool), shared, owned };
+        let device = Device { pool: Some(pool), owned };
         for backend in shared.backends.iter() {
             backend.start(DeviceContext { shared });
         }

@@ -40,17 +40,27 @@ use causeway_core::semaphore::Failure;
 /// `'static`, and reclaimed in `Drop` after the workers are joined.
 pub struct Device {
     pool: Option<CpuPool>,
-    shared: &'static DeviceShared,
+    /// The state, from `Box::into_raw`. Kept as a pointer, not a `&'static`: `shutdown` takes
+    /// the device by value and frees the state inside the call, which a reference field (valid
+    /// for the whole call, as a by-value argument's references are) would forbid.
     owned: *mut DeviceShared,
 }
 
-// SAFETY: `owned` is only the deallocation handle of `shared`, used once in `drop` (which has
-// exclusive access); everything reachable through `shared` is `Sync`.
+// SAFETY: `owned` is the state's allocation, freed once, in `stop` (which has exclusive
+// access); everything reachable through it is `Sync`.
 unsafe impl Send for Device {}
 // SAFETY: as above; shared access goes through `&DeviceShared`, which is `Sync`.
 unsafe impl Sync for Device {}
 
 impl Device {
+    /// The device's state, for as long as it lives.
+    fn shared(&self) -> &'static DeviceShared {
+        // SAFETY: `owned` came from `Box::into_raw` in `build` and is freed only in `stop`,
+        // after which no method of this device runs (`shutdown` consumed it; `Drop` calls
+        // `stop` again, which returns before touching the state).
+        unsafe { &*self.owned }
+    }
+
     /// Starts describing a device run by a pool built from `pool`.
     pub fn builder(pool: PoolConfig) -> DeviceBuilder {
         DeviceBuilder::new(pool)
@@ -58,54 +68,54 @@ impl Device {
 
     /// The device's semaphore `id`.
     pub fn semaphore(&self, id: SemaphoreId) -> Option<&DeviceSemaphore> {
-        self.shared.semaphores.get(id)
+        self.shared().semaphores.get(id)
     }
 
     /// Where queue `id` sits (for scope decisions and its axis).
     pub fn endpoint(&self, id: QueueId) -> Option<Endpoint> {
-        self.shared.endpoints.get(id.0).copied()
+        self.shared().endpoints.get(id.0).copied()
     }
 
     /// Queue `id`'s axis.
     pub fn axis(&self, id: QueueId) -> Option<Axis> {
-        self.shared.queues.get(id.0).map(QueueShared::submit_axis)
+        self.shared().queues.get(id.0).map(QueueShared::submit_axis)
     }
 
     /// Queue `id`'s wait-resolution totals over the operations submitted to it.
     pub fn resolution_counts(&self, id: QueueId) -> Option<ResolutionCounts> {
-        self.shared.queues.get(id.0).map(|queue| queue.lock_submit().counts)
+        self.shared().queues.get(id.0).map(|queue| queue.lock_submit().counts)
     }
 
     /// Operations submitted to queue `id` that have not finished.
     pub fn in_flight(&self, id: QueueId) -> Option<u64> {
-        self.shared.queues.get(id.0).map(QueueShared::in_flight)
+        self.shared().queues.get(id.0).map(QueueShared::in_flight)
     }
 
     /// Stream-ordered memory totals.
     pub fn memory_stats(&self) -> MemoryStats {
-        self.shared.lock_memory().pool.stats()
+        self.shared().lock_memory().pool.stats()
     }
 
     /// Bytes committed right now.
     pub fn committed_bytes(&self) -> u64 {
-        self.shared.lock_memory().pool.committed()
+        self.shared().lock_memory().pool.committed()
     }
 
     /// Every contract violation a driver committed so far, in order, each caught by the
     /// layer: the driver's queue was failed (its operations fail as device lost from then
     /// on) and the device went on. Empty for drivers that keep the contract.
     pub fn driver_faults(&self) -> Vec<DriverFault> {
-        self.shared.faults.lock().clone()
+        self.shared().faults.lock().clone()
     }
 
     /// Nanoseconds since the device started (the clock of [`OpEvent`]s).
     pub fn now_ns(&self) -> u64 {
-        self.shared.now_ns()
+        self.shared().now_ns()
     }
 
     /// The pool's executor, for running other processes beside the queues.
     pub fn executor(&self) -> &HostExecutor<'static> {
-        &self.shared.executor
+        &self.shared().executor
     }
 
     /// Runs `body` — part of a drain of another process on this device's executor that
@@ -119,7 +129,7 @@ impl Device {
         &self,
         body: impl FnOnce() -> R,
     ) -> (R, Option<Woken<'static, 'static>>) {
-        hand_off::collect(self.shared, |collector| {
+        hand_off::collect(self.shared(), |collector| {
             let result = body();
             (result, collector.take())
         })
@@ -152,11 +162,11 @@ impl Device {
         // Every queue decides and claims before any signal is marked: a failure spreading
         // ahead of the walk would fail a dependent operation on a later queue (as a failed wait
         // at submission) before the walk could cancel it.
-        for queue in self.shared.queues.iter() {
+        for queue in self.shared().queues.iter() {
             queue.claim_speculative(rejection, &mut report);
         }
-        for queue in self.shared.queues.iter() {
-            if queue.mark_cancelled(self.shared) {
+        for queue in self.shared().queues.iter() {
+            if queue.mark_cancelled(self.shared()) {
                 queue.wake();
             }
         }
@@ -167,7 +177,7 @@ impl Device {
     /// ([`DeviceBuilder::semaphore_pool`]), without waiting: [`SemaphoreError::Full`] when every
     /// pooled slot is live or still used by operations in flight.
     pub fn create_semaphore(&self, initial: u64) -> Result<SemaphoreId, SemaphoreError> {
-        self.shared.semaphores.create(initial, &self.shared.queues)
+        self.shared().semaphores.create(initial, &self.shared().queues)
     }
 
     /// [`create_semaphore`](Self::create_semaphore), waiting up to `timeout` for a destroyed
@@ -177,7 +187,7 @@ impl Device {
         initial: u64,
         timeout: Duration,
     ) -> Result<SemaphoreId, SemaphoreError> {
-        let shared = self.shared;
+        let shared = self.shared();
         // A timeout too large to represent as an instant means no deadline.
         let deadline = Instant::now().checked_add(timeout);
         loop {
@@ -210,15 +220,15 @@ impl Device {
     /// operations already submitted keep using it; its slot is reused once they have all
     /// retired and no host thread waits on it. Declared semaphores live as long as the device.
     pub fn destroy_semaphore(&self, id: SemaphoreId) -> Result<(), SemaphoreError> {
-        self.shared.semaphores.destroy(id, &self.shared.queues)
+        self.shared().semaphores.destroy(id, &self.shared().queues)
     }
 }
 
 impl fmt::Debug for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Device")
-            .field("queues", &self.shared.queues)
-            .field("semaphores", &self.shared.semaphores.len())
+            .field("queues", &self.shared().queues)
+            .field("semaphores", &self.shared().semaphores.len())
             .finish_non_exhaustive()
     }
 }

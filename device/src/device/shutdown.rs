@@ -25,7 +25,7 @@ impl Device {
     fn stop(&mut self, grace: Duration) -> ShutdownReport {
         let Some(pool) = self.pool.take() else { return ShutdownReport::default() };
         let pool = pool.shutdown_within(grace);
-        let shared = self.shared;
+        let shared = self.shared();
         let abandoned = !pool.abandoned.is_empty();
         let deadline = Instant::now() + BOOKKEEPING_GRACE;
         let mut report = ShutdownReport {

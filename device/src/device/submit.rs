@@ -85,7 +85,7 @@ impl Device {
         resource: Resource,
         deadline: Option<Instant>,
     ) -> bool {
-        let shared = self.shared;
+        let shared = self.shared();
         match resource {
             Resource::QueueSlots { .. } => match shared.queues.get(queue.0) {
                 Some(queue) => queue.wait_for_slot(deadline),
@@ -114,7 +114,7 @@ impl Device {
 
     /// One submission attempt; see the [module documentation](self).
     fn submit_now(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
-        let shared = self.shared;
+        let shared = self.shared();
         let queue = shared.queues.get(queue.0).ok_or(SubmitError::UnknownQueue(queue))?;
         self.check(queue, op)?;
         let mut side = queue.lock_submit();
@@ -255,7 +255,7 @@ impl Device {
             return Err(SubmitError::TooManySignals(op.signals.len()));
         }
         match op.work.split() {
-            Err(LayerWork::Host(call)) if call.0 as usize >= self.shared.host_calls.len() => {
+            Err(LayerWork::Host(call)) if call.0 as usize >= self.shared().host_calls.len() => {
                 Err(SubmitError::UnknownHostCall(call))
             }
             Err(_) => Ok(()),
@@ -279,7 +279,7 @@ impl Device {
         work: Work,
         driver: usize,
     ) -> Result<Option<AllocationId>, SubmitError> {
-        let mut memory = self.shared.lock_memory();
+        let mut memory = self.shared().lock_memory();
         match work {
             Work::Alloca { buffer, bytes } => match memory.pool.reserve(buffer.0, bytes, driver) {
                 Ok(Some(id)) => Ok(Some(id)),
@@ -305,8 +305,8 @@ impl Device {
         submitted: &Submitted<FRONTIER_CAPACITY>,
     ) {
         let Some(allocation) = allocation else { return };
-        let completed = self.shared.completed_frontier();
-        let mut memory = self.shared.lock_memory();
+        let completed = self.shared().completed_frontier();
+        let mut memory = self.shared().lock_memory();
         match work {
             Work::Alloca { .. } => {
                 memory.pool.assign(allocation, &submitted.frontier, &completed);
@@ -320,11 +320,11 @@ impl Device {
 
     fn unreserve_memory(&self, work: Work, allocation: Option<AllocationId>) {
         let Some(allocation) = allocation else { return };
-        let mut memory = self.shared.lock_memory();
+        let mut memory = self.shared().lock_memory();
         match work {
             Work::Alloca { buffer, .. } => {
                 memory.pool.unreserve(buffer.0, allocation);
-                self.shared.record_freed(&memory);
+                self.shared().record_freed(&memory);
             }
             Work::Dealloca(buffer) => memory.pool.unrelease(buffer.0, allocation),
             _ => {}
@@ -333,7 +333,7 @@ impl Device {
 
     /// Arms the slot's timepoint `wait`; true when it was linked (the gate counts it).
     fn arm(&self, slot: &OpSlot, wait: usize, (id, value): (SemaphoreId, u64)) -> bool {
-        let semaphore = &self.shared.semaphores[id];
+        let semaphore = &self.shared().semaphores[id];
         let timepoint = QueueShared::timepoint(slot, wait);
         // Invariant 3 of the ring protocol: a previous firing may still be finishing.
         while timepoint.is_busy() {

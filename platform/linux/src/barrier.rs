@@ -25,7 +25,7 @@
 //!
 //! The expedited command needs Linux 4.14 and a registration per process, which [`prepare`]
 //! makes (a process-wide one-time step, cheap; a device calls it when it is built). Until it
-//! succeeds — and on other targets, or when the kernel refuses — both functions are plain
+//! succeeds — and on other targets, under Miri, or when the kernel refuses — both functions are plain
 //! `SeqCst` fences: correct, only without the saving. The mode is decided once and never goes
 //! back, so a `heavy` never runs as a fence while some `light` ran as a compiler barrier:
 //! `light` reads the mode, `heavy` reads it again after any `light` that saw it set (it was
@@ -91,7 +91,7 @@ pub fn heavy() {
     fence(Ordering::SeqCst);
 }
 
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
 fn register() -> bool {
     use rustix::thread::{membarrier, membarrier_query, MembarrierCommand};
     let offered = membarrier_query();
@@ -100,20 +100,20 @@ fn register() -> bool {
         && membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok()
 }
 
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
 fn expedited_barrier() -> bool {
     use rustix::thread::{membarrier, MembarrierCommand};
     membarrier(MembarrierCommand::PrivateExpedited).is_ok()
 }
 
-// Elsewhere (and under loom, whose models pair SeqCst fences themselves) nothing registers:
-// both sides stay fences.
-#[cfg(not(all(target_os = "linux", not(loom))))]
+// Elsewhere (under loom, whose models pair SeqCst fences themselves, and under Miri, which
+// runs no `membarrier`) nothing registers: both sides stay fences.
+#[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
 fn register() -> bool {
     false
 }
 
-#[cfg(not(all(target_os = "linux", not(loom))))]
+#[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
 fn expedited_barrier() -> bool {
     false
 }
@@ -128,7 +128,7 @@ mod tests {
     fn prepare_decides_once() {
         let first = prepare();
         assert_eq!(prepare(), first);
-        if cfg!(all(target_os = "linux", not(loom))) {
+        if cfg!(all(target_os = "linux", not(loom), not(miri))) {
             // Every kernel the project supports (4.14 and later) offers it.
             assert!(first, "membarrier(PRIVATE_EXPEDITED) is available on this Linux kernel");
         }
