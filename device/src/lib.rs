@@ -30,7 +30,14 @@
 //! failed wait, or failing work — a host function's error, a host function or kernel that
 //! panics (contained on its worker, as [`Failure::Aborted`](causeway_core::semaphore::Failure::Aborted)) — fails the operation and every
 //! semaphore it signals; shutting the device down cancels what has not run and fails its
-//! signals as cancelled, so no host waiter is left hanging.
+//! signals as cancelled, so no host waiter is left hanging. A driver that breaks the seam's
+//! contract fails its queue, not the device ([`DriverFault`]).
+//!
+//! The host takes part as a timeline of its own ([`HostTimeline`]): its steps wait on the
+//! device's semaphores and signal them with what they learned, as queue operations do.
+//!
+//! Writing a driver: `docs/writing-a-driver.md`; the conformance suite every driver passes is
+//! the `causeway-device-cts` crate.
 
 // Not a loom model: its lock-free parts are core's (modelled there), and core's axis allocator
 // is not `const` under loom. Under `--cfg loom` the crate is empty.
