@@ -42,6 +42,13 @@ impl Default for QueueConfig {
     }
 }
 
+impl QueueConfig {
+    /// The default configuration, on driver `driver`.
+    pub fn on(driver: DriverId) -> QueueConfig {
+        QueueConfig { driver, ..QueueConfig::default() }
+    }
+}
+
 /// How to build one semaphore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -10,8 +10,8 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
     Backend, BackendCapabilities, BufferId, Device, DeviceContext, DriverCall, DriverError,
-    DriverFault, DriverId, Issue, Issued, Kernel, MemoryOp, Op, OpStatus, QueueConfig, QueueId,
-    SemaphoreId, Violation, Work,
+    DriverFault, Issue, Issued, Kernel, MemoryOp, Op, OpStatus, QueueConfig, QueueId, SemaphoreId,
+    Violation, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -105,12 +105,6 @@ impl Backend for BrokenDriver {
     }
 }
 
-fn queue_of(driver: DriverId) -> QueueConfig {
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    config
-}
-
 /// Runs the scenario every breakage shares and returns the faults the device recorded.
 ///
 /// Queue `broken` (on the broken driver) runs the poisoned operation (tag 1, signalling `a`)
@@ -120,8 +114,8 @@ fn queue_of(driver: DriverId) -> QueueConfig {
 fn run(breakage: Breakage) -> (Vec<Fault>, QueueId) {
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     let driver = builder.driver(BrokenDriver(breakage));
-    let broken_queue = builder.queue(queue_of(driver));
-    let other = builder.queue(queue_of(driver));
+    let broken_queue = builder.queue(QueueConfig::on(driver));
+    let other = builder.queue(QueueConfig::on(driver));
     let home = builder.endpoint(broken_queue).unwrap();
     let [a, b, c, d] = [(); 4].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
     builder.memory(1, 1 << 20);

@@ -9,8 +9,8 @@ use std::time::Duration;
 use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Backend, BackendCapabilities, BlockId, BufferId, Device, DeviceContext, DriverError, DriverId,
-    Issue, Issued, Kernel, MemoryOp, Op, OpStatus, QueueConfig, QueueId, Work,
+    Backend, BackendCapabilities, BlockId, BufferId, Device, DeviceContext, DriverError, Issue,
+    Issued, Kernel, MemoryOp, Op, OpStatus, QueueConfig, QueueId, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -74,12 +74,6 @@ impl Backend for LoggingDriver {
     }
 }
 
-fn queue_of(driver: DriverId) -> QueueConfig {
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    config
-}
-
 fn alloca(buffer: u32, bytes: u64) -> Work {
     Work::Alloca { buffer: BufferId(buffer), bytes }
 }
@@ -102,7 +96,7 @@ fn a_block_is_backed_kept_for_reuse_and_backed_again_by_the_same_driver() {
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     let (driver, log) = LoggingDriver::new("logging", u64::MAX);
     let driver = builder.driver(driver);
-    let queue = builder.queue(queue_of(driver));
+    let queue = builder.queue(QueueConfig::on(driver));
     let done = builder.semaphore(0, Scope::DeviceLocal, builder.endpoint(queue).unwrap());
     builder.memory(1, 1 << 20);
     let device = builder.build().unwrap();
@@ -131,7 +125,8 @@ fn a_driver_that_cannot_back_an_alloca_fails_it_and_what_waits_on_it_on_another_
     let (small, small_log) = LoggingDriver::new("small", 1024);
     let (other, other_log) = LoggingDriver::new("other", u64::MAX);
     let (small, other) = (builder.driver(small), builder.driver(other));
-    let (allocating, waiting) = (builder.queue(queue_of(small)), builder.queue(queue_of(other)));
+    let (allocating, waiting) =
+        (builder.queue(QueueConfig::on(small)), builder.queue(QueueConfig::on(other)));
     let home = builder.endpoint(allocating).unwrap();
     let [allocated, downstream, released] =
         [(); 3].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
@@ -164,7 +159,8 @@ fn a_block_reused_on_another_driver_is_released_by_the_driver_it_died_on() {
     let (first, first_log) = LoggingDriver::new("first", u64::MAX);
     let (second, second_log) = LoggingDriver::new("second", u64::MAX);
     let (first, second) = (builder.driver(first), builder.driver(second));
-    let (on_first, on_second) = (builder.queue(queue_of(first)), builder.queue(queue_of(second)));
+    let (on_first, on_second) =
+        (builder.queue(QueueConfig::on(first)), builder.queue(QueueConfig::on(second)));
     let freed = builder.semaphore(0, Scope::DeviceLocal, builder.endpoint(on_first).unwrap());
     builder.memory(2, 1 << 20);
     let device = builder.build().unwrap();

@@ -172,18 +172,12 @@ impl Events {
     }
 }
 
-fn queue_of(driver: DriverId) -> QueueConfig {
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    config
-}
-
 /// A device with one queue of a [`ThreadDriver`] and two semaphores, watched.
 fn one_thread_queue() -> (Device, QueueId, [SemaphoreId; 2], Arc<Events>) {
     let events = Arc::new(Events::default());
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     let driver = builder.driver(ThreadDriver::new("thread", true));
-    let queue = builder.queue(queue_of(driver));
+    let queue = builder.queue(QueueConfig::on(driver));
     let home = builder.endpoint(queue).unwrap();
     let semaphores = [(); 2].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
     builder.observer(events.clone());
@@ -199,8 +193,8 @@ fn a_semaphore_crosses_two_drivers_and_the_early_wait_is_held_where_the_driver_n
     let (timeline_waits, binary_waits) = (timeline.native_waits(), binary.native_waits());
     let timeline = builder.driver(timeline);
     let binary = builder.driver(binary);
-    let producer = builder.queue(queue_of(timeline));
-    let consumer = builder.queue(queue_of(binary));
+    let producer = builder.queue(QueueConfig::on(timeline));
+    let consumer = builder.queue(QueueConfig::on(binary));
     let home = builder.endpoint(producer).unwrap();
     let produced = builder.semaphore(0, Scope::DeviceLocal, home);
     let consumed = builder.semaphore(0, Scope::DeviceLocal, home);
@@ -275,7 +269,7 @@ fn a_semaphore_crosses_two_drivers_and_the_early_wait_is_held_where_the_driver_n
 fn work_a_driver_has_no_kernel_for_is_refused_at_submission() {
     let mut builder = Device::builder(PoolConfig::with_workers(1));
     let driver = builder.driver(ThreadDriver::new("thread", true));
-    let queue = builder.queue(queue_of(driver));
+    let queue = builder.queue(QueueConfig::on(driver));
     let device = builder.build().unwrap();
     let execute = Op {
         waits: &[],
@@ -303,12 +297,12 @@ fn work_a_driver_has_no_kernel_for_is_refused_at_submission() {
 fn a_queue_of_an_unregistered_driver_or_one_its_driver_refuses_fails_the_build() {
     let mut builder = Device::builder(PoolConfig::with_workers(1));
     builder.driver(ThreadDriver::new("thread", true));
-    builder.queue(queue_of(DriverId(1)));
+    builder.queue(QueueConfig::on(DriverId(1)));
     assert!(matches!(builder.build(), Err(DeviceError::UnknownDriver(QueueId(0), DriverId(1)))));
 
     let mut builder = Device::builder(PoolConfig::with_workers(1));
     let driver = builder.driver(ThreadDriver::new("thread", true));
-    let mut config = queue_of(driver);
+    let mut config = QueueConfig::on(driver);
     config.capacity = 4096;
     builder.queue(config);
     let error = builder.build().unwrap_err();

@@ -174,9 +174,7 @@ fn a_panic_in_issue_fails_the_operation_instead_of_stalling_its_queue() {
     let broken = Broken { peer, fault: Fault::PanicsInIssue, issued: AtomicU64::new(0) };
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     let driver = builder.driver(broken);
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    let queue = builder.queue(config);
+    let queue = builder.queue(QueueConfig::on(driver));
     let home = builder.endpoint(queue).expect("the queue's endpoint");
     let done = builder.semaphore(0, Scope::DeviceLocal, home);
     let device = builder.build().expect("a device with the broken driver");

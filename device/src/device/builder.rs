@@ -160,7 +160,6 @@ impl DeviceBuilder {
                 wait_before_signal: config.wait_before_signal && native.wait_before_signal,
             };
             let kernels = DriverKernels {
-                driver: backend.name(),
                 timed: native.timed_kernels,
                 command_buffers: backend.command_buffers(),
             };

@@ -263,7 +263,8 @@ impl Device {
             // whether the command buffer exists.
             Ok(kernel) => match kernel {
                 Kernel::Spin(_) | Kernel::Sleep(_) if !queue.kernels.timed => {
-                    Err(SubmitError::Unsupported { driver: queue.kernels.driver })
+                    let driver = self.shared().backends[queue.driver].name();
+                    Err(SubmitError::Unsupported { driver })
                 }
                 Kernel::Execute(buffer) if buffer.0 >= queue.kernels.command_buffers => {
                     Err(SubmitError::UnknownCommandBuffer(buffer))

@@ -36,7 +36,7 @@ impl QueueShared {
     pub(crate) fn driver_fault(&self, call: DriverCall, tag: Option<u64>, violation: Violation) {
         self.driver_faulted.store(true, Ordering::Relaxed);
         self.device().record_fault(DriverFault {
-            driver: self.kernels.driver,
+            driver: self.device().backends[self.driver].name(),
             queue: Some(QueueId(self.index)),
             tag,
             call,

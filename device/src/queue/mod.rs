@@ -129,8 +129,6 @@ pub(crate) struct SubmitSide {
 /// driver on every submission).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DriverKernels {
-    /// The driver's name, for refusals.
-    pub(crate) driver: &'static str,
     /// Whether it runs the timed stand-ins, spin and sleep.
     pub(crate) timed: bool,
     /// Its command buffers: an `Execute` names one below this.

@@ -46,12 +46,6 @@ fn a_command_buffer_needs_tiles() {
     assert_eq!(cuda.command_buffer(vec![(0, Duration::ZERO)]), Err(CudaError::EmptyCommandBuffer));
 }
 
-fn queue_of(driver: causeway_device::DriverId) -> QueueConfig {
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    config
-}
-
 /// `ROUNDS` rounds of a ping-pong between two CUDA streams (each operation waits on the
 /// other's last), then a CPU queue waits on the end: every wait the layer resolved as a device
 /// wait made one native CUDA wait, the rest none.
@@ -67,9 +61,9 @@ fn ping_pong(choice: EmulationChoice, expected: Option<Emulation>) {
     let cpu = builder.driver(CpuBackend::new());
     let cuda = builder.driver(cuda);
     let (first, second, host) = (
-        builder.queue(queue_of(cuda)),
-        builder.queue(queue_of(cuda)),
-        builder.queue(queue_of(cpu)),
+        builder.queue(QueueConfig::on(cuda)),
+        builder.queue(QueueConfig::on(cuda)),
+        builder.queue(QueueConfig::on(cpu)),
     );
     let home = builder.endpoint(first).unwrap();
     let [ping, pong, done]: [SemaphoreId; 3] =
@@ -129,7 +123,8 @@ fn compute_and_copy(choice: EmulationChoice) {
     let (copy, copied) = cuda.record_copy(&words).unwrap();
     let mut builder: DeviceBuilder = Device::builder(PoolConfig::with_workers(2));
     let cuda = builder.driver(cuda);
-    let (first, second) = (builder.queue(queue_of(cuda)), builder.queue(queue_of(cuda)));
+    let (first, second) =
+        (builder.queue(QueueConfig::on(cuda)), builder.queue(QueueConfig::on(cuda)));
     let home = builder.endpoint(first).unwrap();
     let [scaled_done, done]: [SemaphoreId; 2] =
         [(); 2].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));

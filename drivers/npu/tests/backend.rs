@@ -18,8 +18,8 @@ use causeway_core::queue::Resolution;
 use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Device, DeviceBuilder, DriverId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
-    SemaphoreId, SubmitError, WaitOutcome, Work,
+    Device, DeviceBuilder, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId,
+    SubmitError, WaitOutcome, Work,
 };
 use causeway_driver_cpu::{CpuBackend, DeviceKernel};
 use causeway_driver_npu::backend::MIN_RING_ORDER;
@@ -76,12 +76,6 @@ fn saxpy(x: &Buffer, y: &Buffer) -> DeviceKernel {
     })
 }
 
-fn queue_of(driver: DriverId) -> QueueConfig {
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    config
-}
-
 fn resolution_of(waits: &[WaitOutcome]) -> Resolution {
     match waits {
         [WaitOutcome::Resolved(resolved)] => resolved.resolution,
@@ -126,10 +120,10 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
     let cpu = builder.driver(CpuBackend::new());
     let npu = builder.driver(npu);
     let (producer, adder, scaler, consumer) = (
-        builder.queue(queue_of(cpu)),
-        builder.queue(queue_of(npu)),
-        builder.queue(queue_of(npu)),
-        builder.queue(queue_of(cpu)),
+        builder.queue(QueueConfig::on(cpu)),
+        builder.queue(QueueConfig::on(npu)),
+        builder.queue(QueueConfig::on(npu)),
+        builder.queue(QueueConfig::on(cpu)),
     );
     let [gate, inputs, sums, scaled, checked] = semaphores(&mut builder, producer);
     let (a_in, b_in) = (Arc::clone(&a), Arc::clone(&b));
@@ -222,7 +216,7 @@ fn a_full_ring_is_backpressure_and_loses_nothing() {
     let tally = npu.tally();
     let mut builder = builder();
     let npu = builder.driver(npu);
-    let queue = builder.queue(queue_of(npu));
+    let queue = builder.queue(QueueConfig::on(npu));
     let [done] = semaphores(&mut builder, queue);
     let device = builder.build().unwrap();
     // The first operation holds the engine; 100 more need 200 descriptors of a 32-slot ring.
@@ -257,8 +251,11 @@ fn a_failed_cpu_operation_fails_the_npu_work_waiting_on_it_and_the_queues_go_on(
     let mut builder = builder();
     let cpu = builder.driver(CpuBackend::new());
     let npu = builder.driver(npu);
-    let (cpu_queue, npu_queue, other_npu_queue) =
-        (builder.queue(queue_of(cpu)), builder.queue(queue_of(npu)), builder.queue(queue_of(npu)));
+    let (cpu_queue, npu_queue, other_npu_queue) = (
+        builder.queue(QueueConfig::on(cpu)),
+        builder.queue(QueueConfig::on(npu)),
+        builder.queue(QueueConfig::on(npu)),
+    );
     let [gate, inputs, sums, result, fresh, chained] = semaphores(&mut builder, cpu_queue);
     let fail = builder.host_call(|| Err(Failure::Application(7)));
     let device = builder.build().unwrap();
@@ -307,8 +304,11 @@ fn an_npu_failure_fails_the_operation_its_signals_and_the_work_waiting_on_it() {
     let mut builder = builder();
     let cpu = builder.driver(CpuBackend::new());
     let npu = builder.driver(npu);
-    let (npu_queue, other_npu_queue, cpu_queue) =
-        (builder.queue(queue_of(npu)), builder.queue(queue_of(npu)), builder.queue(queue_of(cpu)));
+    let (npu_queue, other_npu_queue, cpu_queue) = (
+        builder.queue(QueueConfig::on(npu)),
+        builder.queue(QueueConfig::on(npu)),
+        builder.queue(QueueConfig::on(cpu)),
+    );
     let [gate, bad, worse, downstream, consumed, fresh] = semaphores(&mut builder, cpu_queue);
     let ran = Arc::new(AtomicBool::new(false));
     let ran_seen = Arc::clone(&ran);
@@ -389,8 +389,11 @@ fn shutdown_with_npu_work_in_flight_ends_every_operation_and_waiter() {
     let mut builder = builder();
     let cpu = builder.driver(CpuBackend::new());
     let npu = builder.driver(npu);
-    let (first, second, cpu_queue) =
-        (builder.queue(queue_of(npu)), builder.queue(queue_of(npu)), builder.queue(queue_of(cpu)));
+    let (first, second, cpu_queue) = (
+        builder.queue(QueueConfig::on(npu)),
+        builder.queue(QueueConfig::on(npu)),
+        builder.queue(QueueConfig::on(cpu)),
+    );
     let [never, s, t, u] = semaphores(&mut builder, first);
     let ends = Arc::new(Ends { ends: Mutex::new(Vec::new()), gate: Arc::clone(&gate) });
     builder.observer(ends.clone());
@@ -435,7 +438,7 @@ fn a_kernel_that_does_not_return_by_the_deadline_leaves_the_npu_busy_instead_of_
     let blocked = Work::Execute(npu.command_buffer(vec![(1, gate.kernel())]).unwrap());
     let mut builder = builder();
     let npu = builder.driver(npu);
-    let queue = builder.queue(queue_of(npu));
+    let queue = builder.queue(QueueConfig::on(npu));
     let [done] = semaphores(&mut builder, queue);
     let device = builder.build().unwrap();
     device.submit(queue, &Op { waits: &[], signals: &[(done, 1)], work: blocked, tag: 1 }).unwrap();
@@ -455,7 +458,8 @@ fn an_operation_retired_on_the_host_moves_its_queue_s_progress_for_device_waits_
     let tally = npu.tally();
     let mut builder = builder();
     let npu = builder.driver(npu);
-    let (first, second) = (builder.queue(queue_of(npu)), builder.queue(queue_of(npu)));
+    let (first, second) =
+        (builder.queue(QueueConfig::on(npu)), builder.queue(QueueConfig::on(npu)));
     let [gate, marked, summed] = semaphores(&mut builder, first);
     let device = builder.build().unwrap();
     // A barrier never reaches the driver: it retires on the host, which writes the first

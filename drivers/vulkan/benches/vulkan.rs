@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway_core::scope::Scope;
-use causeway_device::{Device, DriverId, Op, QueueConfig, QueueId, SemaphoreId, Work};
+use causeway_device::{Device, Op, QueueConfig, QueueId, SemaphoreId, Work};
 use causeway_driver_cpu::CpuBackend;
 use causeway_driver_vulkan::{
     submit, Buffer, CommandBuffer, Gpu, GpuOptions, Kernel, Step, Timeline, VulkanBackend,
@@ -73,12 +73,6 @@ fn recordings(gpu: &Gpu) -> Vec<Vec<Vec<Step>>> {
         .collect()
 }
 
-fn queue_of(driver: DriverId) -> QueueConfig {
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    config
-}
-
 /// A device with two Vulkan queues and a CPU queue, the rotation recorded, `semaphores` made.
 struct Rig {
     device: Device,
@@ -103,8 +97,11 @@ fn rig(semaphores: usize) -> Rig {
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     let vulkan_driver = builder.driver(backend);
     let cpu_driver = builder.driver(CpuBackend::new());
-    let vulkan = [builder.queue(queue_of(vulkan_driver)), builder.queue(queue_of(vulkan_driver))];
-    let cpu = builder.queue(queue_of(cpu_driver));
+    let vulkan = [
+        builder.queue(QueueConfig::on(vulkan_driver)),
+        builder.queue(QueueConfig::on(vulkan_driver)),
+    ];
+    let cpu = builder.queue(QueueConfig::on(cpu_driver));
     let home = builder.endpoint(cpu).unwrap();
     let semaphores =
         (0..semaphores).map(|_| builder.semaphore(0, Scope::DeviceLocal, home)).collect();

@@ -16,8 +16,7 @@ use causeway_core::queue::Resolution;
 use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Device, DeviceBuilder, DriverId, Op, QueueConfig, QueueId, SemaphoreId, SubmitError,
-    WaitOutcome, Work,
+    Device, DeviceBuilder, Op, QueueConfig, QueueId, SemaphoreId, SubmitError, WaitOutcome, Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_driver_vulkan::{Buffer, Gpu, Kernel, Step, VulkanBackend};
@@ -26,12 +25,6 @@ use causeway_runtime::PoolConfig;
 
 const ELEMENTS: usize = 4096;
 const BYTES: u64 = ELEMENTS as u64 * 4;
-
-fn queue_of(driver: DriverId) -> QueueConfig {
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    config
-}
 
 fn resolution_of(waits: &[WaitOutcome]) -> Resolution {
     match waits {
@@ -81,9 +74,9 @@ fn cpu_to_vulkan_to_cpu_the_results_are_right_and_knowledge_crosses_transitively
     let vulkan = builder.driver(backend);
     let cpu = builder.driver(CpuBackend::new());
     let (producer, gpu_queue, consumer) = (
-        builder.queue(queue_of(cpu)),
-        builder.queue(queue_of(vulkan)),
-        builder.queue(queue_of(cpu)),
+        builder.queue(QueueConfig::on(cpu)),
+        builder.queue(QueueConfig::on(vulkan)),
+        builder.queue(QueueConfig::on(cpu)),
     );
     let [gate, inputs, sums, checked] = semaphores(&mut builder, producer);
     // The CPU writes the inputs, the GPU adds them, the CPU checks every sum.
@@ -140,9 +133,9 @@ fn a_failed_cpu_operation_fails_the_vulkan_work_waiting_on_it_and_what_that_sign
     let vulkan = builder.driver(backend);
     let cpu = builder.driver(CpuBackend::new());
     let (cpu_queue, gpu_queue, other_gpu_queue) = (
-        builder.queue(queue_of(cpu)),
-        builder.queue(queue_of(vulkan)),
-        builder.queue(queue_of(vulkan)),
+        builder.queue(QueueConfig::on(cpu)),
+        builder.queue(QueueConfig::on(vulkan)),
+        builder.queue(QueueConfig::on(vulkan)),
     );
     let [inputs, sums, result, fresh] = semaphores(&mut builder, cpu_queue);
     let fail = builder.host_call(|| Err(Failure::Application(7)));

@@ -33,8 +33,7 @@ use causeway_runtime::PoolConfig;
 const HELD: usize = 2048;
 
 fn queue_of(driver: DriverId) -> QueueConfig {
-    let mut config = QueueConfig::default();
-    config.driver = driver;
+    let mut config = QueueConfig::on(driver);
     config.capacity = HELD;
     config
 }

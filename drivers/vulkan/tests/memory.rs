@@ -9,7 +9,7 @@ mod common;
 use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    BufferId, Device, DeviceBuilder, DriverId, Op, QueueConfig, QueueId, SemaphoreId, Work,
+    BufferId, Device, DeviceBuilder, Op, QueueConfig, QueueId, SemaphoreId, Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_driver_vulkan::{Buffer, FaultPoint, Gpu, Kernel, Step, VulkanBackend};
@@ -17,12 +17,6 @@ use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
 
 use ash::vk;
-
-fn queue_of(driver: DriverId) -> QueueConfig {
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    config
-}
 
 /// A device with a Vulkan driver (validation on) and the Vulkan device it runs.
 fn builder() -> (DeviceBuilder, Gpu, VulkanBackend) {
@@ -50,7 +44,7 @@ fn signalling(work: Work, signals: &[(SemaphoreId, u64)]) -> Op<'_> {
 fn allocas_on_one_vulkan_queue_reuse_one_block_of_device_memory() {
     let (mut builder, gpu, backend) = builder();
     let vulkan = builder.driver(backend);
-    let queue = builder.queue(queue_of(vulkan));
+    let queue = builder.queue(QueueConfig::on(vulkan));
     let [freed] = semaphores(&mut builder, queue);
     builder.memory(1, 1 << 20);
     let device = builder.build().unwrap();
@@ -91,7 +85,7 @@ fn device_memory_follows_the_layers_reuse_decisions_across_queues() {
     };
     let kernels = [kernel(), kernel()];
     let vulkan = builder.driver(backend);
-    let queues = [builder.queue(queue_of(vulkan)), builder.queue(queue_of(vulkan))];
+    let queues = [builder.queue(QueueConfig::on(vulkan)), builder.queue(QueueConfig::on(vulkan))];
     let [freed_first, freed_second] = semaphores(&mut builder, queues[0]);
     builder.memory(2, 1 << 30);
     let device = builder.build().unwrap();
@@ -130,7 +124,8 @@ fn a_block_reused_across_drivers_is_device_memory_only_on_the_vulkan_side() {
     let (mut builder, gpu, backend) = builder();
     let vulkan = builder.driver(backend);
     let cpu = builder.driver(CpuBackend::new());
-    let (gpu_queue, cpu_queue) = (builder.queue(queue_of(vulkan)), builder.queue(queue_of(cpu)));
+    let (gpu_queue, cpu_queue) =
+        (builder.queue(QueueConfig::on(vulkan)), builder.queue(QueueConfig::on(cpu)));
     let [freed] = semaphores(&mut builder, gpu_queue);
     builder.memory(2, 1 << 20);
     let device = builder.build().unwrap();
@@ -176,7 +171,8 @@ fn an_alloca_larger_than_the_heap_fails_with_out_of_memory_and_the_device_goes_o
     let (mut builder, gpu, backend) = builder();
     let vulkan = builder.driver(backend);
     let cpu = builder.driver(CpuBackend::new());
-    let (gpu_queue, cpu_queue) = (builder.queue(queue_of(vulkan)), builder.queue(queue_of(cpu)));
+    let (gpu_queue, cpu_queue) =
+        (builder.queue(QueueConfig::on(vulkan)), builder.queue(QueueConfig::on(cpu)));
     let [allocated, used, released, again] = semaphores(&mut builder, gpu_queue);
     builder.memory(2, u64::MAX);
     let device = builder.build().unwrap();
@@ -219,7 +215,7 @@ fn vulkan_refusing_device_memory_fails_the_alloca_with_what_vulkan_said() {
         backend.command_buffer(vec![vec![Step::Dispatch(add.expect("launch"))]]).expect("record"),
     );
     let vulkan = builder.driver(backend);
-    let queue = builder.queue(queue_of(vulkan));
+    let queue = builder.queue(QueueConfig::on(vulkan));
     let [first, second, third, kernel] = semaphores(&mut builder, queue);
     builder.memory(1, 1 << 20);
     let device = builder.build().unwrap();

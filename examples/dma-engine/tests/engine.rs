@@ -21,9 +21,7 @@ fn copies_land_in_order_and_a_refused_copy_fails_with_the_engines_code() {
 
     let mut builder = Device::builder(PoolConfig::with_workers(1));
     let driver = builder.driver(dma);
-    let mut config = QueueConfig::default();
-    config.driver = driver;
-    let queue = builder.queue(config);
+    let queue = builder.queue(QueueConfig::on(driver));
     let home = builder.endpoint(queue).unwrap();
     let [done, refused, after] = [(); 3].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
     let device = builder.build().unwrap();
