@@ -29,6 +29,10 @@
 // Signals one commit or retirement takes at most.
 #define CW_MAX_SIGNALS 8
 
+// The code of a `CW_FAILURE_KIND_FAULTED` failure whose work panicked on the host (a host
+// callback, a CPU kernel); no device reports it.
+#define CW_PANIC_CODE 4294967295
+
 // What a call did. `CW_STATUS_OK` is zero; every other code comes with a message from
 // `cw_last_error_message`.
 typedef enum cw_status {
@@ -125,7 +129,8 @@ typedef enum cw_failure_kind {
   CW_FAILURE_KIND_NONE = 0,
   // The work that would have signalled was cancelled (a device shut down before it ran).
   CW_FAILURE_KIND_CANCELLED = 1,
-  // The work that would have signalled aborted (or panicked, or could not run).
+  // The work that would have signalled was stopped through no fault of its own (its device
+  // shut down while it ran).
   CW_FAILURE_KIND_ABORTED = 2,
   // The device executing the signaller was lost.
   CW_FAILURE_KIND_DEVICE_LOST = 3,
@@ -136,8 +141,9 @@ typedef enum cw_failure_kind {
   // An application's status code (`code`): a host callback returned it, or a caller failed
   // the timeline with it.
   CW_FAILURE_KIND_APPLICATION = 6,
-  // A device's status code (`code`).
-  CW_FAILURE_KIND_DEVICE = 7,
+  // The work ran and failed, on any driver: `code` is the driver's own status code, or
+  // `CW_PANIC_CODE` when the work (a host callback, a CPU kernel) panicked.
+  CW_FAILURE_KIND_FAULTED = 7,
 } cw_failure_kind;
 
 // The kind of timeline an axis belongs to.

@@ -402,7 +402,7 @@ fn run_host_call(slots: &CallSlots, counters: &Counters, slot: usize) -> Result<
         }
         Err(_) => {
             counters.callbacks_panicked.fetch_add(1, Ordering::Relaxed);
-            Err(Failure::Aborted)
+            Err(Failure::PANICKED)
         }
     }
 }

@@ -395,7 +395,7 @@ pub(crate) mod failure {
             Some(Failure::OutOfOrderSignal) => (CwFailureKind::OutOfOrderSignal, 0),
             Some(Failure::OutOfMemory) => (CwFailureKind::OutOfMemory, 0),
             Some(Failure::Application(code)) => (CwFailureKind::Application, code),
-            Some(Failure::Device(code)) => (CwFailureKind::Device, code),
+            Some(Failure::Faulted(code)) => (CwFailureKind::Faulted, code),
             // A failure this version of the C API has no kind for yet.
             Some(_) => (CwFailureKind::Aborted, 0),
         };
@@ -411,7 +411,7 @@ pub(crate) mod failure {
         const OUT_OF_ORDER: u32 = CwFailureKind::OutOfOrderSignal as u32;
         const OUT_OF_MEMORY: u32 = CwFailureKind::OutOfMemory as u32;
         const APPLICATION: u32 = CwFailureKind::Application as u32;
-        const DEVICE: u32 = CwFailureKind::Device as u32;
+        const FAULTED: u32 = CwFailureKind::Faulted as u32;
         Ok(Some(match failure.kind {
             NONE => return Ok(None),
             CANCELLED => Failure::Cancelled,
@@ -420,7 +420,7 @@ pub(crate) mod failure {
             OUT_OF_ORDER => Failure::OutOfOrderSignal,
             OUT_OF_MEMORY => Failure::OutOfMemory,
             APPLICATION => Failure::Application(failure.code),
-            DEVICE => Failure::Device(failure.code),
+            FAULTED => Failure::Faulted(failure.code),
             other => return Err(Error::UnknownFailureKind(other)),
         }))
     }

@@ -68,6 +68,11 @@ pub(crate) fn axis(bits: u64) -> Result<Axis, Error> {
         .ok_or(Error::InvalidArgument("the axis bits are not an axis (make one with cw_axis_make)"))
 }
 
+/// The code of a `CW_FAILURE_KIND_FAULTED` failure whose work panicked on the host (a host
+/// callback, a CPU kernel); no device reports it.
+pub const CW_PANIC_CODE: u32 = 0xFFFF_FFFF;
+const _: () = assert!(CW_PANIC_CODE == causeway_core::semaphore::Failure::PANIC_CODE);
+
 /// Why a timeline failed. `CW_FAILURE_KIND_NONE` means no failure.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +81,8 @@ pub enum CwFailureKind {
     None = 0,
     /// The work that would have signalled was cancelled (a device shut down before it ran).
     Cancelled = 1,
-    /// The work that would have signalled aborted (or panicked, or could not run).
+    /// The work that would have signalled was stopped through no fault of its own (its device
+    /// shut down while it ran).
     Aborted = 2,
     /// The device executing the signaller was lost.
     DeviceLost = 3,
@@ -87,8 +93,9 @@ pub enum CwFailureKind {
     /// An application's status code (`code`): a host callback returned it, or a caller failed
     /// the timeline with it.
     Application = 6,
-    /// A device's status code (`code`).
-    Device = 7,
+    /// The work ran and failed, on any driver: `code` is the driver's own status code, or
+    /// `CW_PANIC_CODE` when the work (a host callback, a CPU kernel) panicked.
+    Faulted = 7,
 }
 
 /// A failure: its kind (a `cw_failure_kind` value) and, for the application and device

@@ -173,7 +173,8 @@ fn a_panicking_host_callback_fails_its_operation_and_its_waiters_and_the_device_
     assert_eq!(submit(dev, &[s1], &[t1], Some(succeeding_host)), CwStatus::Ok);
     let (status, outcome) = wait(dev, t, 1);
     assert_eq!(status, CwStatus::Failed);
-    assert_eq!(outcome.failure.kind, CwFailureKind::Aborted as u32);
+    assert_eq!(outcome.failure.kind, CwFailureKind::Faulted as u32);
+    assert_eq!(outcome.failure.code, CW_PANIC_CODE);
     // The device still runs work.
     let u = device_semaphore(dev);
     let u1 = CwDeviceValue { semaphore: u, value: 1 };

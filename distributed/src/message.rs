@@ -281,7 +281,7 @@ mod tests {
         let messages = [
             pending(4, 9, &[(0, 1, 2), (1, 7, 3), (3, 2, 300)]),
             Message::Reached { link: LinkId(u32::MAX), value: u64::MAX },
-            Message::Failed { link: LinkId(0), failure: Failure::Device(0xdead) },
+            Message::Failed { link: LinkId(0), failure: Failure::Faulted(0xdead) },
         ];
         for message in messages {
             let mut bytes = Vec::new();

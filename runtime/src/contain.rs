@@ -4,8 +4,8 @@
 //! An unwinding panic that left a drain call would end the worker thread with the process it
 //! was draining still marked running: its dependents would never run and a compute slot would
 //! never close. Every place the pool calls code it does not own goes through [`contain`], and
-//! the caller turns [`Panicked`] into [`Failure::Aborted`](causeway_core::Failure::Aborted) (or
-//! a richer error where its API has one).
+//! the caller turns [`Panicked`] into [`Failure::PANICKED`](causeway_core::Failure::PANICKED)
+//! (or a richer error where its API has one).
 //!
 //! Built with `panic = "abort"`, nothing unwinds and there is nothing to contain: the process
 //! ends at the panic, as the profile asks.

@@ -12,7 +12,7 @@
 //!   drain (the executor's protocol), so no wake-up is lost.
 //! - `Poll::Ready(Ok(value))` → the value goes to the [`JoinHandle`], the process completes.
 //! - `Poll::Ready(Err(failure))` → the process fails with `failure`.
-//! - a panic → the future is dropped and the process fails with [`Failure::Aborted`]; the
+//! - a panic → the future is dropped and the process fails with [`Failure::PANICKED`]; the
 //!   handle reports [`JoinError::Panicked`]. The worker thread survives.
 //!
 //! [`JoinHandle::cancel`] cancels the process: it is never polled again, and its
@@ -248,7 +248,7 @@ where
             Err(Panicked) => {
                 self.panicked.store(true, Ordering::Relaxed);
                 self.drop_future();
-                Drained::Done(Err(Failure::Aborted))
+                Drained::Done(Err(Failure::PANICKED))
             }
         }
     }

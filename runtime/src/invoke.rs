@@ -48,7 +48,7 @@
 //!    every signal semaphore with that failure, so everything downstream fails too.
 //! 4. Advance the internal timeline (the next invocation's turn).
 //!
-//! If `f` panics, the signals fail with [`Failure::Aborted`] and the context still advances. If
+//! If `f` panics, the signals fail with [`Failure::PANICKED`] and the context still advances. If
 //! an invocation is cancelled before its turn (its spawner dropped, the pool shut down), its
 //! signals fail with [`Failure::Cancelled`] and so does the context's internal timeline: the
 //! context can no longer keep its order, so every later invocation on it fails the same way.
@@ -119,7 +119,7 @@ pub enum InvokeError {
     /// Run: a waited timeline failed, `f` returned this failure, or the invocation was
     /// cancelled. Its signal semaphores were failed with it.
     Failed(Failure),
-    /// Run: `f` panicked. Its signal semaphores were failed with [`Failure::Aborted`].
+    /// Run: `f` panicked. Its signal semaphores were failed with [`Failure::PANICKED`].
     Panicked,
     /// The outcome was already returned (the handle was polled after completing).
     Consumed,
@@ -446,7 +446,7 @@ impl<const K: usize, const H: usize, const N: usize, S: HistorySlots<N> + Send +
             return;
         }
         if self.in_host {
-            self.finish(Err(Failure::Aborted));
+            self.finish(Err(Failure::PANICKED));
         } else if self.turn {
             self.finish(Err(Failure::Cancelled));
         } else {

@@ -76,8 +76,8 @@
 //! there are operations queued for them, also while long operations run.
 //!
 //! **Panics.** An operation that panics is contained on the worker that ran it, and fails the
-//! stream as a whole: that drain call returns `Done(Err(Aborted))`, so the process completes
-//! with [`Failure::Aborted`] once the other drainers return (they stop at their next pop, on
+//! stream as a whole: that drain call returns `Done(Err(PANICKED))`, so the process completes
+//! with [`Failure::PANICKED`] once the other drainers return (they stop at their next pop, on
 //! seeing the failure), its dependents inherit the failure, and [`Drain::finish`] closes the
 //! stream and drops what is still queued, exactly as for a cancellation. The count stays exact:
 //! the panicking operation was counted out when it was popped.
@@ -344,7 +344,7 @@ impl<T: Operation, const C: usize> Drain for Stream<T, C> {
             self.set_budget(cx, (before / ONE).saturating_sub(1));
             if contain(|| op.run()).is_err() {
                 // See "Panics" in the module docs.
-                return Drained::Done(Err(Failure::Aborted));
+                return Drained::Done(Err(Failure::PANICKED));
             }
         }
         // A plain load decides, `Sleep` included (see "No lost wake-up").

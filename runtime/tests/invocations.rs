@@ -168,7 +168,7 @@ fn a_panicking_host_function_fails_its_signals_and_the_context_moves_on() {
         .unwrap();
     let after = invoker.invoke_async(|| Ok(1), &Fence::new(), &fence(&[(fine, 1)])).unwrap();
     assert_eq!(panicking.wait(), Err(InvokeError::Panicked));
-    assert_eq!(broken.failure(), Some(Failure::Aborted));
+    assert_eq!(broken.failure(), Some(Failure::PANICKED));
     assert_eq!(after.wait(), Ok(1));
     assert_eq!(fine.value(), 1);
 }

@@ -197,7 +197,7 @@ fn a_panicking_operation_fails_the_stream_and_the_worker_lives_on() {
         push_counted(&producer, 8, &captured, &ran);
         executor.release(&process).unwrap();
         wait_until("the failed stream completes", || process.is_completed());
-        assert_eq!(process.failure(), Some(Failure::Aborted));
+        assert_eq!(process.failure(), Some(Failure::PANICKED));
         assert!(matches!(producer.push(inline(|| ())), Err(PushError::Closed(_))));
 
         // The worker that ran the panic drains the next stream.

@@ -78,15 +78,31 @@ use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use crate::sync::Lock;
 use timepoint::{FiredChain, WaiterList};
 
-/// Why a timeline failed. The first failure of a semaphore wins.
+/// Why a timeline failed: one vocabulary across every driver. The first failure of a semaphore
+/// wins.
+///
+/// A failure means the same on every driver, so a waiter on another driver, a host, another
+/// rank or C code reads it without knowing who failed:
+///
+/// | variant | the work | raw code |
+/// |---|---|---|
+/// | `Cancelled` | cancelled (or its speculation rejected) before it ran to its end | — |
+/// | `Aborted` | stopped through no fault of its own (a shutdown, a signal already failed) | — |
+/// | `Faulted` | ran and failed: a kernel faulted, a command was refused, work panicked | the driver's |
+/// | `DeviceLost` | cannot run: its device (or driver) is gone | — |
+/// | `OutOfMemory` | could not get the memory it needed | — |
+/// | `Application` | a host function returned it | the application's |
+/// | `OutOfOrderSignal` | signals completed out of value order | — |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Failure {
-    /// The work that would have signalled was cancelled.
+    /// The work was cancelled, explicitly or because the speculation it depended on was
+    /// rejected, before it ran to its end.
     Cancelled,
-    /// The work that would have signalled aborted.
+    /// The work was stopped, or never started, through no fault of its own: its device shut
+    /// down while it ran, or a semaphore it was to signal had already failed.
     Aborted,
-    /// The device executing the signaller was lost.
+    /// The device executing the signaller was lost (or its driver broke its contract).
     DeviceLost,
     /// Signals completed out of value order (a broken timeline contract).
     OutOfOrderSignal,
@@ -94,9 +110,20 @@ pub enum Failure {
     OutOfMemory,
     /// An application-defined status code.
     Application(u32),
-    /// The device ran the work and reported an error: the driver's status code (an NPU
-    /// descriptor's completion code, say).
-    Device(u32),
+    /// The work ran and failed: a kernel faulted, the device refused or failed a command, a CPU
+    /// kernel or host function panicked. The code is the driver's own, as its device reported
+    /// it (an NPU descriptor's completion code, a DMA engine's status), which the driver
+    /// documents; a panic on the host is [`Failure::PANICKED`].
+    Faulted(u32),
+}
+
+impl Failure {
+    /// The raw code of work that panicked on the host (a CPU kernel, a host function): no
+    /// device reports it.
+    pub const PANIC_CODE: u32 = u32::MAX;
+
+    /// Work that panicked on the host, on any driver.
+    pub const PANICKED: Failure = Failure::Faulted(Failure::PANIC_CODE);
 }
 
 impl fmt::Display for Failure {
@@ -108,7 +135,8 @@ impl fmt::Display for Failure {
             Failure::OutOfOrderSignal => f.write_str("signals completed out of order"),
             Failure::OutOfMemory => f.write_str("out of device memory"),
             Failure::Application(code) => write!(f, "application failure {code}"),
-            Failure::Device(code) => write!(f, "device error {code:#x}"),
+            Failure::Faulted(Failure::PANIC_CODE) => f.write_str("work panicked"),
+            Failure::Faulted(code) => write!(f, "work faulted (driver code {code:#x})"),
         }
     }
 }
@@ -126,7 +154,7 @@ impl Failure {
             Failure::OutOfOrderSignal => (4, 0),
             Failure::Application(code) => (5, code),
             Failure::OutOfMemory => (6, 0),
-            Failure::Device(code) => (7, code),
+            Failure::Faulted(code) => (7, code),
         };
         tag << 32 | payload as u64
     }
@@ -143,7 +171,7 @@ impl Failure {
             4 => Some(Failure::OutOfOrderSignal),
             5 => Some(Failure::Application(payload)),
             6 => Some(Failure::OutOfMemory),
-            7 => Some(Failure::Device(payload)),
+            7 => Some(Failure::Faulted(payload)),
             _ => None,
         }
     }

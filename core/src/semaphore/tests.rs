@@ -346,10 +346,10 @@ fn a_failed_signal_fails_the_timeline_and_its_own_waiters_at_once() {
         assert_eq!(s.arm(t1.as_ref(), 1), Ok(Arm::Armed));
         assert_eq!(s.arm(t2.as_ref(), 2), Ok(Arm::Armed));
     }
-    crate::queue::retire([(&s, 1)], Err(Failure::Device(3)));
-    assert_eq!((own.seen(), other.seen()), (vec![Err(Failure::Device(3))], vec![]));
+    crate::queue::retire([(&s, 1)], Err(Failure::Faulted(3)));
+    assert_eq!((own.seen(), other.seen()), (vec![Err(Failure::Faulted(3))], vec![]));
     crate::queue::retire([(&s, 2)], Ok(()));
-    assert_eq!(other.seen(), [Err(Failure::Device(3))]);
+    assert_eq!(other.seen(), [Err(Failure::Faulted(3))]);
 }
 
 #[test]
@@ -471,7 +471,7 @@ fn failure_words_round_trip_and_are_never_zero() {
         Failure::OutOfMemory,
         Failure::Application(0),
         Failure::Application(u32::MAX),
-        Failure::Device(0x104),
+        Failure::Faulted(0x104),
     ];
     for failure in failures {
         assert_ne!(failure.to_word(), 0);

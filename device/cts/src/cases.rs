@@ -259,28 +259,34 @@ pub fn a_foreign_failure_fails_this_drivers_waiters<D: DriverUnderTest>(driver: 
     rig.expect_reached(fresh_chained, 1, "work after the failures");
 }
 
-/// This driver's failures fail foreign waiters: a host function failing on the driver's queue
-/// and, where the driver names one ([`Kernels::failing`](crate::Kernels)), its own failing
-/// kernel; the peer and another queue of the driver wait on each.
+/// This driver's failures fail foreign waiters: a host function failing on the driver's queue,
+/// one panicking there, and, where the driver names one ([`Kernels::failing`](crate::Kernels)),
+/// its own failing kernel; the peer and another queue of the driver wait on each.
 ///
-/// A failure means: the failing kernel ended with another failure than the driver declared
-/// (the same fault must read the same on every driver), or did not fail what it signals; or a
+/// A failure means: the failing kernel ended with another failure than `Failure::Faulted` with
+/// the code the driver declared, or the panic with another than `Failure::PANICKED` (the same
+/// fault must read the same on every driver), or did not fail what it signals; or a
 /// waiter on another driver or queue did not fail with it; or the driver's queues did not go
 /// on afterwards (a native driver must move its progress past work failed on the host).
 pub fn this_drivers_failure_fails_foreign_waiters<D: DriverUnderTest>(driver: &D) {
     let mut rig = RigBuilder::new(driver);
     let fail = rig.host_call(|| Err(HOST_FAILURE));
+    let panics =
+        rig.host_call(|| panic!("the conformance suite's panicking host function (expected)"));
     let first = rig.queue(Side::Tested);
     let second = rig.queue(Side::Tested);
     let peer = rig.queue(Side::Peer);
-    let [gate, host_failed, kernel_failed, after, after_chained] = rig.semaphores();
+    let [gate, host_failed, host_panicked, kernel_failed, after, after_chained] = rig.semaphores();
     let [peer_saw_host, driver_saw_host, peer_saw_kernel, driver_saw_kernel] = rig.semaphores();
+    let [peer_saw_panic] = rig.semaphores();
     let mut rig = rig.build();
     let (short, peer_short) = (rig.kernels.short, rig.peer_kernels.short);
 
     rig.submit(first, &[(gate, 1)], &[(host_failed, 1)], Work::Host(fail));
     rig.submit(peer, &[(host_failed, 1)], &[(peer_saw_host, 1)], peer_short);
     rig.submit(second, &[(host_failed, 1)], &[(driver_saw_host, 1)], short);
+    rig.submit(second, &[(gate, 1)], &[(host_panicked, 1)], Work::Host(panics));
+    rig.submit(peer, &[(host_panicked, 1)], &[(peer_saw_panic, 1)], peer_short);
     let failing = rig.kernels.failing;
     let failing_tag = failing.map(|failing| {
         let (tag, _) = rig.submit(first, &[], &[(kernel_failed, 1)], failing.work);
@@ -294,15 +300,18 @@ pub fn this_drivers_failure_fails_foreign_waiters<D: DriverUnderTest>(driver: &D
     assert_eq!(rig.wait(host_failed, 1), host_failure, "the failing host function's signal");
     assert_eq!(rig.wait(peer_saw_host, 1), host_failure, "the peer's waiter on it");
     assert_eq!(rig.wait(driver_saw_host, 1), host_failure, "the driver's other queue's waiter");
+    let panicked = Err(HostWaitError::Failed(Failure::PANICKED));
+    assert_eq!(rig.wait(host_panicked, 1), panicked, "the panicking host function's signal");
+    assert_eq!(rig.wait(peer_saw_panic, 1), panicked, "the peer's waiter on it");
     match (failing, failing_tag) {
         (Some(failing), Some(tag)) => {
-            let kernel_failure = Err(HostWaitError::Failed(failing.failure));
+            let kernel_failure = Err(HostWaitError::Failed(failing.failure()));
             assert_eq!(rig.wait(kernel_failed, 1), kernel_failure, "the failing kernel's signal");
             assert_eq!(rig.wait(peer_saw_kernel, 1), kernel_failure, "the peer's waiter on it");
             assert_eq!(rig.wait(driver_saw_kernel, 1), kernel_failure, "the other queue's");
-            rig.ledger.wait_for_finishes(6, WAIT_BUDGET, "the failures and their waiters");
+            rig.ledger.wait_for_finishes(8, WAIT_BUDGET, "the failures and their waiters");
             let status = rig.ledger.seen(first, tag).status("the failing kernel");
-            assert_eq!(status, OpStatus::Failed(failing.failure), "the failing kernel's status");
+            assert_eq!(status, OpStatus::Failed(failing.failure()), "the failing kernel's status");
         }
         _ => println!(
             "note: the driver names no failing kernel: only a failure of the layer's own work on \

@@ -19,7 +19,7 @@
 //! 3. In `tests/conformance.rs`, instantiate the suite:
 //!
 //! ```
-//! use causeway_device_cts::peer::{PeerBackend, PEER_FAILURE};
+//! use causeway_device_cts::peer::{PeerBackend, PEER_FAULT_CODE};
 //! use causeway_device_cts::{
 //!     conformance_suite, Availability, DriverInstance, DriverUnderTest, FailingKernel, Kernels,
 //! };
@@ -46,7 +46,7 @@
 //!                 short: kernels.short,
 //!                 short_copies: Vec::new(),
 //!                 long: kernels.long,
-//!                 failing: Some(FailingKernel { work: kernels.failing, failure: PEER_FAILURE }),
+//!                 failing: Some(FailingKernel { work: kernels.failing, code: PEER_FAULT_CODE }),
 //!             },
 //!             native_waits: None,
 //!             after_case: None,
@@ -113,14 +113,26 @@ pub enum Availability {
     Unavailable(String),
 }
 
-/// A kernel of the driver under test that fails, and the failure it must end with.
+/// A kernel of the driver under test that runs and fails, and the driver's raw code for that
+/// fault.
+///
+/// Every driver reports work that ran and failed the same way, as
+/// [`Failure::Faulted`]`(code)` with its own code attached (a panicking CPU kernel is
+/// [`Failure::PANICKED`]); the suite checks that the operation, everything it signals and every
+/// waiter on those signals, on any driver, fail with exactly `Failure::Faulted(code)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FailingKernel {
     /// The kernel.
     pub work: Work,
-    /// What the operation, everything it signals, and every waiter on those signals must fail
-    /// with.
-    pub failure: Failure,
+    /// The driver's raw code for the fault the kernel ends in.
+    pub code: u32,
+}
+
+impl FailingKernel {
+    /// The failure the kernel's operation must end with.
+    pub const fn failure(&self) -> Failure {
+        Failure::Faulted(self.code)
+    }
 }
 
 /// The kernels of the driver under test that the cases submit.

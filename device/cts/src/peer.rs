@@ -30,9 +30,11 @@ use causeway_device::{
     Kernel, OpStatus, QueueConfig, QueueId, Work,
 };
 
-/// The failure the peer's failing kernel ends with: a device status code, as a real device
-/// would report a fault.
-pub const PEER_FAILURE: Failure = Failure::Device(0xC75);
+/// The peer's raw code for its failing kernel's fault, as a real device would report one.
+pub const PEER_FAULT_CODE: u32 = 0xC75;
+
+/// The failure the peer's failing kernel ends with: its fault, with the peer's code attached.
+pub const PEER_FAILURE: Failure = Failure::Faulted(PEER_FAULT_CODE);
 
 /// The peer's driver name, as reports and errors show it.
 pub const PEER_NAME: &str = "cts-peer";

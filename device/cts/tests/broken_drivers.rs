@@ -12,7 +12,7 @@ use causeway_device::{
     Backend, BackendCapabilities, Device, DeviceContext, DriverCall, DriverError, Issue, Issued,
     Kernel, Op, OpStatus, QueueConfig, QueueId, Violation,
 };
-use causeway_device_cts::peer::{PeerBackend, PEER_FAILURE};
+use causeway_device_cts::peer::{PeerBackend, PEER_FAULT_CODE};
 use causeway_device_cts::{
     cases, run_case, Availability, DriverInstance, DriverUnderTest, FailingKernel, Kernels,
 };
@@ -121,7 +121,7 @@ impl DriverUnderTest for BrokenDriver {
                 short: kernels.short,
                 short_copies: Vec::new(),
                 long: kernels.long,
-                failing: Some(FailingKernel { work: kernels.failing, failure: PEER_FAILURE }),
+                failing: Some(FailingKernel { work: kernels.failing, code: PEER_FAULT_CODE }),
             },
             native_waits: None,
             after_case: None,

@@ -3,7 +3,7 @@
 //! contract it is checked against.
 #![cfg(not(loom))]
 
-use causeway_device_cts::peer::{PeerBackend, PEER_FAILURE};
+use causeway_device_cts::peer::{PeerBackend, PEER_FAULT_CODE};
 use causeway_device_cts::{
     conformance_suite, Availability, DriverInstance, DriverUnderTest, FailingKernel, Kernels,
 };
@@ -31,7 +31,7 @@ impl DriverUnderTest for ReferencePeer {
                 short: kernels.short,
                 short_copies: Vec::new(),
                 long: kernels.long,
-                failing: Some(FailingKernel { work: kernels.failing, failure: PEER_FAILURE }),
+                failing: Some(FailingKernel { work: kernels.failing, code: PEER_FAULT_CODE }),
             },
             native_waits: None,
             after_case: None,

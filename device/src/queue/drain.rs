@@ -267,7 +267,7 @@ impl QueueShared {
                     match contain(&device.host_calls[call.0 as usize]) {
                         Ok(Ok(())) => OpStatus::Ok,
                         Ok(Err(failure)) => OpStatus::Failed(failure),
-                        Err(Panicked) => OpStatus::Failed(Failure::Aborted),
+                        Err(Panicked) => OpStatus::Failed(Failure::PANICKED),
                     }
                 });
                 status.map_or(Ran::Abandoned, Ran::Finished)

@@ -278,7 +278,7 @@ fn a_panicking_kernel_fails_the_execution_and_every_worker_lives_on() {
         };
         let outcomes = run_two_regions(workers, &faulty, &later, |executor, processor, process| {
             run_again(executor, processor, process);
-            assert_eq!(process.failure(), Some(Failure::Aborted));
+            assert_eq!(process.failure(), Some(Failure::PANICKED));
             assert_eq!(later.load(Ordering::Relaxed), 0, "the region after the panic never opened");
             assert_eq!(first.counts[0][13].load(Ordering::Relaxed), 1);
 
@@ -287,7 +287,7 @@ fn a_panicking_kernel_fails_the_execution_and_every_worker_lives_on() {
             assert_eq!(process.failure(), None);
             assert_eq!(later.load(Ordering::Relaxed), 10);
         });
-        assert_eq!(outcomes, [Err(Failure::Aborted), Ok(())]);
+        assert_eq!(outcomes, [Err(Failure::PANICKED), Ok(())]);
     }
 }
 

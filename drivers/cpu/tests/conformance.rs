@@ -30,7 +30,7 @@ impl DriverUnderTest for Cpu {
     fn instance(&self) -> DriverInstance<CpuBackend> {
         let mut backend = CpuBackend::new();
         // A kernel panicking on its worker is contained there and fails its execution as
-        // aborted.
+        // `Failure::PANICKED`.
         let panics: causeway_driver_cpu::DeviceKernel =
             Box::new(|_tile: u32| panic!("the conformance suite's failing kernel (expected)"));
         let failing = backend.command_buffer(vec![(1, panics)]).expect("a one-tile recording");
@@ -42,7 +42,7 @@ impl DriverUnderTest for Cpu {
                 long: Work::Sleep(Duration::from_millis(100)),
                 failing: Some(FailingKernel {
                     work: Work::Execute(failing),
-                    failure: Failure::Aborted,
+                    code: Failure::PANIC_CODE,
                 }),
             },
             native_waits: None,

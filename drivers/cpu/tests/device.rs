@@ -304,7 +304,7 @@ fn a_panicking_host_function_fails_its_operation_not_the_device() {
     let signal_s = [(s, 1)];
     device.submit(q[0], &Op { work: Work::Host(boom), ..op(&[], &signal_s, 1) }).unwrap();
     device.submit(q[0], &op(&[], &[(t, 1)], 2)).unwrap();
-    assert_eq!(wait_for(&device, s, 1), Err(Failure::Aborted));
+    assert_eq!(wait_for(&device, s, 1), Err(Failure::PANICKED));
     // The queue keeps running.
     assert_eq!(wait_for(&device, t, 1), Ok(1));
 }
@@ -332,7 +332,7 @@ fn a_panicking_kernel_fails_its_execution_and_the_buffer_runs_again() {
     let execute = |signals, tag| Op { work: Work::Execute(buffer), ..op(&[], signals, tag) };
     let (signal_s, signal_t) = ([(s, 1)], [(t, 1)]);
     device.submit(q[0], &execute(&signal_s, 1)).unwrap();
-    assert_eq!(wait_for(&device, s, 1), Err(Failure::Aborted));
+    assert_eq!(wait_for(&device, s, 1), Err(Failure::PANICKED));
     let before = tiles_run.load(Ordering::Relaxed);
     assert!(before < 64, "the failed execution stopped short: {before} tiles");
 

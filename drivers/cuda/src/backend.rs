@@ -752,7 +752,9 @@ impl Backend for CudaBackend {
                 CudaError::Call { result: sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY, .. } => {
                     Failure::OutOfMemory
                 }
-                _ => Failure::Aborted,
+                // The allocation ran and failed: the driver API's own code is the fault's.
+                CudaError::Call { result, .. } => Failure::Faulted(result as u32),
+                _ => Failure::Faulted(sys::CUresult::CUDA_ERROR_UNKNOWN as u32),
             })
         })
     }

@@ -24,8 +24,9 @@
 //!   platform futex). It arms the interrupt, re-reads the head register, and wakes the causeway
 //!   queue whenever the head moved (see [the interrupt thread](#the-interrupt-thread)). A poll
 //!   reaps every completed descriptor, folds each status into its operation, and answers once
-//!   the operation's SIGNAL is reaped: `Ok`, or [`Failure::Device`] with the first failed
-//!   descriptor's completion code.
+//!   the operation's SIGNAL is reaped: `Ok`, or [`Failure::Faulted`] with the first failed
+//!   descriptor's completion code ([`from_code`](crate::CompletionError::from_code) decodes
+//!   it: a kernel that faulted is `KernelFailed`, `0x107`).
 //! - **Host progress.** An operation that retires on the host (a barrier, a host function, one
 //!   failed by its waits) moves its queue's slot with the model's host write
 //!   ([`DeviceModel::signal_from_host`]); the layer guarantees nothing of the queue is on the
@@ -657,7 +658,7 @@ impl Backend for NpuBackend {
         }
         let op = state.in_flight.pop_front()?;
         state.ended -= 1;
-        Some(op.failure.map_or(OpStatus::Ok, |code| OpStatus::Failed(Failure::Device(code))))
+        Some(op.failure.map_or(OpStatus::Ok, |code| OpStatus::Failed(Failure::Faulted(code))))
     }
 
     fn completed_on_host(&'static self, queue: &'static NpuQueue, epoch: u64) {

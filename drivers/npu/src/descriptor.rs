@@ -245,7 +245,10 @@ impl CompletionError {
         }
     }
 
-    const fn from_code(code: u32) -> Option<CompletionError> {
+    /// The error a completion code names: decodes the code of a
+    /// [`Failure::Faulted`](causeway_core::semaphore::Failure::Faulted) this driver reported;
+    /// `None` for a code no error has.
+    pub const fn from_code(code: u32) -> Option<CompletionError> {
         Some(match code {
             0x101 => CompletionError::Malformed(DescriptorError::UnknownOpcode),
             0x102 => CompletionError::Malformed(DescriptorError::ReservedBits),

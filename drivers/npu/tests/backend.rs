@@ -333,7 +333,7 @@ fn an_npu_failure_fails_the_operation_its_signals_and_the_work_waiting_on_it() {
     device.submit(cpu_queue, &op).unwrap();
     device.semaphore(gate).unwrap().signal_external(1).unwrap();
 
-    let device_failure = |code| Err(HostWaitError::Failed(Failure::Device(code)));
+    let device_failure = |code| Err(HostWaitError::Failed(Failure::Faulted(code)));
     assert_eq!(
         wait(device.semaphore(bad).unwrap(), 1, Some(HANG_GUARD)),
         device_failure(unknown_code)

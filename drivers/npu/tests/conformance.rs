@@ -6,13 +6,12 @@
 
 use std::time::Duration;
 
-use causeway_core::semaphore::Failure;
 use causeway_device::Work;
 use causeway_device_cts::{
     conformance_suite, Availability, DriverInstance, DriverUnderTest, FailingKernel, Kernels,
 };
 use causeway_driver_npu::backend::MIN_RING_ORDER;
-use causeway_driver_npu::{Command, CompletionError, Descriptor, NpuBackend};
+use causeway_driver_npu::{CompletionError, NpuBackend};
 
 /// The NPU driver on its device model, as the suite sees it.
 struct Npu;
@@ -37,10 +36,12 @@ impl DriverUnderTest for Npu {
             1,
             Box::new(|_tile: u32| std::thread::sleep(Duration::from_millis(100))),
         )]);
-        // An EXEC of a kernel the device does not have: the device completes it with an error
-        // code.
-        let unknown = Descriptor::new(Command::Exec { kernel: 999, tiles: 1, arguments: [0; 8] });
-        let failing = backend.raw_command(unknown.encode());
+        // A kernel that panics on the device model: the device completes its EXEC with the
+        // kernel-failed code, which the driver reports as `Failure::Faulted(code)`.
+        let failing = backend.command_buffer(vec![(
+            1,
+            Box::new(|_tile: u32| panic!("the conformance suite's failing NPU kernel (expected)")),
+        )]);
         let tally = backend.tally();
         DriverInstance {
             backend,
@@ -49,8 +50,8 @@ impl DriverUnderTest for Npu {
                 short_copies: Vec::new(),
                 long: Work::Execute(long.expect("a one-tile recording")),
                 failing: Some(FailingKernel {
-                    work: Work::Execute(failing.expect("a raw EXEC")),
-                    failure: Failure::Device(CompletionError::UnknownKernel.failure_code()),
+                    work: Work::Execute(failing.expect("a one-tile recording")),
+                    code: CompletionError::KernelFailed.failure_code(),
                 }),
             },
             native_waits: Some(Box::new(move || tally.counts().emitted)),

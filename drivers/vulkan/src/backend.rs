@@ -173,7 +173,8 @@ impl VulkanBackend {
                 self.lost.store(true, Ordering::Relaxed);
                 Failure::DeviceLost
             } else {
-                Failure::Aborted
+                // The allocation ran and failed: Vulkan's own code is the fault's.
+                Failure::Faulted(error.vk_result().map_or(0, |result| result.as_raw() as u32))
             }
         })
     }

@@ -130,6 +130,14 @@ impl VulkanError {
         move |result| VulkanError::Vk { call, result }
     }
 
+    /// The raw `VkResult` a Vulkan command returned, for errors that come from one.
+    pub fn vk_result(&self) -> Option<vk::Result> {
+        match self {
+            VulkanError::Vk { result, .. } => Some(*result),
+            _ => None,
+        }
+    }
+
     /// Whether the device is lost: nothing submitted to it will complete.
     pub fn is_device_lost(&self) -> bool {
         matches!(self, VulkanError::Vk { result: vk::Result::ERROR_DEVICE_LOST, .. })

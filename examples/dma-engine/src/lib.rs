@@ -40,7 +40,7 @@ pub const LENGTH_ERROR: u32 = 0x2;
 
 /// The failure an operation whose copy the engine refused ends with: the engine's code, as
 /// every driver reports a device's own status.
-pub const COPY_REFUSED: Failure = Failure::Device(LENGTH_ERROR);
+pub const COPY_REFUSED: Failure = Failure::Faulted(LENGTH_ERROR);
 
 /// Bytes per second the engine copies at, unless [`DmaBackend::with_bandwidth`] says otherwise.
 pub const DEFAULT_BANDWIDTH: u64 = 1 << 30;
@@ -357,7 +357,7 @@ impl Backend for DmaBackend {
         match state.completed.remove(&epoch) {
             Some(Ok(())) => Some(OpStatus::Ok),
             // The engine's own code, as the device reported it.
-            Some(Err(code)) => Some(OpStatus::Failed(Failure::Device(code))),
+            Some(Err(code)) => Some(OpStatus::Failed(Failure::Faulted(code))),
             // Without its thread nothing will complete it: the device is lost for it.
             None => state.engine_lost.then_some(OpStatus::Failed(Failure::DeviceLost)),
         }

@@ -8,7 +8,7 @@ use causeway_device::Work;
 use causeway_device_cts::{
     conformance_suite, Availability, DriverInstance, DriverUnderTest, FailingKernel, Kernels,
 };
-use causeway_example_dma_engine::{DmaBackend, COPY_REFUSED};
+use causeway_example_dma_engine::{DmaBackend, LENGTH_ERROR};
 
 /// Bytes the long copy moves.
 const LONG_COPY: usize = 1 << 20;
@@ -49,7 +49,7 @@ impl DriverUnderTest for DmaEngine {
                 short,
                 short_copies: Vec::new(),
                 long,
-                failing: Some(FailingKernel { work: refused, failure: COPY_REFUSED }),
+                failing: Some(FailingKernel { work: refused, code: LENGTH_ERROR }),
             },
             native_waits: None,
             after_case: None,

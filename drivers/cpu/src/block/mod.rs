@@ -66,7 +66,7 @@
 //!         ├─ Waiting ─► look again up to WAIT_SPINS times, then Progress
 //!         └─ Finished ─► Done(Ok)
 //!  (a failure seen before any tile or while waiting ─► Done(Err(Cancelled));
-//!   a kernel that panics ─► Done(Err(Aborted)), its claims left unreported)
+//!   a kernel that panics ─► Done(Err(PANICKED)), its claims left unreported)
 //! ```
 //!
 //! - **Claim**: load the word; if its epoch names a region of the buffer and `next` is below the
@@ -140,8 +140,8 @@
 //!
 //! A kernel has no error to return, but it can panic, and the process can be cancelled or
 //! inherit a failure. A panic is contained on the worker that ran the tile: its drain call
-//! returns `Done(Err(Aborted))`, the claim stays incomplete (so the region never completes) and
-//! the process fails with [`Failure::Aborted`]. Workers check for a failure before every tile
+//! returns `Done(Err(PANICKED))`, the claim stays incomplete (so the region never completes) and
+//! the process fails with [`Failure::PANICKED`]. Workers check for a failure before every tile
 //! and while waiting, and stop claiming once they see it; kernels already running finish, and
 //! the executor runs [`Drain::finish`](causeway_core::executor::Drain)
 //! with the failure after the last drain call returned. `finish` marks the processor finished
@@ -164,7 +164,7 @@ pub use schedule::{Claim, Completion, Cursor, Next, TileSchedule};
 /// The body of a tiled dispatch: called once per tile index, from any worker, concurrently for
 /// different tiles. Implemented by every `Fn(u32) + Sync`.
 pub trait Kernel: Sync {
-    /// Runs tile `tile`. A panic fails the execution with `Failure::Aborted` (see
+    /// Runs tile `tile`. A panic fails the execution with `Failure::PANICKED` (see
     /// [Cancellation and re-execution](self#cancellation-and-re-execution)); the worker lives on.
     fn run(&self, tile: u32);
 }
@@ -182,7 +182,7 @@ impl<F: Fn(u32) + Sync + ?Sized> Kernel for F {
 /// `Fn(Result<(), Failure>) + Sync`.
 pub trait OnFinish: Sync {
     /// The execution ended with `outcome`: `Ok(())` when every tile ran, the process's failure
-    /// (cancellation, an inherited error, `Aborted` for a kernel that panicked) otherwise.
+    /// (cancellation, an inherited error, `Failure::PANICKED` for a kernel that panicked) otherwise.
     fn finished(&self, outcome: Result<(), Failure>);
 }
 

@@ -202,11 +202,11 @@ impl Drain for BlockProcessor<'_> {
         // One containment per drain call, not per claim: entering it costs nothing until
         // something unwinds, and a kernel's panic ends the call the same way wherever it
         // happens. The panicking claim is left incomplete; the failure is recorded before any
-        // other claimer can see one, so the execution fails with `Aborted`, and their
-        // `Cancelled` comes second and loses (the first failure wins).
+        // other claimer can see one, so the execution fails with `Failure::PANICKED`, and
+        // their `Cancelled` comes second and loses (the first failure wins).
         match contain(|| self.claim_and_run(cx)) {
             Ok(drained) => drained,
-            Err(Panicked) => Drained::Done(Err(Failure::Aborted)),
+            Err(Panicked) => Drained::Done(Err(Failure::PANICKED)),
         }
     }
 
