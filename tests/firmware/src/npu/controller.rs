@@ -275,7 +275,7 @@ impl RingController {
                     // The engine failed the slot; its core semaphore fails with it, so every
                     // ring stalled on it wakes to the failure.
                     Some(error) => {
-                        timeline.fail(Failure::Application(error.failure_code()));
+                        timeline.fail(Failure::Faulted(error.failure_code()));
                     }
                 }
             }
