@@ -3,9 +3,10 @@
 //!
 //! From the host's side an `alloca` is only a *reservation* and a `dealloca` only releases it;
 //! the bytes are *committed* when the alloca operation runs (just before the work that uses
-//! them) and *decommitted* when the dealloca operation runs (just after the last use). Peak
-//! committed memory therefore follows execution, not submission: N sequential users of a
-//! transient buffer need one buffer's worth of quota.
+//! them) and *decommitted* when the dealloca operation runs (just after the last use), or ends
+//! without running (see "A dealloca that does not run"). Peak committed memory therefore
+//! follows execution, not submission: N sequential users of a transient buffer need one
+//! buffer's worth of quota.
 //!
 //! A commit that would exceed the quota does not fail: the queue that runs it waits until a
 //! decommit makes room, so two requests that together exceed the pool are serialised. Only a
@@ -28,6 +29,48 @@
 //! driver keeps of dead blocks is outside the quota, and bounded by the reuse table (64
 //! blocks).
 //!
+//! # A dealloca that does not run
+//!
+//! A dealloca that fails (a semaphore it waits on failed) or is cancelled (it depends on
+//! rejected speculation) gives its bytes back, lets its block go and frees its record all the
+//! same, when it ends — as one that ran does. Giving them back earlier would be unsound: a
+//! timeline can fail from below a signal that is still running (the operation that signals 1
+//! fails while the one that signals 2, which uses the buffer, runs), and the next alloca would
+//! commit the bytes — reusing the block, the very memory — under that user. Never giving them
+//! back hangs every later alloca that needs them.
+//!
+//! The rule: **a dealloca ends only once every one of its waits has ended, and gives its memory
+//! back when it ends.** A wait ends only after the signal it waits for has ended — reached, or
+//! failed *and* its operation over ("A wait ends after its signal" in
+//! [`causeway_core::semaphore`]) — and the operations before the dealloca on its queue have
+//! retired before it reaches the head. So when it gives back, every operation it was ordered
+//! after has ended, failed or not: all that a dealloca that ran knows too. Operations end so
+//! anyway, except in two places, where a dealloca differs from the rest (`Device::submit`, the
+//! queue's `release_waits`):
+//!
+//! - an operation *doomed at submission* (it waits on a timeline that had already failed, or
+//!   signals one) fails without waiting. A dealloca arms its waits all the same, the failed
+//!   ones too: a timepoint armed on a failed value that a live signal covers fires only when
+//!   that signal's operation ends;
+//! - a *cancelled* operation stops waiting where no live signal covers the value (its signal
+//!   is not submitted yet). A dealloca keeps those waits: whatever submits that signal later
+//!   is ordered before the dealloca and may use the buffer. A cancelled dealloca whose wait is
+//!   never signalled holds its queue until shutdown, as an uncancelled one would.
+//!
+//! The rule is exact, not only conservative: the dealloca waits for nothing it would not have
+//! waited for had it run. Reuse needs nothing more: a dead block goes to an alloca only when
+//! the alloca knows the dealloca (a death frontier holds the dealloca's own point), so it runs
+//! after the dealloca has ended, whichever way it ended. What no rule here can see is a user
+//! no semaphore tracks (a host thread that fails a timeline from outside and goes on using the
+//! buffer), as for a dealloca that runs.
+//!
+//! An alloca that does not run (it failed or was cancelled before it committed) holds
+//! nothing: its dealloca gives nothing back and succeeds, as after a driver that could not
+//! back the block, and the memory a driver kept for a block it took from the reuse table is
+//! released. Each record is freed once, by whichever of its alloca and dealloca ends last: a
+//! dealloca that nothing ordered after its alloca may end first, and then it fails, and so
+//! does the alloca ([`Commit::Released`]).
+//!
 //! This module is plain data: the device wraps one pool in a lock.
 
 use std::fmt;
@@ -38,7 +81,8 @@ use causeway_core::reuse::{Acquire, BlockId, DeathRecord, FreeBlock, ReusePool};
 /// Dead blocks kept for reuse; a block released while it is full is forgotten.
 const REUSE_BLOCKS: usize = 64;
 
-/// One reservation's handle, from [`MemoryPool::reserve`] to [`MemoryPool::decommit`].
+/// One reservation's handle, from [`MemoryPool::reserve`] until its alloca and its dealloca have
+/// both ended ([`MemoryPool::give_back`], [`MemoryPool::end_alloca`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct AllocationId(u32);
 
@@ -91,6 +135,9 @@ pub(crate) enum Commit {
     Committed(Option<Backing>),
     /// Committing now would exceed the quota: retry after a decommit.
     OverQuota,
+    /// The dealloca already ended (nothing ordered it after the alloca): nothing is
+    /// committed, and the alloca fails ([`MemoryPool::end_alloca`] frees the record).
+    Released,
 }
 
 /// The native side of a committed allocation: which driver backs which block.
@@ -107,7 +154,8 @@ pub(crate) struct Backing {
     pub(crate) release_from: Option<usize>,
 }
 
-/// What the native side must do when a dealloca runs, or a record is abandoned.
+/// What the native side must do when a dealloca gives its memory back, or a record is
+/// abandoned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Unbacking {
     /// The block.
@@ -135,31 +183,47 @@ pub struct MemoryStats {
     pub peak_committed: u64,
 }
 
+/// Where a reservation's alloca stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AllocaState {
+    /// Submitted, not run.
+    Pending,
+    /// Ran: its bytes are committed and its owner backs its block.
+    Live,
+    /// Ended holding nothing: it failed or was cancelled before it ran, or its owner could not
+    /// back it (its bytes went back at once). Its dealloca has nothing to give back.
+    Ended,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Allocation {
     bytes: u64,
     block: Option<BlockId>,
-    live: bool,
+    alloca: AllocaState,
     /// The driver of the alloca's queue.
     driver: usize,
     /// Whether the block went to the reuse table when the dealloca was submitted.
     kept: bool,
+    /// Whether the block came from the reuse table: until the alloca commits, the driver it
+    /// died on (`release_from`, else the owner) keeps its native memory.
+    reused: bool,
     /// See [`Backing::release_from`].
     release_from: Option<usize>,
-    /// The owner could not back it natively: the alloca failed, and its dealloca has nothing
-    /// to give back.
-    failed: bool,
+    /// The dealloca ended while the alloca was pending (nothing ordered the two): the record
+    /// is the alloca's to free when it ends.
+    dealloca_ended: bool,
 }
 
 impl Allocation {
     const EMPTY: Allocation = Allocation {
         bytes: 0,
         block: None,
-        live: false,
+        alloca: AllocaState::Pending,
         driver: 0,
         kept: false,
+        reused: false,
         release_from: None,
-        failed: false,
+        dealloca_ended: false,
     };
 }
 
@@ -235,7 +299,8 @@ impl<const N: usize> MemoryPool<N> {
         Ok(Some(id))
     }
 
-    /// Submission of a dealloca: releases the buffer name; the record lives until decommit.
+    /// Submission of a dealloca: releases the buffer name; the record lives until the
+    /// dealloca gives its memory back.
     pub(crate) fn release(&mut self, buffer: u32) -> Result<AllocationId, MemoryError> {
         let entry =
             self.buffers.get_mut(buffer as usize).ok_or(MemoryError::UnknownBuffer(buffer))?;
@@ -280,6 +345,7 @@ impl<const N: usize> MemoryPool<N> {
         };
         self.stats.reused += u64::from(reused);
         self.allocations[id.0 as usize].block = Some(block);
+        self.allocations[id.0 as usize].reused = reused;
         (block, reused)
     }
 
@@ -295,7 +361,7 @@ impl<const N: usize> MemoryPool<N> {
         let Some(block) = allocation.block else { return };
         let record = DeathRecord::new(dealloc, Frontier::from_frontier(death));
         // A full reuse table forgets the block: only a reuse opportunity is lost, and its
-        // owner frees the memory when the dealloca runs.
+        // owner frees the memory when the dealloca gives it back.
         let kept = self.reuse.release(FreeBlock { block, size: allocation.bytes, record }).is_ok();
         if kept {
             // Room is certain: the table and this list hold the same blocks.
@@ -307,6 +373,9 @@ impl<const N: usize> MemoryPool<N> {
     /// The alloca runs: commit its bytes if the quota allows, and say what its owner backs.
     pub(crate) fn commit(&mut self, id: AllocationId) -> Commit {
         let allocation = &mut self.allocations[id.0 as usize];
+        if allocation.dealloca_ended {
+            return Commit::Released;
+        }
         let bytes = allocation.bytes;
         if self.committed + bytes > self.quota {
             self.stats.over_quota_waits += 1;
@@ -315,7 +384,9 @@ impl<const N: usize> MemoryPool<N> {
         self.stats.commits += 1;
         self.committed += bytes;
         self.stats.peak_committed = self.stats.peak_committed.max(self.committed);
-        allocation.live = true;
+        allocation.alloca = AllocaState::Live;
+        // From here the owner backs the block: nobody else keeps its memory.
+        allocation.reused = false;
         let release_from = allocation.release_from.take();
         let driver = allocation.driver;
         Commit::Committed(allocation.block.map(|block| Backing {
@@ -330,51 +401,81 @@ impl<const N: usize> MemoryPool<N> {
     /// dealloca will have nothing to give back.
     pub(crate) fn fail_commit(&mut self, id: AllocationId) {
         let allocation = &mut self.allocations[id.0 as usize];
-        if allocation.live {
+        if allocation.alloca == AllocaState::Live {
             self.committed -= allocation.bytes;
-            allocation.live = false;
+            allocation.alloca = AllocaState::Ended;
         }
-        allocation.failed = true;
     }
 
-    /// What the owner must do natively when the dealloca of `id` runs; `None` when nothing
-    /// is backed (the alloca has not run, or failed).
+    /// The alloca of `id` ended without committing: it failed or was cancelled before it ran,
+    /// or found its dealloca already ended ([`Commit::Released`]). Its dealloca will have
+    /// nothing to give back; the record is freed now if that dealloca already ended. Returns
+    /// the block it took from the reuse table, if any, with the driver that keeps the block's
+    /// memory for it: that driver must release it, nobody else will commit it.
+    pub(crate) fn end_alloca(&mut self, id: AllocationId) -> Option<(BlockId, usize)> {
+        let allocation = &mut self.allocations[id.0 as usize];
+        if allocation.alloca != AllocaState::Pending {
+            return None;
+        }
+        let kept = match (allocation.reused, allocation.block) {
+            (true, Some(block)) => {
+                Some((block, allocation.release_from.unwrap_or(allocation.driver)))
+            }
+            _ => None,
+        };
+        allocation.alloca = AllocaState::Ended;
+        allocation.reused = false;
+        allocation.release_from = None;
+        if allocation.dealloca_ended {
+            self.free(id);
+        }
+        kept
+    }
+
+    /// What the owner must do natively when the dealloca of `id` gives its memory back;
+    /// `None` when nothing is backed (the alloca has not run, or ended holding nothing).
     pub(crate) fn unbacking(&self, id: AllocationId) -> Option<Unbacking> {
         let allocation = self.allocations[id.0 as usize];
-        match (allocation.live, allocation.block) {
-            (true, Some(block)) => {
+        match (allocation.alloca, allocation.block) {
+            (AllocaState::Live, Some(block)) => {
                 Some(Unbacking { block, driver: allocation.driver, kept: allocation.kept })
             }
             _ => None,
         }
     }
 
-    /// The dealloca runs: decommit. Fails when the alloca has not run; succeeds with nothing
-    /// to give back when the alloca failed.
-    pub(crate) fn decommit(&mut self, id: AllocationId) -> Result<(), MemoryError> {
-        let allocation = self.allocations[id.0 as usize];
-        if !allocation.live && !allocation.failed {
-            return Err(MemoryError::NotCommitted);
+    /// The dealloca of `id` ended — it ran, failed or was cancelled, and in each case only
+    /// after everything it was ordered after (see "A dealloca that does not run" in the
+    /// module docs): its bytes return to the quota and the record is freed. Nothing to give
+    /// back when the alloca ended holding nothing. Fails when the alloca has not run
+    /// (nothing ordered the two); the record then stays until the alloca ends, which frees it.
+    pub(crate) fn give_back(&mut self, id: AllocationId) -> Result<(), MemoryError> {
+        let allocation = &mut self.allocations[id.0 as usize];
+        match allocation.alloca {
+            AllocaState::Pending => {
+                allocation.dealloca_ended = true;
+                return Err(MemoryError::NotCommitted);
+            }
+            AllocaState::Live => self.committed -= allocation.bytes,
+            AllocaState::Ended => {}
         }
-        if allocation.live {
-            self.committed -= allocation.bytes;
-        }
-        self.allocations[id.0 as usize] = Allocation::EMPTY;
-        self.free_allocations.push(id);
+        self.free(id);
         Ok(())
     }
 
-    /// Abandons a record whose dealloca failed or never ran (its bytes are decommitted if
-    /// they were committed). Returns the block its owner must free, if it backed one.
+    /// [`give_back`](Self::give_back) for a dealloca the device cancels at shutdown. Returns
+    /// the block its owner must free, if it backs one (not kept: the table may hand it on
+    /// only to work that will never run).
     pub(crate) fn abandon(&mut self, id: AllocationId) -> Option<Unbacking> {
         let unbacking = self.unbacking(id).map(|unbacking| Unbacking { kept: false, ..unbacking });
-        let allocation = self.allocations[id.0 as usize];
-        if allocation.live {
-            self.committed -= allocation.bytes;
-        }
+        // An alloca that has not run keeps the record: its own cancellation frees it.
+        let _ = self.give_back(id);
+        unbacking
+    }
+
+    fn free(&mut self, id: AllocationId) {
         self.allocations[id.0 as usize] = Allocation::EMPTY;
         self.free_allocations.push(id);
-        unbacking
     }
 
     fn fresh_block(&mut self) -> BlockId {
@@ -407,7 +508,7 @@ mod tests {
         assert!(matches!(pool.commit(a), Commit::Committed(_)));
         assert_eq!(pool.commit(b), Commit::OverQuota);
         pool.release(0).unwrap();
-        pool.decommit(a).unwrap();
+        pool.give_back(a).unwrap();
         assert!(matches!(pool.commit(b), Commit::Committed(_)));
         assert_eq!(pool.stats().peak_committed, 400);
         assert_eq!(pool.stats().over_quota_waits, 1);
@@ -430,7 +531,7 @@ mod tests {
         // Re-reserving while the first decommit is still queued takes a second record.
         let second = pool.reserve(0, 10, 0).unwrap().unwrap();
         assert_ne!(first, second);
-        assert_eq!(pool.decommit(first), Err(MemoryError::NotCommitted));
+        assert_eq!(pool.give_back(first), Err(MemoryError::NotCommitted));
     }
 
     /// Allocates `bytes` for `buffer`, assigning memory as `knowledge` allows.
@@ -483,7 +584,8 @@ mod tests {
         pool.release(0).unwrap();
         assert!(!pool.has_free_record());
         assert_eq!(pool.reserve(0, 1, 0), Ok(None), "full records are backpressure, not an error");
-        pool.abandon(first);
+        assert!(matches!(pool.commit(first), Commit::Committed(_)));
+        pool.give_back(first).unwrap();
         assert!(pool.reserve(0, 1, 0).unwrap().is_some());
     }
 
@@ -498,7 +600,7 @@ mod tests {
         pool.retire(first, point(1, 2), &knows(&[point(1, 2)]));
         let unbacking = pool.unbacking(first).unwrap();
         assert_eq!(unbacking, Unbacking { block, driver: 1, kept: true });
-        pool.decommit(first).unwrap();
+        pool.give_back(first).unwrap();
 
         // Driver 0 reuses the block that died on driver 1: driver 1 lets its memory go.
         let second = pool.reserve(1, 32, 0).unwrap().unwrap();
@@ -517,7 +619,7 @@ mod tests {
         assert_eq!(pool.committed(), 0);
         assert_eq!(pool.unbacking(id), None);
         pool.release(0).unwrap();
-        assert_eq!(pool.decommit(id), Ok(()));
+        assert_eq!(pool.give_back(id), Ok(()));
         assert!(pool.has_free_record());
     }
 
@@ -536,5 +638,58 @@ mod tests {
         }
         let last = last.unwrap();
         assert!(!pool.unbacking(last).unwrap().kept, "the 65th dead block does not fit the table");
+    }
+
+    /// Frees every record it can and says how many are free.
+    fn free_records(pool: &mut MemoryPool<FRONTIER_CAPACITY>) -> usize {
+        let mut free = 0;
+        while let Ok(Some(_)) = pool.reserve(free as u32, 1, 0) {
+            free += 1;
+        }
+        free
+    }
+
+    #[test]
+    fn an_alloca_that_never_ran_leaves_its_dealloca_nothing_and_its_record_is_freed_once() {
+        for dealloca_first in [false, true] {
+            let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(100, 4, 2);
+            let id = pool.reserve(0, 100, 0).unwrap().unwrap();
+            pool.assign(id, &knows(&[]), &knows(&[]));
+            pool.release(0).unwrap();
+            if dealloca_first {
+                // Nothing ordered them: the record waits for the alloca, which cannot commit.
+                assert_eq!(pool.give_back(id), Err(MemoryError::NotCommitted));
+                assert_eq!(pool.commit(id), Commit::Released);
+                assert_eq!(pool.end_alloca(id), None);
+            } else {
+                assert_eq!(pool.end_alloca(id), None, "a fresh block: no driver keeps it");
+                assert_eq!(pool.give_back(id), Ok(()));
+            }
+            // Ending either side again changes nothing.
+            assert_eq!(pool.end_alloca(id), None);
+            assert_eq!(pool.committed(), 0);
+            assert_eq!(free_records(&mut pool), 2, "dealloca first: {dealloca_first}");
+        }
+    }
+
+    #[test]
+    fn an_alloca_that_reused_a_block_and_never_ran_has_the_kept_memory_released() {
+        let mut pool = MemoryPool::<FRONTIER_CAPACITY>::new(1000, 2, 4);
+        let first = pool.reserve(0, 64, 1).unwrap().unwrap();
+        let (block, _) = pool.assign(first, &knows(&[]), &knows(&[]));
+        assert!(matches!(pool.commit(first), Commit::Committed(Some(_))));
+        pool.release(0).unwrap();
+        pool.retire(first, point(1, 2), &knows(&[point(1, 2)]));
+        pool.give_back(first).unwrap();
+
+        // Driver 1 kept the block; an alloca of driver 0 that takes it and fails releases it
+        // there.
+        let second = pool.reserve(1, 32, 0).unwrap().unwrap();
+        assert_eq!(pool.assign(second, &knows(&[point(1, 2)]), &knows(&[])), (block, true));
+        assert_eq!(pool.end_alloca(second), Some((block, 1)));
+        pool.release(1).unwrap();
+        assert_eq!(pool.unbacking(second), None);
+        assert_eq!(pool.give_back(second), Ok(()));
+        assert_eq!(pool.committed(), 0);
     }
 }

@@ -1,7 +1,9 @@
 //! The native half of stream-ordered memory (`Backend::memory`): the layer tells the driver that
 //! owns a block to back it when its alloca runs, to let it go when its dealloca runs (keeping it
 //! while the reuse table may hand it on), and to free it when another driver's alloca reuses it;
-//! a driver that cannot back an alloca fails it, and what it signals, with its failure.
+//! a driver that cannot back an alloca fails it, and what it signals, with its failure. A
+//! dealloca that fails lets its block go as one that ran would; an alloca that reused a kept
+//! block and fails has that memory released, so failing and reallocating leaks nothing.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,7 +12,8 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
     Backend, BackendCapabilities, BlockId, BufferId, Device, DeviceContext, DriverError, Issue,
-    Issued, Kernel, MemoryOp, Op, OpStatus, QueueConfig, QueueId, Work,
+    Issued, Kernel, MemoryOp, NativeBlocks, NativeMemory, Op, OpStatus, QueueConfig, QueueId,
+    SemaphoreConfig, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -188,4 +191,163 @@ fn a_block_reused_on_another_driver_is_released_by_the_driver_it_died_on() {
         second_log.lock().unwrap()[..],
         [MemoryOp::Commit { block, bytes: 128 }, MemoryOp::Decommit { block, keep: true },]
     );
+}
+
+/// A driver whose memory is [`NativeBlocks`] of plain byte counts, shared with the test.
+struct BlocksDriver {
+    blocks: Arc<NativeBlocks<Bytes>>,
+}
+
+struct Bytes(u64);
+
+impl NativeMemory for Bytes {
+    fn size(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Backend for BlocksDriver {
+    type Queue = ();
+
+    fn name(&self) -> &'static str {
+        "blocks"
+    }
+
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities::new(true).with_timed_kernels()
+    }
+
+    fn open_queue(&mut self, _: QueueId, _: &QueueConfig) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    fn start(&'static self, _: DeviceContext) {}
+
+    fn issue(&'static self, _: &'static (), issue: &mut Issue<'_>) -> Issued {
+        issue.run_here(|| OpStatus::Ok)
+    }
+
+    fn poll(&'static self, _: &'static (), _: u64, _: Kernel) -> Option<OpStatus> {
+        Some(OpStatus::Ok)
+    }
+
+    fn memory(&self, op: MemoryOp) -> Result<(), Failure> {
+        self.blocks.apply(op, |bytes| Ok(Bytes(bytes)))
+    }
+
+    fn is_running(&self, _: &(), _: Kernel, _: bool) -> bool {
+        false
+    }
+
+    fn stop(&self, _: std::time::Instant) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_failed_dealloca_lets_its_block_go_and_a_failed_reusing_alloca_releases_the_kept_memory() {
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let (driver, log) = LoggingDriver::new("logging", u64::MAX);
+    let driver = builder.driver(driver);
+    let queue = builder.queue(QueueConfig::on(driver));
+    let home = builder.endpoint(queue).unwrap();
+    let [first_gate, second_gate, freed, done] =
+        [(); 4].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    builder.memory(2, 1 << 20);
+    let device = builder.build().unwrap();
+    let failure = Failure::Application(3);
+    let failed = Err(HostWaitError::Failed(failure));
+
+    device.submit(queue, &op(alloca(0, 256), &[])).unwrap();
+    let after_gate = [(first_gate, 1)];
+    let dealloca =
+        Op { waits: &after_gate, signals: &[(freed, 1)], ..op(Work::Dealloca(BufferId(0)), &[]) };
+    device.submit(queue, &dealloca).unwrap();
+    device.semaphore(first_gate).unwrap().fail(failure);
+    assert_eq!(wait(device.semaphore(freed).unwrap(), 1, Some(LONG)), failed);
+    // In order after the failed dealloca, which ended after every use: its block, reused.
+    device.submit(queue, &op(alloca(1, 128), &[])).unwrap();
+    device.submit(queue, &op(Work::Dealloca(BufferId(1)), &[])).unwrap();
+    // Reuses it too, then fails: the kept memory is let go, and its dealloca gives back nothing.
+    let after_gate = [(second_gate, 1)];
+    device.submit(queue, &Op { waits: &after_gate, ..op(alloca(0, 64), &[]) }).unwrap();
+    device.semaphore(second_gate).unwrap().fail(failure);
+    device.submit(queue, &op(Work::Dealloca(BufferId(0)), &[(done, 1)])).unwrap();
+    assert_eq!(wait(device.semaphore(done).unwrap(), 1, Some(LONG)), Ok(1));
+
+    assert_eq!(device.memory_stats().reused, 2);
+    assert_eq!(device.committed_bytes(), 0);
+    let log = log.lock().unwrap();
+    let block = block_of(&log[0]);
+    assert_eq!(
+        log[..],
+        [
+            MemoryOp::Commit { block, bytes: 256 },
+            MemoryOp::Decommit { block, keep: true },
+            MemoryOp::Commit { block, bytes: 128 },
+            MemoryOp::Decommit { block, keep: true },
+            MemoryOp::Release { block },
+        ]
+    );
+}
+
+/// Iterations of the native soak; `CAUSEWAY_MEMORY_SOAK` overrides.
+fn soak_iterations() -> u64 {
+    std::env::var("CAUSEWAY_MEMORY_SOAK").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000)
+}
+
+#[test]
+fn failing_deallocas_and_reusing_allocas_leak_no_native_memory() {
+    let blocks = Arc::new(NativeBlocks::new());
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let driver = builder.driver(BlocksDriver { blocks: Arc::clone(&blocks) });
+    let mut config = QueueConfig::on(driver);
+    config.capacity = 8;
+    let queue = builder.queue(config);
+    let home = builder.endpoint(queue).unwrap();
+    let done = builder.semaphore(0, Scope::DeviceLocal, home);
+    const QUOTA: u64 = 4096;
+    builder.memory(1, QUOTA);
+    builder.allocation_records(2);
+    builder.semaphore_pool(32, SemaphoreConfig::new(0, Scope::DeviceLocal, home));
+    let device = builder.build().unwrap();
+    let submit = |op: &Op<'_>| {
+        device.submit_timeout(queue, op, LONG).expect("room frees up: nothing leaked");
+    };
+    let failure = Failure::Application(5);
+    let mut committed = 0;
+    for round in 0..soak_iterations() {
+        let gate = device.create_semaphore_timeout(0, LONG).expect("a pooled semaphore frees up");
+        let after_gate = [(gate, 1)];
+        match round % 3 {
+            // The dealloca fails: its block is kept for the next alloca.
+            0 => {
+                submit(&op(alloca(0, QUOTA), &[]));
+                submit(&Op { waits: &after_gate, ..op(Work::Dealloca(BufferId(0)), &[]) });
+                device.semaphore(gate).unwrap().fail(failure);
+                committed += 1;
+            }
+            // The alloca reuses the kept block and fails: the kept memory is released.
+            1 => {
+                submit(&Op { waits: &after_gate, ..op(alloca(0, QUOTA), &[]) });
+                device.semaphore(gate).unwrap().fail(failure);
+                submit(&op(Work::Dealloca(BufferId(0)), &[]));
+            }
+            // The dealloca is doomed at submission.
+            _ => {
+                device.semaphore(gate).unwrap().fail(failure);
+                submit(&op(alloca(0, QUOTA), &[]));
+                submit(&Op { waits: &after_gate, ..op(Work::Dealloca(BufferId(0)), &[]) });
+                committed += 1;
+            }
+        }
+        device.destroy_semaphore(gate).unwrap();
+    }
+    submit(&op(alloca(0, QUOTA), &[]));
+    submit(&op(Work::Dealloca(BufferId(0)), &[(done, 1)]));
+    assert_eq!(wait(device.semaphore(done).unwrap(), 1, Some(LONG)), Ok(1));
+    assert_eq!(device.committed_bytes(), 0);
+    assert_eq!(device.memory_stats().commits, committed + 1);
+    // The last dealloca's block, kept for reuse, is all the driver holds.
+    assert_eq!(blocks.len(), 1);
 }

@@ -404,18 +404,21 @@ impl<'s> Simulation<'s> {
 
     fn queue_step(&mut self, op: Op<'_>) {
         let mut failed = fails(op, &self.failed);
-        if !failed {
-            match op.spec.work {
-                WorkSpec::Alloca { buffer, bytes } => {
-                    self.committed += bytes;
-                    self.buffers[buffer] = Some(bytes);
-                }
-                WorkSpec::Dealloca { buffer } => match self.buffers[buffer].take() {
-                    Some(bytes) => self.committed -= bytes,
-                    None => failed = true,
-                },
-                _ => {}
+        match op.spec.work {
+            // An alloca that fails holds nothing: its dealloca gives nothing back, and succeeds.
+            WorkSpec::Alloca { buffer, bytes } => {
+                let bytes = if failed { 0 } else { bytes };
+                self.committed += bytes;
+                self.buffers[buffer] = Some(bytes);
             }
+            // A dealloca gives its bytes back whether it runs or fails (the device's rule: "A
+            // dealloca that does not run" in `causeway_device`'s memory); one that finds its
+            // alloca not run yet fails.
+            WorkSpec::Dealloca { buffer } => match self.buffers[buffer].take() {
+                Some(bytes) => self.committed -= bytes,
+                None => failed = true,
+            },
+            _ => {}
         }
         self.signal(op, failed);
     }
@@ -681,6 +684,24 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_dealloca_gives_its_bytes_back_and_a_failed_allocas_dealloca_succeeds() {
+        // `x_free` fails with `s`, and still gives back the 80 bytes `y` needs; `y` fails too,
+        // and its dealloca, with nothing to give back, signals `t`.
+        let source = format!(
+            "memory_quota = 100\n{HEADER}\
+             [[op]]\nname = \"x\"\nqueue = \"q0\"\nwork = {{ kind = \"alloca\", buffer = \"x\", bytes = 80 }}\n\
+             [[op]]\nname = \"x_free\"\nqueue = \"q0\"\nwait = [\"s>=1\"]\nwork = {{ kind = \"dealloca\", buffer = \"x\" }}\n\
+             [[op]]\nname = \"h\"\nqueue = \"host\"\nfail = \"s\"\n\
+             [[op]]\nname = \"y\"\nqueue = \"q1\"\nwork = {{ kind = \"alloca\", buffer = \"y\", bytes = 80 }}\n\
+             [[op]]\nname = \"z\"\nqueue = \"q1\"\nwait = [\"s>=1\"]\nwork = {{ kind = \"alloca\", buffer = \"z\", bytes = 80 }}\n\
+             [[op]]\nname = \"z_free\"\nqueue = \"q1\"\nwork = {{ kind = \"dealloca\", buffer = \"z\" }}\nsignal = [\"t=1\"]\n\
+             [[op]]\nname = \"y_free\"\nqueue = \"q1\"\nwork = {{ kind = \"dealloca\", buffer = \"y\" }}\n\
+             [[op]]\nname = \"after\"\nqueue = \"host\"\nwait = [\"t>=1\"]\n"
+        );
+        assert!(checked(&source).is_ok(), "{:?}", checked(&source));
+    }
+
+    #[test]
     fn competing_allocations_are_played_in_submission_order() {
         // q1's alloca, submitted first, takes the memory; q0's waits for it, and q1 frees it
         // only after signalling what q0's later operation waits for. Had q0's alloca run first
@@ -872,16 +893,15 @@ mod tests {
                         self.fifos[queue].pop_front();
                         let mut failed = doomed;
                         match op.work {
-                            WorkSpec::Alloca { buffer, bytes } if !failed => {
+                            WorkSpec::Alloca { buffer, bytes } => {
+                                let bytes = if failed { 0 } else { bytes };
                                 self.committed += bytes;
                                 self.buffers[buffer] = Some(bytes);
                             }
-                            WorkSpec::Dealloca { buffer } if !failed => {
-                                match self.buffers[buffer].take() {
-                                    Some(bytes) => self.committed -= bytes,
-                                    None => failed = true,
-                                }
-                            }
+                            WorkSpec::Dealloca { buffer } => match self.buffers[buffer].take() {
+                                Some(bytes) => self.committed -= bytes,
+                                None => failed = true,
+                            },
                             _ => {}
                         }
                         self.signal(op, failed);

@@ -159,7 +159,8 @@ pub enum MemoryOp {
         keep: bool,
     },
     /// Free whatever is kept of `block`: the reuse table gave it to an alloca of another
-    /// driver, or its record was abandoned at shutdown.
+    /// driver, or to an alloca that then ended without running, or its record was abandoned
+    /// at shutdown.
     Release {
         /// The block.
         block: BlockId,
@@ -240,10 +241,12 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// The native half of stream-ordered memory, for a block this driver owns (see
-    /// [`MemoryOp`]). Called on a pool worker while an alloca or dealloca runs — on a queue
-    /// of any driver: the dealloca's queue may belong to another — or at shutdown for an
-    /// abandoned record; never under a lock of the layer, never for two operations on one
-    /// block at once. An `Err` from a [`Commit`](MemoryOp::Commit) fails the alloca (and what
+    /// [`MemoryOp`]). Called on a pool worker while an alloca or dealloca runs, or ends
+    /// failed or cancelled without running (a dealloca lets its block go all the same, once
+    /// everything it was ordered after has ended; an alloca that took a kept block has it
+    /// released) — on a queue of any driver: the dealloca's queue may belong to another — or
+    /// at shutdown for an abandoned record; never under a lock of the layer, never for two
+    /// operations on one block at once. An `Err` from a [`Commit`](MemoryOp::Commit) fails the alloca (and what
     /// it signals) with that failure and gives its bytes back to the quota; its dealloca then
     /// has nothing to give back. Errors of the other operations are ignored (the memory is
     /// the driver's to account for). The default backs nothing: memory the layer only

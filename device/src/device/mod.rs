@@ -142,9 +142,10 @@ impl Device {
     /// once — only the values they would have reached, so accepted work may still signal the
     /// same semaphores — so later submissions waiting on those values fail at submission. Its
     /// queue retires it in order, once the operations its waits imported have ended (held
-    /// waits that imported nothing are released; on a native queue its epoch is moved past on
-    /// the device, so nothing waits natively on work that will never be issued), and that
-    /// retirement ends its signals as [`Failure::Cancelled`]: waiters already armed on them,
+    /// waits that imported nothing are released, except a dealloca's: it gives its memory
+    /// back when it ends, so it waits for every wait; on a native queue its epoch is moved
+    /// past on the device, so nothing waits natively on work that will never be issued), and
+    /// that retirement ends its signals as [`Failure::Cancelled`]: waiters already armed on them,
     /// on every driver and on host threads, end with the failure then, not sooner — such a
     /// waiter imported the cancelled operation's frontier, and what follows it relies on that
     /// work having ended (see "Failure" in `causeway_core::queue`). Operations that already

@@ -36,8 +36,8 @@ pub(crate) struct DeviceShared {
     pub(crate) host_calls: Box<[HostCall]>,
     pub(crate) backends: Box<[Box<dyn DynBackend>]>,
     pub(crate) memory: Mutex<MemoryState>,
-    /// Signalled (under `memory`) when a decommit or an abandon frees an allocation record
-    /// while a submitter waits for one.
+    /// Signalled (under `memory`) when an allocation record is freed while a submitter waits
+    /// for one.
     pub(crate) records_freed: Condvar,
     pub(crate) observer: Option<Arc<dyn Observer>>,
     /// Contract violations of drivers, caught (see `queue::driver`); rare, so a plain list.
@@ -104,31 +104,43 @@ impl DeviceShared {
         self.queues.iter().find(|queue| queue.submit_axis() == point.axis)
     }
 
-    /// Runs a dealloca: the owner lets the block's memory go (before the quota counts it
-    /// free, so native memory never runs ahead of the quota), then decommit, then wake queues
-    /// waiting for quota and submitters waiting for a record.
-    pub(crate) fn decommit(&'static self, allocation: AllocationId) -> OpStatus {
+    /// Ends a dealloca — run, failed or cancelled, once everything it was ordered after has
+    /// ended (see `memory`): the owner lets the block's memory go (before the quota counts it
+    /// free, so native memory never runs ahead of the quota), the bytes return to the quota,
+    /// the record is freed, and queues waiting for quota and submitters waiting for a record
+    /// are woken. `Failed` when the alloca has not run (nothing ordered the two).
+    pub(crate) fn give_back(&'static self, allocation: AllocationId) -> OpStatus {
         let unbacking = self.lock_memory().pool.unbacking(allocation);
         if let Some(Unbacking { block, driver, kept }) = unbacking {
             // The owner accounts for its own memory: an error here changes nothing above it.
             let _ = self.driver_memory(driver, MemoryOp::Decommit { block, keep: kept });
         }
         let mut memory = self.lock_memory();
-        let status = match memory.pool.decommit(allocation) {
+        let status = match memory.pool.give_back(allocation) {
             Ok(()) => OpStatus::Ok,
-            Err(_) => {
-                // Not committed: nothing was backed, so the owner has nothing to free.
-                let _ = memory.pool.abandon(allocation);
-                OpStatus::Failed(Failure::Aborted)
-            }
+            // Not committed: nothing was backed, and the alloca frees the record when it ends.
+            Err(_) => OpStatus::Failed(Failure::Aborted),
         };
         memory.waiting.wake_all(DeviceContext { shared: self });
         self.record_freed(&memory);
         status
     }
 
-    /// Gives up an allocation record whose operation will never run its dealloca; its owner
-    /// frees what it backed.
+    /// Ends an alloca that did not commit (it failed or was cancelled before it ran): its
+    /// dealloca will have nothing to give back, and the memory kept for the block it took from
+    /// the reuse table is released.
+    pub(crate) fn end_alloca(&self, allocation: AllocationId) {
+        let mut memory = self.lock_memory();
+        let kept = memory.pool.end_alloca(allocation);
+        self.record_freed(&memory);
+        drop(memory);
+        if let Some((block, driver)) = kept {
+            let _ = self.driver_memory(driver, MemoryOp::Release { block });
+        }
+    }
+
+    /// Gives up the memory of a dealloca the device cancels at shutdown; its owner frees what
+    /// it backed.
     pub(crate) fn abandon(&self, allocation: AllocationId) {
         let mut memory = self.lock_memory();
         let unbacking = memory.pool.abandon(allocation);

@@ -214,15 +214,23 @@ impl Device {
         queue.claim(index).reset();
         // The submission hold keeps the gate shut while timepoints are armed.
         slot.gate.count.hold(failure);
-        if failure.is_none() {
+        // A doomed operation fails without waiting, except a dealloca: its end gives the
+        // buffer's memory back, so it waits for every wait to end, a failed one included (a
+        // live signal on the failed timeline may still use the buffer: the timepoint fires
+        // when its operation ends). See "A dealloca that does not run" in `memory`.
+        if failure.is_none() || matches!(op.work, Work::Dealloca(_)) {
             for (wait, outcome) in waits.iter().enumerate() {
-                let WaitOutcome::Resolved(resolution) = outcome else { continue };
-                body.resolutions[wait] = Some(resolution.resolution);
-                // A native device wait is ordered by the driver, not by the host.
-                let on_host = match resolution.resolution {
-                    Resolution::DeviceWait => body.origins[wait].is_none(),
-                    Resolution::Held => true,
-                    _ => false,
+                let on_host = match outcome {
+                    WaitOutcome::Resolved(resolution) => {
+                        body.resolutions[wait] = Some(resolution.resolution);
+                        // A native device wait is ordered by the driver, not by the host.
+                        match resolution.resolution {
+                            Resolution::DeviceWait => body.origins[wait].is_none(),
+                            Resolution::Held => true,
+                            _ => false,
+                        }
+                    }
+                    WaitOutcome::Failed(_) => true,
                 };
                 if on_host {
                     body.armed[wait] = self.arm(slot, wait, body.waits[wait]);

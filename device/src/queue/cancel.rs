@@ -7,6 +7,7 @@ use super::run_claim::Claimed;
 use super::slot::OpSlot;
 use super::QueueShared;
 use crate::device::DeviceShared;
+use crate::op::Work;
 use crate::speculation::CancelReport;
 
 impl QueueShared {
@@ -17,11 +18,18 @@ impl QueueShared {
     /// operation still waits for it (it fires when that operation ends, reached or not). True
     /// when the gate is open afterwards (the submitter may still hold it for a moment; its
     /// release wakes the queue).
+    ///
+    /// A dealloca releases none: whatever first signals a value it waits for may use the
+    /// buffer, signal submitted yet or not, and its end gives the buffer's memory back (see
+    /// "A dealloca that does not run" in `memory`). It ends cancelled when its waits have.
     pub(super) fn release_waits(&self, slot: &OpSlot) -> bool {
         let device = self.device();
         // SAFETY: the slot is the head, in [head, tail): only this queue process touches its
         // body (invariant 1), and no other reference to it is live here.
         let body = unsafe { &mut *slot.body.get() };
+        if matches!(body.work, Work::Dealloca(_)) {
+            return slot.gate.is_open();
+        }
         for (wait, &(semaphore, value)) in body.waits.iter().enumerate() {
             if !body.armed[wait] || device.semaphores[semaphore].is_live_at(value) {
                 continue;

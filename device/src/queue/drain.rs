@@ -164,6 +164,7 @@ impl QueueShared {
             if !origins_ended(unsafe { &*slot.body.get() }) {
                 return Step::Blocked;
             }
+            self.end_unrun_memory(work, allocation);
             OpStatus::Cancelled
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
@@ -177,12 +178,15 @@ impl QueueShared {
                 return Step::Blocked;
             }
             match failure {
-                // Failing counts as starting: a cancellation either came first or reports it
-                // as having run.
-                Some(failure) => match claim.start(&self.cancellers) {
-                    Ok(()) => OpStatus::Failed(failure),
-                    Err(_) => OpStatus::Cancelled,
-                },
+                Some(failure) => {
+                    self.end_unrun_memory(work, allocation);
+                    // Failing counts as starting: a cancellation either came first or reports
+                    // it as having run.
+                    match claim.start(&self.cancellers) {
+                        Ok(()) => OpStatus::Failed(failure),
+                        Err(_) => OpStatus::Cancelled,
+                    }
+                }
                 None => match self.start(slot, claim, work, tag, allocation, worker) {
                     Ran::Finished(status) => status,
                     Ran::Waiting => return Step::Blocked,
@@ -255,7 +259,7 @@ impl QueueShared {
             LayerWork::Dealloca => {
                 started();
                 Ran::Finished(match allocation {
-                    Some(allocation) => device.decommit(allocation),
+                    Some(allocation) => device.give_back(allocation),
                     None => OpStatus::Failed(Failure::Aborted),
                 })
             }
@@ -290,6 +294,11 @@ impl QueueShared {
                 memory.waiting.register(QueueId(self.index));
                 return None;
             }
+            Commit::Released => {
+                drop(memory);
+                device.end_alloca(allocation);
+                return Some(OpStatus::Failed(Failure::Aborted));
+            }
         };
         drop(memory);
         let Some(Backing { block, bytes, driver, release_from }) = backing else {
@@ -309,6 +318,26 @@ impl QueueShared {
                 memory.waiting.wake_all(DeviceContext { shared: device });
                 Some(OpStatus::Failed(failure))
             }
+        }
+    }
+
+    /// The memory side of an operation that ends without running its work (failed or
+    /// cancelled). A dealloca gives its bytes back as if it had run: it ends only after
+    /// every wait it has has ended, and so after everything it was ordered after (see "A
+    /// dealloca that does not run" in `memory`). An alloca leaves its dealloca nothing to give
+    /// back.
+    #[cold]
+    fn end_unrun_memory(&self, work: Work, allocation: Option<AllocationId>) {
+        let Some(allocation) = allocation else { return };
+        let device = self.device();
+        match work {
+            Work::Alloca { .. } => device.end_alloca(allocation),
+            // Its status is the failure or cancellation that ended it; that the alloca had
+            // not run (nothing ordered the two) changes nothing there.
+            Work::Dealloca(_) => {
+                let _ = device.give_back(allocation);
+            }
+            _ => {}
         }
     }
 

@@ -6,7 +6,7 @@ use causeway_core::semaphore::Failure;
 use super::ownership::{Running, TakeOver};
 use super::QueueShared;
 use crate::device::DeviceShared;
-use crate::op::OpStatus;
+use crate::op::{OpStatus, Work};
 
 /// What taking a queue over at shutdown found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,7 +88,10 @@ impl QueueShared {
             }
             self.finish(device, index, body, OpStatus::Cancelled, usize::MAX);
             if let Some(allocation) = body.allocation.take() {
-                device.abandon(allocation);
+                match body.work {
+                    Work::Alloca { .. } => device.end_alloca(allocation),
+                    _ => device.abandon(allocation),
+                }
             }
         }
         Teardown::Done { cancelled, stuck }
