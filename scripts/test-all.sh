@@ -128,7 +128,7 @@ for target in "${CROSS_TARGETS[@]}"; do
 done
 passed
 
-step "tier 2: Miri over core and the device layer, and the loom models, side by side"
+step "tier 2: Miri over core, the device layer, the runtime and distributed's wire codec, and the loom models, side by side"
 # Miri interprets one test at a time and most loom models are a single thread of exploration,
 # so on two cores they run side by side: everything is built first (both cores), then the
 # longest model set (causeway-runtime's, whose out-of-order-slot model alone takes minutes) runs
@@ -148,8 +148,16 @@ loom_sets=(
 # driver and shut down (the ring's unsafe hand-overs, the leaked state freed at shutdown).
 # Permissive provenance: rustix's futex call casts an integer argument to a pointer.
 device_miri=(-p causeway-device --lib --test broken_driver)
+# The runtime under Miri: the pool, the stream ring, coroutines and waits (counts cut under
+# cfg(miri)); distributed's code that runs without MPI (the wire codec; its proptest needs the
+# working directory, hence no isolation).
+runtime_miri=(-p causeway-runtime --lib --test streams --test coroutines)
+distributed_miri=(-p causeway-distributed --lib)
 cargo "+$NIGHTLY" miri test -p causeway-core --lib --no-run
 MIRIFLAGS=-Zmiri-permissive-provenance cargo "+$NIGHTLY" miri test "${device_miri[@]}" --no-run
+MIRIFLAGS=-Zmiri-permissive-provenance cargo "+$NIGHTLY" miri test "${runtime_miri[@]}" --no-run
+MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-disable-isolation" \
+  cargo "+$NIGHTLY" miri test "${distributed_miri[@]}" --no-run
 for set in "$longest_loom_set" "${loom_sets[@]}"; do
   # shellcheck disable=SC2086 # $set is a list of cargo arguments
   loom_test $set --no-run
@@ -161,6 +169,9 @@ background_pid=$!
 background_started=$SECONDS
 cargo "+$NIGHTLY" miri test -p causeway-core --lib
 MIRIFLAGS=-Zmiri-permissive-provenance cargo "+$NIGHTLY" miri test "${device_miri[@]}"
+MIRIFLAGS=-Zmiri-permissive-provenance cargo "+$NIGHTLY" miri test "${runtime_miri[@]}"
+MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-disable-isolation" PROPTEST_CASES=16 \
+  cargo "+$NIGHTLY" miri test "${distributed_miri[@]}"
 passed
 for set in "${loom_sets[@]}"; do
   # shellcheck disable=SC2086

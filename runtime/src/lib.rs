@@ -449,6 +449,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "abandons a worker thread on purpose; Miri requires every thread to end"
+    )]
     fn a_bounded_shutdown_abandons_a_worker_stuck_in_a_drain() {
         static STUCK: Stuck = Stuck(AtomicU32::new(0));
         static PROCESS: Process<'static> = Process::new(&STUCK, Class::Immediate);

@@ -26,9 +26,15 @@ fn pool(workers: usize) -> CpuPool {
     CpuPool::start(PoolConfig::with_workers(workers)).expect("start the pool")
 }
 
+/// Every timeline the tests made, each for the rest of the binary.
+static LIVE_TIMELINES: Mutex<Vec<&'static Semaphore>> = Mutex::new(Vec::new());
+
 /// A timeline that lives for the rest of the test binary, as coroutines require.
 fn timeline() -> &'static Semaphore {
-    Box::leak(Box::new(Semaphore::new(0, Scope::ProcessLocal, HERE)))
+    let timeline = Box::leak(Box::new(Semaphore::new(0, Scope::ProcessLocal, HERE)));
+    // Kept reachable from a static: Miri reports leaked memory that no static reaches.
+    LIVE_TIMELINES.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(timeline);
+    timeline
 }
 
 fn signal(semaphore: &Semaphore, value: u64) {
@@ -239,7 +245,9 @@ fn a_stopped_executor_hands_the_future_back_unpolled() {
 fn completed_coroutines_are_reclaimed_as_spawning_goes_on() {
     let pool = pool(2);
     let spawner = Spawner::new(pool.executor());
-    for round in 0..1_000u32 {
+    // Miri interprets every step: a hundred spawns still pass the reclaim threshold many times.
+    let rounds = if cfg!(miri) { 100 } else { 1_000u32 };
+    for round in 0..rounds {
         assert_eq!(spawner.spawn(async move { Ok(round) }).unwrap().join(), Ok(round));
     }
     assert!(spawner.unreclaimed() < 16, "{} coroutines still held", spawner.unreclaimed());
@@ -247,7 +255,7 @@ fn completed_coroutines_are_reclaimed_as_spawning_goes_on() {
 
 #[test]
 fn ten_thousand_coroutines_chained_through_one_semaphore() {
-    const CHAIN: u64 = 10_000;
+    const CHAIN: u64 = if cfg!(miri) { 20 } else { 10_000 };
     let pool = pool(4);
     let spawner = Spawner::new(pool.executor());
     let timeline = timeline();

@@ -32,7 +32,7 @@ fn inline<'a>(f: impl FnOnce() + Send + 'a) -> DirectOp<'a> {
 #[test]
 fn concurrent_producers_run_every_operation_exactly_once() {
     const PRODUCERS: usize = 4;
-    const PER_PRODUCER: usize = 25_000;
+    const PER_PRODUCER: usize = if cfg!(miri) { 500 } else { 25_000 };
     let runs: Vec<AtomicU32> = (0..PRODUCERS * PER_PRODUCER).map(|_| AtomicU32::new(0)).collect();
     let full = AtomicUsize::new(0);
     let stream: Stream<DirectOp<'_>, 256> = Stream::new();
@@ -253,7 +253,7 @@ fn bursts_after_the_stream_fell_asleep_all_run_before_any_close() {
     // burst stranded and fails at the deadline (a close would wake the stream and hide it).
     // Parking workers and three of them make every round a sleep/wake transition with several
     // drainers deciding `Sleep` at once.
-    const ROUNDS: usize = 300;
+    const ROUNDS: usize = if cfg!(miri) { 30 } else { 300 };
     const PER_PRODUCER: usize = 8;
     let ran = AtomicUsize::new(0);
     let stream: Stream<DirectOp<'_>, 64> = Stream::new();

@@ -258,7 +258,8 @@ mod tests {
 
     #[test]
     fn concurrent_producers_and_consumers_move_every_value_once() {
-        const PER_PRODUCER: u32 = 20_000;
+        // Miri interprets every atomic; a few hundred values still wrap the ring many times.
+        const PER_PRODUCER: u32 = if cfg!(miri) { 200 } else { 20_000 };
         let ring: Ring<u32, 64> = Ring::new();
         let seen: Vec<AtomicU32> = (0..4 * PER_PRODUCER).map(|_| AtomicU32::new(0)).collect();
         let taken = AtomicU32::new(0);
