@@ -1,5 +1,6 @@
-//! Loom model of the run claim (`src/queue/run_claim.rs`, compiled here as it is, against loom's
-//! atomics, with `SeqCst` fences for the two sides of the asymmetric barrier): every
+//! Loom model of the run claim (`src/queue/run_claim.rs`: the crate's own `RunClaim` and
+//! `Cancellers`, which under `--cfg loom` run on loom's atomics, with `SeqCst` fences for the
+//! two sides of the asymmetric barrier; see the crate's `sync` module): every
 //! interleaving of the queue process starting an operation — on the fast path when no walk is
 //! under way, settling on the word when one is — and cancellation walks cancelling it.
 //!
@@ -12,18 +13,11 @@
 //! loom_run_claim` (the test command's loom tier does).
 #![cfg(loom)]
 
-// Only what the models use is called; the rest of the file is the crate's.
-#[path = "../src/handshake_barrier.rs"]
-mod handshake_barrier;
-#[allow(dead_code)]
-#[path = "../src/queue/run_claim.rs"]
-mod run_claim;
-
 use causeway_core::speculation::Dependence;
+use causeway_device::loom_models::{Cancellers, Claimed, RunClaim};
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use run_claim::{Cancellers, Claimed, RunClaim};
 
 /// An operation's fate as the model's threads leave it: whether its work ran, and its signal's
 /// failure word (first wins, as a semaphore's).

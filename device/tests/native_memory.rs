@@ -2,6 +2,7 @@
 //! owns a block to back it when its alloca runs, to let it go when its dealloca runs (keeping it
 //! while the reuse table may hand it on), and to free it when another driver's alloca reuses it;
 //! a driver that cannot back an alloca fails it, and what it signals, with its failure.
+#![cfg(not(loom))]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

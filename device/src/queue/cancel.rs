@@ -1,5 +1,3 @@
-use std::sync::atomic::Ordering;
-
 use causeway_core::semaphore::Cancelled;
 use causeway_core::speculation::{Dependence, Rejection};
 
@@ -8,6 +6,7 @@ use super::slot::OpSlot;
 use super::QueueShared;
 use crate::device::DeviceShared;
 use crate::speculation::CancelReport;
+use crate::sync::atomic::Ordering;
 
 impl QueueShared {
     /// For a cancelled head whose gate is shut: unlinks the armed timepoints (held waits and
