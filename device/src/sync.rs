@@ -39,12 +39,13 @@ pub(crate) mod barrier {
 pub(crate) mod barrier {
     use loom::sync::atomic::{fence, Ordering};
 
-    /// The frequent side: a `SeqCst` fence.
+    /// The frequent side: a `SeqCst` fence, which pairs with the one in [`heavy`] on the other
+    /// side of the handshake (two `SeqCst` fences forbid store buffering, as the two sides do).
     pub(crate) fn light() {
         fence(Ordering::SeqCst);
     }
 
-    /// The rare side: a `SeqCst` fence.
+    /// The rare side: a `SeqCst` fence, which pairs with the one in [`light`].
     pub(crate) fn heavy() {
         fence(Ordering::SeqCst);
     }

@@ -10,6 +10,11 @@
 //! and the queue process then touches nothing when the work returns; once taken over, the
 //! queue is never entered again and a second take-over says so.
 //!
+//! Each of these changes to `ownership.rs` makes the model fail: either barrier side dropped
+//! (the ring written from both sides at once), a refused `enter` or `finish_work` that no
+//! longer stores back the phase it left (the device waits on Stepping forever: loom's branch
+//! limit), or the Release store of `leave` or `start_work` made Relaxed.
+//!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
 //! loom_ownership` (the test command's loom tier does).
 #![cfg(loom)]

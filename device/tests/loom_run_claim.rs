@@ -9,6 +9,11 @@
 //! failed as cancelled; one whose cancellation succeeded never runs and its signals fail; a
 //! start repeated after waiting for room answers as the first did.
 //!
+//! Each of these changes to `run_claim.rs` makes every model here fail: either barrier side
+//! dropped, the count's Acquire load in `start` or the walk's Release decrement made Relaxed, a
+//! walk that cancels a Queued claim whose `started` flag it saw, or one that cancels a Started
+//! claim.
+//!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
 //! loom_run_claim` (the test command's loom tier does).
 #![cfg(loom)]

@@ -9,6 +9,10 @@
 //! process once it reads it open, sees every failure recorded before a release (the first one
 //! kept); a slot reused after its gate opened starts from a clean count.
 //!
+//! Each of these changes to `wait_count.rs` makes at least one model here fail: the Acquire
+//! load or the Release store of `release`'s last-holder path, the Acquire load of `is_open`, or
+//! the AcqRel decrement, made Relaxed.
+//!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
 //! loom_wait_count` (the test command's loom tier does).
 #![cfg(loom)]
