@@ -10,7 +10,15 @@ use causeway_core::semaphore::Failure;
 use crate::Work;
 
 /// Axes are never reused within a process, across devices included.
+#[cfg(not(loom))]
 static AXES: AxisAllocator = AxisAllocator::new(0);
+
+// Under loom core's allocator is built on loom's atomics, which have no `const` constructor and
+// live for one execution of a model: a static built lazily in each execution.
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref AXES: AxisAllocator = AxisAllocator::new(0);
+}
 
 /// Allocates a fresh axis on `machine` in `domain` (for host participants and channels that
 /// live beside a device's queues).

@@ -39,9 +39,8 @@
 //! Writing a driver: `docs/writing-a-driver.md`; the conformance suite every driver passes is
 //! the `causeway-device-cts` crate.
 
-// Not a loom model: its lock-free parts are core's (modelled there), and core's axis allocator
-// is not `const` under loom. Under `--cfg loom` the crate is empty.
-#![cfg(not(loom))]
+// Under `--cfg loom` the whole crate builds on loom's atomics (see `sync`); its loom models
+// (`tests/loom_*.rs`) check the queue protocols' own types through `loom_models`.
 
 // Leaves (they import nothing above them): names, bounds, configuration, errors, the public
 // vocabulary of an operation and of its receipt, and the plain-data bookkeeping of clocks and
@@ -55,8 +54,8 @@ mod memory;
 mod op;
 mod receipt;
 
-// The asymmetric barrier as the loom-modelled protocols of a queue use it.
-mod handshake_barrier;
+// Atomics, the asymmetric barrier and spin-wait yields: std's and the runtime's, or loom's.
+mod sync;
 
 // The driver seam.
 pub mod backend;
@@ -100,3 +99,13 @@ pub use op::{Kernel, Observer, Op, OpEvent, OpStatus, Work};
 pub use receipt::{Receipt, WaitOutcome};
 pub use semaphores::SemaphoreError;
 pub use speculation::CancelReport;
+
+/// The queue protocols' own types, for the loom models (`tests/loom_*.rs`) only: not part of
+/// the API, and built only under `--cfg loom`.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_models {
+    pub use crate::queue::ownership::{RingOwnership, Running, TakeOver};
+    pub use crate::queue::run_claim::{CancelWalk, Cancellers, Claimed, RunClaim};
+    pub use crate::queue::wait_count::WaitCount;
+}

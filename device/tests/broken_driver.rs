@@ -3,6 +3,7 @@
 //! layer: the fault is recorded with the driver, queue, operation and call; the queue is
 //! failed (its operations fail as device lost without reaching the driver); every waiter, on
 //! the host and on other queues, ends; other queues go on; and the device shuts down.
+#![cfg(not(loom))]
 
 use std::time::Duration;
 

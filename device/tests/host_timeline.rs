@@ -2,6 +2,7 @@
 //! on what they signal, elide what they already know, and fail — with the failure they waited
 //! on, which every later waiter sees too — when a semaphore they wait on fails, at resolution
 //! or while they block.
+#![cfg(not(loom))]
 
 use std::time::{Duration, Instant};
 

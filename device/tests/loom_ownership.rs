@@ -1,5 +1,6 @@
-//! Loom model of a queue's ring ownership (`src/queue/ownership.rs`, compiled here as it is,
-//! against loom's atomics, with `SeqCst` fences for the two sides of the asymmetric barrier): every
+//! Loom model of a queue's ring ownership (`src/queue/ownership.rs`: the crate's own
+//! `RingOwnership`, which under `--cfg loom` runs on loom's atomics, with `SeqCst` fences for
+//! the two sides of the asymmetric barrier; see the crate's `sync` module): every
 //! interleaving of the queue process draining — entering, running an operation's work,
 //! finishing it, leaving — against the device taking the queue over at shutdown.
 //!
@@ -9,21 +10,19 @@
 //! and the queue process then touches nothing when the work returns; once taken over, the
 //! queue is never entered again and a second take-over says so.
 //!
+//! Each of these changes to `ownership.rs` makes the model fail: either barrier side dropped
+//! (the ring written from both sides at once), a refused `enter` or `finish_work` that no
+//! longer stores back the phase it left (the device waits on Stepping forever: loom's branch
+//! limit), or the Release store of `leave` or `start_work` made Relaxed.
+//!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
 //! loom_ownership` (the test command's loom tier does).
 #![cfg(loom)]
 
-// Only what the model uses is called; the rest of the file is the crate's.
-#[path = "../src/handshake_barrier.rs"]
-mod handshake_barrier;
-#[allow(dead_code)]
-#[path = "../src/queue/ownership.rs"]
-mod ownership;
-
+use causeway_device::loom_models::{RingOwnership, Running, TakeOver};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
-use ownership::{RingOwnership, Running, TakeOver};
 
 /// One queue: its phase and a stand-in for its ring.
 struct Queue {

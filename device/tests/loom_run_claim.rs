@@ -1,5 +1,6 @@
-//! Loom model of the run claim (`src/queue/run_claim.rs`, compiled here as it is, against loom's
-//! atomics, with `SeqCst` fences for the two sides of the asymmetric barrier): every
+//! Loom model of the run claim (`src/queue/run_claim.rs`: the crate's own `RunClaim` and
+//! `Cancellers`, which under `--cfg loom` run on loom's atomics, with `SeqCst` fences for the
+//! two sides of the asymmetric barrier; see the crate's `sync` module): every
 //! interleaving of the queue process starting an operation — on the fast path when no walk is
 //! under way, settling on the word when one is — and cancellation walks cancelling it.
 //!
@@ -8,22 +9,20 @@
 //! failed as cancelled; one whose cancellation succeeded never runs and its signals fail; a
 //! start repeated after waiting for room answers as the first did.
 //!
+//! Each of these changes to `run_claim.rs` makes every model here fail: either barrier side
+//! dropped, the count's Acquire load in `start` or the walk's Release decrement made Relaxed, a
+//! walk that cancels a Queued claim whose `started` flag it saw, or one that cancels a Started
+//! claim.
+//!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
 //! loom_run_claim` (the test command's loom tier does).
 #![cfg(loom)]
 
-// Only what the models use is called; the rest of the file is the crate's.
-#[path = "../src/handshake_barrier.rs"]
-mod handshake_barrier;
-#[allow(dead_code)]
-#[path = "../src/queue/run_claim.rs"]
-mod run_claim;
-
 use causeway_core::speculation::Dependence;
+use causeway_device::loom_models::{Cancellers, Claimed, RunClaim};
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use run_claim::{Cancellers, Claimed, RunClaim};
 
 /// An operation's fate as the model's threads leave it: whether its work ran, and its signal's
 /// failure word (first wins, as a semaphore's).

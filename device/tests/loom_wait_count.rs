@@ -1,5 +1,6 @@
-//! Loom model of the wait gate's count (`src/queue/wait_count.rs`, compiled here as it is, against
-//! loom's atomics): every interleaving of the submitter arming and dropping its hold, the
+//! Loom model of the wait gate's count (`src/queue/wait_count.rs`: the crate's own
+//! `WaitCount`, which under `--cfg loom` runs on loom's atomics; see the crate's `sync`
+//! module): every interleaving of the submitter arming and dropping its hold, the
 //! armed waits' holders releasing (each recording a failure first, as a timepoint that fires
 //! on a failed semaphore does) and the queue process reading the gate.
 //!
@@ -8,20 +9,19 @@
 //! process once it reads it open, sees every failure recorded before a release (the first one
 //! kept); a slot reused after its gate opened starts from a clean count.
 //!
+//! Each of these changes to `wait_count.rs` makes at least one model here fail: the Acquire
+//! load or the Release store of `release`'s last-holder path, the Acquire load of `is_open`, or
+//! the AcqRel decrement, made Relaxed.
+//!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p causeway-device --release --test
 //! loom_wait_count` (the test command's loom tier does).
 #![cfg(loom)]
 
-// Only what the models use is called; the rest of the file is the crate's.
-#[allow(dead_code)]
-#[path = "../src/queue/wait_count.rs"]
-mod wait_count;
-
 use causeway_core::semaphore::Failure;
+use causeway_device::loom_models::WaitCount;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use wait_count::WaitCount;
 
 /// What the model's threads saw: how many releases opened the gate, and whether each opener
 /// saw a failure recorded.

@@ -4,6 +4,7 @@
 //! a driver that cannot back an alloca fails it, and what it signals, with its failure. A
 //! dealloca that fails lets its block go as one that ran would; an alloca that reused a kept
 //! block and fails has that memory released, so failing and reallocating leaks nothing.
+#![cfg(not(loom))]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

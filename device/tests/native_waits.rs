@@ -6,6 +6,7 @@
 //! completion (the driver holds several of one queue at once), never issue a wait before its
 //! origin, hold waits on other drivers' work, advance a queue's timeline for work it retired
 //! on the host, and fail what a failed dependency reached natively.
+#![cfg(not(loom))]
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};

@@ -5,6 +5,7 @@
 //! layer holds the early wait, frontiers carry both queues, a kernel the driver lacks is refused
 //! at submission, and shutdown fails work still running on the driver's thread, cancels what is
 //! queued behind it and stops the driver within its bound.
+#![cfg(not(loom))]
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};

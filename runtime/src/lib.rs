@@ -235,7 +235,6 @@ impl CpuPool {
 
     /// Another handle to the executor, for state that must reach it from worker threads (a
     /// device's queues wake each other through it).
-    #[cfg(not(loom))]
     pub fn shared_executor(&self) -> Arc<HostExecutor<'static>> {
         Arc::clone(&self.executor)
     }

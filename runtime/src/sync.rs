@@ -2,7 +2,8 @@
 //! `--cfg loom` they are loom's model-checked types, so the streaming ring (this crate's
 //! `tests/loom_stream.rs`) and the CPU driver's block processor (its `tests/loom_block.rs`) are
 //! checked exactly as they are compiled for the pool. Code that merely uses std's locks and atomics outside a
-//! modelled protocol (the device, coroutines, awaitables) uses std directly.
+//! modelled protocol (coroutines, awaitables) uses std directly; the device layer has a door of
+//! its own (its `sync` module).
 
 /// The atomic types and orderings (std's, or loom's under `--cfg loom`).
 #[cfg(not(loom))]

@@ -88,8 +88,9 @@
 //! depend on how far the device got, the work is held behind a host-signalled gate until every
 //! submission has been resolved.
 
-// Not a loom model: it drives whole devices on real threads. Under `--cfg loom` the device
-// layer is empty, and so is this crate (a driver's loom models compile its dev-dependencies).
+// Not a loom model: it drives whole devices on real threads, which under `--cfg loom` the
+// device layer's loom atomics allow only inside a model. Under loom this crate is empty (a
+// driver's loom models compile its dev-dependencies).
 #![cfg(not(loom))]
 
 mod case_runner;

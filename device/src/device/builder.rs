@@ -23,6 +23,7 @@ use crate::memory::MemoryPool;
 use crate::op::Observer;
 use crate::queue::{DriverKernels, QueueShared};
 use crate::semaphores::SemaphoreTable;
+use crate::sync::barrier;
 #[cfg(doc)]
 use crate::{Resource, Work, DEFAULT_SEMAPHORE_HISTORY};
 
@@ -177,7 +178,7 @@ impl DeviceBuilder {
         let workers = self.pool.workers;
         // Before any queue process runs: the rings' free-slot handshake uses the asymmetric
         // barrier (see `queue`), which is a fence on both sides until this has registered it.
-        causeway_runtime::barrier::prepare();
+        barrier::prepare();
         let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
         let semaphores =
             SemaphoreTable::new(&self.semaphores, self.semaphore_pool, self.queues.len()).map_err(

@@ -1,5 +1,3 @@
-use std::sync::atomic::Ordering;
-
 use causeway_core::semaphore::Cancelled;
 use causeway_core::speculation::{Dependence, Rejection};
 
@@ -9,6 +7,7 @@ use super::QueueShared;
 use crate::device::DeviceShared;
 use crate::op::Work;
 use crate::speculation::CancelReport;
+use crate::sync::atomic::Ordering;
 
 impl QueueShared {
     /// For a cancelled head whose gate is shut: unlinks the armed timepoints (held waits and

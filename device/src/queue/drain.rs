@@ -1,5 +1,3 @@
-use std::sync::atomic::Ordering;
-
 use causeway_core::executor::{Drain, DrainContext, Drained};
 use causeway_core::semaphore::Failure;
 use causeway_runtime::contain::{contain, Panicked};
@@ -16,6 +14,7 @@ use crate::ids::QueueId;
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{LayerWork, OpEvent, OpStatus, Work};
 use crate::prefetch;
+use crate::sync::atomic::Ordering;
 
 /// Operations one drain call runs before yielding the worker to other processes.
 const OPS_PER_DRAIN: usize = 32;

@@ -8,8 +8,6 @@
 //! running ([`DynQueue::is_running`] is not asked), so the device keeps its state alive rather
 //! than free memory a broken driver's device might still reach.
 
-use std::sync::atomic::Ordering;
-
 use causeway_core::semaphore::Failure;
 use causeway_runtime::contain::{contain, Panicked};
 
@@ -20,6 +18,7 @@ use crate::backend::{Issue, Issued};
 use crate::error::{DriverCall, DriverFault, Violation};
 use crate::ids::QueueId;
 use crate::op::{Kernel, OpStatus};
+use crate::sync::atomic::Ordering;
 
 /// The status of an operation on a failed queue.
 const LOST: OpStatus = OpStatus::Failed(Failure::DeviceLost);

@@ -30,8 +30,6 @@
 //! waits for its predecessor natively), which the queue clock's elision relies on.
 //!
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use super::run_claim::RunClaim;
 use super::slot::OpSlot;
 use super::QueueShared;
@@ -39,6 +37,7 @@ use crate::backend::{DeviceContext, Issue, Issued};
 use crate::clock;
 use crate::ids::QueueId;
 use crate::op::{Kernel, OpStatus};
+use crate::sync::atomic::{AtomicU64, Ordering};
 
 /// What issuing a kernel to the driver came to.
 pub(super) enum Issuing {

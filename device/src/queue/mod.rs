@@ -85,18 +85,23 @@ mod drain;
 mod driver;
 mod finish;
 mod issue;
-mod ownership;
+// The three protocols the loom models check: their types are `pub` inside these private
+// modules so that `crate::loom_models` can re-export them under loom. A `Default` beside their
+// constructors would be API for the models alone.
+#[allow(clippy::new_without_default)]
+pub(crate) mod ownership;
 mod ring;
-mod run_claim;
+#[allow(clippy::new_without_default)]
+pub(crate) mod run_claim;
 pub(crate) mod slot;
 mod teardown;
-mod wait_count;
+#[allow(clippy::new_without_default)]
+pub(crate) mod wait_count;
 
 pub(crate) use teardown::Teardown;
 
 use std::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use causeway_core::axis::Axis;
@@ -112,6 +117,7 @@ use crate::device::DeviceShared;
 use crate::hand_off;
 use crate::prefetch;
 use crate::speculation::{LineageCell, LineageFrontier, LineageSignals};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use ownership::RingOwnership;
 use run_claim::{Cancellers, RunClaim};
 use slot::OpSlot;

@@ -1,10 +1,9 @@
 //! Who may touch a queue's ring: its queue process, or — once, at shutdown — the device
 //! taking the queue over, even from a worker stuck in an operation's work.
 //!
-//! Self-contained on purpose — it names nothing of the crate but this file and
-//! `handshake_barrier` — so that the loom model (`tests/loom_ownership.rs`) includes it as it
-//! is, with loom's atomics and `SeqCst` fences in place of std's and of the asymmetric
-//! barrier.
+//! Its atomics and the asymmetric barrier come from `crate::sync`, so that under `--cfg loom`
+//! the loom model (`tests/loom_ownership.rs`) checks these types as the queue uses them, on
+//! loom's atomics and with `SeqCst` fences for the barrier's two sides.
 //!
 //! ```text
 //!            enter (a drain starts)            start_work (user work begins)
@@ -46,12 +45,8 @@
 //!    (Release) publishes the ring's state and the running fields before the work.
 //! 4. Stepping is short bookkeeping (no user work): the device waits it out, within a bound.
 
-use crate::handshake_barrier as barrier;
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-
-#[cfg(loom)]
-use loom::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::barrier;
 
 const IDLE: u8 = 0;
 const STEPPING: u8 = 1;
@@ -66,18 +61,18 @@ const TAKEN: u8 = 2;
 
 /// What the queue is running right now, recorded at `start_work` for shutdown reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Running {
+pub struct Running {
     /// The operation's tag.
-    pub(crate) tag: u64,
+    pub tag: u64,
     /// The worker running it.
-    pub(crate) worker: usize,
+    pub worker: usize,
     /// When its work started (`clock::start_ns`).
-    pub(crate) since_ns: u64,
+    pub since_ns: u64,
 }
 
 /// What `take_over` found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TakeOver {
+pub enum TakeOver {
     /// The queue was between drains: the device now owns its whole ring.
     Idle,
     /// The head operation's work is still running (described); the device owns the ring, and
@@ -91,7 +86,7 @@ pub(crate) enum TakeOver {
 
 /// The phase word, the device's request and what is running; one per queue.
 #[derive(Debug)]
-pub(crate) struct RingOwnership {
+pub struct RingOwnership {
     /// Idle, Stepping or Working: the queue process's alone (invariant 1).
     state: AtomicU8,
     /// Not asked, asked or taken: the device's alone.
@@ -102,7 +97,8 @@ pub(crate) struct RingOwnership {
 }
 
 impl RingOwnership {
-    pub(crate) fn new() -> RingOwnership {
+    /// Idle, not asked.
+    pub fn new() -> RingOwnership {
         RingOwnership {
             state: AtomicU8::new(IDLE),
             asked: AtomicU8::new(NOT_ASKED),
@@ -114,7 +110,7 @@ impl RingOwnership {
 
     /// Idle → Stepping, at the start of a drain; `false` when the queue is being taken over
     /// (the phase stays Idle, and the caller touches nothing of the queue).
-    pub(crate) fn enter(&self) -> bool {
+    pub fn enter(&self) -> bool {
         // Relaxed: the barrier orders it before the read of `asked`; the previous drain's
         // writes are ordered before this one by the executor.
         self.state.store(STEPPING, Ordering::Relaxed);
@@ -122,13 +118,13 @@ impl RingOwnership {
     }
 
     /// Stepping → Idle, at the end of a drain that was not refused.
-    pub(crate) fn leave(&self) {
+    pub fn leave(&self) {
         // Release pairs with the Acquire read in `take_over` (invariant 2).
         self.state.store(IDLE, Ordering::Release);
     }
 
     /// Stepping → Working, before the head operation's work runs.
-    pub(crate) fn start_work(&self, running: Running) {
+    pub fn start_work(&self, running: Running) {
         self.tag.store(running.tag, Ordering::Relaxed);
         self.worker.store(running.worker, Ordering::Relaxed);
         self.since_ns.store(running.since_ns, Ordering::Relaxed);
@@ -139,7 +135,7 @@ impl RingOwnership {
 
     /// Working → Stepping, after the work returned; `false` when the queue was taken over
     /// meanwhile (the phase stays Working, and the caller must touch nothing of the queue).
-    pub(crate) fn finish_work(&self) -> bool {
+    pub fn finish_work(&self) -> bool {
         // Relaxed, as in `enter`.
         self.state.store(STEPPING, Ordering::Relaxed);
         self.stepping_unless_asked(WORKING)
@@ -165,7 +161,7 @@ impl RingOwnership {
     /// The device takes the queue over (shutdown only, from one thread): Idle, or Working with
     /// what runs; Stepping when a drain is in its bookkeeping (ask again); Abandoned when an
     /// earlier call took it over.
-    pub(crate) fn take_over(&self) -> TakeOver {
+    pub fn take_over(&self) -> TakeOver {
         // Relaxed: only this thread writes `asked` (invariant 1).
         match self.asked.load(Ordering::Relaxed) {
             TAKEN => return TakeOver::Abandoned,

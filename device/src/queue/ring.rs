@@ -31,13 +31,12 @@
 //! cost the signal → dependent start path 7–8 ns of its ~125 (it waits for every store before
 //! it to reach the cache). The queue process pays, with nobody waiting, one load.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-use causeway_runtime::barrier;
 
 use super::slot::OpBody;
 use super::QueueShared;
+use crate::sync::atomic::Ordering;
+use crate::sync::barrier;
 
 /// How long a submitter waiting for a retirement watches `head` before it sleeps (see
 /// "Waiting for a free slot").

@@ -2,9 +2,9 @@
 //! operation, and a canceller, about to cancel it, agree who came first (the state diagram and
 //! how cancellation uses it are in `speculation`).
 //!
-//! Self-contained on purpose — it names nothing of the crate but this file and
-//! `handshake_barrier` — so that the loom model (`tests/loom_run_claim.rs`) includes it as it
-//! is, with loom's atomics and `SeqCst` fences in place of std's and of the asymmetric barrier.
+//! Its atomics and the asymmetric barrier come from `crate::sync`, so that under `--cfg loom`
+//! the loom model (`tests/loom_run_claim.rs`) checks these types as the queue uses them, on
+//! loom's atomics and with `SeqCst` fences for the barrier's two sides.
 //!
 //! # The fast start
 //!
@@ -39,14 +39,10 @@
 //!    read under the submit lock, and the queue process learns of a cancellation's failed
 //!    signals through the semaphores' own synchronisation.
 
-use crate::handshake_barrier as barrier;
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-
-#[cfg(loom)]
-use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-
 use causeway_core::speculation::Dependence;
+
+use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::barrier;
 
 const QUEUED: u8 = 0;
 const STARTED: u8 = 1;
@@ -57,7 +53,7 @@ const STARTED_CONSERVATIVE: u8 = 5;
 
 /// Who got to an operation first: the queue process starting it, or a canceller (see the
 /// [module documentation](self)).
-pub(crate) struct RunClaim {
+pub struct RunClaim {
     state: AtomicU8,
     /// Raised by every start, before it looks for walks.
     started: AtomicBool,
@@ -65,7 +61,7 @@ pub(crate) struct RunClaim {
 
 /// What [`CancelWalk::cancel`] came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Claimed {
+pub enum Claimed {
     /// The operation had not started: it is cancelled.
     Cancelled,
     /// It had started: marked as running on rejected work.
@@ -75,18 +71,19 @@ pub(crate) enum Claimed {
 }
 
 /// The cancellation walks under way on one queue (see the [module documentation](self)).
-pub(crate) struct Cancellers {
+pub struct Cancellers {
     walks: AtomicUsize,
 }
 
 impl Cancellers {
-    pub(crate) fn new() -> Cancellers {
+    /// No walk under way.
+    pub fn new() -> Cancellers {
         Cancellers { walks: AtomicUsize::new(0) }
     }
 
     /// Counts a walk in; the claims it decides are decided through the returned guard, which
     /// counts it out when dropped. Costs the heavy side of the barrier (a system call).
-    pub(crate) fn begin(&self) -> CancelWalk<'_> {
+    pub fn begin(&self) -> CancelWalk<'_> {
         // Relaxed: the barrier below orders it before the walk's reads of `started`.
         self.walks.fetch_add(1, Ordering::Relaxed);
         // Between the count and the reads of `started`; pairs with the light barrier in
@@ -97,14 +94,14 @@ impl Cancellers {
 }
 
 /// One cancellation walk, counted in [`Cancellers`] while it lives.
-pub(crate) struct CancelWalk<'c> {
+pub struct CancelWalk<'c> {
     cancellers: &'c Cancellers,
 }
 
 impl CancelWalk<'_> {
     /// Decides `claim` for a walk that found its operation depends (`dependence` is not
     /// `Independent`).
-    pub(crate) fn cancel(&self, claim: &RunClaim, dependence: Dependence) -> Claimed {
+    pub fn cancel(&self, claim: &RunClaim, dependence: Dependence) -> Claimed {
         let conservative = dependence == Dependence::Conservative;
         let (cancelled, marked) = if conservative {
             (CANCELLED_CONSERVATIVE, STARTED_CONSERVATIVE)
@@ -144,19 +141,20 @@ impl Drop for CancelWalk<'_> {
 }
 
 impl RunClaim {
-    pub(crate) fn new() -> RunClaim {
+    /// Queued, not started.
+    pub fn new() -> RunClaim {
         RunClaim { state: AtomicU8::new(QUEUED), started: AtomicBool::new(false) }
     }
 
     /// For a slot about to be published (submit lock held, slot outside the ring).
-    pub(crate) fn reset(&self) {
+    pub fn reset(&self) {
         self.state.store(QUEUED, Ordering::Relaxed);
         self.started.store(false, Ordering::Relaxed);
     }
 
     /// The queue process is about to start the operation: `Err` with the reason when a
     /// canceller came first. `cancellers` are the walks of the operation's queue.
-    pub(crate) fn start(&self, cancellers: &Cancellers) -> Result<(), Dependence> {
+    pub fn start(&self, cancellers: &Cancellers) -> Result<(), Dependence> {
         self.started.store(true, Ordering::Relaxed);
         // Between the flag and the count; pairs with the heavy barrier in `Cancellers::begin`
         // (module docs).
@@ -180,14 +178,14 @@ impl RunClaim {
     }
 
     /// Why the operation was cancelled, if it was.
-    pub(crate) fn cancelled(&self) -> Option<Dependence> {
+    pub fn cancelled(&self) -> Option<Dependence> {
         cancelled(self.state.load(Ordering::Relaxed))
     }
 
     /// Whether a cancellation found the operation dependent on rejected speculation, and
     /// why: cancelled before it started (`false`), or marked while it ran (`true`). One read
     /// of the word, for the operation's ending.
-    pub(crate) fn speculation(&self) -> Option<(Dependence, bool)> {
+    pub fn speculation(&self) -> Option<(Dependence, bool)> {
         match self.state.load(Ordering::Relaxed) {
             CANCELLED_REJECTED => Some((Dependence::Rejected, false)),
             CANCELLED_CONSERVATIVE => Some((Dependence::Conservative, false)),

@@ -19,6 +19,7 @@ use crate::ids::SemaphoreId;
 use crate::limits::{MAX_SIGNALS, MAX_WAITS};
 use crate::memory::AllocationId;
 use crate::op::{Kernel, OpStatus, Work};
+use crate::sync::thread;
 
 /// The part of a slot written at submission and read by the queue process.
 #[derive(Debug)]
@@ -158,7 +159,7 @@ impl Notify for WaitGate {
 
     /// The signalling thread may have been preempted inside `notify` by the queue it woke.
     fn while_firing(&self) {
-        std::thread::yield_now();
+        thread::yield_now();
     }
 }
 

@@ -1,4 +1,3 @@
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use causeway_core::semaphore::Failure;
@@ -7,6 +6,8 @@ use super::ownership::{Running, TakeOver};
 use super::QueueShared;
 use crate::device::DeviceShared;
 use crate::op::{OpStatus, Work};
+use crate::sync::atomic::Ordering;
+use crate::sync::thread;
 
 /// What taking a queue over at shutdown found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,7 +47,7 @@ impl QueueShared {
                     self.abandon_running(device, head, running);
                     break (head + 1, Some(running));
                 }
-                TakeOver::Stepping if Instant::now() < deadline => std::thread::yield_now(),
+                TakeOver::Stepping if Instant::now() < deadline => thread::yield_now(),
                 TakeOver::Stepping => return Teardown::Busy,
                 TakeOver::Abandoned => return Teardown::Done { cancelled: 0, stuck: Vec::new() },
             }

@@ -1,9 +1,8 @@
 //! The count behind an operation's wait gate: how many of its waits are still outstanding, and
 //! the first failure among them. The gate is open when the count is zero.
 //!
-//! Self-contained on purpose — it names nothing of the crate but this file — so that the loom
-//! model (`tests/loom_wait_count.rs`) includes it as it is, with loom's atomics in place of
-//! std's.
+//! Its atomics come from `crate::sync`, so that under `--cfg loom` the loom model
+//! (`tests/loom_wait_count.rs`) checks this type as the wait gate uses it, on loom's atomics.
 //!
 //! # Protocol
 //!
@@ -50,17 +49,13 @@
 //! were locked only to keep that pair ordered, on x86-64's locked instructions: with both made
 //! plain, the device soak lost an operation's wake in about one run in ten.
 
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
-#[cfg(loom)]
-use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
 use causeway_core::semaphore::Failure;
+
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Outstanding waits of one operation and the first failure among them (see the
 /// [module documentation](self)).
-pub(crate) struct WaitCount {
+pub struct WaitCount {
     /// Outstanding holds: armed waits, plus one while the submitter is still arming.
     pending: AtomicU32,
     /// First failure (see [`Failure::to_word`]); zero for none.
@@ -69,7 +64,7 @@ pub(crate) struct WaitCount {
 
 impl WaitCount {
     /// An open gate with no failure.
-    pub(crate) fn new() -> WaitCount {
+    pub fn new() -> WaitCount {
         WaitCount { pending: AtomicU32::new(0), failure: AtomicU64::new(0) }
     }
 
@@ -77,25 +72,25 @@ impl WaitCount {
     /// (if any) already recorded. The slot is outside the ring and its gate open (invariant 3),
     /// so nothing races with these stores; the ring's publication orders them for the queue
     /// process.
-    pub(crate) fn hold(&self, failure: Option<Failure>) {
+    pub fn hold(&self, failure: Option<Failure>) {
         self.failure.store(failure.map_or(0, Failure::to_word), Ordering::Relaxed);
         self.pending.store(1, Ordering::Relaxed);
     }
 
     /// Counts one more wait, about to be armed (the submitter, holding).
-    pub(crate) fn add_wait(&self) {
+    pub fn add_wait(&self) {
         self.pending.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Takes back a wait counted by `add_wait` that was not armed after all (the submitter,
     /// still holding: never the last count).
-    pub(crate) fn withdraw_wait(&self) {
+    pub fn withdraw_wait(&self) {
         self.pending.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Records `failure` unless an earlier one was recorded. Relaxed: the holder's `release`
     /// that follows publishes it (Release) to whoever opens the gate and to the queue process.
-    pub(crate) fn record_failure(&self, failure: Failure) {
+    pub fn record_failure(&self, failure: Failure) {
         let _ = self.failure.compare_exchange(
             0,
             failure.to_word(),
@@ -105,12 +100,12 @@ impl WaitCount {
     }
 
     /// The first failure recorded; complete once the gate was read open.
-    pub(crate) fn failure(&self) -> Option<Failure> {
+    pub fn failure(&self) -> Option<Failure> {
         Failure::from_word(self.failure.load(Ordering::Relaxed))
     }
 
     /// Drops the caller's count; `true` when that opened the gate (the caller wakes the queue).
-    pub(crate) fn release(&self) -> bool {
+    pub fn release(&self) -> bool {
         // Acquire pairs with the Release of the other holders' decrements: an opener that
         // reads 1 sees every failure they recorded.
         if self.pending.load(Ordering::Acquire) == 1 {
@@ -125,13 +120,13 @@ impl WaitCount {
     }
 
     /// Whether every count was released.
-    pub(crate) fn is_open(&self) -> bool {
+    pub fn is_open(&self) -> bool {
         // Acquire pairs with the Release of the decrement in `release` that opened it.
         self.pending.load(Ordering::Acquire) == 0
     }
 
     /// Outstanding counts, for debugging output.
-    pub(crate) fn pending(&self) -> u32 {
+    pub fn pending(&self) -> u32 {
         self.pending.load(Ordering::Relaxed)
     }
 }

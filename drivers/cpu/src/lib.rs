@@ -46,9 +46,9 @@
 //! ```
 
 pub mod block;
-// The backend and executions build on the device layer, which is not a loom model (its
-// lock-free parts are core's and are modelled there); under `--cfg loom` only the block
-// processor is built.
+// The backend and executions are not loom-modelled (they run whole devices on real threads;
+// the device layer's own protocols are modelled in its crate); under `--cfg loom` only the
+// block processor is built.
 #[cfg(not(loom))]
 mod backend;
 #[cfg(not(loom))]
