@@ -22,17 +22,25 @@ use causeway_runtime::PoolConfig;
 const LONG: Duration = Duration::from_secs(60);
 
 /// A driver whose memory is a log of what it was asked to do; it cannot back more than
-/// `largest` bytes at once.
+/// `largest` bytes at once. With `blocks`, it also keeps real [`NativeBlocks`] of plain byte
+/// counts, shared with the test.
 struct LoggingDriver {
     name: &'static str,
     largest: u64,
     log: Arc<Mutex<Vec<MemoryOp>>>,
+    blocks: Option<Arc<NativeBlocks<Bytes>>>,
 }
 
 impl LoggingDriver {
     fn new(name: &'static str, largest: u64) -> (LoggingDriver, Arc<Mutex<Vec<MemoryOp>>>) {
         let log = Arc::new(Mutex::new(Vec::new()));
-        (LoggingDriver { name, largest, log: Arc::clone(&log) }, log)
+        (LoggingDriver { name, largest, log: Arc::clone(&log), blocks: None }, log)
+    }
+
+    /// A driver backing every block with `blocks`.
+    fn with_blocks(blocks: &Arc<NativeBlocks<Bytes>>) -> LoggingDriver {
+        let (driver, _) = LoggingDriver::new("blocks", u64::MAX);
+        LoggingDriver { blocks: Some(Arc::clone(blocks)), ..driver }
     }
 }
 
@@ -65,7 +73,10 @@ impl Backend for LoggingDriver {
         self.log.lock().unwrap().push(op);
         match op {
             MemoryOp::Commit { bytes, .. } if bytes > self.largest => Err(Failure::OutOfMemory),
-            _ => Ok(()),
+            _ => self
+                .blocks
+                .as_ref()
+                .map_or(Ok(()), |blocks| blocks.apply(op, |bytes| Ok(Bytes(bytes)))),
         }
     }
 
@@ -194,54 +205,12 @@ fn a_block_reused_on_another_driver_is_released_by_the_driver_it_died_on() {
     );
 }
 
-/// A driver whose memory is [`NativeBlocks`] of plain byte counts, shared with the test.
-struct BlocksDriver {
-    blocks: Arc<NativeBlocks<Bytes>>,
-}
-
+/// A block's native memory in the blocks test: its size alone.
 struct Bytes(u64);
 
 impl NativeMemory for Bytes {
     fn size(&self) -> u64 {
         self.0
-    }
-}
-
-impl Backend for BlocksDriver {
-    type Queue = ();
-
-    fn name(&self) -> &'static str {
-        "blocks"
-    }
-
-    fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::new(true).with_timed_kernels()
-    }
-
-    fn open_queue(&mut self, _: QueueId, _: &QueueConfig) -> Result<(), DriverError> {
-        Ok(())
-    }
-
-    fn start(&'static self, _: DeviceContext) {}
-
-    fn issue(&'static self, _: &'static (), issue: &mut Issue<'_>) -> Issued {
-        issue.run_here(|| OpStatus::Ok)
-    }
-
-    fn poll(&'static self, _: &'static (), _: u64, _: Kernel) -> Option<OpStatus> {
-        Some(OpStatus::Ok)
-    }
-
-    fn memory(&self, op: MemoryOp) -> Result<(), Failure> {
-        self.blocks.apply(op, |bytes| Ok(Bytes(bytes)))
-    }
-
-    fn is_running(&self, _: &(), _: Kernel, _: bool) -> bool {
-        false
-    }
-
-    fn stop(&self, _: std::time::Instant) -> bool {
-        true
     }
 }
 
@@ -301,7 +270,7 @@ fn soak_iterations() -> u64 {
 fn failing_deallocas_and_reusing_allocas_leak_no_native_memory() {
     let blocks = Arc::new(NativeBlocks::new());
     let mut builder = Device::builder(PoolConfig::with_workers(2));
-    let driver = builder.driver(BlocksDriver { blocks: Arc::clone(&blocks) });
+    let driver = builder.driver(LoggingDriver::with_blocks(&blocks));
     let mut config = QueueConfig::on(driver);
     config.capacity = 8;
     let queue = builder.queue(config);
