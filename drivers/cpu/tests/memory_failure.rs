@@ -284,11 +284,15 @@ fn a_cancelled_dealloca_keeps_a_wait_whose_signal_is_not_yet_submitted() {
     let user = Holder::default();
     let (mut builder, q) = device_builder(4, 2);
     let uses = user.register(&mut builder);
-    let [gate, drafted, later, freed, again] = [(); 5].map(|()| semaphore(&mut builder, q[0]));
+    let [gate, drafted, later, freed, again, allocated] =
+        [(); 6].map(|()| semaphore(&mut builder, q[0]));
     let device = builder.build().unwrap();
     let draft = q[3];
     submit(&device, draft, &op(Work::Barrier, &[(gate, 1)], &[(drafted, 1)]));
-    submit(&device, q[0], &op(alloca(0), &[], &[]));
+    submit(&device, q[0], &op(alloca(0), &[], &[(allocated, 1)]));
+    // Committed before the other queue's alloca asks: otherwise that one could take the quota
+    // first and the check below would see nothing of the dealloca.
+    assert_eq!(reached(&device, allocated, 1), Ok(1));
     // Ordered after the draft, and after whatever will first signal `later` to 1: nothing has
     // yet.
     let waits = [(drafted, 1), (later, 1)];
