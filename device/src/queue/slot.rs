@@ -88,14 +88,17 @@ impl OpBody {
         self.resolutions.iter().filter(|resolution| elided(resolution)).count()
     }
 
-    /// Whether every native device wait's origin has been issued to the driver or retired;
-    /// otherwise registers the queue with the first origin queue that has not, to be woken
-    /// when it issues or retires more.
+    /// Whether every native device wait's origin on a queue of the same driver has been
+    /// issued to the driver or retired; otherwise registers the queue with the first origin
+    /// queue that has not, to be woken when it issues or retires more. An origin on another
+    /// driver's queue needs nothing more: it was submitted, and its end moves the mirror the
+    /// wait is on whatever it is (see `mirror`).
     pub(crate) fn origins_issued(&self, device: &DeviceShared, waiter: QueueId) -> bool {
-        self.origins
-            .iter()
-            .flatten()
-            .all(|origin| device.queues[origin.queue.0].has_issued_or_waits(origin.epoch, waiter))
+        let driver = device.queues[waiter.0].driver;
+        self.origins.iter().flatten().all(|origin| {
+            let origin_queue = &device.queues[origin.queue.0];
+            origin_queue.driver != driver || origin_queue.has_issued_or_waits(origin.epoch, waiter)
+        })
     }
 
     /// Whether every native device wait's origin has retired; otherwise registers the queue
