@@ -82,8 +82,9 @@ pub struct BackendCapabilities {
     /// reached and the operation each device wait names ([`NativeWait::origin`]) has been
     /// issued to the driver or retired, without waiting for it to complete; it retires them
     /// in order as [`Backend::poll`] reports them done. Only waits on operations of queues of
-    /// the same driver can be native: any other wait is held (see
-    /// `causeway_core::queue::Submission::wait_on_origin`). Such a driver runs one queue's
+    /// the same driver can be native — and, with
+    /// [`host_written_waits`](Self::host_written_waits), of other drivers' queues: any other
+    /// wait is held (see `causeway_core::queue::Submission::wait_on_origin`). Such a driver runs one queue's
     /// operations in order on the device (each waits for its predecessor natively), and
     /// advances a queue's native progress for operations the layer retired on the host
     /// ([`Backend::completed_on_host`]).

@@ -8,18 +8,28 @@
 //!   semaphore slot `r`, the queue's *progress*: the epoch of its last ended operation. It is
 //!   the timeline the device layer's native waits are about
 //!   ([`BackendCapabilities::native_waits`]).
-//! - **Operation → descriptors.** Operation `e` of queue `q` is, in ring order: one WAIT
-//!   `slot(o.queue) ≥ o.epoch` per device wait with origin `o`; one EXEC per region of its
-//!   command buffer (the kernels of the CPU driver, run by the model's engine); and the SIGNAL
+//! - **Other drivers' queues → mirror slots.** After the rings' progress slots the model has
+//!   one slot per queue of the device (`rings + q`), the driver's *mirror* of queue `q`'s
+//!   progress when `q` is another driver's (a CPU queue). The device layer has the driver write
+//!   it ([`Backend::mirror_progress`], a host write with [`DeviceModel::signal_from_host`]) as
+//!   each of `q`'s operations ends, however it ends, once some operation of this driver waits
+//!   on `q` ([`BackendCapabilities::host_written_waits`]); the layer keeps the writes to one
+//!   slot in order and never concurrent, so the host is its only writer.
+//! - **Operation → descriptors.** Operation `e` of queue `q` is, in ring order: one WAIT per
+//!   device wait with origin `o` — `slot(o.queue) ≥ o.epoch` on an NPU queue's progress slot,
+//!   or on the mirror slot of another driver's queue; one EXEC per region of its command
+//!   buffer (the kernels of the CPU driver, run by the model's engine); and the SIGNAL
 //!   `slot(q) = e`. Elided and satisfied waits never reach the driver, and held waits were
 //!   reached before issue: neither emits anything. So the WAIT descriptors emitted are exactly
-//!   the device-wait resolutions of the issued operations ([`NpuTally`]).
+//!   the device-wait resolutions of the issued operations, those on mirror slots counted apart
+//!   ([`NpuTally`]).
 //! - **Chaining.** The WAITs and EXECs of an operation are chained to its first descriptor, so
 //!   a failed WAIT or EXEC skips the rest of the operation's work. Its SIGNAL is *not* chained:
 //!   the slot is the queue's progress, not its success, and a slot failed once stays failed,
 //!   which would fail every later operation of the queue and every wait on it. Failure crosses
 //!   to waiters through the device layer instead, which retires a native waiter only after its
-//!   origins and fails it when one failed.
+//!   origins and fails it when one failed. A mirror slot likewise says that the origin ended,
+//!   not that it succeeded.
 //! - **Completion.** One interrupt thread per ring sleeps on the ring's interrupt status (the
 //!   platform futex). It arms the interrupt, re-reads the head register, and wakes the causeway
 //!   queue whenever the head moved (see [the interrupt thread](#the-interrupt-thread)). A poll
