@@ -16,9 +16,10 @@
 //!    driver ahead of the kernels of the same driver that it waits for, or knows of, and is
 //!    recorded as started then, so neither check applies between two kernels of one native
 //!    driver. An NPU kernel also waits natively on other drivers' work (host-written waits: a
-//!    WAIT on the driver's mirror of the origin queue), so it is issued as soon as what it waits
-//!    on is submitted — before that, and whatever it knows of through it, has ended: neither
-//!    check applies to an NPU kernel's start.
+//!    WAIT on the driver's mirror of the origin queue), so it is issued once what it waits on
+//!    has started — before that has ended, and before what it knows of through a native
+//!    wait of its own driver has (an NPU kernel issued ahead may itself wait on a CPU
+//!    operation that has only started): neither check applies to an NPU kernel's start.
 //! 2. **Algebra.** Its frontier lies within its maximal causal past from the file: its own
 //!    point, its queue predecessor's past, and for each wait the past of the wait's signaller.
 //!    Its epoch is its place on its queue (or the host).

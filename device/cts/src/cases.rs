@@ -231,7 +231,8 @@ pub fn held_wait_before_its_signal_exists<D: DriverUnderTest>(driver: &D) {
 /// queue of the driver waits on in turn; a submission after the failure is accepted doomed.
 ///
 /// A failure means: the driver ran work whose wait failed (held or doomed work; a driver with
-/// host-written waits may run what waits natively, which then fails), or its waiters ended
+/// host-written waits may issue what waits natively once the failing work has started, and it
+/// then fails), or its waiters ended
 /// with a different failure than the one the foreign work failed with (a failure's type must
 /// cross drivers unchanged), or hung; or its queues did not go on after failing the work (a native
 /// driver must move its queues' progress past work failed on the host).
@@ -261,8 +262,9 @@ pub fn a_foreign_failure_fails_this_drivers_waiters<D: DriverUnderTest>(driver: 
         let what = format!("op {tag} of queue {}", queue.0);
         assert_eq!(seen.status(&what), OpStatus::Failed(PEER_FAILURE), "{what}");
         // With host-written waits the first two wait natively — on the driver's mirror of the
-        // peer's queue, and on the first queue — so they are on the device before the failure,
-        // as between a native driver's own queues, and fail all the same.
+        // peer's queue, and on the first queue — so they may be on the device once the peer's
+        // failing kernel has started, before it fails (as between a native driver's own
+        // queues), and fail all the same.
         if !rig.host_written_waits_capable || tag == late {
             assert_eq!(seen.started_ns, None, "{what} ran although its wait failed");
         }

@@ -157,8 +157,8 @@ pub struct NativeWait {
     /// the operation that signals the value. On a queue of the same driver it has already
     /// been issued to the driver or retired, and the driver waits on that queue's progress.
     /// On a queue of another driver (only with
-    /// [host-written waits](BackendCapabilities::host_written_waits)) it has been submitted,
-    /// and the driver waits on its mirror of that queue's progress, which
+    /// [host-written waits](BackendCapabilities::host_written_waits)) it has started running
+    /// or ended (so no cancellation can take it back), and the driver waits on its mirror of that queue's progress, which
     /// [`Backend::mirror_progress`] moves past the operation once it has ended.
     pub origin: Option<Origin>,
 }

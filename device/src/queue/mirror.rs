@@ -20,11 +20,48 @@
 //!   work as for any wait that never ends.
 //!
 //! Every submitted operation ends in one of these ways, in queue order, so the mirror passes
-//! every origin a native wait can name: a native wait on another driver's operation may be
-//! issued as soon as that operation is *submitted* (it is in a signal's history; nothing can
-//! reorder it or keep it from ending), without the "issued" condition of same-driver waits,
-//! whose origin shares the hardware the wait blocks. A cycle through such a wait would be a
-//! cycle in the program's own order (each queue runs in order), which no layer could run.
+//! every origin a native wait can name, and a native wait on it cannot hang.
+//!
+//! # Issued once the origin has started
+//!
+//! A native wait on another driver's operation is issued once that operation has *started*:
+//! claimed as running on its queue (its run claim won, `RunClaim::start`), or ended. Not
+//! earlier, though the mirror alone would allow it as soon as the origin is submitted: an
+//! origin that has not started may still be cancelled by speculation, and so may the work
+//! that depends on it — but not once the dependent is with the driver (it then ends failed
+//! with the origin instead of cancelled). Once the origin has started nothing can cancel it,
+//! and the waiter goes to the driver while the origin runs, so the driver starts it as soon
+//! as the mirror moves, without the host's round trip a held wait takes. An origin that fails or is
+//! cancelled before it starts publishes no start: the waiter is issued only after the origin
+//! has ended, sees the failure (`finish` fails the signals before `retire`) and ends failed or
+//! cancelled without having been issued. Failing counts as starting for the run claim but is
+//! not published as one, for that reason.
+//!
+//! A queue records each start that won in `started` (`claim_run`); a waiter reads `started`
+//! and `completed` (`has_started_or_waits`) and, when neither has reached its origin,
+//! registers with the queue's `issue_waiters` and reads again under that lock. A queue wakes
+//! them after a start only once some driver is registered with it: a store → load pair on two
+//! words, as for retirement (see "Registration" below):
+//!
+//! ```text
+//!   registrar (rare)                        queue process, starting operation e (every op)
+//!   drivers |= bit            (store A)     claim won; started = e                (store C)
+//!   barrier::heavy()                        barrier::light()  (in `claim_run`)
+//!   read started              (load C)      drivers != 0?                         (load A)
+//!   ...                                     yes: lock issue_waiters; wake all
+//!   waiter (submitted after):
+//!   lock issue_waiters; register; started ≥ e or completed ≥ e?  no: sleep until woken
+//! ```
+//!
+//! No wake-up is lost. If the queue process sees the bit, it stored `started` before taking
+//! the lock the waiter registers and re-reads under, so either the waiter reads `e` or it is
+//! registered before the wake. If it does not, the registrar's read after its heavy barrier
+//! sees `e`, and the waiter, whose submission came after the registration, reads the word
+//! later still and sees `e` too. Either way a waiter whose origin has not started when it
+//! looks is woken at the start, or at the latest at the origin's end (retirement wakes
+//! `issue_waiters` after storing `completed`; at shutdown no queue waits on anything). No
+//! reordering or cycle comes of it: a cycle through such a wait would be a cycle in the
+//! program's own order (each queue runs in order), which no layer could run.
 //!
 //! Only what the mirror word orders is native: whether the origin succeeded reaches the waiter
 //! through the layer, which retires a native waiter only after its origins have retired
@@ -57,10 +94,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use causeway_core::speculation::Dependence;
 use causeway_core::unpoisoned::Mutex;
 use causeway_runtime::barrier;
 use causeway_runtime::contain::contain;
 
+use super::run_claim::RunClaim;
 use super::QueueShared;
 use crate::backend::{DeviceContext, QueueWaiters};
 use crate::error::{DriverCall, DriverFault, Violation};
@@ -79,6 +118,9 @@ pub(crate) struct Mirrors {
     ready: AtomicU64,
     /// Each registered driver and the epoch its mirror was last written to.
     written: Mutex<Vec<(usize, u64)>>,
+    /// Epoch of the last operation claimed as running, published only while a driver is
+    /// registered (see "Issued once the origin has started"); written by the queue process.
+    started: AtomicU64,
 }
 
 impl QueueShared {
@@ -119,10 +161,63 @@ impl QueueShared {
         // Acquire pairs with the Release store in `retire`: what the ended operations did
         // happens before the mirror write that releases native waits on them.
         let ended = self.completed.load(Ordering::Acquire);
+        // Read for the same pair with `claim_run`: a start whose queue process did not see the
+        // bit is seen here, so a waiter submitted after this registration sees it too (a later
+        // read of the same word); see "Issued once the origin has started".
+        std::hint::black_box(self.mirrors.started.load(Ordering::Relaxed));
         written.push((driver, 0));
         self.write_mirrors(&mut written, ended);
         // Release pairs with the Acquire load in `mirrored_for` (see "Registration").
         self.mirrors.ready.fetch_or(bit, Ordering::Release);
+    }
+
+    /// Claims operation `epoch` as running (`RunClaim::start`) and records a start that won,
+    /// waking native waiters on a mirrored queue (see "Issued once the origin has started").
+    /// When nothing mirrors the queue: one Relaxed store, a light barrier (a compiler fence
+    /// once the barrier is expedited) and one Relaxed load more than the claim.
+    #[inline]
+    pub(super) fn claim_run(&self, claim: &RunClaim, epoch: u64) -> Result<(), Dependence> {
+        claim.start(&self.cancellers)?;
+        // Relaxed: nothing is handed over through it (a waiter only learns that it may go to
+        // its driver; what the origin did reaches it through the mirror write at its end).
+        // Only this queue's process writes it, in queue order, so it only grows.
+        self.mirrors.started.store(epoch, Ordering::Relaxed);
+        // The frequent side of the store (`started`) → load (`drivers`) pair with a mirror's
+        // registration; pairs with its heavy barrier.
+        barrier::light();
+        // Relaxed: ordered after the store by the light barrier; the bits only grow.
+        if self.mirrors.drivers.load(Ordering::Relaxed) != 0 {
+            self.wake_started();
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn wake_started(&self) {
+        // Taken after the store of `started`: a waiter registers and re-reads under this lock,
+        // so either it sees the store or it is registered before this wakes it.
+        self.issue_waiters.lock().wake_all(DeviceContext { shared: self.device() });
+    }
+
+    /// Whether operation `epoch` of this (mirrored) queue has started or ended; if not,
+    /// `waiter` is registered to be woken when it starts, or at the latest when it ends (see
+    /// "Issued once the origin has started").
+    pub(crate) fn has_started_or_waits(&self, epoch: u64, waiter: QueueId) -> bool {
+        let reached = || {
+            // Relaxed for `started` (see `claim_run`); Acquire for `completed` pairs with the
+            // Release store in `retire`: an origin that ended failed its signals before, and
+            // the waiter's issue sees the failure (`issue`).
+            self.mirrors.started.load(Ordering::Relaxed) >= epoch
+                || self.completed.load(Ordering::Acquire) >= epoch
+        };
+        if reached() {
+            return true;
+        }
+        let mut waiters = self.issue_waiters.lock();
+        waiters.register(waiter);
+        // Re-read under the lock (see `wake_started`; a retirement wakes under it after
+        // storing `completed`: `move_mirrors`, or `advance_issued` on a native queue).
+        reached()
     }
 
     /// Operation `epoch` retired (`retire`, after its light barrier): moves every registered

@@ -88,16 +88,21 @@ impl OpBody {
         self.resolutions.iter().filter(|resolution| elided(resolution)).count()
     }
 
-    /// Whether every native device wait's origin on a queue of the same driver has been
-    /// issued to the driver or retired; otherwise registers the queue with the first origin
-    /// queue that has not, to be woken when it issues or retires more. An origin on another
-    /// driver's queue needs nothing more: it was submitted, and its end moves the mirror the
-    /// wait is on whatever it is (see `mirror`).
+    /// Whether every native device wait's origin may be waited on by the driver now: on a
+    /// queue of the same driver, issued to the driver or retired; on another driver's queue (a
+    /// wait on the driver's mirror of it, see `mirror`), started or ended — claimed as running,
+    /// so no cancellation can take it back, and its end moves the mirror whatever it is.
+    /// Otherwise registers the queue with the first origin queue that is behind, to be woken
+    /// when it issues, starts or retires more.
     pub(crate) fn origins_issued(&self, device: &DeviceShared, waiter: QueueId) -> bool {
         let driver = device.queues[waiter.0].driver;
         self.origins.iter().flatten().all(|origin| {
             let origin_queue = &device.queues[origin.queue.0];
-            origin_queue.driver != driver || origin_queue.has_issued_or_waits(origin.epoch, waiter)
+            if origin_queue.driver == driver {
+                origin_queue.has_issued_or_waits(origin.epoch, waiter)
+            } else {
+                origin_queue.has_started_or_waits(origin.epoch, waiter)
+            }
         })
     }
 

@@ -2,9 +2,11 @@
 //! operation signals is a WAIT descriptor on the NPU driver's mirror of the CPU queue's
 //! progress, a semaphore slot the host writes as the CPU queue's operations end
 //! (`BackendCapabilities::host_written_waits`, `Backend::mirror_progress`). The NPU operation
-//! goes to its ring while the CPU operation is still to run, and the mirror moves however the
-//! CPU operation ends — completed, failed, cancelled by speculation, ended at shutdown — so
-//! the ring never stalls; whether it succeeded reaches the NPU operation through the layer.
+//! goes to its ring once the CPU operation has started, while it runs — not before: a CPU
+//! operation that has not started may still be cancelled by speculation, and its NPU
+//! dependents with it — and the mirror moves however the CPU operation ends — completed,
+//! failed, cancelled by speculation, ended at shutdown — so the ring never stalls; whether it
+//! succeeded reaches the NPU operation through the layer.
 //!
 //! Nothing here depends on timing: each CPU operation is held (a host function blocked on a
 //! latch, or a wait on a gate only the test opens) until the test has seen what it checks.
@@ -163,8 +165,9 @@ fn an_npu_wait_on_a_cpu_operation_is_on_the_ring_before_the_cpu_operation_ends()
         "it imports the CPU operation, as a held wait does"
     );
 
-    // The CPU operation cannot end before the latch opens, so the WAIT is on the ring ahead
-    // of it, and holds the NPU operation there.
+    // The CPU operation has started (its host function is blocked on the latch) and cannot
+    // end before the latch opens: the WAIT is on the ring while it runs, and holds the NPU
+    // operation there.
     let counts = wait_for_mirror_waits(&tally, 1);
     assert_eq!((counts.emitted, counts.host_written, counts.held), (1, 1, 0), "{counts:?}");
     assert_eq!(
@@ -230,7 +233,7 @@ fn a_failed_cpu_origin_fails_its_native_npu_waiter_and_the_ring_goes_on() {
 }
 
 #[test]
-fn a_cpu_origin_cancelled_by_speculation_ends_its_native_npu_waiter_and_the_ring_goes_on() {
+fn a_cpu_draft_rejected_before_it_started_cancels_its_npu_dependent_which_was_never_issued() {
     let mut npu = NpuBackend::new();
     let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
     let tally = npu.tally();
@@ -243,36 +246,77 @@ fn a_cpu_origin_cancelled_by_speculation_ends_its_native_npu_waiter_and_the_ring
     builder.observer(ends.clone());
     let device = builder.build().unwrap();
 
-    // The draft waits on a gate nobody opens before the rejection; the NPU operation waits on
-    // it natively, and is on the ring.
+    // The draft waits on a gate nobody opens before the rejection, so it has not started; the
+    // NPU operation waits on it natively, and stays off the ring until it starts.
     let draft = Op { waits: &[(gate, 1)], signals: &[(drafted, 1)], work: Work::Barrier, tag: 1 };
     let draft_at = device.submit(draft_queue, &draft).unwrap().point;
     let waiter = Op { waits: &[(drafted, 1)], signals: &[(consumed, 1)], work: kernel, tag: 2 };
-    device.submit(npu_queue, &waiter).unwrap();
-    wait_for_mirror_waits(&tally, 1);
+    let receipt = device.submit(npu_queue, &waiter).unwrap();
+    assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait, "native, not held");
+    assert_eq!(
+        wait(device.semaphore(consumed).unwrap(), 1, Some(SHORT)),
+        Err(HostWaitError::TimedOut { value: 0 })
+    );
+    assert_eq!(tally.counts().emitted, 0, "issued before its origin started");
 
-    // Accepted through the operation before the draft: the draft is rejected.
+    // Accepted through the operation before the draft: the draft is rejected, and the NPU
+    // operation that depends on it is cancelled with it.
     let rejection = Rejection::new(device.axis(draft_queue).unwrap(), draft_at.epoch - 1);
     let report = device.cancel_speculative(rejection);
-    // The draft had not started; the waiter was issued, so it runs on to its end.
-    assert_eq!((report.cancelled, report.running), (1, 1), "{report:?}");
+    assert_eq!((report.cancelled, report.running), (2, 0), "{report:?}");
     let cancelled = Err(HostWaitError::Failed(Failure::Cancelled));
     assert_eq!(wait(device.semaphore(drafted).unwrap(), 1, Some(HANG_GUARD)), cancelled);
     assert_eq!(wait(device.semaphore(consumed).unwrap(), 1, Some(HANG_GUARD)), cancelled);
 
+    // The ring goes on; the cancelled operation never reached it.
     let later = Op { waits: &[], signals: &[(later_done, 1)], work: kernel, tag: 3 };
     device.submit(npu_queue, &later).unwrap();
     assert_eq!(wait(device.semaphore(later_done).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
+    let counts = tally.counts();
+    assert_eq!((counts.emitted, counts.host_written), (0, 0), "{counts:?}");
     let report = device.shutdown(HANG_GUARD);
     assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
     let ends = ends.0.lock().unwrap();
     assert!(ends.contains(&(draft_queue.0, 1, OpStatus::Cancelled)), "{ends:?}");
-    assert!(ends.contains(&(npu_queue.0, 2, OpStatus::Failed(Failure::Cancelled))), "{ends:?}");
+    assert!(ends.contains(&(npu_queue.0, 2, OpStatus::Cancelled)), "{ends:?}");
     assert!(ends.contains(&(npu_queue.0, 3, OpStatus::Ok)), "{ends:?}");
 }
 
 #[test]
-fn shutdown_with_native_npu_waits_on_cpu_work_in_flight_ends_every_operation() {
+fn a_cpu_origin_that_fails_before_it_starts_fails_its_npu_waiter_which_was_never_issued() {
+    let mut npu = NpuBackend::new();
+    let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
+    let tally = npu.tally();
+    let mut builder = builder();
+    let cpu = builder.driver(CpuBackend::new());
+    let npu = builder.driver(npu);
+    let (cpu_queue, npu_queue) = (queue(&mut builder, cpu, 8), queue(&mut builder, npu, 8));
+    let [gate, s, t, u] = semaphores(&mut builder, cpu_queue, 4);
+    let device = builder.build().unwrap();
+
+    // The origin waits on a gate that fails: it fails without starting.
+    let origin = Op { waits: &[(gate, 1)], signals: &[(s, 1)], work: Work::Barrier, tag: 1 };
+    device.submit(cpu_queue, &origin).unwrap();
+    let waiter = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2 };
+    let receipt = device.submit(npu_queue, &waiter).unwrap();
+    assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait);
+    let later = Op { waits: &[], signals: &[(u, 1)], work: kernel, tag: 3 };
+    device.submit(npu_queue, &later).unwrap();
+    assert_eq!(tally.counts().emitted, 0, "issued before its origin started");
+
+    device.semaphore(gate).unwrap().fail(Failure::Application(9));
+    let failed = Err(HostWaitError::Failed(Failure::Application(9)));
+    assert_eq!(wait(device.semaphore(t).unwrap(), 1, Some(HANG_GUARD)), failed);
+    assert_eq!(wait(device.semaphore(u).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
+    // The waiter ended without reaching the ring: no WAIT was emitted.
+    let counts = tally.counts();
+    assert_eq!((counts.emitted, counts.host_written), (0, 0), "{counts:?}");
+    let report = device.shutdown(HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+}
+
+#[test]
+fn shutdown_with_npu_waits_on_cpu_work_not_started_ends_every_operation_unissued() {
     let mut npu = NpuBackend::new();
     let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
     let tally = npu.tally();
@@ -286,9 +330,9 @@ fn shutdown_with_native_npu_waits_on_cpu_work_in_flight_ends_every_operation() {
     builder.observer(ends.clone());
     let device = builder.build().unwrap();
 
-    // The CPU operation waits on a gate nobody opens: it ends only at shutdown, cancelled. The
-    // NPU operations wait on it natively (the second behind the first on the ring), and a CPU
-    // operation waits on the NPU.
+    // The CPU operation waits on a gate nobody opens: it never starts, and ends only at
+    // shutdown, cancelled. The NPU operation waiting on it natively stays off the ring (and the
+    // one behind it with it), and a CPU operation waits on the NPU.
     let origin = Op { waits: &[(never, 1)], signals: &[(s, 1)], work: Work::Barrier, tag: 1 };
     device.submit(cpu_queue, &origin).unwrap();
     let waiter = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2 };
@@ -297,7 +341,6 @@ fn shutdown_with_native_npu_waits_on_cpu_work_in_flight_ends_every_operation() {
     device.submit(npu_queue, &behind).unwrap();
     let last = Op { waits: &[(t, 1)], signals: &[], work: Work::Barrier, tag: 4 };
     device.submit(last_queue, &last).unwrap();
-    wait_for_mirror_waits(&tally, 1);
     assert_eq!(
         wait(device.semaphore(u).unwrap(), 1, Some(SHORT)),
         Err(HostWaitError::TimedOut { value: 0 })
@@ -309,10 +352,11 @@ fn shutdown_with_native_npu_waits_on_cpu_work_in_flight_ends_every_operation() {
     assert_eq!(ends.len(), 4, "every operation ended once: {ends:?}");
     assert!(ends.contains(&(cpu_queue.0, 1, OpStatus::Cancelled)), "{ends:?}");
     let status_of = |tag: u64| ends.iter().find(|end| end.1 == tag).map(|end| end.2);
-    // The waiter ran on the device, or was abandoned there; either way it failed: what it
-    // waited on was cancelled.
-    assert!(matches!(status_of(2), Some(OpStatus::Failed(_))), "{ends:?}");
+    // The NPU operations were never issued: cancelled at shutdown, not failed on the device.
+    assert_eq!(status_of(2), Some(OpStatus::Cancelled), "{ends:?}");
+    assert_eq!(status_of(3), Some(OpStatus::Cancelled), "{ends:?}");
     assert!(matches!(status_of(4), Some(OpStatus::Failed(_) | OpStatus::Cancelled)), "{ends:?}");
+    assert_eq!(tally.counts().emitted, 0, "{:?}", tally.counts());
 }
 
 #[test]
