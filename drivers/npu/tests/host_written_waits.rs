@@ -283,6 +283,47 @@ fn a_cpu_draft_rejected_before_it_started_cancels_its_npu_dependent_which_was_ne
 }
 
 #[test]
+fn a_cpu_draft_rejected_while_it_runs_leaves_its_issued_npu_dependent_running() {
+    let mut npu = NpuBackend::new();
+    let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
+    let tally = npu.tally();
+    let ends = Arc::new(Ends::default());
+    let mut builder = builder();
+    let cpu = builder.driver(CpuBackend::new());
+    let npu = builder.driver(npu);
+    let (draft_queue, npu_queue) = (queue(&mut builder, cpu, 8), queue(&mut builder, npu, 8));
+    let [drafted, consumed] = semaphores(&mut builder, draft_queue, 4);
+    let latch = Arc::new(Latch::default());
+    let gate = Arc::clone(&latch);
+    let run = builder.host_call(move || {
+        gate.wait();
+        Ok(())
+    });
+    builder.observer(ends.clone());
+    let device = builder.build().unwrap();
+
+    // The draft has started (blocked on the latch): the NPU operation's WAIT is on the ring.
+    let draft = Op { waits: &[], signals: &[(drafted, 1)], work: Work::Host(run), tag: 1 };
+    let draft_at = device.submit(draft_queue, &draft).unwrap().point;
+    let waiter = Op { waits: &[(drafted, 1)], signals: &[(consumed, 1)], work: kernel, tag: 2 };
+    device.submit(npu_queue, &waiter).unwrap();
+    wait_for_mirror_waits(&tally, 1);
+
+    // Neither can be cancelled any more: both are reported as running on rejected work.
+    let rejection = Rejection::new(device.axis(draft_queue).unwrap(), draft_at.epoch - 1);
+    let report = device.cancel_speculative(rejection);
+    assert_eq!((report.cancelled, report.running), (0, 2), "{report:?}");
+    latch.open();
+    // They run to their ends, in order.
+    let outcome = wait(device.semaphore(consumed).unwrap(), 1, Some(HANG_GUARD));
+    let report = device.shutdown(HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    let ends = ends.0.lock().unwrap();
+    assert_eq!(outcome, Ok(1), "{ends:?}");
+    assert_eq!(*ends, [(draft_queue.0, 1, OpStatus::Ok), (npu_queue.0, 2, OpStatus::Ok)]);
+}
+
+#[test]
 fn a_cpu_origin_that_fails_before_it_starts_fails_its_npu_waiter_which_was_never_issued() {
     let mut npu = NpuBackend::new();
     let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
