@@ -75,7 +75,7 @@
 //! - `drain`: the queue process — a drain, a step of the head operation, the layer's own work.
 //! - `issue`: kernels to the driver, and issuing ahead on queues with native waits;
 //!   `mirror`: the host's writes of other drivers' mirrors of the queue's progress, for their
-//!   native waits on its operations;
+//!   native waits on its operations, and the starts those waits are issued after;
 //!   `driver`: every call into the driver, contained (a driver that breaks the contract fails
 //!   its queue, not the device).
 //! - `cancel`: speculation's walks over the ring (`run_claim`: who got to an operation first).
