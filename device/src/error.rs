@@ -273,6 +273,8 @@ pub enum DriverCall {
     IsRunning,
     /// [`Backend::memory`].
     Memory,
+    /// [`Backend::mirror_progress`].
+    MirrorProgress,
 }
 
 /// How a driver broke the contract.

@@ -47,6 +47,7 @@ pub(crate) struct RigBuilder {
     peer_kernels: PeerKernels,
     native_waits: Option<NativeWaitCounter>,
     native_waits_capable: bool,
+    host_written_waits_capable: bool,
     waits_before_signal: bool,
     after_case: Option<AfterCase>,
     driver_name: &'static str,
@@ -59,6 +60,7 @@ impl RigBuilder {
         let instance = driver.instance();
         let capabilities = instance.backend.capabilities();
         let native_waits_capable = capabilities.native_waits;
+        let host_written_waits_capable = capabilities.host_written_waits;
         let waits_before_signal = capabilities.wait_before_signal;
         let mut builder = Device::builder(PoolConfig::with_workers(WORKERS));
         let tested = builder.driver(instance.backend);
@@ -74,6 +76,7 @@ impl RigBuilder {
             peer_kernels,
             native_waits: instance.native_waits,
             native_waits_capable,
+            host_written_waits_capable,
             waits_before_signal,
             after_case: instance.after_case,
             driver_name: driver.name(),
@@ -136,6 +139,7 @@ impl RigBuilder {
             peer_kernels: self.peer_kernels,
             native_waits: self.native_waits,
             native_waits_capable: self.native_waits_capable,
+            host_written_waits_capable: self.host_written_waits_capable,
             waits_before_signal: self.waits_before_signal,
             after_case: self.after_case,
             ledger: self.ledger,
@@ -156,6 +160,11 @@ pub(crate) struct Rig {
     /// ([`BackendCapabilities::native_waits`](causeway_device::BackendCapabilities)): its
     /// waits on other drivers' work are then held, and its device waits are native.
     pub native_waits_capable: bool,
+    /// Whether the driver under test also waits natively on other drivers' work, on a mirror
+    /// of the origin queue's progress that the host writes
+    /// ([`BackendCapabilities::host_written_waits`](causeway_device::BackendCapabilities)):
+    /// its waits on the peer's pending signals are then device waits, not held.
+    pub host_written_waits_capable: bool,
     /// Whether the driver under test's queues may wait for a value whose signal is not
     /// submitted yet ([`BackendCapabilities::wait_before_signal`](causeway_device::BackendCapabilities)):
     /// otherwise the layer holds such a wait, on a queue configured to allow it or not.

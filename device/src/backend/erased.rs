@@ -36,6 +36,7 @@ pub(crate) trait DynBackend: Send + Sync {
     /// open (the builder binds each queue to the backend that opened it).
     fn bind(&'static self, opened: OpenedQueue) -> Option<Box<dyn DynQueue>>;
     fn memory(&self, op: MemoryOp) -> Result<(), Failure>;
+    fn mirror_progress(&'static self, origin: QueueId, epoch: u64);
     fn stop(&self, deadline: Instant) -> bool;
 }
 
@@ -90,6 +91,10 @@ impl<B: Backend> DynBackend for Driver<B> {
 
     fn memory(&self, op: MemoryOp) -> Result<(), Failure> {
         self.0.memory(op)
+    }
+
+    fn mirror_progress(&'static self, origin: QueueId, epoch: u64) {
+        self.0.mirror_progress(origin, epoch);
     }
 
     fn stop(&self, deadline: Instant) -> bool {

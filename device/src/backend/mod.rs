@@ -18,6 +18,10 @@
 //! - with [native waits](BackendCapabilities::native_waits), takes operations *ahead* of
 //!   completion — several of a queue at once — and waits natively on the operation each device
 //!   wait names ([`NativeWait::origin`]);
+//! - with [host-written waits](BackendCapabilities::host_written_waits), also waits natively
+//!   on the operations of other drivers' queues, on a word of its own that mirrors such a
+//!   queue's progress and that the layer has it write ([`Backend::mirror_progress`]) as the
+//!   queue's operations end;
 //! - reports when pending work is **complete** ([`Backend::poll`], after waking the queue with
 //!   [`DeviceContext::wake`]); the layer then retires it through the one retire path
 //!   (`causeway_core::queue::retire`), completing or failing its signals;
@@ -78,12 +82,25 @@ pub struct BackendCapabilities {
     /// reached and the operation each device wait names ([`NativeWait::origin`]) has been
     /// issued to the driver or retired, without waiting for it to complete; it retires them
     /// in order as [`Backend::poll`] reports them done. Only waits on operations of queues of
-    /// the same driver can be native: any other wait is held (see
-    /// `causeway_core::queue::Submission::wait_on_origin`). Such a driver runs one queue's
+    /// the same driver can be native — and, with
+    /// [`host_written_waits`](Self::host_written_waits), of other drivers' queues: any other
+    /// wait is held (see `causeway_core::queue::Submission::wait_on_origin`). Such a driver runs one queue's
     /// operations in order on the device (each waits for its predecessor natively), and
     /// advances a queue's native progress for operations the layer retired on the host
     /// ([`Backend::completed_on_host`]).
     pub native_waits: bool,
+    /// Whether the driver can also wait natively on a word the host writes (an NPU semaphore
+    /// slot, a device-visible timeline word), and so on the progress of **another driver's**
+    /// queue (a CPU queue, a queue of a driver without native waits): a device wait on a value
+    /// signalled by an operation of such a queue then stays a device wait whose
+    /// [`NativeWait::origin`] names it, instead of being held. The driver waits on a *mirror* of
+    /// the origin queue's progress, a word of its own that the layer has it write
+    /// ([`Backend::mirror_progress`]) as each operation of the origin queue ends — completed,
+    /// failed, cancelled or aborted, at shutdown too — so the mirror passes every operation
+    /// and no native wait on it stalls. Only queues some operation of the driver waits on pay
+    /// the writes: the layer registers a queue on the first such wait. Implies
+    /// [`native_waits`](Self::native_waits).
+    pub host_written_waits: bool,
     /// Whether it runs the timed stand-in kernels, [`Kernel::Spin`] and [`Kernel::Sleep`]
     /// (the layer refuses them at submission otherwise).
     pub timed_kernels: bool,
@@ -93,7 +110,12 @@ impl BackendCapabilities {
     /// Capabilities with wait-before-signal as given, device waits ordered by the layer, and
     /// command buffers as the only kernels.
     pub const fn new(wait_before_signal: bool) -> BackendCapabilities {
-        BackendCapabilities { wait_before_signal, native_waits: false, timed_kernels: false }
+        BackendCapabilities {
+            wait_before_signal,
+            native_waits: false,
+            host_written_waits: false,
+            timed_kernels: false,
+        }
     }
 
     /// These capabilities, with [`Kernel::Spin`] and [`Kernel::Sleep`] run too.
@@ -104,6 +126,12 @@ impl BackendCapabilities {
     /// These capabilities, with device waits ordered natively by the driver.
     pub const fn with_native_waits(self) -> BackendCapabilities {
         BackendCapabilities { native_waits: true, ..self }
+    }
+
+    /// These capabilities, with native waits on mirrors of other drivers' queues too (see
+    /// [`host_written_waits`](Self::host_written_waits)); native waits included.
+    pub const fn with_host_written_waits(self) -> BackendCapabilities {
+        BackendCapabilities { native_waits: true, host_written_waits: true, ..self }
     }
 }
 
@@ -126,8 +154,12 @@ pub struct NativeWait {
     /// [`Resolution::DeviceWait`] or [`Resolution::Held`].
     pub resolution: Resolution,
     /// For a device wait on a queue with [native waits](BackendCapabilities::native_waits):
-    /// the operation that signals the value, on a queue of the same driver, already issued to
-    /// the driver or retired. The driver waits for that operation natively.
+    /// the operation that signals the value. On a queue of the same driver it has already
+    /// been issued to the driver or retired, and the driver waits on that queue's progress.
+    /// On a queue of another driver (only with
+    /// [host-written waits](BackendCapabilities::host_written_waits)) it has started running
+    /// or ended (so no cancellation can take it back), and the driver waits on its mirror of that queue's progress, which
+    /// [`Backend::mirror_progress`] moves past the operation once it has ended.
     pub origin: Option<Origin>,
 }
 
@@ -238,6 +270,24 @@ pub trait Backend: Send + Sync + 'static {
     /// queue has retired and no later one has been issued. Never called for other drivers.
     fn completed_on_host(&'static self, queue: &'static Self::Queue, epoch: u64) {
         let _ = (queue, epoch);
+    }
+
+    /// For a driver with [host-written waits](BackendCapabilities::host_written_waits): write
+    /// the driver's mirror of queue `origin`'s progress — `origin` is a queue of another driver
+    /// that an operation of this driver waits on natively — so that it reaches `epoch`: every
+    /// operation of `origin` through `epoch` has ended (completed, failed, cancelled or
+    /// aborted) and what it signals is completed or failed. A native wait on the mirror `≥ e`
+    /// is then released exactly when operation `e` of `origin` has ended; whether it succeeded
+    /// reaches the waiter through the layer, which retires a native waiter only after its
+    /// origins and fails it when one failed.
+    ///
+    /// Called from the first submission that waits natively on `origin` (bringing the mirror
+    /// up to what has ended so far) and then as `origin`'s operations end, on whichever thread
+    /// ends them; for one `origin`, never concurrently and with `epoch` increasing, so the
+    /// driver's write may be a plain store. Must not block or call back into the layer. Never
+    /// called for drivers without host-written waits.
+    fn mirror_progress(&'static self, origin: QueueId, epoch: u64) {
+        let _ = (origin, epoch);
     }
 
     /// The native half of stream-ordered memory, for a block this driver owns (see

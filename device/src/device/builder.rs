@@ -168,7 +168,7 @@ impl DeviceBuilder {
                 index,
                 driver,
                 kernels,
-                native.native_waits,
+                native,
                 QueueClock::new(axis, endpoint, capabilities),
                 config.capacity,
                 self.queues.len(),

@@ -136,17 +136,20 @@ impl Device {
         for (wait, &(id, value)) in op.waits.iter().enumerate() {
             let semaphore = &shared.semaphores[id];
             let resolved = if queue.native {
-                // A device wait stays one only on an operation of a queue of the same driver,
-                // which the driver can wait on natively (see `BackendCapabilities`), and only
-                // for a kernel: the layer's own kinds never reach the driver, so the host holds
-                // them until their values are reached.
+                // A device wait stays one only on an operation the driver can wait on natively
+                // (see `BackendCapabilities`) — of a queue of the same driver, or of another
+                // driver's queue whose progress it mirrors (`queue::mirror`; registered here on
+                // first use) — and only for a kernel: the layer's own kinds never reach the
+                // driver, so the host holds them until their values are reached.
                 let native = |origin: Point| {
                     if !op.work.is_kernel() {
                         return false;
                     }
-                    let origin_queue = shared.queue_of(origin);
+                    let origin_queue = shared.queue_of(origin).filter(|other| {
+                        other.driver == queue.driver
+                            || (queue.host_written && other.mirrored_for(queue.driver))
+                    });
                     origins[wait] = origin_queue
-                        .filter(|other| other.driver == queue.driver)
                         .map(|other| Origin { queue: QueueId(other.index), epoch: origin.epoch });
                     origins[wait].is_some()
                 };

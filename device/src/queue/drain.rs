@@ -186,7 +186,7 @@ impl QueueShared {
                         Err(_) => OpStatus::Cancelled,
                     }
                 }
-                None => match self.start(slot, claim, work, tag, allocation, worker) {
+                None => match self.start(slot, claim, work, (tag, epoch), allocation, worker) {
                     Ran::Finished(status) => status,
                     Ran::Waiting => return Step::Blocked,
                     Ran::Issued => return Step::Issued,
@@ -220,7 +220,7 @@ impl QueueShared {
         slot: &OpSlot,
         claim: &RunClaim,
         work: Work,
-        tag: u64,
+        (tag, epoch): (u64, u64),
         allocation: Option<AllocationId>,
         worker: usize,
     ) -> Ran {
@@ -242,7 +242,7 @@ impl QueueShared {
             }
             Err(layer_work) => layer_work,
         };
-        if claim.start(&self.cancellers).is_err() {
+        if self.claim_run(claim, epoch).is_err() {
             return Ran::Finished(OpStatus::Cancelled);
         }
         match layer_work {

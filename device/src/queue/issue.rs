@@ -15,10 +15,14 @@
 //!   semaphore it waits on has failed (a failed one stops the cursor; the head fails it, once
 //!   the origins of its device waits have retired: it imported them, and the operations after
 //!   it rely on their having ended);
-//! - every device wait's origin — the operation that signals the value, on a queue of the same
-//!   driver — has been issued to the driver or retired (`issued_through`). A wait issued before
-//!   its origin could block an in-order hardware queue on work queued behind it; the queue
-//!   registers with the origin's queue instead, which wakes it when it issues or retires more.
+//! - every device wait's origin — the operation that signals the value — on a queue of the
+//!   same driver has been issued to the driver or retired (`issued_through`). A wait issued
+//!   before its origin could block an in-order hardware queue on work queued behind it; the
+//!   queue registers with the origin's queue instead, which wakes it when it issues or retires
+//!   more. An origin on another driver's queue (a wait on the driver's mirror of that queue,
+//!   see `mirror`) must have started or ended instead (`has_started_or_waits`): its end
+//!   moves the mirror, and once started no cancellation can take it back, so its dependent
+//!   stays cancellable with it until then.
 //!
 //! `issued_through` has one writer (the queue's process) and is read by other queues'
 //! processes: the writer stores it (Release), then locks `issue_waiters` to wake; a reader that
@@ -100,7 +104,7 @@ impl QueueShared {
                 Err(_) => Issuing::Cancelled,
             };
         }
-        if claim.start(&self.cancellers).is_err() {
+        if self.claim_run(claim, epoch).is_err() {
             return Issuing::Cancelled;
         }
         let mut issue = Issue {

@@ -74,6 +74,8 @@
 //! - `ring`: the ring's indices, publication and retirement, and waiting for room.
 //! - `drain`: the queue process — a drain, a step of the head operation, the layer's own work.
 //! - `issue`: kernels to the driver, and issuing ahead on queues with native waits;
+//!   `mirror`: the host's writes of other drivers' mirrors of the queue's progress, for their
+//!   native waits on its operations, and the starts those waits are issued after;
 //!   `driver`: every call into the driver, contained (a driver that breaks the contract fails
 //!   its queue, not the device).
 //! - `cancel`: speculation's walks over the ring (`run_claim`: who got to an operation first).
@@ -85,6 +87,7 @@ mod drain;
 mod driver;
 mod finish;
 mod issue;
+mod mirror;
 // The three protocols the loom models check: their types are `pub` inside these private
 // modules so that `crate::loom_models` can re-export them under loom. A `Default` beside their
 // constructors would be API for the models alone.
@@ -112,12 +115,13 @@ use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
 use causeway_runtime::FRONTIER_CAPACITY;
 
-use crate::backend::{DynQueue, QueueWaiters};
+use crate::backend::{BackendCapabilities, DynQueue, QueueWaiters};
 use crate::device::DeviceShared;
 use crate::hand_off;
 use crate::prefetch;
 use crate::speculation::{LineageCell, LineageFrontier, LineageSignals};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use mirror::Mirrors;
 use ownership::RingOwnership;
 use run_claim::{Cancellers, RunClaim};
 use slot::OpSlot;
@@ -156,6 +160,11 @@ pub(crate) struct QueueShared {
     /// Whether its driver orders device waits natively (`BackendCapabilities::native_waits`):
     /// operations are then issued ahead of the head (see "Issuing ahead").
     pub(crate) native: bool,
+    /// Whether its driver also waits natively on mirrors of other drivers' queues
+    /// (`BackendCapabilities::host_written_waits`; see `mirror`).
+    pub(crate) host_written: bool,
+    /// Other drivers' mirrors of this queue's progress (see `mirror`).
+    mirrors: Mirrors,
     /// Index of the first operation not yet issued to the driver (`head ≤ cursor ≤ tail`);
     /// written only by the queue process (or the device after taking the ring over).
     cursor: AtomicU64,
@@ -204,7 +213,7 @@ impl QueueShared {
         index: usize,
         driver: usize,
         kernels: DriverKernels,
-        native: bool,
+        capabilities: BackendCapabilities,
         clock: QueueClock<FRONTIER_CAPACITY>,
         capacity: usize,
         queues: usize,
@@ -217,10 +226,16 @@ impl QueueShared {
             driver_queue: OnceLock::new(),
             kernels,
             driver_faulted: AtomicBool::new(false),
-            native,
+            native: capabilities.native_waits,
+            host_written: capabilities.host_written_waits,
+            mirrors: Mirrors::default(),
             cursor: AtomicU64::new(0),
             issued_through: AtomicU64::new(0),
-            issue_waiters: Mutex::new(QueueWaiters::new(if native { queues } else { 0 })),
+            issue_waiters: Mutex::new(QueueWaiters::new(if capabilities.native_waits {
+                queues
+            } else {
+                0
+            })),
             axis: clock.axis(),
             submit: Mutex::new(SubmitSide { clock, counts: ResolutionCounts::default() }),
             head: AtomicU64::new(0),

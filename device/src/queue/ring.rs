@@ -175,5 +175,8 @@ impl QueueShared {
             let _guard = self.slot_lock.lock();
             self.slot_freed.notify_all();
         }
+        // After the same light barrier: the frequent side of the store (`completed`) → load
+        // pair with a mirror's registration (`mirror`, "Registration").
+        self.mirror_retired(epoch);
     }
 }

@@ -89,14 +89,22 @@ impl OpBody {
         self.resolutions.iter().filter(|resolution| elided(resolution)).count()
     }
 
-    /// Whether every native device wait's origin has been issued to the driver or retired;
-    /// otherwise registers the queue with the first origin queue that has not, to be woken
-    /// when it issues or retires more.
+    /// Whether every native device wait's origin may be waited on by the driver now: on a
+    /// queue of the same driver, issued to the driver or retired; on another driver's queue (a
+    /// wait on the driver's mirror of it, see `mirror`), started or ended — claimed as running,
+    /// so no cancellation can take it back, and its end moves the mirror whatever it is.
+    /// Otherwise registers the queue with the first origin queue that is behind, to be woken
+    /// when it issues, starts or retires more.
     pub(crate) fn origins_issued(&self, device: &DeviceShared, waiter: QueueId) -> bool {
-        self.origins
-            .iter()
-            .flatten()
-            .all(|origin| device.queues[origin.queue.0].has_issued_or_waits(origin.epoch, waiter))
+        let driver = device.queues[waiter.0].driver;
+        self.origins.iter().flatten().all(|origin| {
+            let origin_queue = &device.queues[origin.queue.0];
+            if origin_queue.driver == driver {
+                origin_queue.has_issued_or_waits(origin.epoch, waiter)
+            } else {
+                origin_queue.has_started_or_waits(origin.epoch, waiter)
+            }
+        })
     }
 
     /// Whether every native device wait's origin has retired; otherwise registers the queue

@@ -65,7 +65,19 @@ impl QueueShared {
             let polled =
                 body.issued_status.or_else(|| self.driver_poll(body.point.epoch, kernel, body.tag));
             match polled {
-                Some(status) => self.finish(device, index, body, status, usize::MAX),
+                Some(status) => {
+                    // As in `step`: a native wait lets the device run it without the host
+                    // seeing its waits reached — past an origin that failed, or one another
+                    // queue's teardown cancelled and moved a mirror past — so a wait whose
+                    // semaphore failed fails it all the same.
+                    let status = match status {
+                        OpStatus::Ok => self
+                            .failed_wait(self.slot(index))
+                            .map_or(OpStatus::Ok, OpStatus::Failed),
+                        status => status,
+                    };
+                    self.finish(device, index, body, status, usize::MAX)
+                }
                 None if self.driver_is_running(kernel, workers_abandoned, body.tag) => {
                     let running =
                         Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
@@ -94,6 +106,13 @@ impl QueueShared {
                     _ => device.abandon(allocation),
                 }
             }
+        }
+        // Every operation from the head on has ended (a running one as aborted): mirrors of
+        // the queue's progress pass them, so no native wait on them stalls.
+        if tail > self.head.load(Ordering::Relaxed) {
+            // SAFETY: the device owns the ring from the head on (the queue was taken over);
+            // shared and short-lived.
+            self.mirror_torn_down(unsafe { &*self.slot(tail - 1).body.get() }.point.epoch);
         }
         Teardown::Done { cancelled, stuck }
     }

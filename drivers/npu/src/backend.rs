@@ -8,18 +8,28 @@
 //!   semaphore slot `r`, the queue's *progress*: the epoch of its last ended operation. It is
 //!   the timeline the device layer's native waits are about
 //!   ([`BackendCapabilities::native_waits`]).
-//! - **Operation → descriptors.** Operation `e` of queue `q` is, in ring order: one WAIT
-//!   `slot(o.queue) ≥ o.epoch` per device wait with origin `o`; one EXEC per region of its
-//!   command buffer (the kernels of the CPU driver, run by the model's engine); and the SIGNAL
+//! - **Other drivers' queues → mirror slots.** After the rings' progress slots the model has
+//!   one slot per queue of the device (`rings + q`), the driver's *mirror* of queue `q`'s
+//!   progress when `q` is another driver's (a CPU queue). The device layer has the driver write
+//!   it ([`Backend::mirror_progress`], a host write with [`DeviceModel::signal_from_host`]) as
+//!   each of `q`'s operations ends, however it ends, once some operation of this driver waits
+//!   on `q` ([`BackendCapabilities::host_written_waits`]); the layer keeps the writes to one
+//!   slot in order and never concurrent, so the host is its only writer.
+//! - **Operation → descriptors.** Operation `e` of queue `q` is, in ring order: one WAIT per
+//!   device wait with origin `o` — `slot(o.queue) ≥ o.epoch` on an NPU queue's progress slot,
+//!   or on the mirror slot of another driver's queue; one EXEC per region of its command
+//!   buffer (the kernels of the CPU driver, run by the model's engine); and the SIGNAL
 //!   `slot(q) = e`. Elided and satisfied waits never reach the driver, and held waits were
 //!   reached before issue: neither emits anything. So the WAIT descriptors emitted are exactly
-//!   the device-wait resolutions of the issued operations ([`NpuTally`]).
+//!   the device-wait resolutions of the issued operations, those on mirror slots counted apart
+//!   ([`NpuTally`]).
 //! - **Chaining.** The WAITs and EXECs of an operation are chained to its first descriptor, so
 //!   a failed WAIT or EXEC skips the rest of the operation's work. Its SIGNAL is *not* chained:
 //!   the slot is the queue's progress, not its success, and a slot failed once stays failed,
 //!   which would fail every later operation of the queue and every wait on it. Failure crosses
 //!   to waiters through the device layer instead, which retires a native waiter only after its
-//!   origins and fails it when one failed.
+//!   origins and fails it when one failed. A mirror slot likewise says that the origin ended,
+//!   not that it succeeded.
 //! - **Completion.** One interrupt thread per ring sleeps on the ring's interrupt status (the
 //!   platform futex). It arms the interrupt, re-reads the head register, and wakes the causeway
 //!   queue whenever the head moved (see [the interrupt thread](#the-interrupt-thread)). A poll
@@ -200,12 +210,18 @@ enum Program {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NpuCounts {
-    /// WAIT descriptors emitted: one per device-wait resolution.
+    /// WAIT descriptors emitted: one per device-wait resolution, on this driver's queues'
+    /// progress slots or on mirrors of other drivers' queues.
     pub emitted: u64,
+    /// Of [`emitted`](Self::emitted), the WAITs on a mirror slot: a word the host writes as
+    /// another driver's queue (a CPU queue) ends its operations
+    /// ([`Backend::mirror_progress`]).
+    pub host_written: u64,
     /// Waits that emitted nothing because causeway resolved them elided or satisfied.
     pub elided: u64,
     /// Waits that emitted nothing because the device layer held the operation until they were
-    /// reached (a wait on another driver's queue, or on a value not yet submitted).
+    /// reached (a wait on a value whose signal was not submitted yet, or on one with no
+    /// tracked origin).
     pub held: u64,
     /// Issues answered [`Issued::Busy`] because the ring had no room for the operation's
     /// descriptors (backpressure; the operation was issued again later).
@@ -215,6 +231,7 @@ pub struct NpuCounts {
 #[derive(Debug, Default)]
 struct Counters {
     emitted: AtomicU64,
+    host_written: AtomicU64,
     elided: AtomicU64,
     held: AtomicU64,
     ring_full: AtomicU64,
@@ -230,6 +247,7 @@ impl NpuTally {
         // Counters only: nothing is published through them.
         NpuCounts {
             emitted: self.0.emitted.load(Ordering::Relaxed),
+            host_written: self.0.host_written.load(Ordering::Relaxed),
             elided: self.0.elided.load(Ordering::Relaxed),
             held: self.0.held.load(Ordering::Relaxed),
             ring_full: self.0.ring_full.load(Ordering::Relaxed),
@@ -310,6 +328,8 @@ pub struct NpuBackend {
     ring_of: Vec<Option<u32>>,
     /// By ring: its causeway queue.
     queue_of: Vec<QueueId>,
+    /// Queues of the device, every driver's (known at start): one mirror slot each.
+    device_queues: OnceLock<usize>,
     rings: OnceLock<Box<[Ring]>>,
     model: OnceLock<DeviceModel>,
     interrupts: Mutex<Vec<JoinHandle<()>>>,
@@ -330,6 +350,7 @@ impl NpuBackend {
             kernels: Mutex::new(Vec::new()),
             ring_of: Vec::new(),
             queue_of: Vec::new(),
+            device_queues: OnceLock::new(),
             rings: OnceLock::new(),
             model: OnceLock::new(),
             interrupts: Mutex::new(Vec::new()),
@@ -404,6 +425,15 @@ impl NpuBackend {
         self.rings.get()?.get(queue.ring as usize)
     }
 
+    /// The semaphore slot mirroring the progress of `queue`, another driver's queue: the
+    /// slots after the rings' progress slots, one per queue of the device. `None` for a queue
+    /// the device does not have.
+    fn mirror_slot(&self, queue: QueueId) -> Option<u32> {
+        let queues = *self.device_queues.get()?;
+        let rings = self.queue_of.len();
+        (queue.0 < queues).then(|| u32::try_from(rings + queue.0).ok()).flatten()
+    }
+
     fn lose(&self) -> OpStatus {
         // A flag only: what the device did is read back through the ring, not through it.
         self.lost.store(true, Ordering::Relaxed);
@@ -423,7 +453,13 @@ impl NpuBackend {
         for wait in issue.waits() {
             match (wait.resolution, wait.origin) {
                 (Resolution::DeviceWait, Some(origin)) => {
-                    let origin_slot = self.ring_of.get(origin.queue.0).copied().flatten()?;
+                    let origin_slot = match self.ring_of.get(origin.queue.0).copied().flatten() {
+                        Some(progress) => progress,
+                        None => {
+                            counts.host_written += 1;
+                            self.mirror_slot(origin.queue)?
+                        }
+                    };
                     let command = Command::Wait { slot: origin_slot, value: origin.epoch };
                     chain(&mut descriptors, Descriptor::new(command))?;
                     counts.emitted += 1;
@@ -451,13 +487,14 @@ impl NpuBackend {
         Some((descriptors, counts))
     }
 
-    /// Starts the model with one engine per ring and the host's end of each ring.
-    fn start_model(&'static self) -> Option<&'static [Ring]> {
-        let rings = u32::try_from(self.queue_of.len()).ok()?;
+    /// Starts the model with one engine per ring and the host's end of each ring, and a
+    /// semaphore slot per ring (its progress) and per queue of the device (its mirror).
+    fn start_model(&'static self, device_queues: usize) -> Option<&'static [Ring]> {
+        let slots = u32::try_from(self.queue_of.len().checked_add(device_queues)?).ok()?;
         let config = ModelConfig {
             engines: self.queue_of.len(),
             ring_order: self.ring_order,
-            semaphore_slots: rings,
+            semaphore_slots: slots,
         };
         let kernels = std::mem::take(&mut *self.kernels.lock());
         let model = DeviceModel::start(config, kernels).ok()?;
@@ -547,9 +584,11 @@ impl Backend for NpuBackend {
     }
 
     /// WAIT descriptors stall the queue's whole ring: a wait whose signal is not submitted yet
-    /// would hold up everything behind it, so the layer holds such waits instead.
+    /// would hold up everything behind it, so the layer holds such waits instead. A WAIT may
+    /// be on any semaphore slot, the host writes slots too ([`DeviceModel::signal_from_host`]),
+    /// so waits on other drivers' queues are WAITs on mirror slots.
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::new(false).with_native_waits()
+        BackendCapabilities::new(false).with_host_written_waits()
     }
 
     fn command_buffers(&self) -> u32 {
@@ -576,7 +615,8 @@ impl Backend for NpuBackend {
         if self.queue_of.is_empty() {
             return;
         }
-        let Some(rings) = self.start_model() else {
+        let _ = self.device_queues.set(device.queues());
+        let Some(rings) = self.start_model(device.queues()) else {
             self.lost.store(true, Ordering::Relaxed);
             return;
         };
@@ -634,6 +674,7 @@ impl Backend for NpuBackend {
         drop(state);
         let tally = &self.tally.0;
         tally.emitted.fetch_add(counts.emitted, Ordering::Relaxed);
+        tally.host_written.fetch_add(counts.host_written, Ordering::Relaxed);
         tally.elided.fetch_add(counts.elided, Ordering::Relaxed);
         tally.held.fetch_add(counts.held, Ordering::Relaxed);
         Issued::Pending
@@ -664,6 +705,18 @@ impl Backend for NpuBackend {
     fn completed_on_host(&'static self, queue: &'static NpuQueue, epoch: u64) {
         let Some(model) = self.model.get() else { return };
         if !model.signal_from_host(queue.ring, epoch) {
+            self.lost.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The host write of `origin`'s mirror slot. The layer calls it for one origin in
+    /// increasing order and never concurrently, so the host is the slot's only writer, as
+    /// [`DeviceModel::signal_from_host`] asks.
+    fn mirror_progress(&'static self, origin: QueueId, epoch: u64) {
+        let (Some(model), Some(slot)) = (self.model.get(), self.mirror_slot(origin)) else {
+            return;
+        };
+        if !model.signal_from_host(slot, epoch) {
             self.lost.store(true, Ordering::Relaxed);
         }
     }

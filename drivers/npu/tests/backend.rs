@@ -148,9 +148,11 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
     let write_op =
         Op { waits: &[(gate, 1)], signals: &[(inputs, 1)], work: Work::Host(write), tag: 1 };
     device.submit(producer, &write_op).unwrap();
-    // An NPU queue cannot wait natively on a CPU queue's work: the layer holds it.
+    // On a CPU queue's work: a WAIT descriptor on the driver's mirror of the producer's
+    // progress, which the host writes as the producer's operations end.
     let add_op = Op { waits: &[(inputs, 1)], signals: &[(sums, 1)], work: sum, tag: 2 };
-    assert_eq!(resolution_of(&device.submit(adder, &add_op).unwrap().waits), Resolution::Held);
+    let resolved = resolution_of(&device.submit(adder, &add_op).unwrap().waits);
+    assert_eq!(resolved, Resolution::DeviceWait);
     // Between NPU queues: a WAIT descriptor on the adder's progress slot.
     let scale_op = Op { waits: &[(sums, 1)], signals: &[(scaled, 1)], work: scale, tag: 3 };
     let resolved = resolution_of(&device.submit(scaler, &scale_op).unwrap().waits);
@@ -169,7 +171,8 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
         let resolved = resolution_of(&device.submit(consumer, &again).unwrap().waits);
         assert_eq!(resolved, Resolution::Elided);
     }
-    assert_eq!(waits(tally.counts()), (1, 0, 1), "{:?}", tally.counts());
+    assert_eq!(waits(tally.counts()), (2, 0, 0), "{:?}", tally.counts());
+    assert_eq!(tally.counts().host_written, 1, "{:?}", tally.counts());
     assert_eq!(waits(tally.counts()), resolved_waits(&device, &[adder, scaler]));
     let report = device.shutdown(HANG_GUARD);
     assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");

@@ -2,8 +2,9 @@
 //! `W`, on another queue `b`, waits on `s`, so queue `b` learns `A`'s point; `s` then fails
 //! while `A` still runs; `Z`, next on `b`, waits on `t`, which only `A` signals, and is elided
 //! by what `b` learned. `W` must end only after `A` has, so `Z` starts after `A`'s end and
-//! finds its work done. Checked with `b` on the CPU driver, on the NPU model holding its wait
-//! on CPU work, and with `A` and `b` both on the NPU model (a WAIT descriptor on `A`'s queue
+//! finds its work done. Checked with `b` on the CPU driver, on the NPU model waiting natively
+//! on CPU work (a WAIT descriptor on the driver's mirror of `A`'s queue progress, which the
+//! host writes), and with `A` and `b` both on the NPU model (a WAIT descriptor on `A`'s queue
 //! progress, issued before the failure); the failure coming from the host or from an
 //! operation that fails. Also through a speculative cancellation: `W` cancelled (it depended on
 //! a rejected draft) still ends after `A`, and `Z`, submitted after the cancellation, after it.
@@ -39,8 +40,8 @@ const A_WORKS: Duration = Duration::from_millis(100);
 enum Placement {
     /// `A` and `b` on CPU queues.
     Cpu,
-    /// `A` on a CPU queue, `b` on the NPU model (its waits on CPU work are held).
-    NpuHoldingCpuWork,
+    /// `A` on a CPU queue, `b` on the NPU model (a native WAIT on its mirror of `A`'s queue).
+    NpuWaitingOnCpuWork,
     /// `A` and `b` on NPU queues (a native WAIT on `A`'s queue).
     Npu,
 }
@@ -110,7 +111,7 @@ fn elided_wait_after_a_failed_waiter(placement: Placement, failed_by: FailedBy) 
     let mut npu_backend = NpuBackend::new();
     let (a_on_npu, b_on_npu) = match placement {
         Placement::Cpu => (false, false),
-        Placement::NpuHoldingCpuWork => (false, true),
+        Placement::NpuWaitingOnCpuWork => (false, true),
         Placement::Npu => (true, true),
     };
     let a_work = work_on(&mut builder, &mut npu_backend, a_on_npu, seen.a_work());
@@ -137,13 +138,9 @@ fn elided_wait_after_a_failed_waiter(placement: Placement, failed_by: FailedBy) 
     // awaited at poll).
     submit(b, &[(gate, 1)], &[], Work::Barrier);
     let w = submit(b, &[(s, 1)], &[], w_work);
-    // A timepoint on the CPU, a wait the NPU queue holds on the host, a WAIT descriptor.
-    let expected = match placement {
-        Placement::Cpu | Placement::Npu => Resolution::DeviceWait,
-        Placement::NpuHoldingCpuWork => Resolution::Held,
-    };
+    // A timepoint on the CPU, a WAIT descriptor on a mirror or on `A`'s queue progress.
     assert!(
-        matches!(w.waits[0], WaitOutcome::Resolved(r) if r.resolution == expected),
+        matches!(w.waits[0], WaitOutcome::Resolved(r) if r.resolution == Resolution::DeviceWait),
         "{placement:?}: W waits for A: {:?}",
         w.waits[0]
     );
@@ -183,9 +180,9 @@ fn a_failed_waiter_ends_after_what_it_imported_on_cpu_queues() {
 }
 
 #[test]
-fn a_failed_waiter_ends_after_what_it_imported_on_an_npu_queue_holding_cpu_work() {
-    elided_wait_after_a_failed_waiter(Placement::NpuHoldingCpuWork, FailedBy::Host);
-    elided_wait_after_a_failed_waiter(Placement::NpuHoldingCpuWork, FailedBy::Operation);
+fn a_failed_waiter_ends_after_what_it_imported_on_an_npu_queue_waiting_natively_on_cpu_work() {
+    elided_wait_after_a_failed_waiter(Placement::NpuWaitingOnCpuWork, FailedBy::Host);
+    elided_wait_after_a_failed_waiter(Placement::NpuWaitingOnCpuWork, FailedBy::Operation);
 }
 
 #[test]
