@@ -232,10 +232,10 @@ pub fn held_wait_before_its_signal_exists<D: DriverUnderTest>(driver: &D) {
 ///
 /// A failure means: the driver ran work whose wait failed (held or doomed work; a driver with
 /// host-written waits may issue what waits natively once the failing work has started, and it
-/// then fails), or its waiters ended
-/// with a different failure than the one the foreign work failed with (a failure's type must
-/// cross drivers unchanged), or hung; or its queues did not go on after failing the work (a native
-/// driver must move its queues' progress past work failed on the host).
+/// then fails), or its waiters ended with a different failure than the one the foreign work
+/// failed with (a failure's type must cross drivers unchanged), or hung; or its queues did not
+/// go on after failing the work (a native driver must move its queues' progress past work
+/// failed on the host).
 pub fn a_foreign_failure_fails_this_drivers_waiters<D: DriverUnderTest>(driver: &D) {
     let mut rig = RigBuilder::new(driver);
     let first = rig.queue(Side::Tested);
