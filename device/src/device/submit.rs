@@ -145,9 +145,12 @@ impl Device {
                     if !op.work.is_kernel() {
                         return false;
                     }
+                    // An origin on this device's queue axis that the queue never ran (an
+                    // imported signal from another rank's queue of the same axis) stays held.
                     let origin_queue = shared.queue_of(origin).filter(|other| {
-                        other.driver == queue.driver
-                            || (queue.host_written && other.mirrored_for(queue.driver))
+                        other.has_submitted(origin.epoch)
+                            && (other.driver == queue.driver
+                                || (queue.host_written && other.mirrored_for(queue.driver)))
                     });
                     origins[wait] = origin_queue
                         .map(|other| Origin { queue: QueueId(other.index), epoch: origin.epoch });
