@@ -99,9 +99,15 @@ impl DeviceShared {
         completed
     }
 
-    /// The queue whose operations carry `point`'s axis, if it is one of this device's.
-    pub(crate) fn queue_of(&self, point: Point) -> Option<&QueueShared> {
-        self.queues.iter().find(|queue| queue.submit_axis() == point.axis)
+    /// The queue of this device that submitted the operation at `point`, if one did. A queue
+    /// carrying `point`'s axis that never had its epoch did not: every rank holds the other
+    /// ranks' queues' axes so that names map, and a signal imported from one of those names an
+    /// operation submitted there.
+    pub(crate) fn submitter_of(&self, point: Point) -> Option<&QueueShared> {
+        self.queues
+            .iter()
+            .find(|queue| queue.submit_axis() == point.axis)
+            .filter(|queue| queue.has_submitted(point.epoch))
     }
 
     /// Ends a dealloca — run, failed or cancelled, once everything it was ordered after has

@@ -145,12 +145,9 @@ impl Device {
                     if !op.work.is_kernel() {
                         return false;
                     }
-                    // An origin on this device's queue axis that the queue never ran (an
-                    // imported signal from another rank's queue of the same axis) stays held.
-                    let origin_queue = shared.queue_of(origin).filter(|other| {
-                        other.has_submitted(origin.epoch)
-                            && (other.driver == queue.driver
-                                || (queue.host_written && other.mirrored_for(queue.driver)))
+                    let origin_queue = shared.submitter_of(origin).filter(|other| {
+                        other.driver == queue.driver
+                            || (queue.host_written && other.mirrored_for(queue.driver))
                     });
                     origins[wait] = origin_queue
                         .map(|other| Origin { queue: QueueId(other.index), epoch: origin.epoch });
@@ -187,6 +184,8 @@ impl Device {
             }
         };
         self.place_memory(op.work, allocation, &submitted);
+        // The invariant `QueueShared::tail` documents: epochs count the queue's submissions.
+        debug_assert_eq!(submitted.point.epoch, index + 1);
         let failure = submitted.failure;
         if failure.is_some() {
             // A doomed operation imported nothing: it waits for no origin.

@@ -176,6 +176,9 @@ pub(crate) struct QueueShared {
     axis: Axis,
     pub(crate) submit: Mutex<SubmitSide>,
     head: AtomicU64,
+    /// Operations published. A queue's epochs count its submissions from 1 (the clock advances
+    /// only when a submission commits, and every committed one is published), so the
+    /// operation at index `i` has epoch `i + 1`, and `tail` is the last one's epoch.
     tail: AtomicU64,
     /// Operations in flight at most (`QueueConfig::capacity`).
     capacity: usize,

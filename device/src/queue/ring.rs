@@ -124,11 +124,9 @@ impl QueueShared {
         self.tail.load(Ordering::Relaxed)
     }
 
-    /// Whether operation `epoch` of this queue has been submitted here. A signal's origin that
-    /// names this queue's axis but an epoch it never had was submitted elsewhere: on another
-    /// rank whose queue shares the axis (a rank holds other ranks' queues' axes so that names
-    /// map; nothing is ever submitted to those), imported. Relaxed: a submission still being
-    /// published reads as not yet, which only holds a wait the layer could have left native.
+    /// Whether operation `epoch` of this queue has been submitted here (see
+    /// `DeviceShared::submitter_of`). Relaxed: a submission still being published reads as not
+    /// yet, which only holds a wait the layer could have left native.
     pub(crate) fn has_submitted(&self, epoch: u64) -> bool {
         self.tail.load(Ordering::Relaxed) >= epoch
     }

@@ -109,10 +109,9 @@ impl QueueShared {
         }
         // Every operation from the head on has ended (a running one as aborted): mirrors of
         // the queue's progress pass them, so no native wait on them stalls.
+        // `tail` is the last operation's epoch (see `QueueShared::tail`).
         if tail > self.head.load(Ordering::Relaxed) {
-            // SAFETY: the device owns the ring from the head on (the queue was taken over);
-            // shared and short-lived.
-            self.mirror_torn_down(unsafe { &*self.slot(tail - 1).body.get() }.point.epoch);
+            self.mirror_torn_down(tail);
         }
         Teardown::Done { cancelled, stuck }
     }
