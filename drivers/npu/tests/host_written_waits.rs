@@ -21,8 +21,8 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_core::speculation::Rejection;
 use causeway_device::{
-    Device, DeviceBuilder, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig,
-    SemaphoreId, WaitOutcome, Work,
+    Device, DeviceBuilder, DriverId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
+    SemaphoreConfig, SemaphoreId, WaitOutcome, Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_driver_npu::{NpuBackend, NpuCounts, NpuTally};
@@ -74,6 +74,32 @@ fn builder() -> DeviceBuilder {
 }
 
 /// `N` semaphores homed on `home`, each with room for `history` pending signals.
+/// A device being built on the CPU driver and the NPU driver, with an empty one-tile NPU
+/// kernel and the NPU driver's tally.
+struct CpuAndNpu {
+    builder: DeviceBuilder,
+    cpu: DriverId,
+    npu: DriverId,
+    kernel: Work,
+    tally: NpuTally,
+}
+
+fn cpu_and_npu() -> CpuAndNpu {
+    let mut npu = NpuBackend::new();
+    let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
+    let tally = npu.tally();
+    let mut builder = builder();
+    let cpu = builder.driver(CpuBackend::new());
+    let npu = builder.driver(npu);
+    CpuAndNpu { builder, cpu, npu, kernel, tally }
+}
+
+/// Shuts `device` down within the hang guard: nothing leaked, no driver left busy.
+fn shut_down_clean(device: Device) {
+    let report = device.shutdown(HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+}
+
 fn semaphores<const N: usize>(
     builder: &mut DeviceBuilder,
     home: QueueId,
@@ -87,11 +113,7 @@ fn semaphores<const N: usize>(
     })
 }
 
-fn queue(
-    builder: &mut DeviceBuilder,
-    driver: causeway_device::DriverId,
-    capacity: usize,
-) -> QueueId {
+fn queue(builder: &mut DeviceBuilder, driver: DriverId, capacity: usize) -> QueueId {
     let mut config = QueueConfig::on(driver);
     config.capacity = capacity;
     builder.queue(config)
@@ -185,18 +207,12 @@ fn an_npu_wait_on_a_cpu_operation_is_on_the_ring_before_the_cpu_operation_ends()
     );
     let resolved = device.resolution_counts(npu_queue).unwrap();
     assert_eq!((resolved.device, resolved.held), (1, 0), "{resolved:?}");
-    let report = device.shutdown(HANG_GUARD);
-    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    shut_down_clean(device);
 }
 
 #[test]
 fn a_failed_cpu_origin_fails_its_native_npu_waiter_and_the_ring_goes_on() {
-    let mut npu = NpuBackend::new();
-    let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
-    let tally = npu.tally();
-    let mut builder = builder();
-    let cpu = builder.driver(CpuBackend::new());
-    let npu = builder.driver(npu);
+    let CpuAndNpu { mut builder, cpu, npu, kernel, tally } = cpu_and_npu();
     let (cpu_queue, npu_queue) = (queue(&mut builder, cpu, 8), queue(&mut builder, npu, 8));
     let [s, t, u, v, w] = semaphores(&mut builder, cpu_queue, 4);
     let latch = Arc::new(Latch::default());
@@ -228,19 +244,13 @@ fn a_failed_cpu_origin_fails_its_native_npu_waiter_and_the_ring_goes_on() {
     let after = Op { waits: &[(v, 1)], signals: &[(w, 1)], work: kernel, tag: 5 };
     device.submit(npu_queue, &after).unwrap();
     assert_eq!(wait(device.semaphore(w).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
-    let report = device.shutdown(HANG_GUARD);
-    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    shut_down_clean(device);
 }
 
 #[test]
 fn a_cpu_draft_rejected_before_it_started_cancels_its_npu_dependent_which_was_never_issued() {
-    let mut npu = NpuBackend::new();
-    let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
-    let tally = npu.tally();
+    let CpuAndNpu { mut builder, cpu, npu, kernel, tally } = cpu_and_npu();
     let ends = Arc::new(Ends::default());
-    let mut builder = builder();
-    let cpu = builder.driver(CpuBackend::new());
-    let npu = builder.driver(npu);
     let (draft_queue, npu_queue) = (queue(&mut builder, cpu, 8), queue(&mut builder, npu, 8));
     let [gate, drafted, consumed, later_done] = semaphores(&mut builder, draft_queue, 4);
     builder.observer(ends.clone());
@@ -274,8 +284,7 @@ fn a_cpu_draft_rejected_before_it_started_cancels_its_npu_dependent_which_was_ne
     assert_eq!(wait(device.semaphore(later_done).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
     let counts = tally.counts();
     assert_eq!((counts.emitted, counts.host_written), (0, 0), "{counts:?}");
-    let report = device.shutdown(HANG_GUARD);
-    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    shut_down_clean(device);
     let ends = ends.0.lock().unwrap();
     assert!(ends.contains(&(draft_queue.0, 1, OpStatus::Cancelled)), "{ends:?}");
     assert!(ends.contains(&(npu_queue.0, 2, OpStatus::Cancelled)), "{ends:?}");
@@ -284,13 +293,8 @@ fn a_cpu_draft_rejected_before_it_started_cancels_its_npu_dependent_which_was_ne
 
 #[test]
 fn a_cpu_draft_rejected_while_it_runs_leaves_its_issued_npu_dependent_running() {
-    let mut npu = NpuBackend::new();
-    let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
-    let tally = npu.tally();
+    let CpuAndNpu { mut builder, cpu, npu, kernel, tally } = cpu_and_npu();
     let ends = Arc::new(Ends::default());
-    let mut builder = builder();
-    let cpu = builder.driver(CpuBackend::new());
-    let npu = builder.driver(npu);
     let (draft_queue, npu_queue) = (queue(&mut builder, cpu, 8), queue(&mut builder, npu, 8));
     let [drafted, consumed] = semaphores(&mut builder, draft_queue, 4);
     let latch = Arc::new(Latch::default());
@@ -316,8 +320,7 @@ fn a_cpu_draft_rejected_while_it_runs_leaves_its_issued_npu_dependent_running() 
     latch.open();
     // They run to their ends, in order.
     let outcome = wait(device.semaphore(consumed).unwrap(), 1, Some(HANG_GUARD));
-    let report = device.shutdown(HANG_GUARD);
-    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    shut_down_clean(device);
     let ends = ends.0.lock().unwrap();
     assert_eq!(outcome, Ok(1), "{ends:?}");
     assert_eq!(*ends, [(draft_queue.0, 1, OpStatus::Ok), (npu_queue.0, 2, OpStatus::Ok)]);
@@ -325,12 +328,7 @@ fn a_cpu_draft_rejected_while_it_runs_leaves_its_issued_npu_dependent_running() 
 
 #[test]
 fn a_cpu_origin_that_fails_before_it_starts_fails_its_npu_waiter_which_was_never_issued() {
-    let mut npu = NpuBackend::new();
-    let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
-    let tally = npu.tally();
-    let mut builder = builder();
-    let cpu = builder.driver(CpuBackend::new());
-    let npu = builder.driver(npu);
+    let CpuAndNpu { mut builder, cpu, npu, kernel, tally } = cpu_and_npu();
     let (cpu_queue, npu_queue) = (queue(&mut builder, cpu, 8), queue(&mut builder, npu, 8));
     let [gate, s, t, u] = semaphores(&mut builder, cpu_queue, 4);
     let device = builder.build().unwrap();
@@ -352,19 +350,13 @@ fn a_cpu_origin_that_fails_before_it_starts_fails_its_npu_waiter_which_was_never
     // The waiter ended without reaching the ring: no WAIT was emitted.
     let counts = tally.counts();
     assert_eq!((counts.emitted, counts.host_written), (0, 0), "{counts:?}");
-    let report = device.shutdown(HANG_GUARD);
-    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    shut_down_clean(device);
 }
 
 #[test]
 fn shutdown_with_npu_waits_on_cpu_work_not_started_ends_every_operation_unissued() {
-    let mut npu = NpuBackend::new();
-    let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
-    let tally = npu.tally();
+    let CpuAndNpu { mut builder, cpu, npu, kernel, tally } = cpu_and_npu();
     let ends = Arc::new(Ends::default());
-    let mut builder = builder();
-    let cpu = builder.driver(CpuBackend::new());
-    let npu = builder.driver(npu);
     let (cpu_queue, npu_queue, last_queue) =
         (queue(&mut builder, cpu, 8), queue(&mut builder, npu, 8), queue(&mut builder, cpu, 8));
     let [never, s, t, u] = semaphores(&mut builder, cpu_queue, 4);
@@ -473,6 +465,5 @@ fn ten_thousand_operations_of_cpu_npu_ping_pong_wait_natively_every_time() {
     );
     let resolved = device.resolution_counts(npu_queue).unwrap();
     assert_eq!((resolved.device, resolved.held), (ROUNDS, 0), "{resolved:?}");
-    let report = device.shutdown(HANG_GUARD);
-    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    shut_down_clean(device);
 }
