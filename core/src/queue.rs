@@ -634,8 +634,11 @@ mod tests {
     use super::*;
     use crate::axis::Domain;
     use crate::scope::Scope;
-    use crate::semaphore::{History, HistoryEntry};
+    use crate::semaphore::tests::{origin, semaphore, Recorder};
+    use crate::semaphore::{Arm, History, HistoryEntry, Timepoint};
+    use core::pin::pin;
     use proptest::prelude::*;
+    use std::vec;
     use std::vec::Vec;
 
     const TIMELINE: Capabilities = Capabilities { wait_before_signal: true };
@@ -878,6 +881,97 @@ mod tests {
             retire([(&t, 1), (&s, 1)], result);
             assert!(waiter.told.load(core::sync::atomic::Ordering::Relaxed), "{result:?}");
         }
+    }
+
+    #[test]
+    fn retiring_a_cancelled_operation_cancels_its_signals_only() {
+        let s = semaphore();
+        let (rejected, accepted) = (origin(2, 1), origin(1, 1));
+        s.submit_signal(1, rejected, &Frontier::<4>::from_points([rejected])).unwrap();
+        s.submit_signal(2, accepted, &Frontier::<4>::from_points([accepted])).unwrap();
+        retire([(&s, 1)], Err(Failure::Cancelled));
+        retire([(&s, 2)], Ok(()));
+        assert_eq!(
+            (s.value(), s.failure_for(1), s.failure_for(2)),
+            (2, Some(Failure::Cancelled), None)
+        );
+        // A cancellation with no pending signal to cancel fails the timeline: nobody hangs.
+        retire([(&s, 9)], Err(Failure::Cancelled));
+        assert_eq!(s.failure(), Some(Failure::Cancelled));
+        assert_eq!(s.failure_for(2), None, "reached before the failure");
+    }
+
+    #[test]
+    fn a_failed_signal_fails_the_timeline_and_its_own_waiters_at_once() {
+        let s = semaphore();
+        let (own, other) = (Recorder::default(), Recorder::default());
+        let (t1, t2) = (pin!(Timepoint::new(&own)), pin!(Timepoint::new(&other)));
+        s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
+        s.submit_signal(2, origin(2, 1), &Frontier::<4>::new()).unwrap();
+        // SAFETY: pinned here; both fire below.
+        unsafe {
+            assert_eq!(s.arm(t1.as_ref(), 1), Ok(Arm::Armed));
+            assert_eq!(s.arm(t2.as_ref(), 2), Ok(Arm::Armed));
+        }
+        retire([(&s, 1)], Err(Failure::Faulted(3)));
+        assert_eq!((own.seen(), other.seen()), (vec![Err(Failure::Faulted(3))], vec![]));
+        retire([(&s, 2)], Ok(()));
+        assert_eq!(other.seen(), [Err(Failure::Faulted(3))]);
+    }
+
+    #[test]
+    fn a_signal_marked_cancelled_ends_its_waits_only_when_its_operation_does() {
+        let s = semaphore();
+        let (waiter, above) = (Recorder::default(), Recorder::default());
+        let (t1, t2) = (pin!(Timepoint::new(&waiter)), pin!(Timepoint::new(&above)));
+        s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
+        s.submit_signal(2, origin(2, 1), &Frontier::<4>::new()).unwrap();
+        // SAFETY: pinned here; both fire below.
+        unsafe {
+            assert_eq!(s.arm(t1.as_ref(), 1), Ok(Arm::Armed));
+            assert_eq!(s.arm(t2.as_ref(), 2), Ok(Arm::Armed));
+        }
+        s.mark_cancelled(1).unwrap();
+        // Lookups fail at once; the armed waiter waits for the cancelled operation to end.
+        assert_eq!(s.lookup(1), Lookup::Failed(Failure::Cancelled));
+        assert_eq!(s.failure_for(1), Some(Failure::Cancelled));
+        assert_eq!(waiter.seen(), []);
+        // Accepted work above it completes, and a reach past the marked value does not end it.
+        s.complete_signal(2).unwrap();
+        assert_eq!((waiter.seen(), above.seen()), (vec![], vec![Ok(2)]));
+        let late = pin!(Timepoint::new(&waiter));
+        // SAFETY: pinned here; fires below.
+        unsafe { assert_eq!(s.arm(late.as_ref(), 1), Ok(Arm::Armed), "armed until it ends") };
+        retire([(&s, 1)], Err(Failure::Cancelled));
+        assert_eq!(waiter.seen(), [Err(Failure::Cancelled), Err(Failure::Cancelled)]);
+        assert_eq!(s.failure(), None, "the timeline itself did not fail");
+    }
+
+    /// Found by the differential test (seed 4820): a signal marked cancelled whose timeline the
+    /// accepted work above it passed, and that then failed, ends with its operation — and the
+    /// waiter of its values, below the reached value, is told then, not left armed.
+    #[test]
+    fn a_cancelled_signal_below_the_reached_value_ends_its_waiter_on_a_failed_timeline() {
+        let s = semaphore();
+        let r = Recorder::default();
+        let t = pin!(Timepoint::new(&r));
+        s.submit_signal(3, origin(1, 1), &Frontier::<4>::new()).unwrap();
+        s.submit_signal(5, origin(2, 1), &Frontier::<4>::new()).unwrap();
+        s.submit_signal(7, origin(3, 1), &Frontier::<4>::new()).unwrap();
+        s.mark_cancelled(3).unwrap();
+        s.complete_signal(5).unwrap();
+        // SAFETY: pinned here; fires below.
+        unsafe {
+            assert_eq!(s.arm(t.as_ref(), 3), Ok(Arm::Armed), "held until its operation ends")
+        };
+        retire([(&s, 7)], Err(Failure::Aborted));
+        assert_eq!(r.seen(), []);
+        // The cancelled operation ends: the timeline has failed, so it cannot be cancelled any
+        // more, and its signal ends failed.
+        retire([(&s, 3)], Err(Failure::Cancelled));
+        assert_eq!(r.seen().len(), 1);
+        assert!(r.seen()[0].is_err());
+        assert!(!s.has_waiters());
     }
 
     #[test]

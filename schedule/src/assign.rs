@@ -28,33 +28,7 @@ use causeway_core::axis::{Axis, Domain};
 use causeway_core::frontier::Frontier;
 
 use crate::graph::{CommandId, DeviceId, Graph, NodeId};
-
-/// Index of a stream in an [`Assignment`].
-pub type StreamId = usize;
-
-/// One stream: a device and the nodes it runs, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stream {
-    /// The device it belongs to.
-    pub device: DeviceId,
-    /// Its nodes, in the order they run.
-    pub nodes: Vec<NodeId>,
-}
-
-/// Where every node runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Assignment {
-    /// The streams.
-    pub streams: Vec<Stream>,
-    /// Each node's stream.
-    pub stream_of: Vec<StreamId>,
-    /// Each node's position on its stream, from 1 (its epoch on the stream's axis).
-    pub epoch_of: Vec<u64>,
-    /// Each node's rank: the length of the longest chain following it.
-    pub rank: Vec<u32>,
-    /// How many times a stream was recycled for a new chain.
-    pub recycled: usize,
-}
+pub use crate::streams::{Assignment, Stream, StreamId};
 
 /// The axis standing for stream `stream` in schedule-time frontiers.
 pub fn stream_axis(stream: StreamId) -> Axis {

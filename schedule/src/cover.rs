@@ -29,8 +29,8 @@
 
 use std::collections::VecDeque;
 
-use crate::assign::{Assignment, Stream};
 use crate::graph::{DeviceId, Graph, NodeId};
+use crate::streams::{Assignment, Stream};
 
 /// `greedy`, or the same nodes on the fewest streams per device where the greedy walk used
 /// more (see the module documentation).

@@ -8,6 +8,8 @@
 //! 2. [`assign`] — each node's rank (the longest chain that follows it), then streams opened
 //!    in topological order and walked down the highest-ranked successor, recycling a stream
 //!    that is certainly finished, ties broken by the command a stream has already run.
+//!    What it produces — the [`Stream`]s and each node's place on them, an [`Assignment`] —
+//!    is defined on its own (`streams`), for the next step builds one too.
 //! 3. [`cover`] — where the walk used more streams than a device needs, the fewest: a
 //!    minimum chain cover per device (its width, by Dilworth's theorem), found as a minimum
 //!    flow through the graph itself, starting from the walk's streams.
@@ -27,6 +29,7 @@ pub mod control;
 pub mod cover;
 pub mod graph;
 pub mod signals;
+mod streams;
 
 pub use assign::{Assignment, Stream, StreamId};
 pub use control::Program;

@@ -1,7 +1,7 @@
 //! Checking a run against the expectations its scenario carries.
 
 use super::model::StatusExpect;
-use super::run::{Outcome, Status};
+use super::outcome::{Outcome, Status};
 use super::stats::Stats;
 
 /// Every expectation of the scenario that the run did not meet, one line each (empty when all

@@ -11,8 +11,8 @@
 //! At the end every rank sends rank 0 its records as bytes ([`rank_records`]) — or, when its
 //! share could not run, why — while its progress process keeps delivering values to ranks
 //! still running, and waits for rank 0's answer that every rank's arrived (the end's barrier).
-//! Rank 0 [`gather`](super::ranks::gather)s one outcome of the whole run, which the CLI reports
-//! as it reports a single-process run. Every step of the end is bounded by the run's deadline
+//! Rank 0 [`gather`]s one outcome of the whole run, which the CLI reports as it reports a
+//! single-process run. Every step of the end is bounded by the run's deadline
 //! ([`causeway_distributed::gather`]): a rank whose records do not come — killed under `mpirun
 //! --enable-recovery`, say — is named as lost, and the run ends as a deadline does (exit 3). A
 //! rank that cannot start its device or join the others prints its own error and exits: Open
@@ -29,10 +29,12 @@ use causeway_distributed::{Gathered, HostWaitError, LinkId, Links, Node, ReduceE
 use mpi::Count;
 
 use super::check::Plan;
+use super::gather::gather;
 use super::model::{Scenario, ScenarioError};
+use super::outcome::{Outcome, Status};
 use super::rank_records;
 use super::ranks::{self, Share};
-use super::run::{self, Outcome, PeerWaitError, Peers, RunOptions};
+use super::run::{self, PeerWaitError, Peers, RunOptions};
 
 /// The first byte of what a rank sends rank 0 (a byte of its own, before the records' version
 /// byte): its records follow.
@@ -221,7 +223,7 @@ fn collect<'s>(
         return Err(errors);
     }
     let outcomes: Vec<Outcome<'s>> = outcomes.into_iter().map(|(_, outcome)| outcome).collect();
-    ranks::gather(&share.placement, scenario, &outcomes)
+    gather(&share.placement, scenario, &outcomes)
         .map(|outcome| Ended::Gathered(Box::new(outcome)))
         .map_err(|error| {
             vec![RankError { rank: share.rank, message: error.to_string(), deadlock: false }]
@@ -239,9 +241,10 @@ fn incomplete_ops(
     rank: u16,
     outcome: &Outcome<'_>,
 ) -> Option<String> {
-    let mut incomplete = scenario.ops.iter().zip(&outcome.ops).filter(|(op, record)| {
-        placement.rank_of(op.target) == rank && record.status != run::Status::Ok
-    });
+    let mut incomplete =
+        scenario.ops.iter().zip(&outcome.ops).filter(|(op, record)| {
+            placement.rank_of(op.target) == rank && record.status != Status::Ok
+        });
     let named: Vec<String> = incomplete
         .by_ref()
         .take(INCOMPLETE_NAMED)

@@ -6,7 +6,7 @@
 //! axes by index into the rank's table of axis names, sent once. The bytes come from another
 //! process: every malformation is a typed [`RecordsError`], nothing panics.
 //!
-//! [`gather`]: super::ranks::gather
+//! [`gather`]: super::gather::gather
 
 use std::fmt;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use causeway_core::queue::Resolution;
 
 use super::model::{DriverKind, Scenario};
-use super::run::{
+use super::outcome::{
     ComputeRecord, CudaRecord, FrontierRecord, HistoryRecord, NpuRecord, OpRecord, Outcome,
     PointRecord, QueueRecord, SemaphoreRecord, Span, Speculation, Status, VulkanRecord, WaitRecord,
 };

@@ -10,7 +10,7 @@ use std::io;
 use serde::{Serialize, Serializer};
 
 use super::model::Target;
-use super::run::{FrontierRecord, HistoryRecord, OpRecord, Outcome, WaitRecord};
+use super::outcome::{FrontierRecord, HistoryRecord, OpRecord, Outcome, WaitRecord};
 use super::stats::{self, CudaStats, NpuStats, Stats, VulkanStats};
 
 /// Writes the report of `outcome` to `out` as pretty-printed JSON.
@@ -285,9 +285,8 @@ pub(super) mod tests {
     use super::*;
     use crate::scenario::check::check;
     use crate::scenario::model::DriverKind;
-    use crate::scenario::run::{
-        run, CudaRecord, NpuRecord, RunOptions, Speculation, Status, VulkanRecord,
-    };
+    use crate::scenario::outcome::{CudaRecord, NpuRecord, Speculation, Status, VulkanRecord};
+    use crate::scenario::run::{run, RunOptions};
     use crate::scenario::{bundled, parse};
     use causeway_core::queue::Resolution;
 

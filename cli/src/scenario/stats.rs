@@ -3,7 +3,7 @@
 use causeway_core::queue::Resolution;
 use serde::{Serialize, Serializer};
 
-use super::run::{Outcome, Status};
+use super::outcome::{Outcome, Status};
 
 /// 50th, 90th and 99th percentile and maximum, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

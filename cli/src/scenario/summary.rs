@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
+use super::outcome::{FrontierRecord, Outcome, Status};
 use super::report::queue_name;
-use super::run::{FrontierRecord, Outcome, Status};
 use super::stats::{self, CudaStats, NpuStats, Percentiles, Stats, VulkanStats};
 use crate::output::count;
 

@@ -18,8 +18,8 @@ use std::io;
 use serde::{Serialize, Serializer};
 
 use super::model::{Scenario, Target};
+use super::outcome::{Outcome, Status};
 use super::report::{queue_name, LazyArray};
-use super::run::{Outcome, Status};
 
 const QUEUES_PID: u64 = 1;
 const WORKERS_PID: u64 = 2;

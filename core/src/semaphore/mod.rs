@@ -968,4 +968,4 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> fmt::Debug for Semaphor
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests;
+pub(crate) mod tests;

@@ -1,3 +1,7 @@
+//! The semaphore's unit tests. Their helpers [`semaphore`], [`origin`] and [`Recorder`] also
+//! serve the queue's tests of [`retire`](crate::queue::retire): what the waiters of an
+//! operation's signals learn when it retires is tested there, beside `retire`.
+
 use core::pin::pin;
 use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering as StdOrdering};
 use std::sync::Mutex;
@@ -9,11 +13,11 @@ use crate::axis::{Axis, Domain};
 
 const HERE: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 1 };
 
-fn semaphore() -> Semaphore<4, 4> {
+pub(crate) fn semaphore() -> Semaphore<4, 4> {
     Semaphore::new(0, Scope::DeviceLocal, HERE)
 }
 
-fn origin(queue: u64, epoch: u64) -> Point {
+pub(crate) fn origin(queue: u64, epoch: u64) -> Point {
     Point::new(Axis::new(0, Domain::Queue, queue), epoch)
 }
 
@@ -24,7 +28,7 @@ fn signal(s: &Semaphore<4, 4>, value: u64, queue: u64, epoch: u64) -> Result<(),
 
 /// Records every outcome it is notified with.
 #[derive(Default)]
-struct Recorder(Mutex<Vec<Outcome>>);
+pub(crate) struct Recorder(Mutex<Vec<Outcome>>);
 
 impl Notify for Recorder {
     fn notify(&self, outcome: Outcome) {
@@ -33,7 +37,7 @@ impl Notify for Recorder {
 }
 
 impl Recorder {
-    fn seen(&self) -> Vec<Outcome> {
+    pub(crate) fn seen(&self) -> Vec<Outcome> {
         self.0.lock().unwrap().clone()
     }
 }
@@ -246,24 +250,6 @@ fn withdrawing_a_reservation_below_a_cancelled_signal_fails_the_waiters_it_cover
 }
 
 #[test]
-fn retiring_a_cancelled_operation_cancels_its_signals_only() {
-    let s = semaphore();
-    let (rejected, accepted) = (origin(2, 1), origin(1, 1));
-    s.submit_signal(1, rejected, &Frontier::<4>::from_points([rejected])).unwrap();
-    s.submit_signal(2, accepted, &Frontier::<4>::from_points([accepted])).unwrap();
-    crate::queue::retire([(&s, 1)], Err(Failure::Cancelled));
-    crate::queue::retire([(&s, 2)], Ok(()));
-    assert_eq!(
-        (s.value(), s.failure_for(1), s.failure_for(2)),
-        (2, Some(Failure::Cancelled), None)
-    );
-    // A cancellation with no pending signal to cancel fails the timeline: nobody hangs.
-    crate::queue::retire([(&s, 9)], Err(Failure::Cancelled));
-    assert_eq!(s.failure(), Some(Failure::Cancelled));
-    assert_eq!(s.failure_for(2), None, "reached before the failure");
-}
-
-#[test]
 fn out_of_order_completion_fails_waiters_instead_of_lying() {
     let s = semaphore();
     let r = Recorder::default();
@@ -332,77 +318,6 @@ fn abandoning_a_timeline_ends_every_signal_and_tells_every_waiter() {
     let late = pin!(Timepoint::new(&r));
     // SAFETY: `Ready` links nothing.
     assert_eq!(unsafe { s.arm(late.as_ref(), 1) }, Ok(Arm::Ready(Err(Failure::DeviceLost))));
-}
-
-#[test]
-fn a_failed_signal_fails_the_timeline_and_its_own_waiters_at_once() {
-    let s = semaphore();
-    let (own, other) = (Recorder::default(), Recorder::default());
-    let (t1, t2) = (pin!(Timepoint::new(&own)), pin!(Timepoint::new(&other)));
-    s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
-    s.submit_signal(2, origin(2, 1), &Frontier::<4>::new()).unwrap();
-    // SAFETY: pinned here; both fire below.
-    unsafe {
-        assert_eq!(s.arm(t1.as_ref(), 1), Ok(Arm::Armed));
-        assert_eq!(s.arm(t2.as_ref(), 2), Ok(Arm::Armed));
-    }
-    crate::queue::retire([(&s, 1)], Err(Failure::Faulted(3)));
-    assert_eq!((own.seen(), other.seen()), (vec![Err(Failure::Faulted(3))], vec![]));
-    crate::queue::retire([(&s, 2)], Ok(()));
-    assert_eq!(other.seen(), [Err(Failure::Faulted(3))]);
-}
-
-#[test]
-fn a_signal_marked_cancelled_ends_its_waits_only_when_its_operation_does() {
-    let s = semaphore();
-    let (waiter, above) = (Recorder::default(), Recorder::default());
-    let (t1, t2) = (pin!(Timepoint::new(&waiter)), pin!(Timepoint::new(&above)));
-    s.submit_signal(1, origin(1, 1), &Frontier::<4>::new()).unwrap();
-    s.submit_signal(2, origin(2, 1), &Frontier::<4>::new()).unwrap();
-    // SAFETY: pinned here; both fire below.
-    unsafe {
-        assert_eq!(s.arm(t1.as_ref(), 1), Ok(Arm::Armed));
-        assert_eq!(s.arm(t2.as_ref(), 2), Ok(Arm::Armed));
-    }
-    s.mark_cancelled(1).unwrap();
-    // Lookups fail at once; the armed waiter waits for the cancelled operation to end.
-    assert_eq!(s.lookup(1), Lookup::Failed(Failure::Cancelled));
-    assert_eq!(s.failure_for(1), Some(Failure::Cancelled));
-    assert_eq!(waiter.seen(), []);
-    // Accepted work above it completes, and a reach past the marked value does not end it.
-    s.complete_signal(2).unwrap();
-    assert_eq!((waiter.seen(), above.seen()), (vec![], vec![Ok(2)]));
-    let late = pin!(Timepoint::new(&waiter));
-    // SAFETY: pinned here; fires below.
-    unsafe { assert_eq!(s.arm(late.as_ref(), 1), Ok(Arm::Armed), "armed until it ends") };
-    crate::queue::retire([(&s, 1)], Err(Failure::Cancelled));
-    assert_eq!(waiter.seen(), [Err(Failure::Cancelled), Err(Failure::Cancelled)]);
-    assert_eq!(s.failure(), None, "the timeline itself did not fail");
-}
-
-/// Found by the differential test (seed 4820): a signal marked cancelled whose timeline the
-/// accepted work above it passed, and that then failed, ends with its operation — and the
-/// waiter of its values, below the reached value, is told then, not left armed.
-#[test]
-fn a_cancelled_signal_below_the_reached_value_ends_its_waiter_on_a_failed_timeline() {
-    let s = semaphore();
-    let r = Recorder::default();
-    let t = pin!(Timepoint::new(&r));
-    s.submit_signal(3, origin(1, 1), &Frontier::<4>::new()).unwrap();
-    s.submit_signal(5, origin(2, 1), &Frontier::<4>::new()).unwrap();
-    s.submit_signal(7, origin(3, 1), &Frontier::<4>::new()).unwrap();
-    s.mark_cancelled(3).unwrap();
-    s.complete_signal(5).unwrap();
-    // SAFETY: pinned here; fires below.
-    unsafe { assert_eq!(s.arm(t.as_ref(), 3), Ok(Arm::Armed), "held until its operation ends") };
-    crate::queue::retire([(&s, 7)], Err(Failure::Aborted));
-    assert_eq!(r.seen(), []);
-    // The cancelled operation ends: the timeline has failed, so it cannot be cancelled any
-    // more, and its signal ends failed.
-    crate::queue::retire([(&s, 3)], Err(Failure::Cancelled));
-    assert_eq!(r.seen().len(), 1);
-    assert!(r.seen()[0].is_err());
-    assert!(!s.has_waiters());
 }
 
 #[test]
