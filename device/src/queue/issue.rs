@@ -49,8 +49,9 @@ pub(super) enum Issuing {
     Finished(OpStatus),
     /// The driver has it (running, or finished ahead of operations still running).
     Pending,
-    /// Not issued: an origin is not issued yet, or the driver's resource is taken; the queue
-    /// is woken when that changes.
+    /// Not issued: an origin is not issued yet, or the driver's resource is taken, or a
+    /// cancellation came first and an origin has not ended; the queue is woken when that
+    /// changes.
     NotYet,
     /// Taken over while the work ran.
     Abandoned,
@@ -105,6 +106,15 @@ impl QueueShared {
             };
         }
         if self.claim_run(claim, epoch).is_err() {
+            // A cancellation came between the head's check and this claim. The operation
+            // imported its origins, which may have only started: like any cancelled operation
+            // that was not issued (`step`), it ends only once they have ended, and until then
+            // the queue is registered with the first that has not.
+            // SAFETY: as above; shared and short-lived.
+            let body = unsafe { &*slot.body.get() };
+            if self.native && !body.origins_retired(device, QueueId(self.index)) {
+                return Issuing::NotYet;
+            }
             return Issuing::Cancelled;
         }
         let mut issue = Issue {

@@ -327,6 +327,66 @@ fn a_cpu_draft_rejected_while_it_runs_leaves_its_issued_npu_dependent_running() 
 }
 
 #[test]
+fn an_npu_dependent_cancelled_as_its_cpu_origin_starts_never_ends_before_the_origin() {
+    // The rejection lands while the CPU operation starts, racing the NPU queue, which its start
+    // wakes to issue the dependent: the dependent is issued (reported running) or cancelled
+    // just before its issue. Cancelled, it imported the origin all the same (its frontier names
+    // it, and what follows it on the NPU queue relies on that), so it ends only once the origin
+    // has. Each round races once; the unlucky interleaving is rare, hence many rounds.
+    const ROUNDS: u64 = 2_000;
+    let CpuAndNpu { mut builder, cpu, npu, kernel, .. } = cpu_and_npu();
+    let ends = Arc::new(Ends::default());
+    let room = 4;
+    let (draft_queue, npu_queue) = (queue(&mut builder, cpu, room), queue(&mut builder, npu, room));
+    let [drafted] = semaphores(&mut builder, draft_queue, room);
+    let started = Arc::new(AtomicU64::new(0));
+    let latch = Arc::new(Mutex::new(0_u64));
+    let (mark, gate) = (Arc::clone(&started), Arc::clone(&latch));
+    let run = builder.host_call(move || {
+        // Release pairs with the test's Acquire load: the round's draft is running.
+        let round = mark.fetch_add(1, Ordering::Release) + 1;
+        let deadline = Instant::now() + HANG_GUARD;
+        while *gate.lock().unwrap() < round && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        Ok(())
+    });
+    builder.observer(ends.clone());
+    let device = builder.build().unwrap();
+    let mut cancelled = 0;
+    for round in 1..=ROUNDS {
+        let draft =
+            Op { waits: &[], signals: &[(drafted, round)], work: Work::Host(run), tag: round };
+        let draft_at = device.submit(draft_queue, &draft).unwrap().point;
+        let waiter = Op { waits: &[(drafted, round)], signals: &[], work: kernel, tag: round };
+        let receipt = device.submit(npu_queue, &waiter).unwrap();
+        assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait, "round {round}");
+        // Acquire pairs with the host function's Release increment.
+        while started.load(Ordering::Acquire) < round {
+            std::hint::spin_loop();
+        }
+        let rejection = Rejection::new(device.axis(draft_queue).unwrap(), draft_at.epoch - 1);
+        cancelled += device.cancel_speculative(rejection).cancelled;
+        // The draft still runs: neither may have ended yet.
+        std::thread::yield_now();
+        let early = ends.0.lock().unwrap().iter().any(|&(_, tag, _)| tag == round);
+        *latch.lock().unwrap() = round;
+        assert!(!early, "round {round}: an end before the draft's: {:?}", ends.0.lock().unwrap());
+        assert_eq!(wait(device.semaphore(drafted).unwrap(), round, Some(HANG_GUARD)), Ok(round));
+        let deadline = Instant::now() + HANG_GUARD;
+        while ends.0.lock().unwrap().iter().filter(|&&(_, tag, _)| tag == round).count() < 2 {
+            assert!(Instant::now() < deadline, "round {round} never ended");
+            std::thread::yield_now();
+        }
+        let ends = ends.0.lock().unwrap();
+        let order: Vec<_> = ends.iter().filter(|&&(_, tag, _)| tag == round).collect();
+        assert_eq!(order[0], &(draft_queue.0, round, OpStatus::Ok), "round {round}: {order:?}");
+    }
+    println!("{cancelled} of {ROUNDS} NPU dependents cancelled before their issue");
+    shut_down_clean(device);
+}
+
+#[test]
 fn a_cpu_origin_that_fails_before_it_starts_fails_its_npu_waiter_which_was_never_issued() {
     let CpuAndNpu { mut builder, cpu, npu, kernel, tally } = cpu_and_npu();
     let (cpu_queue, npu_queue) = (queue(&mut builder, cpu, 8), queue(&mut builder, npu, 8));
