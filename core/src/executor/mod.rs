@@ -118,7 +118,7 @@ use core::fmt;
 
 pub use arena::{Arena, Block};
 pub use futex::{Futex, FutexWord};
-pub use process::{Class, Drain, DrainContext, Drained, Process, ProcessError, Woken};
+pub use process::{Class, Drain, DrainContext, Drained, FailureFlag, Process, ProcessError, Woken};
 
 use process::Reschedule;
 pub use scan::{BudgetWeighted, Priority, RoundRobin, ScanPolicy, SlotHint};

@@ -146,7 +146,14 @@ impl<'a, 'p> DrainContext<'a, 'p> {
     // Inlined in hosted builds, as `Process::failure` is: block processors ask once per tile.
     #[cfg_attr(not(target_os = "none"), inline)]
     pub fn is_failed(&self) -> bool {
-        self.process.failure().is_some()
+        self.process.has_failed()
+    }
+
+    /// The process's failure flag, to poll as [`is_failed`](Self::is_failed) does from a loop
+    /// that also calls out (a kernel per tile): a copy held in a register, where the context
+    /// behind `&mut` is read again through two pointers after every call.
+    pub fn failure_flag(&self) -> FailureFlag<'a> {
+        FailureFlag(&self.process.core.0.failure)
     }
 
     /// Sets how many workers this process can keep busy. The executor wakes parked workers up
@@ -235,6 +242,21 @@ impl Drop for Woken<'_, '_> {
 impl fmt::Debug for Woken<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Woken").finish_non_exhaustive()
+    }
+}
+
+/// A process's failure flag, from [`DrainContext::failure_flag`]: set once the process has
+/// failed or been cancelled, never cleared while it drains.
+#[derive(Clone, Copy, Debug)]
+pub struct FailureFlag<'a>(&'a AtomicU64);
+
+impl FailureFlag<'_> {
+    /// Whether the process has been cancelled or has failed.
+    #[cfg_attr(not(target_os = "none"), inline)]
+    pub fn is_set(self) -> bool {
+        // Acquire pairs with the AcqRel compare-exchange in `record_failure`, as in
+        // `Process::failure`; `record_failure` never stores `NO_FAILURE`.
+        self.0.load(Ordering::Acquire) != NO_FAILURE
     }
 }
 
@@ -517,6 +539,14 @@ impl<'p> Process<'p> {
             })
             .map(|previous| previous == 1)
             .map_err(|_| ProcessError::NotSuspended)
+    }
+
+    /// Whether a failure is recorded: [`failure`](Self::failure)`.is_some()` without decoding
+    /// the word (`record_failure` stores only words failures pack to, never `NO_FAILURE`).
+    #[cfg_attr(not(target_os = "none"), inline)]
+    pub(crate) fn has_failed(&self) -> bool {
+        // Acquire pairs with the AcqRel compare-exchange in `record_failure`, as in `failure`.
+        self.core.0.failure.load(Ordering::Acquire) != NO_FAILURE
     }
 
     /// Records `failure` unless one is already recorded; returns whether it won.

@@ -29,10 +29,13 @@ pub trait ScanPolicy<const SLOTS: usize> {
 
     /// Calls `visit` on slot indices, at most one revolution's worth, until it returns `true`;
     /// returns whether one did. `version` changes whenever occupancy or `hints` changed.
+    /// `runnable` is the executor's runnable summary: slot `i` can have work only where bit
+    /// `i % 64` is set. A policy may skip the other slots (`visit` refuses them anyway).
     fn scan(
         &mut self,
         hints: &[SlotHint; SLOTS],
         version: u64,
+        runnable: u64,
         visit: impl FnMut(usize) -> bool,
     ) -> bool;
 }
@@ -53,17 +56,34 @@ impl<const SLOTS: usize> ScanPolicy<SLOTS> for RoundRobin {
         &mut self,
         _hints: &[SlotHint; SLOTS],
         _version: u64,
+        runnable: u64,
         mut visit: impl FnMut(usize) -> bool,
     ) -> bool {
-        // Two plain ranges instead of a modulo per step.
         let start = self.cursor;
-        for index in (start..SLOTS).chain(0..start) {
-            if visit(index) {
+        let mut found = |index: usize| {
+            let found = visit(index);
+            if found {
                 self.cursor = if index + 1 == SLOTS { 0 } else { index + 1 };
-                return true;
             }
+            found
+        };
+        if SLOTS <= 64 {
+            // One summary bit per slot: visit only the marked ones, in the same order (from
+            // the cursor, wrapping), with the summary rotated so the cursor's bit is bit 0.
+            // Bits at and above SLOTS name no slot (masked off, a constant per SLOTS).
+            let slots = u64::MAX.checked_shr(64 - SLOTS as u32).unwrap_or(0);
+            let mut marked = (runnable & slots).rotate_right(start as u32);
+            while marked != 0 {
+                let offset = marked.trailing_zeros() as usize;
+                marked &= marked - 1;
+                if found((offset + start) % 64) {
+                    return true;
+                }
+            }
+            return false;
         }
-        false
+        // Two plain ranges instead of a modulo per step; a bit marks every 64th slot.
+        (start..SLOTS).chain(0..start).filter(|index| runnable >> (index % 64) & 1 != 0).any(found)
     }
 }
 
@@ -84,6 +104,7 @@ impl<const SLOTS: usize> ScanPolicy<SLOTS> for Priority<SLOTS> {
         &mut self,
         hints: &[SlotHint; SLOTS],
         version: u64,
+        _runnable: u64,
         mut visit: impl FnMut(usize) -> bool,
     ) -> bool {
         if self.built_for != Some(version) {
@@ -130,6 +151,7 @@ impl<const SLOTS: usize> ScanPolicy<SLOTS> for BudgetWeighted<SLOTS> {
         &mut self,
         hints: &[SlotHint; SLOTS],
         version: u64,
+        _runnable: u64,
         mut visit: impl FnMut(usize) -> bool,
     ) -> bool {
         if self.built_for != Some(version) {
@@ -155,11 +177,14 @@ impl<const SLOTS: usize> ScanPolicy<SLOTS> for BudgetWeighted<SLOTS> {
 mod tests {
     use std::vec::Vec;
 
+    use proptest::prelude::*;
+    use proptest::test_runner::TestCaseError;
+
     use super::*;
 
     fn order<P: ScanPolicy<8>>(policy: &mut P, hints: &[SlotHint; 8], version: u64) -> Vec<usize> {
         let mut seen = Vec::new();
-        policy.scan(hints, version, |slot| {
+        policy.scan(hints, version, u64::MAX, |slot| {
             seen.push(slot);
             false
         });
@@ -175,9 +200,9 @@ mod tests {
         let mut policy = <RoundRobin as ScanPolicy<8>>::for_worker(1, 2);
         let hints = [SlotHint::UNSEEN; 8];
         assert_eq!(order(&mut policy, &hints, 0), [4, 5, 6, 7, 0, 1, 2, 3]);
-        assert!(policy.scan(&hints, 0, |slot| slot == 6));
+        assert!(policy.scan(&hints, 0, u64::MAX, |slot| slot == 6));
         assert_eq!(order(&mut policy, &hints, 0)[0], 7);
-        assert!(policy.scan(&hints, 0, |slot| slot == 7));
+        assert!(policy.scan(&hints, 0, u64::MAX, |slot| slot == 7));
         assert_eq!(order(&mut policy, &hints, 0)[0], 0, "wraps past the last slot");
     }
 
@@ -207,11 +232,67 @@ mod tests {
         assert_eq!(&visits[..8], [0, 1, 2, 3, 4, 5, 6, 7], "the first pass covers every slot");
     }
 
+    /// Round robin over the marked slots, as the plain model has it: every slot from the
+    /// cursor on, wrapping, skipping those whose summary bit is clear; the cursor moves past
+    /// the slot where work was found.
+    fn round_robin_model<const SLOTS: usize>(
+        cursor: &mut usize,
+        runnable: u64,
+        work: &[bool; SLOTS],
+    ) -> (Vec<usize>, bool) {
+        let mut visited = Vec::new();
+        for index in (*cursor..SLOTS).chain(0..*cursor) {
+            if runnable & (1 << (index % 64)) == 0 {
+                continue;
+            }
+            visited.push(index);
+            if work[index] {
+                *cursor = (index + 1) % SLOTS;
+                return (visited, true);
+            }
+        }
+        (visited, false)
+    }
+
+    fn round_robin_matches_the_model<const SLOTS: usize>(
+        worker: usize,
+        rounds: &[(u64, u64)],
+    ) -> Result<(), TestCaseError> {
+        let mut policy = <RoundRobin as ScanPolicy<SLOTS>>::for_worker(worker % 4, 4);
+        let mut cursor = policy.cursor;
+        for &(runnable, with_work) in rounds {
+            let work: [bool; SLOTS] =
+                core::array::from_fn(|slot| with_work >> (slot % 64) & 1 != 0);
+            let (expected, expected_found) = round_robin_model(&mut cursor, runnable, &work);
+            let mut visited = Vec::new();
+            let found = policy.scan(&[SlotHint::UNSEEN; SLOTS], 0, runnable, |slot| {
+                visited.push(slot);
+                work[slot]
+            });
+            prop_assert_eq!(&visited, &expected);
+            prop_assert_eq!(found, expected_found);
+            prop_assert_eq!(policy.cursor, cursor);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn round_robin_visits_exactly_the_marked_slots_in_order(
+            worker in 0usize..4,
+            rounds in proptest::collection::vec((any::<u64>(), any::<u64>()), 1..20),
+        ) {
+            round_robin_matches_the_model::<8>(worker, &rounds)?;
+            round_robin_matches_the_model::<64>(worker, &rounds)?;
+            round_robin_matches_the_model::<100>(worker, &rounds)?;
+        }
+    }
+
     #[test]
     fn a_scan_stops_at_the_first_slot_with_work() {
         let mut policy = <RoundRobin as ScanPolicy<8>>::for_worker(0, 1);
         let mut visited = 0;
-        assert!(policy.scan(&[SlotHint::UNSEEN; 8], 0, |slot| {
+        assert!(policy.scan(&[SlotHint::UNSEEN; 8], 0, u64::MAX, |slot| {
             visited += 1;
             slot == 2
         }));

@@ -160,7 +160,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
         // The policy reads the hints during the scan, so what a visit learns is applied after
         // it (hints are allowed to lag by a scan).
         let mut learned = None;
-        let did_work = policy.scan(hints, version, |slot| {
+        let did_work = policy.scan(hints, version, runnable, |slot| {
             slots::marked(runnable, slot)
                 && slot_array.looks_runnable(slot)
                 && drain_slot(

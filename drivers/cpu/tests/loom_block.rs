@@ -1,7 +1,8 @@
 //! Loom models of the block processor's claim and election protocol (run with
 //! `RUSTFLAGS="--cfg loom"`; see `scripts/test-all.sh`).
 //!
-//! - two claimers over two regions of two tiles, claimed one at a time: every tile runs exactly
+//! - two claimers over two regions of two tiles, claimed one at a time (a claimer holds its
+//!   report while it claims more of the region, as the processor does): every tile runs exactly
 //!   once, exactly one claimer finishes the execution, and region 1 reads region 0's output
 //!   through plain (loom-tracked) cells, so a missing happens-before edge is a reported race;
 //! - the same across two executions, with the owner resetting while the other claimer may still
@@ -102,9 +103,18 @@ impl Dispatch {
                 return;
             }
             match self.schedule.claim_with(&mut cursor) {
-                Next::Claimed(claim) => {
-                    for tile in claim.tiles() {
-                        self.run(claim.region(), tile);
+                Next::Claimed(mut claim) => {
+                    // As the block processor does: more of the region while holding the
+                    // report, then one completion for all of it.
+                    let mut tiles = claim.tiles();
+                    loop {
+                        for tile in tiles {
+                            self.run(claim.region(), tile);
+                        }
+                        match self.schedule.claim_more(&mut claim) {
+                            Some(more) => tiles = more,
+                            None => break,
+                        }
                     }
                     if self.schedule.complete(&buffer, claim) == Completion::Finished {
                         // Release: the owner resets after seeing this.

@@ -130,6 +130,7 @@ impl BlockProcessor<'_> {
     /// The claiming loop of one drain call (see `drain`, which contains its panics).
     fn claim_and_run(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
         let mut cursor = Cursor::new(self.buffer);
+        let failed = cx.failure_flag();
         let mut waited = 0;
         let mut ran = 0u32;
         loop {
@@ -149,21 +150,18 @@ impl BlockProcessor<'_> {
                     let mut tiles = held.tiles();
                     loop {
                         for tile in tiles {
-                            if cx.is_failed() {
+                            if failed.is_set() {
                                 // Leaving the claims unreported: the region never completes,
                                 // and the process is finishing with its failure anyway.
                                 return Drained::Done(Err(Failure::Cancelled));
                             }
                             recorded.kernel.run(tile);
                         }
-                        match self.schedule.claim_with(&mut cursor) {
-                            Next::Claimed(later) => {
-                                tiles = later.tiles();
-                                held.absorb(later);
-                            }
+                        match self.schedule.claim_more(&mut held) {
+                            Some(more) => tiles = more,
                             // Every tile of the region is claimed (held reports keep it from
                             // completing, so it is still the current one).
-                            Next::Waiting | Next::Finished => break,
+                            None => break,
                         }
                     }
                     ran = ran.saturating_add(held.reported());

@@ -96,7 +96,12 @@ pub struct Claim {
     /// The completion count at which the region is complete, copied from it at claim time so
     /// that completing needs no region lookup.
     end: u64,
-    /// Tiles this claim reports when completed: its own, plus those of the claims it absorbed.
+    /// The region's tile count and largest batch, copied likewise for
+    /// [`TileSchedule::claim_more`].
+    region_tiles: u32,
+    max_batch: u32,
+    /// Tiles this claim reports when completed: its own, plus those its claimer took with
+    /// [`TileSchedule::claim_more`] while holding it.
     count: u32,
 }
 
@@ -116,18 +121,7 @@ impl Claim {
         self.tiles.start == 0
     }
 
-    /// Takes over the report of `later`, a claim of the same region by the same claimer whose
-    /// tiles have run, so that one [`TileSchedule::complete`] reports both: one RMW of the
-    /// completion count instead of two. [`tiles`](Self::tiles) still names this claim's own
-    /// tiles. Holding reports back is safe because the region cannot complete without them
-    /// (I4): the holder reports when it finds nothing left to claim, and no claim it makes in
-    /// the meantime can be in another epoch.
-    pub(crate) fn absorb(&mut self, later: Claim) {
-        debug_assert_eq!(self.epoch, later.epoch, "absorbed claims are of one region");
-        self.count += later.count;
-    }
-
-    /// Tiles [`TileSchedule::complete`] reports for this claim: its own and those absorbed.
+    /// Tiles [`TileSchedule::complete`] reports for this claim: its own and those claimed with `claim_more`.
     pub(crate) fn reported(&self) -> u32 {
         self.count
     }
@@ -200,7 +194,7 @@ impl TileSchedule {
             if next >= region.tiles {
                 return Next::Waiting;
             }
-            let count = self.batch(region, next);
+            let count = self.batch(region.tiles, region.max_batch, next);
             // The epoch in the expected word is what makes a stale claimer harmless (I2): this
             // succeeds only if the word is still in the epoch just read. Acquire on success and
             // failure: as for the load above, for the value this exchange read. Adding `count`
@@ -218,8 +212,51 @@ impl TileSchedule {
                         region: index,
                         tiles: next..next + count,
                         end: region.end,
+                        region_tiles: region.tiles,
+                        max_batch: region.max_batch,
                         count,
                     })
+                }
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Claims the next batch of `held`'s region for the claimer holding `held`, and
+    /// adds it to `held`'s report, so that one [`complete`](Self::complete) reports both: one
+    /// RMW of the completion count instead of one per claim. `None` once every tile of the
+    /// region is claimed. [`Claim::tiles`] still names `held`'s own tiles.
+    ///
+    /// A claiming loop's way through its region: no region lookup, no claim to build. Holding
+    /// reports back is safe because the region cannot complete without them (I4), so the word
+    /// stays in `held`'s epoch meanwhile (checked all the same: the exchange expects it).
+    pub fn claim_more(&self, held: &mut Claim) -> Option<Range<u32>> {
+        // `word - pack(epoch, 0)` is `next` while the word is in `held`'s epoch, and at least
+        // 2³² (wrapping) in any other: one comparison checks both.
+        let first = pack(held.epoch, 0);
+        let tiles = u64::from(held.region_tiles);
+        // Acquire: as in `claim_with` (the previous region's writes were acquired by `held`'s
+        // own claim already; this keeps the reasoning local).
+        let mut word = self.claim.0.load(Ordering::Acquire);
+        loop {
+            let next = word.wrapping_sub(first);
+            if next >= tiles {
+                return None;
+            }
+            // Below `tiles`, a `u32`.
+            let next = next as u32;
+            let count = self.batch(held.region_tiles, held.max_batch, next);
+            // As in `claim_with`: the epoch in the expected word keeps the claim in `held`'s
+            // region, and `next + count` never carries into the epoch.
+            match self.claim.0.compare_exchange_weak(
+                word,
+                word + u64::from(count),
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    held.count += count;
+                    return Some(next..next + count);
                 }
                 Err(actual) => word = actual,
             }
@@ -267,13 +304,14 @@ impl TileSchedule {
     }
 
     /// Guided batch size: an equal share of half of what is left, capped by the region.
-    fn batch(&self, region: &Region<'_>, next: u32) -> u32 {
-        if region.max_batch == 1 {
+    /// `tiles` and `max_batch` are the region's.
+    fn batch(&self, tiles: u32, max_batch: u32, next: u32) -> u32 {
+        if max_batch == 1 {
             // One tile per claim: no division on the path of the finest-grained regions.
             return 1;
         }
-        let left = region.tiles - next;
-        left.div_ceil(self.shares).min(region.max_batch)
+        let left = tiles - next;
+        left.div_ceil(self.shares).min(max_batch)
     }
 }
 
@@ -461,7 +499,7 @@ mod tests {
     }
 
     #[test]
-    fn absorbed_claims_are_reported_by_one_completion() {
+    fn claims_made_while_holding_are_reported_by_one_completion() {
         let buffer = CommandBuffer::builder()
             .dispatch_batched(3, 1, &nothing)
             .dispatch(4, &nothing)
@@ -469,13 +507,24 @@ mod tests {
             .unwrap();
         let schedule = TileSchedule::new(1);
         let mut held = claimed(schedule.claim(&buffer));
-        for _ in 1..3 {
-            held.absorb(claimed(schedule.claim(&buffer)));
-        }
+        assert_eq!(schedule.claim_more(&mut held), Some(1..2));
+        assert_eq!(schedule.claim_more(&mut held), Some(2..3));
+        assert_eq!(schedule.claim_more(&mut held), None, "every tile claimed");
         assert_eq!(held.tiles(), 0..1, "the holder's own tiles");
         assert_eq!(held.reported(), 3);
         assert_eq!(schedule.claim(&buffer), Next::Waiting);
         assert_eq!(schedule.complete(&buffer, held), Completion::Advanced { region: 1, tiles: 4 });
+    }
+
+    #[test]
+    fn a_claim_held_across_a_reset_claims_nothing_more() {
+        let buffer = CommandBuffer::builder().dispatch_batched(4, 1, &nothing).build().unwrap();
+        let schedule = TileSchedule::new(2);
+        let mut stale = claimed(schedule.claim(&buffer));
+        schedule.reset();
+        assert_eq!(schedule.claim_more(&mut stale), None, "its epoch is over");
+        assert_eq!(stale.reported(), 1);
+        assert_eq!(claimed(schedule.claim(&buffer)).tiles(), 0..1, "the new execution is whole");
     }
 
     #[test]
