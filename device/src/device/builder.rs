@@ -13,7 +13,7 @@ use causeway_runtime::{CpuPool, PoolConfig};
 
 use super::shared::{DeviceShared, MemoryState};
 use super::Device;
-use crate::backend::{Backend, DeviceContext, Driver, DynBackend, QueueWaiters};
+use crate::backend::{Backend, Driver, DynBackend, QueueWaiters};
 use crate::config::{QueueConfig, SemaphoreConfig};
 use crate::error::DeviceError;
 use crate::ids::DriverId;
@@ -213,7 +213,7 @@ impl DeviceBuilder {
         let shared: &'static DeviceShared = unsafe { &*owned };
         let device = Device { pool: Some(pool), owned };
         for backend in shared.backends.iter() {
-            backend.start(DeviceContext { shared });
+            backend.start(shared.context());
         }
         for (queue, opened) in shared.queues.iter().zip(opened) {
             let driver_queue = shared.backends[queue.driver]

@@ -129,7 +129,7 @@ impl Device {
         &self,
         body: impl FnOnce() -> R,
     ) -> (R, Option<Woken<'static, 'static>>) {
-        hand_off::collect(self.shared(), |collector| {
+        hand_off::collect(&self.shared().executor, |collector| {
             let result = body();
             (result, collector.take())
         })

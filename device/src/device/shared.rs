@@ -11,9 +11,11 @@ use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use causeway_runtime::contain::{contain, Panicked};
 use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
 
-use crate::backend::{DeviceContext, DynBackend, MemoryOp, QueueWaiters};
+use causeway_core::executor::Process;
+
+use crate::backend::{ContextDevice, DeviceContext, DynBackend, MemoryOp, QueueWaiters};
 use crate::error::{DriverCall, DriverFault, Violation};
-use crate::ids::HostCall;
+use crate::ids::{HostCall, QueueId};
 use crate::memory::{AllocationId, MemoryPool, Unbacking};
 use crate::op::{Observer, OpEvent, OpStatus};
 use crate::queue::QueueShared;
@@ -48,6 +50,11 @@ pub(crate) struct DeviceShared {
 }
 
 impl DeviceShared {
+    /// What a backend may reach of this device ([`DeviceContext`]).
+    pub(crate) fn context(&'static self) -> DeviceContext {
+        DeviceContext { device: self }
+    }
+
     pub(crate) fn now_ns(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
@@ -127,7 +134,7 @@ impl DeviceShared {
             // Not committed: nothing was backed, and the alloca frees the record when it ends.
             Err(_) => OpStatus::Failed(Failure::Aborted),
         };
-        memory.waiting.wake_all(DeviceContext { shared: self });
+        memory.waiting.wake_all(self.context());
         self.record_freed(&memory);
         status
     }
@@ -186,5 +193,29 @@ impl DeviceShared {
         };
         memory.record_waiters -= 1;
         free
+    }
+}
+
+impl ContextDevice for DeviceShared {
+    fn wake(&self, queue: QueueId) {
+        if let Some(queue) = self.queues.get(queue.0) {
+            queue.wake();
+        }
+    }
+
+    fn queues(&self) -> usize {
+        self.queues.len()
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn submit(&self, process: &'static Process<'static>) -> bool {
+        self.executor.submit(process).is_ok()
+    }
+
+    fn now_ns(&self) -> u64 {
+        DeviceShared::now_ns(self)
     }
 }

@@ -7,7 +7,7 @@ use super::ownership::Running;
 use super::run_claim::RunClaim;
 use super::slot::{OpBody, OpSlot};
 use super::QueueShared;
-use crate::backend::{DeviceContext, MemoryOp};
+use crate::backend::MemoryOp;
 use crate::clock;
 use crate::hand_off::{self, Collector};
 use crate::ids::QueueId;
@@ -60,7 +60,7 @@ impl QueueShared {
     /// The drain proper, in the Stepping phase; `None` when the queue was taken over (the
     /// phase is Abandoned and must stay so).
     fn drain_entered(&self, cx: &mut DrainContext<'_, '_>) -> Option<Drained> {
-        hand_off::collect(self.device(), |collector| self.drain_collecting(cx, collector))
+        hand_off::collect(&self.device().executor, |collector| self.drain_collecting(cx, collector))
     }
 
     /// The drain loop, with wakes of other queues held back in `collector`.
@@ -314,7 +314,7 @@ impl QueueShared {
                 let mut memory = device.lock_memory();
                 memory.pool.fail_commit(allocation);
                 // The bytes are back in the quota: queues waiting for it may commit now.
-                memory.waiting.wake_all(DeviceContext { shared: device });
+                memory.waiting.wake_all(device.context());
                 Some(OpStatus::Failed(failure))
             }
         }

@@ -14,10 +14,10 @@ use causeway_runtime::contain::{contain, Panicked};
 use super::QueueShared;
 #[cfg(doc)]
 use crate::backend::DynQueue;
-use crate::backend::{Issue, Issued};
+use crate::backend::{Issue, Issued, IssuingQueue};
 use crate::error::{DriverCall, DriverFault, Violation};
 use crate::ids::QueueId;
-use crate::op::{Kernel, OpStatus};
+use crate::op::{Kernel, OpEvent, OpStatus};
 use crate::sync::atomic::Ordering;
 
 /// The status of an operation on a failed queue.
@@ -98,5 +98,19 @@ impl QueueShared {
             self.driver_fault(DriverCall::IsRunning, Some(tag), Violation::Panicked);
             true
         })
+    }
+}
+
+impl IssuingQueue for QueueShared {
+    fn run_work(&self, tag: u64, worker: usize, work: &mut dyn FnMut()) -> bool {
+        self.run_user_work(tag, worker, work).is_some()
+    }
+
+    fn started(&self, tag: u64, worker: usize) {
+        self.device().observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
+    }
+
+    fn driver_fault(&self, call: DriverCall, tag: Option<u64>, violation: Violation) {
+        QueueShared::driver_fault(self, call, tag, violation);
     }
 }

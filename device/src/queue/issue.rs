@@ -37,7 +37,7 @@
 use super::run_claim::RunClaim;
 use super::slot::OpSlot;
 use super::QueueShared;
-use crate::backend::{DeviceContext, Issue, Issued};
+use crate::backend::{Issue, Issued};
 use crate::clock;
 use crate::ids::QueueId;
 use crate::op::{Kernel, OpStatus};
@@ -108,8 +108,8 @@ impl QueueShared {
             return Issuing::Cancelled;
         }
         let mut issue = Issue {
-            queue: self,
-            device,
+            issuing: self,
+            queue: QueueId(self.index),
             tag,
             kernel,
             waits,
@@ -194,7 +194,7 @@ impl QueueShared {
         // Taken after the stores (here and of `completed`): a waiter registers and re-reads
         // under this lock, so either it sees them or it is registered before this wakes it.
         let mut waiters = self.issue_waiters.lock();
-        waiters.wake_all(DeviceContext { shared: self.device() });
+        waiters.wake_all(self.device().context());
     }
 
     /// Whether operation `epoch` of this queue has retired; if not, `waiter` is registered to

@@ -98,7 +98,7 @@ use causeway_runtime::contain::contain;
 
 use super::run_claim::RunClaim;
 use super::QueueShared;
-use crate::backend::{DeviceContext, QueueWaiters};
+use crate::backend::QueueWaiters;
 use crate::error::{DriverCall, DriverFault, Violation};
 use crate::ids::QueueId;
 use crate::sync::atomic::{AtomicU64, Ordering};
@@ -195,7 +195,7 @@ impl QueueShared {
     fn wake_started(&self) {
         // Taken after the store of `started`: a waiter registers and re-reads under this lock,
         // so either it sees the store or it is registered before this wakes it.
-        self.issue_waiters.lock().wake_all(DeviceContext { shared: self.device() });
+        self.issue_waiters.lock().wake_all(self.device().context());
     }
 
     /// Whether operation `epoch` of this (mirrored) queue has started or ended; if not,
@@ -246,7 +246,7 @@ impl QueueShared {
         self.write_mirrors(&mut self.mirrors.written.lock(), epoch);
         if wake && !self.native {
             // A native queue woke them in `advance_issued` already.
-            self.issue_waiters.lock().wake_all(DeviceContext { shared: self.device() });
+            self.issue_waiters.lock().wake_all(self.device().context());
         }
     }
 

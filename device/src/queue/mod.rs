@@ -341,7 +341,7 @@ impl QueueShared {
         // The same queue, borrowed for as long as the device's storage lives.
         let this = &device.queues[self.index];
         if let Some(process) = this.process.get() {
-            hand_off::wake(device, process);
+            hand_off::wake(&device.executor, process);
         }
     }
 
