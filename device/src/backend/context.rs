@@ -19,7 +19,7 @@ pub struct DeviceContext {
 /// (`device::shared`), so that the seam names nothing of the layer's internals.
 pub(crate) trait ContextDevice: Sync {
     /// Wakes queue `queue`'s process; an unknown queue is ignored.
-    fn wake(&self, queue: QueueId);
+    fn wake(&'static self, queue: QueueId);
     /// Queues of the device, every driver's.
     fn queues(&self) -> usize;
     /// Worker threads of the device's pool.

@@ -59,7 +59,7 @@ pub struct Issue<'a> {
 
 /// The layer's side of an [`Issue`]: the queue issuing it, which runs work under the ring's
 /// ownership protocol (a shutdown may take the queue over while it runs), tells the observer
-/// and records broken contracts. The queue layer implements it (`queue::driver`), so that the
+/// and records broken contracts. The device layer implements it (`device::process::driver`), so that the
 /// seam names nothing of the layer's internals.
 pub(crate) trait IssuingQueue: Sync {
     /// Runs `work` on `worker` as operation `tag`'s body; `false` when the device took the

@@ -219,7 +219,7 @@ impl DeviceBuilder {
             let driver_queue = shared.backends[queue.driver]
                 .bind(opened)
                 .expect("each queue is bound to the backend that opened it");
-            let process = queue.link(shared, driver_queue);
+            let process = queue.link(shared, &shared.executor, driver_queue);
             // The queue process is fresh and the pool has just started: submission cannot be
             // refused.
             shared.executor.submit(process).expect("a fresh queue process is accepted");

@@ -42,7 +42,7 @@ pub(crate) struct DeviceShared {
     /// for one.
     pub(crate) records_freed: Condvar,
     pub(crate) observer: Option<Arc<dyn Observer>>,
-    /// Contract violations of drivers, caught (see `queue::driver`); rare, so a plain list.
+    /// Contract violations of drivers, caught (see `process::driver`); rare, so a plain list.
     pub(crate) faults: Mutex<Vec<DriverFault>>,
     pub(crate) executor: Arc<HostExecutor<'static>>,
     pub(crate) workers: usize,
@@ -67,7 +67,7 @@ impl DeviceShared {
     }
 
     /// [`Backend::memory`](crate::Backend::memory) of driver `driver`, contained: a panic is
-    /// recorded as a fault and fails a commit as device lost (see `queue::driver`).
+    /// recorded as a fault and fails a commit as device lost (see `process::driver`).
     pub(crate) fn driver_memory(&self, driver: usize, op: MemoryOp) -> Result<(), Failure> {
         let backend = &self.backends[driver];
         contain(|| backend.memory(op)).unwrap_or_else(|Panicked| {
@@ -197,7 +197,7 @@ impl DeviceShared {
 }
 
 impl ContextDevice for DeviceShared {
-    fn wake(&self, queue: QueueId) {
+    fn wake(&'static self, queue: QueueId) {
         if let Some(queue) = self.queues.get(queue.0) {
             queue.wake();
         }
