@@ -59,8 +59,8 @@ pub struct Issue<'a> {
 
 /// The layer's side of an [`Issue`]: the queue issuing it, which runs work under the ring's
 /// ownership protocol (a shutdown may take the queue over while it runs), tells the observer
-/// and records broken contracts. The device layer implements it (`device::process::driver`), so that the
-/// seam names nothing of the layer's internals.
+/// and records broken contracts. The device layer implements it (`device::process::driver`),
+/// so that the seam names nothing of the layer's internals.
 pub(crate) trait IssuingQueue: Sync {
     /// Runs `work` on `worker` as operation `tag`'s body; `false` when the device took the
     /// queue over meanwhile (the work's outcome is then not the queue's to use).
