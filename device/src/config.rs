@@ -2,12 +2,10 @@
 
 use causeway_core::scope::{Endpoint, Scope};
 
-#[cfg(doc)]
-use crate::backend::BackendCapabilities;
 use crate::ids::DriverId;
 use crate::limits::DEFAULT_SEMAPHORE_HISTORY;
 #[cfg(doc)]
-use crate::{Device, DeviceBuilder, Resource};
+use crate::{BackendCapabilities, Device, DeviceBuilder, Resource};
 
 /// How to build one queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

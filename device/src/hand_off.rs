@@ -18,8 +18,7 @@ use std::cell::Cell;
 use std::ptr;
 
 use causeway_core::executor::{Process, Woken};
-
-use crate::device::DeviceShared;
+use causeway_runtime::HostExecutor;
 
 thread_local! {
     /// The collector of the drain this thread is in, set by [`collect`] for the length of its
@@ -29,8 +28,9 @@ thread_local! {
 
 /// What one drain collects: the wake held back for its worker.
 pub(crate) struct Collector {
-    /// The device whose queue is being drained: only its queues' wakes are held back.
-    device: *const DeviceShared,
+    /// The executor of the device whose queue is being drained (each device has a pool of its
+    /// own): only wakes of its queues, onto it, are held back.
+    executor: *const HostExecutor<'static>,
     held: Cell<Option<Woken<'static, 'static>>>,
 }
 
@@ -50,19 +50,23 @@ impl Drop for Restore {
     }
 }
 
-/// Runs `body` — one drain of a queue of `device` — collecting wakes on this thread; a held
-/// wake nobody took is published when it ends.
-pub(crate) fn collect<R>(device: &'static DeviceShared, body: impl FnOnce(&Collector) -> R) -> R {
-    let collector = Collector { device: ptr::from_ref(device), held: Cell::new(None) };
+/// Runs `body` — one drain of a queue of the device whose pool runs `executor` — collecting
+/// wakes on this thread; a held wake nobody took is published when it ends.
+pub(crate) fn collect<R>(
+    executor: &'static HostExecutor<'static>,
+    body: impl FnOnce(&Collector) -> R,
+) -> R {
+    let collector = Collector { executor: ptr::from_ref(executor), held: Cell::new(None) };
     let _restore = Restore(COLLECTOR.replace(ptr::from_ref(&collector)));
     body(&collector)
     // `_restore` drops first, so the thread no longer points at `collector`; then `collector`,
     // whose held wake, if any, publishes itself (see `Woken`), outside any drain decision.
 }
 
-/// Wakes the queue process `process` of `device`: held back when this thread is draining a
-/// queue of the same device and holds no other wake, published at once otherwise.
-pub(crate) fn wake(device: &'static DeviceShared, process: &'static Process<'static>) {
+/// Wakes the queue process `process` of the device whose pool runs `executor`: held back when
+/// this thread is draining a queue of the same device and holds no other wake, published at
+/// once otherwise.
+pub(crate) fn wake(executor: &'static HostExecutor<'static>, process: &'static Process<'static>) {
     // SAFETY: the pointer is non-null only while a `collect` call on this thread runs its body
     // (set before, restored by `Restore` after, on unwind too), and then points at that call's
     // `collector`, which stays in place in its frame until after the restore. Only shared
@@ -70,13 +74,13 @@ pub(crate) fn wake(device: &'static DeviceShared, process: &'static Process<'sta
     // read the pointer.
     let collector = unsafe { COLLECTOR.get().as_ref() };
     match collector {
-        Some(collector) if ptr::eq(collector.device, device) => match collector.held.take() {
-            None => collector.held.set(device.executor.wake_deferred(process)),
+        Some(collector) if ptr::eq(collector.executor, executor) => match collector.held.take() {
+            None => collector.held.set(executor.wake_deferred(process)),
             held => {
                 collector.held.set(held);
-                device.executor.wake(process);
+                executor.wake(process);
             }
         },
-        _ => device.executor.wake(process),
+        _ => executor.wake(process),
     }
 }

@@ -42,34 +42,39 @@
 // Under `--cfg loom` the whole crate builds on loom's atomics (see `sync`); its loom models
 // (`tests/loom_*.rs`) check the queue protocols' own types through `loom_models`.
 
-// Leaves (they import nothing above them): names, bounds, configuration, errors, the public
-// vocabulary of an operation and of its receipt, and the plain-data bookkeeping of clocks and
-// stream-ordered memory.
+// Modules import only from the groups above their own: the crate's imports form a DAG
+// (`docs/ARCHITECTURE.md`, "Where each piece lives").
+//
+// Leaves: names, bounds, configuration, errors, the public vocabulary of an operation and of
+// its receipt, the plain-data bookkeeping of clocks, stream-ordered memory and speculation's
+// lineages, cache hints and the wake hand-off between queue processes.
 mod clock;
 mod config;
 mod error;
+mod hand_off;
 mod ids;
 mod limits;
 mod memory;
 mod op;
+mod prefetch;
 mod receipt;
+mod speculation;
 
 // Atomics, the asymmetric barrier and spin-wait yields: std's and the runtime's, or loom's.
 mod sync;
 
-// The driver seam.
+// The driver seam: the traits and the vocabulary drivers see. The handles it gives a driver
+// reach the device through crate-private traits the device layer implements.
 pub mod backend;
 pub mod native_blocks;
 
-// A queue (its ring, slots and process, in a folder of its own), speculation and the wake
-// hand-off; the semaphore table.
-mod hand_off;
-mod prefetch;
+// A queue's state and its own protocols (ring, slots, run claims, wait counts, ownership, in a
+// folder of its own), knowing nothing of the device; the semaphore table.
 mod queue;
 mod semaphores;
-mod speculation;
 
-// The device: its shared state, its builder, submission and shutdown.
+// The device: its shared state, the queue process (what runs operations, with the whole device
+// in reach), its builder, submission and shutdown.
 mod device;
 
 // The host as a participant: a timeline of its own whose steps wait and signal.

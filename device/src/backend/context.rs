@@ -6,14 +6,28 @@ use causeway_core::executor::Process;
 
 #[cfg(doc)]
 use super::Backend;
-use crate::device::DeviceShared;
 use crate::ids::QueueId;
 
 /// What a started backend may reach of its device: its queues' wake-ups, the executor (to run
 /// its own processes) and the device clock. Handed to [`Backend::start`] once the device has its final address.
 #[derive(Clone, Copy)]
 pub struct DeviceContext {
-    pub(crate) shared: &'static DeviceShared,
+    pub(crate) device: &'static dyn ContextDevice,
+}
+
+/// The device behind a [`DeviceContext`]: the device layer implements it for its shared state
+/// (`device::shared`), so that the seam names nothing of the layer's internals.
+pub(crate) trait ContextDevice: Sync {
+    /// Wakes queue `queue`'s process; an unknown queue is ignored.
+    fn wake(&'static self, queue: QueueId);
+    /// Queues of the device, every driver's.
+    fn queues(&self) -> usize;
+    /// Worker threads of the device's pool.
+    fn workers(&self) -> usize;
+    /// Submits `process` to the executor; `false` when it refuses.
+    fn submit(&self, process: &'static Process<'static>) -> bool;
+    /// Nanoseconds since the device started.
+    fn now_ns(&self) -> u64;
 }
 
 impl DeviceContext {
@@ -21,29 +35,27 @@ impl DeviceContext {
     /// polled, busy work issued again). Cheap, never blocks, never calls back into the backend;
     /// an unknown queue is ignored.
     pub fn wake(&self, queue: QueueId) {
-        if let Some(queue) = self.shared.queues.get(queue.0) {
-            queue.wake();
-        }
+        self.device.wake(queue);
     }
 
     /// Queues of the device, every driver's.
     pub fn queues(&self) -> usize {
-        self.shared.queues.len()
+        self.device.queues()
     }
 
     /// Worker threads of the device's pool.
     pub fn workers(&self) -> usize {
-        self.shared.workers
+        self.device.workers()
     }
 
     /// Submits `process` to the executor; `false` when it refuses (the pool is shutting down).
     pub fn submit(&self, process: &'static Process<'static>) -> bool {
-        self.shared.executor.submit(process).is_ok()
+        self.device.submit(process)
     }
 
     /// Nanoseconds since the device started (the clock of observer events).
     pub fn now_ns(&self) -> u64 {
-        self.shared.now_ns()
+        self.device.now_ns()
     }
 }
 

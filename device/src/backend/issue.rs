@@ -10,12 +10,10 @@ use super::{Backend, BackendCapabilities, DeviceContext};
 use causeway_core::semaphore::Failure;
 use causeway_runtime::contain::{contain, Panicked};
 
-use crate::device::DeviceShared;
 use crate::error::{DriverCall, Violation};
 use crate::ids::QueueId;
 use crate::limits::MAX_WAITS;
-use crate::op::{Kernel, OpEvent, OpStatus};
-use crate::queue::QueueShared;
+use crate::op::{Kernel, OpStatus};
 #[cfg(doc)]
 use causeway_core::queue::Resolution;
 
@@ -45,8 +43,9 @@ pub struct TakenOver(());
 
 /// The operation a backend is asked to issue, and what it may do with the calling worker.
 pub struct Issue<'a> {
-    pub(crate) queue: &'a QueueShared,
-    pub(crate) device: &'static DeviceShared,
+    /// The queue it was submitted to, as the layer runs it.
+    pub(crate) issuing: &'a dyn IssuingQueue,
+    pub(crate) queue: QueueId,
     pub(crate) tag: u64,
     pub(crate) kernel: Kernel,
     pub(crate) waits: FixedVec<NativeWait, MAX_WAITS>,
@@ -58,10 +57,24 @@ pub struct Issue<'a> {
     pub(crate) ran: bool,
 }
 
+/// The layer's side of an [`Issue`]: the queue issuing it, which runs work under the ring's
+/// ownership protocol (a shutdown may take the queue over while it runs), tells the observer
+/// and records broken contracts. The device layer implements it (`device::process::driver`),
+/// so that the seam names nothing of the layer's internals.
+pub(crate) trait IssuingQueue: Sync {
+    /// Runs `work` on `worker` as operation `tag`'s body; `false` when the device took the
+    /// queue over meanwhile (the work's outcome is then not the queue's to use).
+    fn run_work(&self, tag: u64, worker: usize, work: &mut dyn FnMut()) -> bool;
+    /// Reports operation `tag` started on `worker`.
+    fn started(&self, tag: u64, worker: usize);
+    /// Records that the driver broke the contract in `call`, and fails the queue.
+    fn driver_fault(&self, call: DriverCall, tag: Option<u64>, violation: Violation);
+}
+
 impl Issue<'_> {
     /// The queue it was submitted to.
     pub fn queue(&self) -> QueueId {
-        QueueId(self.queue.index)
+        self.queue
     }
 
     /// Its kernel.
@@ -111,14 +124,18 @@ impl Issue<'_> {
     /// [`DriverFault`](crate::DriverFault) and fails the queue.
     pub fn run_here(&mut self, work: impl FnOnce() -> OpStatus) -> Issued {
         if std::mem::replace(&mut self.ran, true) {
-            self.queue.driver_fault(DriverCall::Issue, Some(self.tag), Violation::RanTwice);
+            self.issuing.driver_fault(DriverCall::Issue, Some(self.tag), Violation::RanTwice);
             return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
         }
         self.start();
-        match self.queue.run_user_work(self.tag, self.worker, || contain(work)) {
+        let mut work = Some(work);
+        let mut ended = None;
+        let kept =
+            self.issuing.run_work(self.tag, self.worker, &mut || ended = work.take().map(contain));
+        match ended.filter(|_| kept) {
             Some(Ok(status)) => Issued::Finished(status),
             Some(Err(Panicked)) => {
-                self.queue.driver_fault(DriverCall::Issue, Some(self.tag), Violation::Panicked);
+                self.issuing.driver_fault(DriverCall::Issue, Some(self.tag), Violation::Panicked);
                 Issued::Finished(OpStatus::Failed(Failure::DeviceLost))
             }
             None => Issued::Abandoned(TakenOver(())),
@@ -128,9 +145,7 @@ impl Issue<'_> {
     /// Reports the operation started (once; [`run_here`](Self::run_here) does it itself).
     pub(crate) fn start(&mut self) {
         if !std::mem::replace(&mut self.started, true) {
-            let worker = self.worker;
-            self.device
-                .observe(self.queue.index, self.tag, |at_ns| OpEvent::Started { worker, at_ns });
+            self.issuing.started(self.tag, self.worker);
         }
     }
 }
@@ -138,7 +153,7 @@ impl Issue<'_> {
 impl fmt::Debug for Issue<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Issue")
-            .field("queue", &self.queue.index)
+            .field("queue", &self.queue.0)
             .field("tag", &self.tag)
             .field("kernel", &self.kernel)
             .field("worker", &self.worker)

@@ -63,8 +63,10 @@ mod context;
 mod erased;
 mod issue;
 
+pub(crate) use context::ContextDevice;
 pub use context::{DeviceContext, QueueWaiters};
 pub(crate) use erased::{Driver, DynBackend, DynQueue};
+pub(crate) use issue::IssuingQueue;
 pub use issue::{Issue, Issued, TakenOver};
 
 /// What a backend's queues can do natively.

@@ -13,7 +13,7 @@ use causeway_runtime::{CpuPool, PoolConfig};
 
 use super::shared::{DeviceShared, MemoryState};
 use super::Device;
-use crate::backend::{Backend, DeviceContext, Driver, DynBackend, QueueWaiters};
+use crate::backend::{Backend, Driver, DynBackend, QueueWaiters};
 use crate::config::{QueueConfig, SemaphoreConfig};
 use crate::error::DeviceError;
 use crate::ids::DriverId;
@@ -213,13 +213,13 @@ impl DeviceBuilder {
         let shared: &'static DeviceShared = unsafe { &*owned };
         let device = Device { pool: Some(pool), owned };
         for backend in shared.backends.iter() {
-            backend.start(DeviceContext { shared });
+            backend.start(shared.context());
         }
         for (queue, opened) in shared.queues.iter().zip(opened) {
             let driver_queue = shared.backends[queue.driver]
                 .bind(opened)
                 .expect("each queue is bound to the backend that opened it");
-            let process = queue.link(shared, driver_queue);
+            let process = queue.link(shared, &shared.executor, driver_queue);
             // The queue process is fresh and the pool has just started: submission cannot be
             // refused.
             shared.executor.submit(process).expect("a fresh queue process is accepted");

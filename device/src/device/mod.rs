@@ -1,7 +1,9 @@
 //! The running device: its public face. Building it is in `builder`, submission in `submit`,
-//! shutdown in `shutdown`; the state its queue processes share is in `shared`.
+//! shutdown in `shutdown`; the state its queue processes share is in `shared`, and what those
+//! processes run — with that state, every queue and every semaphore in reach — in `process`.
 
 mod builder;
+mod process;
 mod shared;
 mod shutdown;
 mod submit;
@@ -129,7 +131,7 @@ impl Device {
         &self,
         body: impl FnOnce() -> R,
     ) -> (R, Option<Woken<'static, 'static>>) {
-        hand_off::collect(self.shared(), |collector| {
+        hand_off::collect(&self.shared().executor, |collector| {
             let result = body();
             (result, collector.take())
         })
@@ -164,7 +166,7 @@ impl Device {
         // ahead of the walk would fail a dependent operation on a later queue (as a failed wait
         // at submission) before the walk could cancel it.
         for queue in self.shared().queues.iter() {
-            queue.claim_speculative(rejection, &mut report);
+            queue.claim_speculative(self.shared(), rejection, &mut report);
         }
         for queue in self.shared().queues.iter() {
             if queue.mark_cancelled(self.shared()) {

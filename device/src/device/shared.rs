@@ -11,9 +11,11 @@ use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 use causeway_runtime::contain::{contain, Panicked};
 use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
 
-use crate::backend::{DeviceContext, DynBackend, MemoryOp, QueueWaiters};
+use causeway_core::executor::Process;
+
+use crate::backend::{ContextDevice, DeviceContext, DynBackend, MemoryOp, QueueWaiters};
 use crate::error::{DriverCall, DriverFault, Violation};
-use crate::ids::HostCall;
+use crate::ids::{HostCall, QueueId};
 use crate::memory::{AllocationId, MemoryPool, Unbacking};
 use crate::op::{Observer, OpEvent, OpStatus};
 use crate::queue::QueueShared;
@@ -40,7 +42,7 @@ pub(crate) struct DeviceShared {
     /// for one.
     pub(crate) records_freed: Condvar,
     pub(crate) observer: Option<Arc<dyn Observer>>,
-    /// Contract violations of drivers, caught (see `queue::driver`); rare, so a plain list.
+    /// Contract violations of drivers, caught (see `process::driver`); rare, so a plain list.
     pub(crate) faults: Mutex<Vec<DriverFault>>,
     pub(crate) executor: Arc<HostExecutor<'static>>,
     pub(crate) workers: usize,
@@ -48,6 +50,11 @@ pub(crate) struct DeviceShared {
 }
 
 impl DeviceShared {
+    /// What a backend may reach of this device ([`DeviceContext`]).
+    pub(crate) fn context(&'static self) -> DeviceContext {
+        DeviceContext { device: self }
+    }
+
     pub(crate) fn now_ns(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
@@ -60,7 +67,7 @@ impl DeviceShared {
     }
 
     /// [`Backend::memory`](crate::Backend::memory) of driver `driver`, contained: a panic is
-    /// recorded as a fault and fails a commit as device lost (see `queue::driver`).
+    /// recorded as a fault and fails a commit as device lost (see `process::driver`).
     pub(crate) fn driver_memory(&self, driver: usize, op: MemoryOp) -> Result<(), Failure> {
         let backend = &self.backends[driver];
         contain(|| backend.memory(op)).unwrap_or_else(|Panicked| {
@@ -127,7 +134,7 @@ impl DeviceShared {
             // Not committed: nothing was backed, and the alloca frees the record when it ends.
             Err(_) => OpStatus::Failed(Failure::Aborted),
         };
-        memory.waiting.wake_all(DeviceContext { shared: self });
+        memory.waiting.wake_all(self.context());
         self.record_freed(&memory);
         status
     }
@@ -186,5 +193,29 @@ impl DeviceShared {
         };
         memory.record_waiters -= 1;
         free
+    }
+}
+
+impl ContextDevice for DeviceShared {
+    fn wake(&'static self, queue: QueueId) {
+        if let Some(queue) = self.queues.get(queue.0) {
+            queue.wake();
+        }
+    }
+
+    fn queues(&self) -> usize {
+        self.queues.len()
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn submit(&self, process: &'static Process<'static>) -> bool {
+        self.executor.submit(process).is_ok()
+    }
+
+    fn now_ns(&self) -> u64 {
+        DeviceShared::now_ns(self)
     }
 }

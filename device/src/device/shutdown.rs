@@ -2,10 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::process::Teardown;
 use super::Device;
 use crate::clock;
 use crate::ids::QueueId;
-use crate::queue::Teardown;
 #[cfg(doc)]
 use crate::{Backend, Op};
 

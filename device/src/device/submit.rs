@@ -138,7 +138,7 @@ impl Device {
             let resolved = if queue.native {
                 // A device wait stays one only on an operation the driver can wait on natively
                 // (see `BackendCapabilities`) — of a queue of the same driver, or of another
-                // driver's queue whose progress it mirrors (`queue::mirror`; registered here on
+                // driver's queue whose progress it mirrors (`process::mirror`; registered here on
                 // first use) — and only for a kernel: the layer's own kinds never reach the
                 // driver, so the host holds them until their values are reached.
                 let native = |origin: Point| {
@@ -147,7 +147,7 @@ impl Device {
                     }
                     let origin_queue = shared.submitter_of(origin).filter(|other| {
                         other.driver == queue.driver
-                            || (queue.host_written && other.mirrored_for(queue.driver))
+                            || (queue.host_written && other.mirrored_for(shared, queue.driver))
                     });
                     origins[wait] = origin_queue
                         .map(|other| Origin { queue: QueueId(other.index), epoch: origin.epoch });
@@ -282,7 +282,7 @@ impl Device {
                 Kernel::Execute(buffer) if buffer.0 >= queue.kernels.command_buffers => {
                     Err(SubmitError::UnknownCommandBuffer(buffer))
                 }
-                _ => queue.driver_check(kernel),
+                _ => queue.driver_check(self.shared(), kernel),
             },
         }
     }

@@ -1,5 +1,6 @@
-//! The queue process: one immediate process per queue that runs the queue's operations in
-//! submission order, woken directly by whoever makes the head operation runnable.
+//! A queue: its clock, its ring of operations and their states, run in submission order by one
+//! immediate process per queue — woken directly by whoever makes the head operation runnable,
+//! draining through the device layer (see "Modules").
 //!
 //! # Ring protocol
 //!
@@ -33,7 +34,7 @@
 //! # An operation's life
 //!
 //! Every operation, whatever its kind and driver, moves through the same states, and every
-//! way it can end goes through one place, [`QueueShared::finish`] (`finish.rs`):
+//! way it can end goes through one place, [`QueueShared::finish`] (`device::process::finish`):
 //!
 //! ```text
 //!          submit: hold, arm waits, publish          last wait released
@@ -69,54 +70,47 @@
 //!
 //! # Modules
 //!
+//! This module is a queue's state and its own protocols; it knows nothing of the device. What
+//! runs the operations — a drain, issuing to the driver, the one ending and retirement,
+//! mirrors, cancellation walks, teardown — reaches the whole device and is the device layer's
+//! (`device::process`); a queue's process drains through [`QueueRunner`].
+//!
 //! - `slot`: a ring entry — the body submission writes, the wait gate its timepoints count
 //!   down; `wait_count`: the gate's count.
-//! - `ring`: the ring's indices, publication and retirement, and waiting for room.
-//! - `drain`: the queue process — a drain, a step of the head operation, the layer's own work.
-//! - `issue`: kernels to the driver, and issuing ahead on queues with native waits;
-//!   `mirror`: the host's writes of other drivers' mirrors of the queue's progress, for their
-//!   native waits on its operations, and the starts those waits are issued after;
-//!   `driver`: every call into the driver, contained (a driver that breaks the contract fails
-//!   its queue, not the device).
-//! - `cancel`: speculation's walks over the ring (`run_claim`: who got to an operation first).
-//! - `finish`: the one ending.
-//! - `teardown` and `ownership`: the device taking the ring over at shutdown.
+//! - `ring`: the ring's indices, publication, freeing a retired slot, and waiting for room.
+//! - `progress`: the queue's progress as other queues' native waits see it (issued, started,
+//!   retired), and the queues waiting for it; `mirror`: the drivers that mirror it.
+//! - `run_claim`: who got to an operation first, its start or a cancellation.
+//! - `ownership`: the ring's owner, the queue process or the device taking it over at
+//!   shutdown.
 
-mod cancel;
-mod drain;
-mod driver;
-mod finish;
-mod issue;
 mod mirror;
 // The three protocols the loom models check: their types are `pub` inside these private
 // modules so that `crate::loom_models` can re-export them under loom. A `Default` beside their
 // constructors would be API for the models alone.
 #[allow(clippy::new_without_default)]
 pub(crate) mod ownership;
+mod progress;
 mod ring;
 #[allow(clippy::new_without_default)]
 pub(crate) mod run_claim;
 pub(crate) mod slot;
-mod teardown;
 #[allow(clippy::new_without_default)]
 pub(crate) mod wait_count;
-
-pub(crate) use teardown::Teardown;
 
 use std::fmt;
 use std::pin::Pin;
 use std::sync::OnceLock;
 
 use causeway_core::axis::Axis;
-use causeway_core::executor::Process;
+use causeway_core::executor::{Drain, DrainContext, Drained, Process};
 use causeway_core::queue::{QueueClock, ResolutionCounts};
 use causeway_core::semaphore::Timepoint;
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
 
-use causeway_runtime::FRONTIER_CAPACITY;
+use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
 
 use crate::backend::{BackendCapabilities, DynQueue, QueueWaiters};
-use crate::device::DeviceShared;
 use crate::hand_off;
 use crate::prefetch;
 use crate::speculation::{LineageCell, LineageFrontier, LineageSignals};
@@ -155,31 +149,34 @@ pub(crate) struct QueueShared {
     driver_queue: OnceLock<Box<dyn DynQueue>>,
     /// Which kernels its driver runs.
     pub(crate) kernels: DriverKernels,
-    /// Whether its driver broke the contract (see `driver`): the queue is failed.
-    driver_faulted: AtomicBool,
+    /// Whether its driver broke the contract (see `device::process::driver`): the queue is
+    /// failed.
+    pub(crate) driver_faulted: AtomicBool,
     /// Whether its driver orders device waits natively (`BackendCapabilities::native_waits`):
-    /// operations are then issued ahead of the head (see "Issuing ahead").
+    /// operations are then issued ahead of the head (see "Issuing ahead" in
+    /// `device::process::issue`).
     pub(crate) native: bool,
     /// Whether its driver also waits natively on mirrors of other drivers' queues
-    /// (`BackendCapabilities::host_written_waits`; see `mirror`).
+    /// (`BackendCapabilities::host_written_waits`; see `device::process::mirror`).
     pub(crate) host_written: bool,
-    /// Other drivers' mirrors of this queue's progress (see `mirror`).
-    mirrors: Mirrors,
+    /// Other drivers' mirrors of this queue's progress (see `mirror`; written by
+    /// `device::process::mirror`).
+    pub(crate) mirrors: Mirrors,
     /// Index of the first operation not yet issued to the driver (`head ≤ cursor ≤ tail`);
     /// written only by the queue process (or the device after taking the ring over).
-    cursor: AtomicU64,
+    pub(crate) cursor: AtomicU64,
     /// Epoch of the last operation issued to the driver or retired: other native queues'
     /// device waits on this queue may be issued up to it.
-    issued_through: AtomicU64,
+    pub(crate) issued_through: AtomicU64,
     /// Native queues waiting for `issued_through` to advance.
-    issue_waiters: Mutex<QueueWaiters>,
+    pub(crate) issue_waiters: Mutex<QueueWaiters>,
     axis: Axis,
     pub(crate) submit: Mutex<SubmitSide>,
-    head: AtomicU64,
+    pub(crate) head: AtomicU64,
     /// Operations published. A queue's epochs count its submissions from 1 (the clock advances
     /// only when a submission commits, and every committed one is published), so the
     /// operation at index `i` has epoch `i + 1`, and `tail` is the last one's epoch.
-    tail: AtomicU64,
+    pub(crate) tail: AtomicU64,
     /// Operations in flight at most (`QueueConfig::capacity`).
     capacity: usize,
     /// The ring position of operation index `i` is `i & ring_mask`: the ring arrays are
@@ -198,9 +195,9 @@ pub(crate) struct QueueShared {
     /// fails what a cancellation claimed reads a few cache lines per thousand operations.
     claims: Box<[RunClaim]>,
     /// The cancellation walks under way on this queue (see `run_claim`).
-    cancellers: Cancellers,
+    pub(crate) cancellers: Cancellers,
     /// Epoch of the last retired operation (what the device knows is complete).
-    completed: AtomicU64,
+    pub(crate) completed: AtomicU64,
     /// Submitters waiting for a free slot (see "Waiting for a free slot").
     slot_waiters: AtomicUsize,
     slot_lock: Mutex<()>,
@@ -208,7 +205,19 @@ pub(crate) struct QueueShared {
     /// Whether the queue process or the device owns the ring (see `ownership`).
     pub(crate) ownership: RingOwnership,
     process: OnceLock<Process<'static>>,
-    device: OnceLock<&'static DeviceShared>,
+    /// What runs its operations when the process drains (the device layer); set once when
+    /// the device is built.
+    runner: OnceLock<&'static dyn QueueRunner>,
+    /// The executor of the device's pool, which runs the process.
+    executor: OnceLock<&'static HostExecutor<'static>>,
+}
+
+/// What runs a queue's operations when its process drains: the device layer
+/// (`device::process`), which has the whole device — semaphores, memory, drivers, the other
+/// queues — in reach. This layer holds the queue's state; a drain is the device's.
+pub(crate) trait QueueRunner: Sync {
+    /// One drain of `queue`'s process (see [`Drain`]).
+    fn drain(&'static self, queue: &QueueShared, cx: &mut DrainContext<'_, '_>) -> Drained;
 }
 
 impl QueueShared {
@@ -256,19 +265,22 @@ impl QueueShared {
             slot_freed: Condvar::new(),
             ownership: RingOwnership::new(),
             process: OnceLock::new(),
-            device: OnceLock::new(),
+            runner: OnceLock::new(),
+            executor: OnceLock::new(),
         }
     }
 
     /// Second construction phase, once the queue has its final address: points the queue and
-    /// its slots' timepoints back at their owners, keeps its driver's queue object and
-    /// creates the process.
+    /// its slots' timepoints back at their owners, keeps what runs its operations, the
+    /// executor and its driver's queue object, and creates the process.
     pub(crate) fn link(
         &'static self,
-        device: &'static DeviceShared,
+        runner: &'static dyn QueueRunner,
+        executor: &'static HostExecutor<'static>,
         driver_queue: Box<dyn DynQueue>,
     ) -> &'static Process<'static> {
-        let _ = self.device.set(device);
+        let _ = self.runner.set(runner);
+        let _ = self.executor.set(executor);
         let _ = self.driver_queue.set(driver_queue);
         for slot in self.slots.iter() {
             let _ = slot.gate.queue.set(self);
@@ -298,15 +310,9 @@ impl QueueShared {
         self.submit.lock()
     }
 
-    fn device(&self) -> &'static DeviceShared {
-        self.device.get().copied().expect("linked when the device was built")
-    }
-
     /// Its driver's queue object (see `backend::erased`), for as long as the device lives.
-    pub(crate) fn driver_queue(&self) -> &'static dyn DynQueue {
-        // The same queue, borrowed for as long as the device's storage lives.
-        let this = &self.device().queues[self.index];
-        &**this.driver_queue.get().expect("bound when the device was built")
+    pub(crate) fn driver_queue(&'static self) -> &'static dyn DynQueue {
+        &**self.driver_queue.get().expect("bound when the device was built")
     }
 
     pub(crate) fn slot(&self, index: u64) -> &OpSlot {
@@ -336,12 +342,10 @@ impl QueueShared {
     }
 
     /// Makes the queue process drain again (a no-op if it is already queued or running).
-    pub(crate) fn wake(&self) {
-        let Some(&device) = self.device.get() else { return };
-        // The same queue, borrowed for as long as the device's storage lives.
-        let this = &device.queues[self.index];
-        if let Some(process) = this.process.get() {
-            hand_off::wake(device, process);
+    pub(crate) fn wake(&'static self) {
+        let Some(&executor) = self.executor.get() else { return };
+        if let Some(process) = self.process.get() {
+            hand_off::wake(executor, process);
         }
     }
 
@@ -355,7 +359,7 @@ impl QueueShared {
         prefetch::first_line(&self.process);
         prefetch::first_line(&self.ownership);
         prefetch::first_line(&self.slots);
-        prefetch::first_line(&self.device);
+        prefetch::first_line(&self.runner);
         prefetch::first_line(&self.head);
         prefetch::first_line(&self.native);
         let head = self.head.load(Ordering::Relaxed);
@@ -363,6 +367,12 @@ impl QueueShared {
         prefetch::first_line(&slot.gate);
         prefetch::object(&slot.body);
         prefetch::first_line(self.claim(head));
+    }
+}
+
+impl Drain for QueueShared {
+    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
+        self.runner.get().expect("linked when the device was built").drain(self, cx)
     }
 }
 

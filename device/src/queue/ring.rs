@@ -1,5 +1,6 @@
-//! The ring's indices: publication by submitters, retirement by the queue process, and a
-//! submitter waiting for room (the protocol is in the parent module's docs).
+//! The ring's indices: publication by submitters, freeing a retired slot (`free_head`, the
+//! last step of the queue process's `retire` in `device::process`), and a submitter waiting for
+//! room (the protocol is in the parent module's docs).
 //!
 //! # Waiting for a free slot
 //!
@@ -16,7 +17,7 @@
 //! | 20 µs | 26.1 µs | 22.6–23.2 µs |
 //!
 //! If no retirement comes, it counts itself in `slot_waiters` and sleeps on a condition
-//! variable; `retire` wakes it. The two sides are a
+//! variable; `free_head` wakes it. The two sides are a
 //! store/load pair on different words — the submitter increments `slot_waiters` then reads
 //! `head`, the queue process stores `head` then reads `slot_waiters` — so each side needs a
 //! store → load barrier between its two accesses, and then either the submitter sees the freed
@@ -49,7 +50,7 @@ impl QueueShared {
     /// Index of the next slot to fill, if one is free. Called with the submit lock held.
     pub(crate) fn free_slot(&self) -> Option<u64> {
         let tail = self.tail.load(Ordering::Relaxed);
-        // Acquire pairs with the Release store of `head` in `retire`: the queue process is
+        // Acquire pairs with the Release store of `head` in `free_head`: the queue process is
         // done with the slot being reused.
         let head = self.head.load(Ordering::Acquire);
         (tail - head < self.capacity as u64).then_some(tail)
@@ -70,7 +71,7 @@ impl QueueShared {
     /// Blocks until `done(head, tail)` holds — watching for [`SLOT_WATCH`], then re-checking at
     /// every retirement — or until `deadline` passes (`false`).
     fn wait_for_retire(&self, done: impl Fn(u64, u64) -> bool, deadline: Option<Instant>) -> bool {
-        // Acquire (here and below) pairs with the Release store in `retire`: what the retired
+        // Acquire (here and below) pairs with the Release store of `head` in `free_head`: what the retired
         // operations did is visible to the caller.
         let holds = || done(self.head.load(Ordering::Acquire), self.tail.load(Ordering::Relaxed));
         let watching = Instant::now();
@@ -86,7 +87,7 @@ impl QueueShared {
             }
         }
         self.slot_waiters.fetch_add(1, Ordering::Relaxed);
-        // The rare side of the store → load pair with `retire` (module docs, "Waiting for a
+        // The rare side of the store → load pair with `free_head` (module docs, "Waiting for a
         // free slot"); pairs with its light barrier.
         barrier::heavy();
         let mut guard = self.slot_lock.lock();
@@ -112,7 +113,7 @@ impl QueueShared {
 
     /// Operations retired so far.
     pub(crate) fn retired(&self) -> u64 {
-        // Acquire pairs with the store in `retire`: whatever the retired operations did is
+        // Acquire pairs with the store in `free_head`: whatever the retired operations did is
         // visible to the caller's decision.
         self.head.load(Ordering::Acquire)
     }
@@ -140,7 +141,7 @@ impl QueueShared {
 
     /// Operations submitted and not yet retired.
     pub(crate) fn in_flight(&self) -> u64 {
-        // Acquire pairs with the Release store in `retire`.
+        // Acquire pairs with the Release store in `free_head`.
         let head = self.head.load(Ordering::Acquire);
         self.tail.load(Ordering::Acquire) - head
     }
@@ -152,18 +153,10 @@ impl QueueShared {
         self.completed.load(Ordering::Acquire)
     }
 
-    pub(super) fn retire(&self, head: u64, body: &mut OpBody) {
-        let epoch = body.point.epoch;
-        if self.native && body.issued.is_none() {
-            // Nothing issued after it (the cursor stops at what is not issued), so its epoch is
-            // the next on the queue's native progress.
-            self.driver_completed_on_host(epoch, body.tag);
-        }
-        // Release pairs with the Acquire load in `completed_epoch` (and `has_retired_or_waits`).
-        self.completed.store(epoch, Ordering::Release);
-        if self.native {
-            self.advance_issued(epoch);
-        }
+    /// Frees the head's slot once its operation has ended and `completed` reached it (the
+    /// queue process's `retire`, in `device::process`): moves the issue cursor past it, clears
+    /// the body and hands the slot back to submitters, waking one that waits for room.
+    pub(crate) fn free_head(&self, head: u64, body: &mut OpBody) {
         if self.cursor.load(Ordering::Relaxed) == head {
             self.cursor.store(head + 1, Ordering::Relaxed);
         }
@@ -182,8 +175,5 @@ impl QueueShared {
             let _guard = self.slot_lock.lock();
             self.slot_freed.notify_all();
         }
-        // After the same light barrier: the frequent side of the store (`completed`) → load
-        // pair with a mirror's registration (`mirror`, "Registration").
-        self.mirror_retired(epoch);
     }
 }

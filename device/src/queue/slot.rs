@@ -13,7 +13,6 @@ use heapless::Vec as FixedVec;
 use super::wait_count::WaitCount;
 use super::QueueShared;
 use crate::backend::{NativeWait, Origin};
-use crate::device::DeviceShared;
 use crate::ids::QueueId;
 use crate::ids::SemaphoreId;
 use crate::limits::{MAX_SIGNALS, MAX_WAITS};
@@ -95,10 +94,10 @@ impl OpBody {
     /// so no cancellation can take it back, and its end moves the mirror whatever it is.
     /// Otherwise registers the queue with the first origin queue that is behind, to be woken
     /// when it issues, starts or retires more.
-    pub(crate) fn origins_issued(&self, device: &DeviceShared, waiter: QueueId) -> bool {
-        let driver = device.queues[waiter.0].driver;
+    pub(crate) fn origins_issued(&self, queues: &[QueueShared], waiter: QueueId) -> bool {
+        let driver = queues[waiter.0].driver;
         self.origins.iter().flatten().all(|origin| {
-            let origin_queue = &device.queues[origin.queue.0];
+            let origin_queue = &queues[origin.queue.0];
             if origin_queue.driver == driver {
                 origin_queue.has_issued_or_waits(origin.epoch, waiter)
             } else {
@@ -109,11 +108,11 @@ impl OpBody {
 
     /// Whether every native device wait's origin has retired; otherwise registers the queue
     /// with the first origin queue that has not, to be woken when it retires more.
-    pub(crate) fn origins_retired(&self, device: &DeviceShared, waiter: QueueId) -> bool {
+    pub(crate) fn origins_retired(&self, queues: &[QueueShared], waiter: QueueId) -> bool {
         self.origins
             .iter()
             .flatten()
-            .all(|origin| device.queues[origin.queue.0].has_retired_or_waits(origin.epoch, waiter))
+            .all(|origin| queues[origin.queue.0].has_retired_or_waits(origin.epoch, waiter))
     }
 }
 

@@ -1,15 +1,16 @@
-//! The one ending of an operation (see "An operation's life" in the parent module): whatever
+//! The one ending of an operation (see "An operation's life" in the `queue` module): whatever
 //! ended it — its work, a failed wait, a cancellation, the device shutting down — its
 //! signals, its observer events and its speculation report go through [`QueueShared::finish`],
-//! in one order.
+//! in one order; then retiring its slot ([`QueueShared::retire`]).
 
 use causeway_core::queue::retire;
 use causeway_core::speculation::Dependence;
 
-use super::slot::OpBody;
-use super::QueueShared;
 use crate::device::DeviceShared;
 use crate::op::{OpEvent, OpStatus};
+use crate::queue::slot::OpBody;
+use crate::queue::QueueShared;
+use crate::sync::atomic::Ordering;
 
 impl QueueShared {
     /// Ends the operation at ring index `index` with `status`. In order:
@@ -46,6 +47,27 @@ impl QueueShared {
         if let (Some(observer), Some(at_ns)) = (&device.observer, ended_ns) {
             observer.op_event(self.index, body.tag, OpEvent::Finished { worker, at_ns, status });
         }
+    }
+
+    /// Retires the head operation, which has ended (`finish`): advances the driver's native
+    /// progress past an operation it never saw, publishes `completed`, wakes native waiters,
+    /// frees the slot (`free_head`) and moves the mirrors of the queue's progress.
+    pub(super) fn retire(&self, device: &'static DeviceShared, head: u64, body: &mut OpBody) {
+        let epoch = body.point.epoch;
+        if self.native && body.issued.is_none() {
+            // Nothing issued after it (the cursor stops at what is not issued), so its epoch is
+            // the next on the queue's native progress.
+            self.driver_completed_on_host(device, epoch, body.tag);
+        }
+        // Release pairs with the Acquire load in `completed_epoch` (and `has_retired_or_waits`).
+        self.completed.store(epoch, Ordering::Release);
+        if self.native {
+            self.advance_issued(device, epoch);
+        }
+        self.free_head(head, body);
+        // After `free_head`'s light barrier: the frequent side of the store (`completed`) →
+        // load pair with a mirror's registration (`mirror`, "Registration").
+        self.mirror_retired(device, epoch);
     }
 }
 

@@ -1,11 +1,16 @@
+//! Speculation's walks over a queue's ring ([`Device::cancel_speculative`](crate::Device::cancel_speculative),
+//! see `speculation`): claiming what depends on rejected work, marking the signals of what it
+//! cancelled, and releasing a cancelled head's waits (`run_claim`: who got to an operation
+//! first).
+
 use causeway_core::semaphore::Cancelled;
 use causeway_core::speculation::{Dependence, Rejection};
 
-use super::run_claim::Claimed;
-use super::slot::OpSlot;
-use super::QueueShared;
 use crate::device::DeviceShared;
 use crate::op::Work;
+use crate::queue::run_claim::Claimed;
+use crate::queue::slot::OpSlot;
+use crate::queue::QueueShared;
 use crate::speculation::CancelReport;
 use crate::sync::atomic::Ordering;
 
@@ -21,8 +26,7 @@ impl QueueShared {
     /// A dealloca releases none: whatever first signals a value it waits for may use the
     /// buffer, signal submitted yet or not, and its end gives the buffer's memory back (see
     /// "A dealloca that does not run" in `memory`). It ends cancelled when its waits have.
-    pub(super) fn release_waits(&self, slot: &OpSlot) -> bool {
-        let device = self.device();
+    pub(super) fn release_waits(&self, device: &'static DeviceShared, slot: &OpSlot) -> bool {
         // SAFETY: the slot is the head, in [head, tail): only this queue process touches its
         // body (invariant 1), and no other reference to it is live here.
         let body = unsafe { &mut *slot.body.get() };
@@ -48,12 +52,17 @@ impl QueueShared {
     /// (see `speculation`): claims the operations that depend on `rejection` and have not
     /// started as cancelled, and marks those that started, and their signals' history entries
     /// (`Semaphore::mark_ran_on_rejected`).
-    pub(crate) fn claim_speculative(&self, rejection: Rejection, report: &mut CancelReport) {
+    pub(crate) fn claim_speculative(
+        &self,
+        device: &'static DeviceShared,
+        rejection: Rejection,
+        report: &mut CancelReport,
+    ) {
         // Held for the walk: no slot from the head on is refilled meanwhile, so each lineage
         // stays the one published, even for operations the queue process retires meanwhile.
         let _side = self.lock_submit();
         let walk = self.cancellers.begin();
-        // Acquire pairs with the Release store of `head` in `retire` (as in `free_slot`).
+        // Acquire pairs with the Release store of `head` in `free_head` (as in `free_slot`).
         let head = self.head.load(Ordering::Acquire);
         // Written only under the submit lock, which this thread holds.
         let tail = self.tail.load(Ordering::Relaxed);
@@ -75,7 +84,6 @@ impl QueueShared {
                     // the history in a report) sees it consumes rejected work.
                     // SAFETY: as above.
                     let signals = unsafe { self.lineage(index).1.read() };
-                    let device = self.device();
                     for &(semaphore, value) in signals {
                         device.semaphores[semaphore].mark_ran_on_rejected(value);
                     }
@@ -97,7 +105,7 @@ impl QueueShared {
     pub(crate) fn mark_cancelled(&self, device: &DeviceShared) -> bool {
         // As in `claim_speculative`: the lineages from the head on stay as published.
         let _side = self.lock_submit();
-        // Acquire pairs with the Release store of `head` in `retire` (as in `free_slot`).
+        // Acquire pairs with the Release store of `head` in `free_head` (as in `free_slot`).
         let head = self.head.load(Ordering::Acquire);
         // Written only under the submit lock, which this thread holds.
         let tail = self.tail.load(Ordering::Relaxed);

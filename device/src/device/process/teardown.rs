@@ -1,11 +1,14 @@
+//! Shutdown of one queue: the device takes the ring over from the queue process (`ownership`),
+//! cancels what has not run and fails what is still running as aborted.
+
 use std::time::Instant;
 
 use causeway_core::semaphore::Failure;
 
-use super::ownership::{Running, TakeOver};
-use super::QueueShared;
 use crate::device::DeviceShared;
 use crate::op::{OpStatus, Work};
+use crate::queue::ownership::{Running, TakeOver};
+use crate::queue::QueueShared;
 use crate::sync::atomic::Ordering;
 use crate::sync::thread;
 
@@ -35,7 +38,7 @@ impl QueueShared {
     /// whether its pending operation may still run.
     pub(crate) fn tear_down(
         &self,
-        device: &DeviceShared,
+        device: &'static DeviceShared,
         workers_abandoned: bool,
         deadline: Instant,
     ) -> Teardown {
@@ -62,8 +65,9 @@ impl QueueShared {
             // invariant 2), and nothing else reads this slot.
             let body = unsafe { &*self.slot(index).body.get() };
             let Some(kernel) = body.issued else { break };
-            let polled =
-                body.issued_status.or_else(|| self.driver_poll(body.point.epoch, kernel, body.tag));
+            let polled = body
+                .issued_status
+                .or_else(|| self.driver_poll(device, body.point.epoch, kernel, body.tag));
             match polled {
                 Some(status) => {
                     // As in `step`: a native wait lets the device run it without the host
@@ -72,13 +76,13 @@ impl QueueShared {
                     // semaphore failed fails it all the same.
                     let status = match status {
                         OpStatus::Ok => self
-                            .failed_wait(self.slot(index))
+                            .failed_wait(device, self.slot(index))
                             .map_or(OpStatus::Ok, OpStatus::Failed),
                         status => status,
                     };
                     self.finish(device, index, body, status, usize::MAX)
                 }
-                None if self.driver_is_running(kernel, workers_abandoned, body.tag) => {
+                None if self.driver_is_running(device, kernel, workers_abandoned, body.tag) => {
                     let running =
                         Running { tag: body.tag, worker: usize::MAX, since_ns: body.issued_ns };
                     self.abandon_running(device, index, running);
@@ -111,7 +115,7 @@ impl QueueShared {
         // the queue's progress pass them, so no native wait on them stalls.
         // `tail` is the last operation's epoch (see `QueueShared::tail`).
         if tail > self.head.load(Ordering::Relaxed) {
-            self.mirror_torn_down(tail);
+            self.mirror_torn_down(device, tail);
         }
         Teardown::Done { cancelled, stuck }
     }
@@ -119,7 +123,7 @@ impl QueueShared {
     /// Fails the operation at `index`, whose work is running and will be abandoned: its
     /// signals fail as aborted, so nobody waits for it forever. Only reads the slot (the
     /// worker running the work may still hold a view of it; ownership invariant 3).
-    fn abandon_running(&self, device: &DeviceShared, index: u64, running: Running) {
+    fn abandon_running(&self, device: &'static DeviceShared, index: u64, running: Running) {
         // SAFETY: shared access only; the worker running the work reads nothing of the slot
         // it did not copy before starting, and writes nothing once taken over.
         let body = unsafe { &*self.slot(index).body.get() };

@@ -34,14 +34,16 @@
 //! waits for its predecessor natively), which the queue clock's elision relies on.
 //!
 
-use super::run_claim::RunClaim;
-use super::slot::OpSlot;
-use super::QueueShared;
-use crate::backend::{DeviceContext, Issue, Issued};
+use super::driver::IssuingFrom;
+use crate::backend::{Issue, Issued};
 use crate::clock;
+use crate::device::DeviceShared;
 use crate::ids::QueueId;
 use crate::op::{Kernel, OpStatus};
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::queue::run_claim::RunClaim;
+use crate::queue::slot::OpSlot;
+use crate::queue::QueueShared;
+use crate::sync::atomic::Ordering;
 
 /// What issuing a kernel to the driver came to.
 pub(super) enum Issuing {
@@ -72,17 +74,17 @@ impl QueueShared {
     /// native queue), to the driver.
     pub(super) fn issue(
         &self,
+        device: &'static DeviceShared,
         slot: &OpSlot,
         claim: &RunClaim,
         worker: usize,
         kernel: Kernel,
     ) -> Issuing {
-        let device = self.device();
         let (tag, epoch, waits, elided_waits) = {
             // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); the
             // shared reference ends with this block, before any user work runs.
             let body = unsafe { &*slot.body.get() };
-            if self.native && !body.origins_issued(device, QueueId(self.index)) {
+            if self.native && !body.origins_issued(&device.queues, QueueId(self.index)) {
                 // Registered with the origin's queue, which wakes this one when it moves on.
                 return Issuing::NotYet;
             }
@@ -92,11 +94,11 @@ impl QueueShared {
         // issued failed its signals before its queue moved on (`finish` before
         // `retire`, whose Release store `origins_issued` acquired), so a failure the caller's
         // earlier check missed is visible here, and the operation is never handed over.
-        let failed = if self.native { self.failed_wait(slot) } else { None };
+        let failed = if self.native { self.failed_wait(device, slot) } else { None };
         if let Some(failure) = failed {
             // It imported its origins: it fails once they have ended, as if it had run.
             // SAFETY: as above.
-            if !unsafe { &*slot.body.get() }.origins_retired(device, QueueId(self.index)) {
+            if !unsafe { &*slot.body.get() }.origins_retired(&device.queues, QueueId(self.index)) {
                 return Issuing::NotYet;
             }
             // Failing counts as starting, as in `step`.
@@ -105,21 +107,22 @@ impl QueueShared {
                 Err(_) => Issuing::Cancelled,
             };
         }
-        if self.claim_run(claim, epoch).is_err() {
+        if self.claim_run(device, claim, epoch).is_err() {
             // A cancellation came between the head's check and this claim. The operation
             // imported its origins, which may have only started: like any cancelled operation
             // that was not issued (`step`), it ends only once they have ended, and until then
             // the queue is registered with the first that has not.
             // SAFETY: as above; shared and short-lived.
             let body = unsafe { &*slot.body.get() };
-            if self.native && !body.origins_retired(device, QueueId(self.index)) {
+            if self.native && !body.origins_retired(&device.queues, QueueId(self.index)) {
                 return Issuing::NotYet;
             }
             return Issuing::Cancelled;
         }
+        let issuing = IssuingFrom { device, queue: self };
         let mut issue = Issue {
-            queue: self,
-            device,
+            issuing: &issuing,
+            queue: QueueId(self.index),
             tag,
             kernel,
             waits,
@@ -129,7 +132,7 @@ impl QueueShared {
             started: false,
             ran: false,
         };
-        let issued = self.driver_issue(&mut issue);
+        let issued = self.driver_issue(device, &mut issue);
         let status = match issued {
             Issued::Finished(status) => Some(status),
             Issued::Pending => None,
@@ -150,7 +153,7 @@ impl QueueShared {
         body.issued_ns = clock::start_ns();
         self.cursor.fetch_add(1, Ordering::Relaxed);
         if self.native {
-            self.advance_issued(epoch);
+            self.advance_issued(device, epoch);
         }
         Issuing::Pending
     }
@@ -159,7 +162,7 @@ impl QueueShared {
     /// held waits are reached and whose device waits' origins are issued, in order, up to the
     /// first that is not ready. Anything else — a layer kind, an operation with a failed wait
     /// — stops the cursor until it is the head, so it runs after everything before it.
-    pub(super) fn issue_ahead(&self, worker: usize) -> Ahead {
+    pub(super) fn issue_ahead(&self, device: &'static DeviceShared, worker: usize) -> Ahead {
         if !self.native {
             return Ahead::Stopped;
         }
@@ -178,10 +181,10 @@ impl QueueShared {
             let Some(kernel) = unsafe { &*slot.body.get() }.work.kernel() else {
                 return Ahead::Stopped;
             };
-            if self.failed_wait(slot).is_some() {
+            if self.failed_wait(device, slot).is_some() {
                 return Ahead::Stopped;
             }
-            match self.issue(slot, self.claim(cursor), worker, kernel) {
+            match self.issue(device, slot, self.claim(cursor), worker, kernel) {
                 Issuing::Pending => {}
                 // Not at the head (the head is pending), so never finished in place; a
                 // cancelled operation retires on the host once it is the head.
@@ -195,7 +198,7 @@ impl QueueShared {
 
     /// Publishes that the operations through `epoch` were issued or retired, and wakes the
     /// native queues waiting for either (`has_issued_or_waits`, `has_retired_or_waits`).
-    pub(super) fn advance_issued(&self, epoch: u64) {
+    pub(super) fn advance_issued(&self, device: &'static DeviceShared, epoch: u64) {
         if self.issued_through.load(Ordering::Relaxed) < epoch {
             // Release pairs with the Acquire loads in `has_issued_or_waits`: an operation
             // issued from what it reads waits natively on work already handed to the driver.
@@ -204,34 +207,6 @@ impl QueueShared {
         // Taken after the stores (here and of `completed`): a waiter registers and re-reads
         // under this lock, so either it sees them or it is registered before this wakes it.
         let mut waiters = self.issue_waiters.lock();
-        waiters.wake_all(DeviceContext { shared: self.device() });
-    }
-
-    /// Whether operation `epoch` of this queue has retired; if not, `waiter` is registered to
-    /// be woken when more is issued or retired.
-    pub(crate) fn has_retired_or_waits(&self, epoch: u64, waiter: QueueId) -> bool {
-        // `completed` is stored (Release, in `retire`) before `advance_issued` wakes.
-        self.reached_or_waits(&self.completed, epoch, waiter)
-    }
-
-    /// Whether operation `epoch` of this queue has been issued to the driver or retired; if
-    /// not, `waiter` is registered to be woken when more is.
-    pub(crate) fn has_issued_or_waits(&self, epoch: u64, waiter: QueueId) -> bool {
-        self.reached_or_waits(&self.issued_through, epoch, waiter)
-    }
-
-    /// Whether `progress` (an epoch `advance_issued` wakes waiters after storing) has reached
-    /// `epoch`; if not, `waiter` is registered with `issue_waiters`.
-    fn reached_or_waits(&self, progress: &AtomicU64, epoch: u64, waiter: QueueId) -> bool {
-        // Acquire pairs with the Release store of `progress` (in `advance_issued` or `retire`):
-        // an operation issued from what it reads waits on work already handed to the driver.
-        if progress.load(Ordering::Acquire) >= epoch {
-            return true;
-        }
-        let mut waiters = self.issue_waiters.lock();
-        waiters.register(waiter);
-        // Re-read under the lock (see `advance_issued`); a registration that turns out
-        // needless costs one spurious wake.
-        progress.load(Ordering::Acquire) >= epoch
+        waiters.wake_all(device.context());
     }
 }

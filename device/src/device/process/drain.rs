@@ -1,19 +1,24 @@
-use causeway_core::executor::{Drain, DrainContext, Drained};
+//! A drain of a queue's process: the loop over ready operations, a step of the head operation
+//! (to the driver, or the layer's own work — barriers, host functions, stream-ordered memory)
+//! and the wake hand-off to the worker that ran the signalling operation (`hand_off`).
+
+use causeway_core::executor::{DrainContext, Drained};
 use causeway_core::semaphore::Failure;
 use causeway_runtime::contain::{contain, Panicked};
 
 use super::issue::{Ahead, Issuing};
-use super::ownership::Running;
-use super::run_claim::RunClaim;
-use super::slot::{OpBody, OpSlot};
-use super::QueueShared;
-use crate::backend::{DeviceContext, MemoryOp};
+use crate::backend::MemoryOp;
 use crate::clock;
+use crate::device::DeviceShared;
 use crate::hand_off::{self, Collector};
 use crate::ids::QueueId;
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{LayerWork, OpEvent, OpStatus, Work};
 use crate::prefetch;
+use crate::queue::ownership::Running;
+use crate::queue::run_claim::RunClaim;
+use crate::queue::slot::{OpBody, OpSlot};
+use crate::queue::QueueShared;
 use crate::sync::atomic::Ordering;
 
 /// Operations one drain call runs before yielding the worker to other processes.
@@ -42,30 +47,23 @@ enum Ran {
     Abandoned,
 }
 
-impl Drain for QueueShared {
-    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
-        if !self.ownership.enter() {
-            // Taken over at shutdown: the ring is the device's now.
-            return Drained::Sleep;
-        }
-        let drained = self.drain_entered(cx);
-        if drained.is_some() {
-            self.ownership.leave();
-        }
-        drained.unwrap_or(Drained::Sleep)
-    }
-}
-
 impl QueueShared {
     /// The drain proper, in the Stepping phase; `None` when the queue was taken over (the
     /// phase is Abandoned and must stay so).
-    fn drain_entered(&self, cx: &mut DrainContext<'_, '_>) -> Option<Drained> {
-        hand_off::collect(self.device(), |collector| self.drain_collecting(cx, collector))
+    pub(super) fn drain_entered(
+        &self,
+        device: &'static DeviceShared,
+        cx: &mut DrainContext<'_, '_>,
+    ) -> Option<Drained> {
+        hand_off::collect(&device.executor, |collector| {
+            self.drain_collecting(device, cx, collector)
+        })
     }
 
     /// The drain loop, with wakes of other queues held back in `collector`.
     fn drain_collecting(
         &self,
+        device: &'static DeviceShared,
         cx: &mut DrainContext<'_, '_>,
         collector: &Collector,
     ) -> Option<Drained> {
@@ -89,7 +87,7 @@ impl QueueShared {
             if idle {
                 return Some(Drained::Sleep);
             }
-            match self.step(head, cx.worker()) {
+            match self.step(device, head, cx.worker()) {
                 Step::Retired | Step::Issued => {}
                 Step::Blocked => return Some(Drained::Sleep),
                 Step::Abandoned => return None,
@@ -99,13 +97,14 @@ impl QueueShared {
     }
 
     /// Runs the head operation if it may run.
-    fn step(&self, head: u64, worker: usize) -> Step {
+    fn step(&self, device: &'static DeviceShared, head: u64, worker: usize) -> Step {
         let slot = self.slot(head);
         let claim = self.claim(head);
-        if !slot.gate.is_open() && (claim.cancelled().is_none() || !self.release_waits(slot)) {
+        if !slot.gate.is_open()
+            && (claim.cancelled().is_none() || !self.release_waits(device, slot))
+        {
             return Step::Blocked;
         }
-        let device = self.device();
         // Copied out, so no reference into the slot is held while user work runs (ownership
         // invariant 3: the device may read the slot then).
         let (issued, issued_status, work, tag, allocation, epoch) = {
@@ -132,27 +131,31 @@ impl QueueShared {
         // Failing or cancelling an operation that was not issued ends it without its native
         // device waits reached: it ends only once their origins have (it imported them, and
         // the operations after it rely on that), as it would have had it run.
-        let origins_ended =
-            |body: &OpBody| !self.native || body.origins_retired(device, QueueId(self.index));
+        let origins_ended = |body: &OpBody| {
+            !self.native || body.origins_retired(&device.queues, QueueId(self.index))
+        };
         let status = if let Some(kernel) = issued {
             // Retired only after the operations it waited on natively, so that a failure of
             // theirs is seen (below) before it completes what it signals.
             // SAFETY: as above; shared and short-lived.
             let origins_retired = !self.native
-                || unsafe { &*slot.body.get() }.origins_retired(device, QueueId(self.index));
+                || unsafe { &*slot.body.get() }
+                    .origins_retired(&device.queues, QueueId(self.index));
             // The driver runs it: done only when it says so.
             let polled = if origins_retired {
-                issued_status.or_else(|| self.driver_poll(epoch, kernel, tag))
+                issued_status.or_else(|| self.driver_poll(device, epoch, kernel, tag))
             } else {
                 None
             };
             match polled {
                 // Native device waits let it run without the host seeing its waits reached:
                 // a wait whose semaphore failed fails it all the same.
-                Some(OpStatus::Ok) => self.failed_wait(slot).map_or(OpStatus::Ok, OpStatus::Failed),
+                Some(OpStatus::Ok) => {
+                    self.failed_wait(device, slot).map_or(OpStatus::Ok, OpStatus::Failed)
+                }
                 Some(status) => status,
                 None => {
-                    return match self.issue_ahead(worker) {
+                    return match self.issue_ahead(device, worker) {
                         Ahead::Stopped => Step::Blocked,
                         Ahead::Abandoned => Step::Abandoned,
                     }
@@ -163,12 +166,12 @@ impl QueueShared {
             if !origins_ended(unsafe { &*slot.body.get() }) {
                 return Step::Blocked;
             }
-            self.end_unrun_memory(work, allocation);
+            self.end_unrun_memory(device, work, allocation);
             OpStatus::Cancelled
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
             // on a signal whose operation then failed) still fails every current waiter.
-            if let Some(failure) = self.failed_wait(slot) {
+            if let Some(failure) = self.failed_wait(device, slot) {
                 slot.gate.record_failure(failure);
             }
             let failure = slot.gate.failure();
@@ -178,7 +181,7 @@ impl QueueShared {
             }
             match failure {
                 Some(failure) => {
-                    self.end_unrun_memory(work, allocation);
+                    self.end_unrun_memory(device, work, allocation);
                     // Failing counts as starting: a cancellation either came first or reports
                     // it as having run.
                     match claim.start(&self.cancellers) {
@@ -186,26 +189,32 @@ impl QueueShared {
                         Err(_) => OpStatus::Cancelled,
                     }
                 }
-                None => match self.start(slot, claim, work, (tag, epoch), allocation, worker) {
-                    Ran::Finished(status) => status,
-                    Ran::Waiting => return Step::Blocked,
-                    Ran::Issued => return Step::Issued,
-                    Ran::Abandoned => return Step::Abandoned,
-                },
+                None => {
+                    match self.start(device, slot, claim, (work, allocation), (tag, epoch), worker)
+                    {
+                        Ran::Finished(status) => status,
+                        Ran::Waiting => return Step::Blocked,
+                        Ran::Issued => return Step::Issued,
+                        Ran::Abandoned => return Step::Abandoned,
+                    }
+                }
             }
         };
         // SAFETY: as above; the queue process owns the slot again (the work is over and the
         // queue was not taken over), and this is the only reference until `retire` returns.
         let body = unsafe { &mut *slot.body.get() };
         self.finish(device, head, body, status, worker);
-        self.retire(head, body);
+        self.retire(device, head, body);
         Step::Retired
     }
 
     /// The failure of a semaphore the operation in `slot` waits on, if one failed before
     /// reaching the waited value (a value reached before the failure stays reached).
-    pub(super) fn failed_wait(&self, slot: &OpSlot) -> Option<Failure> {
-        let device = self.device();
+    pub(super) fn failed_wait(
+        &self,
+        device: &'static DeviceShared,
+        slot: &OpSlot,
+    ) -> Option<Failure> {
         // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); shared
         // and short-lived.
         let body = unsafe { &*slot.body.get() };
@@ -217,20 +226,19 @@ impl QueueShared {
     /// Starts the operation's work: the layer's own kinds here, kernels through the driver.
     fn start(
         &self,
+        device: &'static DeviceShared,
         slot: &OpSlot,
         claim: &RunClaim,
-        work: Work,
+        (work, allocation): (Work, Option<AllocationId>),
         (tag, epoch): (u64, u64),
-        allocation: Option<AllocationId>,
         worker: usize,
     ) -> Ran {
-        let device = self.device();
         let started =
             || device.observe(self.index, tag, |at_ns| OpEvent::Started { worker, at_ns });
         let layer_work = match work.split() {
             // Claimed in `issue`, once nothing but the driver stands between it and running.
             Ok(kernel) => {
-                return match self.issue(slot, claim, worker, kernel) {
+                return match self.issue(device, slot, claim, worker, kernel) {
                     Issuing::Finished(status) => Ran::Finished(status),
                     // The head is with the driver: the next step polls it and issues what
                     // follows.
@@ -242,7 +250,7 @@ impl QueueShared {
             }
             Err(layer_work) => layer_work,
         };
-        if self.claim_run(claim, epoch).is_err() {
+        if self.claim_run(device, claim, epoch).is_err() {
             return Ran::Finished(OpStatus::Cancelled);
         }
         match layer_work {
@@ -251,7 +259,7 @@ impl QueueShared {
                 Ran::Finished(OpStatus::Ok)
             }
             LayerWork::Alloca => {
-                let Some(backed) = self.commit(allocation) else { return Ran::Waiting };
+                let Some(backed) = self.commit(device, allocation) else { return Ran::Waiting };
                 started();
                 Ran::Finished(backed)
             }
@@ -281,9 +289,12 @@ impl QueueShared {
     /// Commits an alloca's memory and has its owner back it natively: the alloca's status, or
     /// `None` when the pool is over quota (the queue is registered to be woken by the next
     /// decommit).
-    fn commit(&self, allocation: Option<AllocationId>) -> Option<OpStatus> {
+    fn commit(
+        &self,
+        device: &'static DeviceShared,
+        allocation: Option<AllocationId>,
+    ) -> Option<OpStatus> {
         let Some(allocation) = allocation else { return Some(OpStatus::Ok) };
-        let device = self.device();
         let mut memory = device.lock_memory();
         let backing = match memory.pool.commit(allocation) {
             Commit::Committed(backing) => backing,
@@ -314,7 +325,7 @@ impl QueueShared {
                 let mut memory = device.lock_memory();
                 memory.pool.fail_commit(allocation);
                 // The bytes are back in the quota: queues waiting for it may commit now.
-                memory.waiting.wake_all(DeviceContext { shared: device });
+                memory.waiting.wake_all(device.context());
                 Some(OpStatus::Failed(failure))
             }
         }
@@ -326,9 +337,13 @@ impl QueueShared {
     /// dealloca that does not run" in `memory`). An alloca leaves its dealloca nothing to give
     /// back.
     #[cold]
-    fn end_unrun_memory(&self, work: Work, allocation: Option<AllocationId>) {
+    fn end_unrun_memory(
+        &self,
+        device: &'static DeviceShared,
+        work: Work,
+        allocation: Option<AllocationId>,
+    ) {
         let Some(allocation) = allocation else { return };
-        let device = self.device();
         match work {
             Work::Alloca { .. } => device.end_alloca(allocation),
             // Its status is the failure or cancellation that ended it; that the alloca had
