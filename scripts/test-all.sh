@@ -34,7 +34,8 @@ print_step_times() {
   done
   printf '  %5d  in all\n' "$SECONDS"
 }
-# A tier run in the background (a loom model set, beside Miri) does not outlive a failed step.
+# A lane run in the background (core under Miri and the loom models) does not outlive a failed
+# step.
 stop_background() {
   if [[ -n ${background_pid:-} ]]; then kill "$background_pid" 2>/dev/null || true; fi
   print_step_times
@@ -129,16 +130,21 @@ done
 passed
 
 step "tier 2: Miri over core, the device layer, the runtime and distributed's wire codec, and the loom models, side by side"
-# Miri interprets one test at a time and most loom models are a single thread of exploration,
-# so on two cores they run side by side: everything is built first (both cores), then the
-# longest model set (causeway-runtime's, whose out-of-order-slot model alone takes minutes) runs
-# in the background while Miri and the other sets run here. The background set's output is
-# printed when it ends; its status fails this step like any other.
+# Miri interprets one test at a time and loom explores one model at a time, so on two cores they
+# run in two lanes of about equal length: everything is built first (both cores), then core
+# under Miri and every loom model set run in the background while the device layer, the
+# runtime and distributed's codec run under Miri here. Cargo holds a target directory's lock
+# while its tests run, so the background lane has directories of its own (core's Miri build is
+# small). The background lane's output is printed when it ends; its status fails this step like
+# any other.
 loom_test() {
   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release "$@"
 }
-longest_loom_set="-p causeway-runtime --test loom_stream --test loom_compute_sleep --test loom_coroutine"
+core_miri() {
+  CARGO_TARGET_DIR=target/miri-core cargo "+$NIGHTLY" miri test -p causeway-core --lib "$@"
+}
 loom_sets=(
+  "-p causeway-runtime --test loom_stream --test loom_compute_sleep --test loom_coroutine"
   "-p causeway-core --features signal-cancellation --test loom_semaphore --test loom_arena --test loom_executor"
   "-p causeway-driver-cpu --test loom_block"
   "-p causeway-driver-npu --no-default-features --test loom_ring"
@@ -153,38 +159,40 @@ device_miri=(-p causeway-device --lib --test broken_driver)
 # working directory, hence no isolation).
 runtime_miri=(-p causeway-runtime --lib --test streams --test coroutines)
 distributed_miri=(-p causeway-distributed --lib)
-cargo "+$NIGHTLY" miri test -p causeway-core --lib --no-run
+core_miri --no-run
 MIRIFLAGS=-Zmiri-permissive-provenance cargo "+$NIGHTLY" miri test "${device_miri[@]}" --no-run
 MIRIFLAGS=-Zmiri-permissive-provenance cargo "+$NIGHTLY" miri test "${runtime_miri[@]}" --no-run
 MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-disable-isolation" \
   cargo "+$NIGHTLY" miri test "${distributed_miri[@]}" --no-run
-for set in "$longest_loom_set" "${loom_sets[@]}"; do
+for set in "${loom_sets[@]}"; do
   # shellcheck disable=SC2086 # $set is a list of cargo arguments
   loom_test $set --no-run
 done
 mkdir -p target/tier-logs
-# shellcheck disable=SC2086
-loom_test $longest_loom_set >target/tier-logs/loom-runtime.log 2>&1 &
+background_lane() {
+  core_miri
+  for set in "${loom_sets[@]}"; do
+    # shellcheck disable=SC2086
+    loom_test $set
+  done
+}
+background_lane >target/tier-logs/miri-core-and-loom.log 2>&1 &
 background_pid=$!
 background_started=$SECONDS
-cargo "+$NIGHTLY" miri test -p causeway-core --lib
 MIRIFLAGS=-Zmiri-permissive-provenance cargo "+$NIGHTLY" miri test "${device_miri[@]}"
 MIRIFLAGS=-Zmiri-permissive-provenance cargo "+$NIGHTLY" miri test "${runtime_miri[@]}"
 MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-disable-isolation" PROPTEST_CASES=16 \
   cargo "+$NIGHTLY" miri test "${distributed_miri[@]}"
 passed
-for set in "${loom_sets[@]}"; do
-  # shellcheck disable=SC2086
-  loom_test $set
-done
+foreground_ended=$SECONDS
 background_status=0
 wait "$background_pid" || background_status=$?
 background_pid=""
-printf '\n--- loom models of causeway-runtime (ran in the background for %ds) ---\n' \
-  "$((SECONDS - background_started))"
-cat target/tier-logs/loom-runtime.log
+printf '\n--- core under Miri, then the loom models (background: %ds; this lane ended after %ds) ---\n' \
+  "$((SECONDS - background_started))" "$((foreground_ended - background_started))"
+cat target/tier-logs/miri-core-and-loom.log
 ((background_status == 0)) ||
-  die "the loom models of causeway-runtime failed (exit $background_status; log above, also in target/tier-logs/loom-runtime.log)"
+  die "core under Miri or a loom model set failed (exit $background_status; log above, also in target/tier-logs/miri-core-and-loom.log)"
 passed
 
 step "fuzzing: every cargo-fuzz target for 20s on its seed corpus"

@@ -277,6 +277,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
         #[test]
         fn round_robin_visits_exactly_the_marked_slots_in_order(
             worker in 0usize..4,
