@@ -586,6 +586,11 @@ pub struct Submitted<const N: usize> {
 /// fails the timeline itself, which is how its waiters learn of it; a refusal because the
 /// timeline failed meanwhile is that failure already reaching them. Neither is the retiring
 /// operation's to report.
+///
+/// Inlined into the retiring caller: the one-signal path is a few instructions around
+/// `complete_signal`, and a call frame of its own cost the device's signal → dependent start
+/// path about thirty; the several-signal path stays out of line (`retire_several`).
+#[inline(always)]
 pub fn retire<'s, const H: usize, const M: usize, S>(
     signals: impl IntoIterator<Item = (&'s Semaphore<H, M, S>, u64), IntoIter: Clone>,
     result: Result<(), Failure>,
@@ -600,15 +605,7 @@ pub fn retire<'s, const H: usize, const M: usize, S>(
         _ => signals.clone().nth(1).is_some(),
     };
     if several {
-        for (semaphore, value) in signals.clone() {
-            semaphore.settle_untold(value, result);
-        }
-        for (semaphore, _) in signals.clone() {
-            semaphore.publish_settled();
-        }
-        for (semaphore, value) in signals {
-            semaphore.tell_settled(value);
-        }
+        retire_several(signals, result);
         return;
     }
     for (semaphore, value) in signals {
@@ -626,6 +623,26 @@ pub fn retire<'s, const H: usize, const M: usize, S>(
                 semaphore.fail_signal(value, failure);
             }
         }
+    }
+}
+
+/// [`retire`] of an operation with several signals: settles every one, publishes every one,
+/// then tells their waiters (see `retire` for why in that order).
+#[inline(never)]
+fn retire_several<'s, const H: usize, const M: usize, S>(
+    signals: impl Iterator<Item = (&'s Semaphore<H, M, S>, u64)> + Clone,
+    result: Result<(), Failure>,
+) where
+    S: HistorySlots<M> + 's,
+{
+    for (semaphore, value) in signals.clone() {
+        semaphore.settle_untold(value, result);
+    }
+    for (semaphore, _) in signals.clone() {
+        semaphore.publish_settled();
+    }
+    for (semaphore, value) in signals {
+        semaphore.tell_settled(value);
     }
 }
 

@@ -69,11 +69,16 @@ impl QueueShared {
     ) -> Option<Drained> {
         for _ in 0..OPS_PER_DRAIN {
             let head = self.head.load(Ordering::Relaxed);
-            // Acquire pairs with the Release store in `publish`.
-            let idle = head == self.tail.load(Ordering::Acquire) || {
+            // Acquire pairs with the Release store in `publish`. With a head: its slot, and
+            // whether its gate was open (the Acquire read that `step` relies on when it was).
+            let ready = (head != self.tail.load(Ordering::Acquire)).then(|| {
                 let slot = self.slot(head);
+                (slot, slot.gate.is_open())
+            });
+            let idle = match ready {
+                None => true,
                 // A cancelled head runs nothing: its shut gate is released in `step`.
-                !slot.gate.is_open() && self.claim(head).cancelled().is_none()
+                Some((_, open)) => !open && self.claim(head).cancelled().is_none(),
             };
             if let Some(woken) = collector.take() {
                 if idle {
@@ -84,10 +89,11 @@ impl QueueShared {
                     woken.publish();
                 }
             }
-            if idle {
-                return Some(Drained::Sleep);
-            }
-            match self.step(device, head, cx.worker()) {
+            let (slot, open) = match ready {
+                Some(ready) if !idle => ready,
+                _ => return Some(Drained::Sleep),
+            };
+            match self.step(device, head, slot, open, cx.worker()) {
                 Step::Retired | Step::Issued => {}
                 Step::Blocked => return Some(Drained::Sleep),
                 Step::Abandoned => return None,
@@ -96,11 +102,21 @@ impl QueueShared {
         Some(Drained::Progress)
     }
 
-    /// Runs the head operation if it may run.
-    fn step(&self, device: &'static DeviceShared, head: u64, worker: usize) -> Step {
-        let slot = self.slot(head);
+    /// Runs the head operation, in `slot`, if it may run; `open`: the caller read its gate
+    /// open. An open gate stays open while its operation is in the ring (`wait_count`: once the
+    /// count is zero no holder is left to change it, and the next `hold` is for the slot's next
+    /// operation), so it is not read again; a shut one is, as it may have opened since.
+    fn step(
+        &self,
+        device: &'static DeviceShared,
+        head: u64,
+        slot: &OpSlot,
+        open: bool,
+        worker: usize,
+    ) -> Step {
         let claim = self.claim(head);
-        if !slot.gate.is_open()
+        if !open
+            && !slot.gate.is_open()
             && (claim.cancelled().is_none() || !self.release_waits(device, slot))
         {
             return Step::Blocked;
