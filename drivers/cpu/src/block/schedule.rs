@@ -176,6 +176,10 @@ impl TileSchedule {
 
     /// As [`claim`](Self::claim), from `cursor`'s buffer, remembering the region looked up in
     /// `cursor` for the next call: what a claiming loop calls.
+    // Never inlined: called once per region and drain, and inlined it keeps the cursor's memo
+    // in registers across the claiming loop's per-tile kernel calls, which then reload them
+    // from the stack every tile.
+    #[inline(never)]
     pub fn claim_with(&self, cursor: &mut Cursor<'_, '_>) -> Next {
         // Acquire: pairs with the Release store that opened the epoch read here (`complete`'s
         // advance or `reset`), directly or through the claims since (RMWs, so they continue
