@@ -70,7 +70,7 @@ impl<T> Lock<T> {
     /// Runs `f` with exclusive access to the data. Inlined, as is `with_unmasked`: the lock is a
     /// compare-exchange and a store around `f`, and a frame of its own around every semaphore
     /// update cost a retirement about seven instructions.
-    #[inline(always)]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         #[cfg(feature = "isr-safe")]
         {
@@ -82,7 +82,7 @@ impl<T> Lock<T> {
         }
     }
 
-    #[inline(always)]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     fn with_unmasked<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         #[cfg(not(loom))]
         let mut guard = self.inner.lock();

@@ -47,6 +47,13 @@ pub struct RoundRobin {
     cursor: usize,
 }
 
+impl RoundRobin {
+    /// The next scan starts after `index`, where this one found work.
+    fn resume_after<const SLOTS: usize>(&mut self, index: usize) {
+        self.cursor = if index + 1 == SLOTS { 0 } else { index + 1 };
+    }
+}
+
 impl<const SLOTS: usize> ScanPolicy<SLOTS> for RoundRobin {
     fn for_worker(worker: usize, workers: usize) -> RoundRobin {
         RoundRobin { cursor: worker * SLOTS / workers.max(1) % SLOTS.max(1) }
@@ -60,14 +67,9 @@ impl<const SLOTS: usize> ScanPolicy<SLOTS> for RoundRobin {
         mut visit: impl FnMut(usize) -> bool,
     ) -> bool {
         let start = self.cursor;
-        let mut found = |index: usize| {
-            let found = visit(index);
-            if found {
-                self.cursor = if index + 1 == SLOTS { 0 } else { index + 1 };
-            }
-            found
-        };
-        if SLOTS <= 64 {
+        // Bare-metal builds walk the slots instead: the bit walk's 64-bit rotate and count
+        // are library calls on a Cortex-M0, and its code weighs on the firmware's flash budget.
+        if SLOTS <= 64 && cfg!(not(target_os = "none")) {
             // One summary bit per slot: visit only the marked ones, in the same order (from
             // the cursor, wrapping), with the summary rotated so the cursor's bit is bit 0.
             // Bits at and above SLOTS name no slot (masked off, a constant per SLOTS).
@@ -76,14 +78,24 @@ impl<const SLOTS: usize> ScanPolicy<SLOTS> for RoundRobin {
             while marked != 0 {
                 let offset = marked.trailing_zeros() as usize;
                 marked &= marked - 1;
-                if found((offset + start) % 64) {
+                let index = (offset + start) % 64;
+                if visit(index) {
+                    self.resume_after::<SLOTS>(index);
                     return true;
                 }
             }
             return false;
         }
-        // Two plain ranges instead of a modulo per step; a bit marks every 64th slot.
-        (start..SLOTS).chain(0..start).filter(|index| runnable >> (index % 64) & 1 != 0).any(found)
+        // Two plain ranges instead of a modulo per step; a bit marks every 64th slot. Bare-metal
+        // builds visit every slot (`visit` refuses the unmarked ones): the smallest code.
+        for index in (start..SLOTS).chain(0..start) {
+            let marked = cfg!(target_os = "none") || runnable >> (index % 64) & 1 != 0;
+            if marked && visit(index) {
+                self.resume_after::<SLOTS>(index);
+                return true;
+            }
+        }
+        false
     }
 }
 

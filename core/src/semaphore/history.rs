@@ -540,7 +540,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     ///
     /// Inlined into the completion that holds the lock (a dozen compares and stores; a call
     /// of its own cost the device's signal → dependent start path about ten instructions).
-    #[inline(always)]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn reach(&mut self, value: u64) -> Result<(), SignalError> {
         if let Some(failure) = self.failure {
             return Err(SignalError::Failed(failure));

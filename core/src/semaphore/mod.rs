@@ -730,7 +730,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     /// while a signal marked cancelled has not ended, those its values cover (they fail when
     /// it ends). Runs under the lock; inlined into the completion, as are `History::reach` and
     /// `WaiterList::cut_through`.
-    #[inline(always)]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     fn cut_reached(&self, state: &mut State<H, N, S>, reached: u64) -> FiredChain {
         #[cfg(any(test, feature = "signal-cancellation"))]
         if state.history.has_live_cancellations() {
