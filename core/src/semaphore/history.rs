@@ -538,8 +538,9 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     /// Reaching a value while a smaller one is still pending fails the timeline
     /// ([`Failure::OutOfOrderSignal`]) and reports [`SignalError::OutOfOrder`].
     ///
-    /// Inlined into the completion that holds the lock (a dozen compares and stores; a call
-    /// of its own cost the device's signal → dependent start path about ten instructions).
+    /// Inlined into the completion that holds the lock on hosted targets (a dozen compares and
+    /// stores; a call of its own cost the device's signal → dependent start path about ten
+    /// instructions).
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn reach(&mut self, value: u64) -> Result<(), SignalError> {
         if let Some(failure) = self.failure {

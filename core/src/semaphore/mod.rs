@@ -728,8 +728,9 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
 
     /// Cuts out the waiters a reach of `reached` satisfies: every one at or below it, except,
     /// while a signal marked cancelled has not ended, those its values cover (they fail when
-    /// it ends). Runs under the lock; inlined into the completion, as are `History::reach` and
-    /// `WaiterList::cut_through`.
+    /// it ends). Runs under the lock. Inlined into the completion on hosted targets, as are
+    /// `History::reach` and `WaiterList::cut_through`; bare-metal builds leave it to the
+    /// compiler, for their flash budget.
     #[cfg_attr(not(target_os = "none"), inline(always))]
     fn cut_reached(&self, state: &mut State<H, N, S>, reached: u64) -> FiredChain {
         #[cfg(any(test, feature = "signal-cancellation"))]
