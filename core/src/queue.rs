@@ -587,9 +587,10 @@ pub struct Submitted<const N: usize> {
 /// timeline failed meanwhile is that failure already reaching them. Neither is the retiring
 /// operation's to report.
 ///
-/// Inlined into the retiring caller on hosted targets: the one-signal path is a few instructions around
-/// `complete_signal`, and a call frame of its own cost the device's signal → dependent start
-/// path about thirty; the several-signal path stays out of line (`retire_several`).
+/// Inlined into the retiring caller on hosted targets: the one-signal path is a few
+/// instructions around `complete_signal`, and a call frame of its own cost the device's
+/// signal → dependent start path about thirty; the several-signal path stays out of line
+/// (`retire_several`).
 #[cfg_attr(not(target_os = "none"), inline(always))]
 pub fn retire<'s, const H: usize, const M: usize, S>(
     signals: impl IntoIterator<Item = (&'s Semaphore<H, M, S>, u64), IntoIter: Clone>,

@@ -67,9 +67,9 @@ impl<T> Lock<T> {
         Lock { inner: loom::sync::Mutex::new(value) }
     }
 
-    /// Runs `f` with exclusive access to the data. Inlined on hosted targets, as is `with_unmasked`: the lock is a
-    /// compare-exchange and a store around `f`, and a frame of its own around every semaphore
-    /// update cost a retirement about seven instructions.
+    /// Runs `f` with exclusive access to the data. Inlined on hosted targets, as is
+    /// `with_unmasked`: the lock is a compare-exchange and a store around `f`, and a frame of
+    /// its own around every semaphore update cost a retirement about seven instructions.
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         #[cfg(feature = "isr-safe")]

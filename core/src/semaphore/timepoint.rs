@@ -230,7 +230,8 @@ impl WaiterList {
     }
 
     /// Cuts out every timepoint with minimum ≤ `value` (all of them for `u64::MAX`), marking
-    /// each FIRING. Inlined into the completion that cuts on hosted targets (see `Semaphore::cut_reached`).
+    /// each FIRING. Inlined into the completion that cuts on hosted targets (see
+    /// `Semaphore::cut_reached`).
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn cut_through(&mut self, value: u64) -> FiredChain {
         let head = self.head;
@@ -317,8 +318,8 @@ impl FiredChain {
     }
 
     /// Calls every callback in the chain with `outcome`, then marks each DONE. Must run after
-    /// the semaphore lock is released. Inlined on hosted targets: a loop around one dynamic call, and a frame of
-    /// its own cost every completion about thirteen instructions.
+    /// the semaphore lock is released. Inlined on hosted targets: a loop around one dynamic
+    /// call, and a frame of its own cost every completion about thirteen instructions.
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn notify_all(self, outcome: Outcome) {
         let mut current = self.head;
