@@ -146,7 +146,7 @@ impl<'a, 'p> DrainContext<'a, 'p> {
     // Inlined in hosted builds, as `Process::failure` is: block processors ask once per tile.
     #[cfg_attr(not(target_os = "none"), inline)]
     pub fn is_failed(&self) -> bool {
-        self.process.has_failed()
+        self.failure_flag().is_set()
     }
 
     /// The process's failure flag, to poll as [`is_failed`](Self::is_failed) does from a loop
@@ -539,14 +539,6 @@ impl<'p> Process<'p> {
             })
             .map(|previous| previous == 1)
             .map_err(|_| ProcessError::NotSuspended)
-    }
-
-    /// Whether a failure is recorded: [`failure`](Self::failure)`.is_some()` without decoding
-    /// the word (`record_failure` stores only words failures pack to, never `NO_FAILURE`).
-    #[cfg_attr(not(target_os = "none"), inline)]
-    pub(crate) fn has_failed(&self) -> bool {
-        // Acquire pairs with the AcqRel compare-exchange in `record_failure`, as in `failure`.
-        self.core.0.failure.load(Ordering::Acquire) != NO_FAILURE
     }
 
     /// Records `failure` unless one is already recorded; returns whether it won.
