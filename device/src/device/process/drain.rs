@@ -186,8 +186,10 @@ impl QueueShared {
             OpStatus::Cancelled
         } else {
             // A semaphore that failed after this operation's wait was decided (an elided wait
-            // on a signal whose operation then failed) still fails every current waiter.
-            if let Some(failure) = self.failed_wait(device, slot) {
+            // on a signal whose operation then failed) still fails every current waiter. An
+            // armed wait's outcome is already on the gate: its timepoint recorded the failure
+            // it met before releasing the gate, and a value it reached stays reached.
+            if let Some(failure) = self.failed_unarmed_wait(device, slot) {
                 slot.gate.record_failure(failure);
             }
             let failure = slot.gate.failure();
@@ -237,6 +239,20 @@ impl QueueShared {
         body.waits
             .iter()
             .find_map(|&(semaphore, minimum)| device.semaphores[semaphore].failure_for(minimum))
+    }
+
+    /// [`failed_wait`](Self::failed_wait) over the waits decided when the operation was
+    /// submitted (not armed on the host), for a caller that reads the gate's failure after it.
+    fn failed_unarmed_wait(&self, device: &'static DeviceShared, slot: &OpSlot) -> Option<Failure> {
+        // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); shared
+        // and short-lived.
+        let body = unsafe { &*slot.body.get() };
+        body.waits.iter().zip(&body.armed).find_map(|(&(semaphore, minimum), &armed)| {
+            if armed {
+                return None;
+            }
+            device.semaphores[semaphore].failure_for(minimum)
+        })
     }
 
     /// Starts the operation's work: the layer's own kinds here, kernels through the driver.
