@@ -15,6 +15,8 @@
 //! - [`gather`]: the end of a run, every rank's bytes to rank 0 by a deadline
 //!   ([`Node::gather_until`]), naming the ranks whose bytes never came.
 //! - [`reduce`]: an all-reduce that gives up at a deadline ([`Node::sum_across_ranks_until`]).
+//! - `probe` (feature `hop-probe` only): hooks at points of a cross-rank hop's path, for the
+//!   instruction count of `scripts/hop_instructions.sh`.
 //!
 //! MPI is used with `MPI_THREAD_SERIALIZED`; Open MPI 4.1 has no asynchronous progress, which
 //! is why progress is an executor process (parked whenever nothing is outstanding).
@@ -22,6 +24,8 @@
 pub mod gather;
 pub mod message;
 pub mod node;
+#[cfg(feature = "hop-probe")]
+pub mod probe;
 pub mod reduce;
 
 pub use gather::{GatherError, Gathered, ANSWER_GRACE};

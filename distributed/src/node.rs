@@ -1349,7 +1349,11 @@ impl Inner {
         if let Some(value) = newest {
             mpi.scratch.clear();
             Message::Reached { link: export.link, value }.encode(&mut mpi.scratch);
+            #[cfg(feature = "hop-probe")]
+            crate::probe::hit(crate::probe::Point::SendingReached);
             self.send(&mpi.links, &export.to, &mpi.scratch);
+            #[cfg(feature = "hop-probe")]
+            crate::probe::hit(crate::probe::Point::SentReached);
         }
     }
 
@@ -1419,6 +1423,8 @@ impl Inner {
         if done == 0 {
             return false;
         }
+        #[cfg(feature = "hop-probe")]
+        crate::probe::hit(crate::probe::Point::Received);
         // Complete, in error or not: the request is inactive again, and the next drain
         // starts it.
         mpi.receiving = false;
