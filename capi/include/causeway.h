@@ -95,6 +95,11 @@ typedef enum cw_status {
   // causeway itself panicked (a bug in causeway, contained at the boundary); the object the
   // call used may be left mid-update.
   CW_STATUS_PANIC = 23,
+  // A waiting submission found a resource full that no submitted work can free: the
+  // operation holding the room waits for a signal no operation submitted so far gives (the
+  // message names it). Nothing was submitted; submit that signal first, or give the
+  // resource more room.
+  CW_STATUS_STALLED = 24,
 } cw_status;
 
 // How a wait was resolved.
@@ -485,7 +490,9 @@ enum cw_status cw_device_semaphore_value(struct cw_device device,
 
 #if defined(CW_HOSTED)
 // Submits `op` to queue `queue` of the device, into `*receipt`, waiting while its ring (or a
-// signalled semaphore's history) is full: room frees as earlier work completes. A semaphore it
+// signalled semaphore's history) is full: room frees as earlier work completes. When the room
+// waits for a signal no operation submitted so far gives, it answers `CW_STATUS_STALLED`
+// instead of waiting for ever (the message names the wait). A semaphore it
 // waits on that has failed does not refuse it: it is accepted doomed (`receipt->failure`). A
 // signal that does not advance its semaphore is `CW_STATUS_NOT_ADVANCING`; nothing is submitted
 // then. Refused with `CW_STATUS_BUSY` from inside a host callback (it could wait for its own

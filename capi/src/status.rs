@@ -81,6 +81,11 @@ pub enum CwStatus {
     /// causeway itself panicked (a bug in causeway, contained at the boundary); the object the
     /// call used may be left mid-update.
     Panic = 23,
+    /// A waiting submission found a resource full that no submitted work can free: the
+    /// operation holding the room waits for a signal no operation submitted so far gives (the
+    /// message names it). Nothing was submitted; submit that signal first, or give the
+    /// resource more room.
+    Stalled = 24,
 }
 
 /// Why a call failed: the code it returns and the message it leaves.

@@ -231,3 +231,31 @@ fn destroying_a_device_ends_a_wait_on_another_thread_within_a_slice() {
     let status = waiter.join().unwrap();
     assert_eq!(status, CwStatus::ShutDown);
 }
+
+#[test]
+fn a_blocking_submit_whose_room_waits_for_a_signal_nobody_gave_answers_stalled() {
+    let dev = device(1);
+    let gate = device_semaphore(dev);
+    let gate1 = CwDeviceValue { semaphore: gate, value: 1 };
+    assert_eq!(submit(dev, &[gate1], &[], None), CwStatus::Ok);
+    let op = CwOp {
+        waits: core::ptr::null(),
+        wait_count: 0,
+        signals: core::ptr::null(),
+        signal_count: 0,
+        host: None,
+        user_data: core::ptr::null_mut(),
+    };
+    let mut receipt = core::mem::MaybeUninit::<CwReceipt>::uninit();
+    // SAFETY: valid pointers, counts matching their (empty) arrays.
+    let status = unsafe { cw_device_submit(dev, 0, &op, receipt.as_mut_ptr()) };
+    assert_eq!(status, CwStatus::Stalled);
+    assert!(message().contains("no submitted operation signals"), "{}", message());
+    // A finite timeout waits for room whoever frees it: here nobody, so it times out.
+    // SAFETY: as above.
+    let timed = unsafe { cw_device_submit_timeout(dev, 0, &op, 20_000_000, receipt.as_mut_ptr()) };
+    assert_eq!(timed, CwStatus::TimedOut);
+    // SAFETY: a NULL report is allowed.
+    let destroyed = unsafe { cw_device_destroy(dev, 1_000_000_000, core::ptr::null_mut()) };
+    assert_eq!(destroyed, CwStatus::Ok);
+}

@@ -115,6 +115,46 @@ impl fmt::Display for Resource {
     }
 }
 
+/// Why room for a submission would never come from the work already submitted
+/// ([`SubmitError::Stalled`], [`Device::stalled`]): for the full `resource` to free, an
+/// operation must end that cannot — it (or one it waits for, transitively) waits for
+/// `semaphore` to reach `value`, and no operation submitted so far signals that. Typically a
+/// pipeline submitted stage by stage whose first stage waits for a later one (a buffer handed
+/// back, say): submit the stages interleaved, so that each signal is submitted before a
+/// history or ring fills with its waiters, or size the resource for the whole stage. Where
+/// another thread will give the signal, [`Device::submit_timeout`] waits for it.
+///
+/// Decided from what has been submitted when the wait would begin: a signal another thread is
+/// about to submit or give is not seen, and only semaphores no other device or process can
+/// signal ([`Scope::QueueLocal`](causeway_core::scope::Scope::QueueLocal) and
+/// [`DeviceLocal`](causeway_core::scope::Scope::DeviceLocal)) count as never signalled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stall {
+    /// The full resource.
+    pub resource: Resource,
+    /// The queue of the operation whose wait cannot end.
+    pub queue: QueueId,
+    /// That operation's tag ([`Op::tag`]).
+    pub tag: u64,
+    /// The semaphore it waits on.
+    pub semaphore: SemaphoreId,
+    /// The value it waits for, which no submitted operation signals.
+    pub value: u64,
+}
+
+impl fmt::Display for Stall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}, and no submitted work can free it: operation tagged {} on queue {} waits for \
+             {} to reach {}, which no submitted operation signals (submit that signal first, \
+             give the resource more room, or wait for another thread's signal with a timeout)",
+            self.resource, self.tag, self.queue.0, self.semaphore, self.value
+        )
+    }
+}
+
 /// Why a submission was refused. A refused submission changes nothing, except where noted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -141,6 +181,10 @@ pub enum SubmitError {
     Full(Resource),
     /// A waiting submission gave up at its deadline; the resource was still full.
     TimedOut(Resource),
+    /// [`Device::submit`] found its resource full and did not wait: the room can only be
+    /// freed by a signal that no operation submitted so far gives (see [`Stall`]). Nothing
+    /// changed.
+    Stalled(Stall),
     /// Wait number `wait` names a semaphore whose scope does not reach the queue.
     WaitOutOfScope {
         /// Index into [`Op::waits`].
@@ -173,6 +217,7 @@ impl fmt::Display for SubmitError {
             SubmitError::TooManySignals(n) => write!(f, "{n} signals (at most {MAX_SIGNALS})"),
             SubmitError::Full(resource) => write!(f, "{resource}"),
             SubmitError::TimedOut(resource) => write!(f, "gave up waiting for room: {resource}"),
+            SubmitError::Stalled(stall) => write!(f, "{stall}"),
             SubmitError::WaitOutOfScope { wait } => {
                 write!(f, "wait {wait}: semaphore scope does not reach this queue")
             }

@@ -89,7 +89,8 @@ pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use config::{QueueConfig, SemaphoreConfig};
 pub use device::{Device, DeviceBuilder, ShutdownReport, StuckOp, BOOKKEEPING_GRACE, DROP_GRACE};
 pub use error::{
-    DeviceError, DriverCall, DriverError, DriverFault, Rejected, Resource, SubmitError, Violation,
+    DeviceError, DriverCall, DriverError, DriverFault, Rejected, Resource, Stall, SubmitError,
+    Violation,
 };
 pub use host::{CommittedStep, HostStep, HostTimeline, StepTimedOut};
 pub use ids::{

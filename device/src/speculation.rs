@@ -65,7 +65,7 @@ use causeway_runtime::FRONTIER_CAPACITY;
 use heapless::Vec as FixedVec;
 
 use crate::ids::SemaphoreId;
-use crate::limits::MAX_SIGNALS;
+use crate::limits::{MAX_SIGNALS, MAX_WAITS};
 
 /// What a cancellation found and did, over every queue of the device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -87,14 +87,23 @@ pub(crate) type LineageFrontier = Frontier<FRONTIER_CAPACITY>;
 /// What an operation signals, as a canceller fails it.
 pub(crate) type LineageSignals = FixedVec<(SemaphoreId, u64), MAX_SIGNALS>;
 
+/// What an operation waits for before it can end, as a waiting submitter's stall check reads
+/// it (`device::stall`): its waits, none for an operation accepted doomed (it fails without
+/// waiting), and its tag, to name it.
+#[derive(Default)]
+pub(crate) struct LineageWaits {
+    pub(crate) tag: u64,
+    pub(crate) waits: FixedVec<(SemaphoreId, u64), MAX_WAITS>,
+}
+
 /// One part of a slot's lineage: written before the slot is published, read-only while it is
-/// in the ring, by cancellers only.
+/// in the ring, by walks over the ring (cancellers, a waiting submitter's stall check).
 pub(crate) struct LineageCell<T>(UnsafeCell<T>);
 
 // SAFETY: written only by the submitter holding the queue's submit lock while the slot is
-// outside the published range (the ring's invariant 1, `queue`), read only by cancellers, who
-// hold the same submit lock, so no write can overlap a read. `T: Send` because the value
-// written on one thread is read on another.
+// outside the published range (the ring's invariant 1, `queue`), read only by walks over the
+// ring, which hold the same submit lock, so no write can overlap a read. `T: Send` because the
+// value written on one thread is read on another.
 unsafe impl<T: Send> Sync for LineageCell<T> {}
 
 impl<T: Default> LineageCell<T> {

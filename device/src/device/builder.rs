@@ -11,7 +11,7 @@ use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::{Condvar, Mutex};
 use causeway_runtime::{CpuPool, PoolConfig};
 
-use super::shared::{DeviceShared, MemoryState};
+use super::shared::{DeviceShared, MemoryState, StallCursor};
 use super::Device;
 use crate::backend::{Backend, Driver, DynBackend, QueueWaiters};
 use crate::config::{QueueConfig, SemaphoreConfig};
@@ -205,6 +205,7 @@ impl DeviceBuilder {
             executor: pool.shared_executor(),
             workers,
             start: Instant::now(),
+            stall_walk: Mutex::new(vec![StallCursor::default(); self.queues.len()].into()),
         });
         let owned = Box::into_raw(shared);
         // SAFETY: `owned` came from `Box::into_raw` just above and is freed only in

@@ -1,11 +1,12 @@
-//! The running device: its public face. Building it is in `builder`, submission in `submit`,
-//! shutdown in `shutdown`; the state its queue processes share is in `shared`, and what those
+//! The running device: its public face. Building it is in `builder`, submission in `submit`
+//! (and in `stall`, whether a waiting submission would wait forever), shutdown in `shutdown`; the state its queue processes share is in `shared`, and what those
 //! processes run — with that state, every queue and every semaphore in reach — in `process`.
 
 mod builder;
 mod process;
 mod shared;
 mod shutdown;
+mod stall;
 mod submit;
 
 use std::fmt;

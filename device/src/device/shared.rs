@@ -47,6 +47,17 @@ pub(crate) struct DeviceShared {
     pub(crate) executor: Arc<HostExecutor<'static>>,
     pub(crate) workers: usize,
     pub(crate) start: Instant,
+    /// A waiting submitter's stall check (`device::stall`): per queue, how far the walk has
+    /// visited and how far it must. Made once, so a check allocates nothing; the lock
+    /// serialises checks (taken before any submit lock, and never by a holder of one).
+    pub(crate) stall_walk: Mutex<Box<[StallCursor]>>,
+}
+
+/// How far a stall check has visited one queue's operations, and how far it must (epochs).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct StallCursor {
+    pub(crate) visited: u64,
+    pub(crate) wanted: u64,
 }
 
 impl DeviceShared {

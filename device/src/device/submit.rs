@@ -10,7 +10,7 @@ use heapless::Vec as FixedVec;
 
 use super::Device;
 use crate::backend::Origin;
-use crate::error::{Rejected, Resource, SubmitError};
+use crate::error::{Rejected, Resource, Stall, SubmitError};
 use crate::ids::QueueId;
 use crate::ids::SemaphoreId;
 use crate::limits::{MAX_SIGNALS, MAX_WAITS};
@@ -19,29 +19,47 @@ use crate::op::{Kernel, LayerWork, Op, Work};
 use crate::queue::slot::{OpBody, OpSlot};
 use crate::queue::QueueShared;
 use crate::receipt::{Receipt, WaitOutcome};
+use crate::speculation::LineageWaits;
 #[cfg(doc)]
 use crate::{config::QueueConfig, config::SemaphoreConfig, DeviceBuilder};
+
+/// How long a waiting submission waits for room.
+#[derive(Clone, Copy)]
+enum Patience {
+    /// As long as the work already submitted will free it ([`Device::submit`]).
+    UnlessStalled,
+    /// Until the deadline (`None`: for ever), whoever frees it ([`Device::submit_timeout`]).
+    Until(Option<Instant>),
+}
 
 impl Device {
     /// Submits `op` to queue `queue`, waiting for room when a bounded resource it needs is
     /// full (the queue's ring, a signalled semaphore's history, allocation records): room frees
     /// as earlier work completes, so a long pipeline submitted ahead of execution simply runs
-    /// at the device's pace. Never refuses work for lack of room; see [`try_submit`] for the
-    /// form that does, and [`submit_timeout`] for one that gives up.
+    /// at the device's pace. See [`try_submit`] for the form that never waits, and
+    /// [`submit_timeout`] for one that gives up.
     ///
-    /// Waiting for room can only end if the work holding the room can finish: a submitter must
-    /// not wait for room that only its own later submissions would free. Size the resources
-    /// from the workload ([`QueueConfig::capacity`], [`SemaphoreConfig::history`],
-    /// [`DeviceBuilder::allocation_records`]) — the scenario runner computes them.
+    /// It waits only for room that the work already submitted frees by itself. When the room's
+    /// operation waits — directly or through others — for a signal no operation submitted so
+    /// far gives, waiting would last until someone else signals it, and for a single
+    /// submitting thread that is for ever: `submit` returns [`SubmitError::Stalled`] at once
+    /// instead, naming that wait ([`Stall`]; nothing changed). Submit signals before a history
+    /// or ring fills with their waiters, size the resources from the workload
+    /// ([`QueueConfig::capacity`], [`SemaphoreConfig::history`],
+    /// [`DeviceBuilder::allocation_records`]; the scenario runner computes them), or, where
+    /// another thread will give the signal (an external signal, say), use [`submit_timeout`],
+    /// which waits for it.
     ///
     /// [`try_submit`]: Self::try_submit
     /// [`submit_timeout`]: Self::submit_timeout
     pub fn submit(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
-        self.submit_until(queue, op, None)
+        self.submit_waiting(queue, op, Patience::UnlessStalled)
     }
 
-    /// [`submit`](Self::submit), giving up with [`SubmitError::TimedOut`] when a resource is
-    /// still full after `timeout` (nothing is changed then).
+    /// Submits `op` as [`submit`](Self::submit) does, waiting for room for up to `timeout`,
+    /// whoever frees it — the work already submitted, or a signal another thread has yet to
+    /// submit or give (no [`SubmitError::Stalled`] here) — and giving up with
+    /// [`SubmitError::TimedOut`] when the resource is still full then (nothing is changed).
     pub fn submit_timeout(
         &self,
         queue: QueueId,
@@ -49,7 +67,7 @@ impl Device {
         timeout: Duration,
     ) -> Result<Receipt, SubmitError> {
         // A timeout too large to represent as an instant means no deadline.
-        self.submit_until(queue, op, Instant::now().checked_add(timeout))
+        self.submit_waiting(queue, op, Patience::Until(Instant::now().checked_add(timeout)))
     }
 
     /// Submits `op` without waiting: a full resource refuses it with [`SubmitError::Full`].
@@ -58,15 +76,33 @@ impl Device {
         self.submit_now(queue, &op).map_err(|error| Rejected { op, error })
     }
 
-    fn submit_until(
+    /// Whether waiting for `resource`, found full by a submission of `op` to `queue`, would
+    /// wait for a signal no operation submitted so far gives (see [`Stall`]): what
+    /// [`submit`](Self::submit) checks before it waits, for a caller of
+    /// [`try_submit`](Self::try_submit) deciding whether to wait itself. `None` when the work
+    /// already submitted frees the room, or may as far as this device can tell.
+    pub fn stalled(&self, queue: QueueId, op: &Op<'_>, resource: Resource) -> Option<Stall> {
+        self.stall(queue, op, resource)
+    }
+
+    fn submit_waiting(
         &self,
         queue: QueueId,
         op: &Op<'_>,
-        deadline: Option<Instant>,
+        patience: Patience,
     ) -> Result<Receipt, SubmitError> {
         loop {
             match self.submit_now(queue, op) {
                 Err(SubmitError::Full(resource)) => {
+                    let deadline = match patience {
+                        Patience::UnlessStalled => {
+                            if let Some(stall) = self.stall(queue, op, resource) {
+                                return Err(SubmitError::Stalled(stall));
+                            }
+                            None
+                        }
+                        Patience::Until(deadline) => deadline,
+                    };
                     if !self.wait_for_room(queue, op, resource, deadline) {
                         return Err(SubmitError::TimedOut(resource));
                     }
@@ -211,10 +247,22 @@ impl Device {
             issued_ns: 0,
         };
         let (frontier, signals) = queue.lineage(index);
+        // What it waits for before it ends (see `stall`): nothing when it is doomed, except a
+        // dealloca, which waits for every wait to end (below).
+        let waits_before_end = failure.is_none() || matches!(op.work, Work::Dealloca(_));
+        let lineage_waits = LineageWaits {
+            tag: op.tag,
+            waits: if waits_before_end {
+                op.waits.iter().copied().collect()
+            } else {
+                FixedVec::new()
+            },
+        };
         // SAFETY: as for the body: the submit lock is held and the slot is unpublished.
         unsafe {
             frontier.write(submitted.frontier);
             signals.write(op.signals.iter().copied().collect());
+            queue.lineage_waits(index).write(lineage_waits);
         }
         queue.claim(index).reset();
         // The submission hold keeps the gate shut while timepoints are armed.
@@ -223,7 +271,7 @@ impl Device {
         // buffer's memory back, so it waits for every wait to end, a failed one included (a
         // live signal on the failed timeline may still use the buffer: the timepoint fires
         // when its operation ends). See "A dealloca that does not run" in `memory`.
-        if failure.is_none() || matches!(op.work, Work::Dealloca(_)) {
+        if waits_before_end {
             for (wait, outcome) in waits.iter().enumerate() {
                 let on_host = match outcome {
                     WaitOutcome::Resolved(resolution) => {

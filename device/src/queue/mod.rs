@@ -113,7 +113,7 @@ use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
 use crate::backend::{BackendCapabilities, DynQueue, QueueWaiters};
 use crate::hand_off;
 use crate::prefetch;
-use crate::speculation::{LineageCell, LineageFrontier, LineageSignals};
+use crate::speculation::{LineageCell, LineageFrontier, LineageSignals, LineageWaits};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use mirror::Mirrors;
 use ownership::RingOwnership;
@@ -191,6 +191,8 @@ pub(crate) struct QueueShared {
     /// and reads the signals of the operations it cancelled; nothing else reads them.
     frontiers: Box<[LineageCell<LineageFrontier>]>,
     signals: Box<[LineageCell<LineageSignals>]>,
+    /// Each slot's waits (see `device::stall`), in an array of their own for the same reason.
+    waits: Box<[LineageCell<LineageWaits>]>,
     /// Each slot's run claim (see `speculation`): two bytes each, in order, so the walk that
     /// fails what a cancellation claimed reads a few cache lines per thousand operations.
     claims: Box<[RunClaim]>,
@@ -257,6 +259,7 @@ impl QueueShared {
             slots: (0..ring).map(|_| OpSlot::new(point)).collect(),
             frontiers: (0..ring).map(|_| LineageCell::new()).collect(),
             signals: (0..ring).map(|_| LineageCell::new()).collect(),
+            waits: (0..ring).map(|_| LineageCell::new()).collect(),
             claims: (0..ring).map(|_| RunClaim::new()).collect(),
             cancellers: Cancellers::new(),
             completed: AtomicU64::new(0),
@@ -327,6 +330,11 @@ impl QueueShared {
     ) -> (&LineageCell<LineageFrontier>, &LineageCell<LineageSignals>) {
         let at = self.position(index);
         (&self.frontiers[at], &self.signals[at])
+    }
+
+    /// What the operation in slot `index` waits for (see `device::stall`).
+    pub(crate) fn lineage_waits(&self, index: u64) -> &LineageCell<LineageWaits> {
+        &self.waits[self.position(index)]
     }
 
     /// The run claim of the operation in slot `index` (see `speculation`).

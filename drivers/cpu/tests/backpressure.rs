@@ -19,6 +19,7 @@ use causeway_runtime::PoolConfig;
 
 const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 const PATIENCE: Option<Duration> = Some(Duration::from_secs(60));
+const LONG: Duration = Duration::from_secs(60);
 
 /// Counts finished operations by status.
 #[derive(Default)]
@@ -61,7 +62,9 @@ fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], ta
 }
 
 /// Runs `submit` while another thread opens `gate` (an external signal to 1) after a delay,
-/// so the submission has to wait for room that the opened gate frees.
+/// so the submission has to wait for room that the opened gate frees. The waiting form for
+/// that is `submit_timeout`: `submit` waits only for room the submitted work frees by itself
+/// (`tests/stall.rs`).
 fn with_gate_opened_later<R>(device: &Device, gate: SemaphoreId, submit: impl FnOnce() -> R) -> R {
     thread::scope(|scope| {
         scope.spawn(|| {
@@ -144,7 +147,10 @@ fn a_blocking_submit_waits_for_a_slot_and_a_timed_one_gives_up() {
     );
     assert!(started.elapsed() >= Duration::from_millis(50));
 
-    with_gate_opened_later(&device, gate, || device.submit(q, &op(&[], &[(done, 1)], 2))).unwrap();
+    with_gate_opened_later(&device, gate, || {
+        device.submit_timeout(q, &op(&[], &[(done, 1)], 2), LONG)
+    })
+    .unwrap();
     assert_eq!(wait(device.semaphore(done).unwrap(), 1, PATIENCE), Ok(1));
     assert_eq!(tally.ok.load(Ordering::Relaxed), 2);
 }
@@ -164,7 +170,7 @@ fn a_full_history_waits_for_its_oldest_pending_signal_to_be_reached() {
     assert_eq!(rejected.error, SubmitError::Full(Resource::History { signal: 0, capacity: 2 }));
     assert_eq!(device.semaphore(s).unwrap().room_at(), Some(2));
 
-    with_gate_opened_later(&device, gate, || device.submit(q, &third)).unwrap();
+    with_gate_opened_later(&device, gate, || device.submit_timeout(q, &third, LONG)).unwrap();
     let s = device.semaphore(s).unwrap();
     assert_eq!(wait(s, 3, PATIENCE), Ok(3));
     // Values 1 and 2 aged out of the two slots; a late waiter still gets a true answer.
@@ -189,7 +195,7 @@ fn held_allocation_records_make_the_next_alloca_wait_for_a_dealloca() {
         device.try_submit(q, again).unwrap_err().error,
         SubmitError::Full(Resource::AllocationRecords { capacity: 1 })
     );
-    with_gate_opened_later(&device, gate, || device.submit(q, &again)).unwrap();
+    with_gate_opened_later(&device, gate, || device.submit_timeout(q, &again, LONG)).unwrap();
     assert_eq!(wait(device.semaphore(done).unwrap(), 1, PATIENCE), Ok(1));
     assert_eq!(device.memory_stats().commits, 2);
 }
@@ -236,7 +242,8 @@ fn a_failed_timeline_ends_a_wait_for_history_room() {
             thread::sleep(Duration::from_millis(20));
             device.semaphore(gate).unwrap().fail(Failure::Application(7));
         });
-        device.submit(q, &op(&[], &[(s, 3)], 3))
+        // Timed: the room waits for another thread (`submit` would say it is stalled).
+        device.submit_timeout(q, &op(&[], &[(s, 3)], 3), LONG)
     });
     let doomed = refused.expect("accepted doomed, not a hang, a timeout or a refusal");
     assert_eq!(doomed.failed_signal, Some((0, Failure::Application(7))));
