@@ -105,7 +105,7 @@ use mpi::collective::SystemOperation;
 use mpi::environment::Universe;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
-use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence};
+use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use mpi::Threading;
 
 use crate::message::{LinkId, Message, MessageError};
@@ -1172,9 +1172,13 @@ impl Inner {
 
     /// Applies one received message from `sender`.
     fn deliver(&self, sender: i32, bytes: &[u8]) {
-        let message = match Message::decode(bytes) {
+        // Read in place: moving the message out of the result copied the whole of it, a
+        // pending message's frontier included, for every reached value too.
+        let decoded = Message::decode(bytes);
+        let message = match &decoded {
             Ok(message) => message,
             Err(error) => {
+                let error = *error;
                 match error.link().and_then(|link| self.import(link)) {
                     Some(import) => self.fail_import(import, RemoteError::Malformed(error)),
                     // Not attributable to one semaphore: every one this sender feeds fails.
@@ -1199,9 +1203,9 @@ impl Inner {
             return;
         }
         let semaphore = import.timeline;
-        let result = match message {
-            Message::Pending { value, origin, frontier, .. } => {
-                semaphore.submit_signal(value, origin, &frontier).map(|()| {
+        let result = match *message {
+            Message::Pending { value, origin, ref frontier, .. } => {
+                semaphore.submit_signal(value, origin, frontier).map(|()| {
                     let mut state = import.state.lock();
                     state.pending.push_back(value);
                     state.announced = value;
@@ -1357,9 +1361,32 @@ impl Inner {
         }
     }
 
+    /// Sends `bytes` to each rank of `to` on the links' communicator. Inlined: a frame of its
+    /// own between the reached message and `MPI_Send` cost every cross-rank hop about twenty
+    /// instructions.
+    #[inline]
     fn send(&self, links: &SimpleCommunicator, to: &[i32], bytes: &[u8]) {
+        // Every message this crate encodes is far below `c_int::MAX` bytes.
+        let Ok(len) = std::os::raw::c_int::try_from(bytes.len()) else { return };
         for &rank in to {
-            links.process_at_rank(rank).send_with_tag(bytes, LINK_TAG);
+            // Straight to MPI_Send: rsmpi's `process_at_rank` asks MPI for the communicator's
+            // size on every send to check a rank that `Node::start` checked once
+            // (`NoSuchRank`). A refused send (the links' communicator returns errors) is lost as
+            // rsmpi's would be; the peer's deadline names what never came.
+            // SAFETY: `bytes` is valid for reads of `len` bytes for the whole call (a blocking
+            // send returns once the buffer may be reused); the datatype is `u8`'s, matching it;
+            // `links` is a live communicator (the node's, alive while `Mpi` is), and its calls
+            // are serialised by the MPI lock the caller holds (`MPI_THREAD_SERIALIZED`).
+            unsafe {
+                mpi::ffi::MPI_Send(
+                    bytes.as_ptr().cast::<std::ffi::c_void>(),
+                    len,
+                    u8::equivalent_datatype().as_raw(),
+                    rank,
+                    LINK_TAG,
+                    links.as_raw(),
+                );
+            }
             // Every send is made under the MPI lock, which orders these writes: no
             // read-modify-write needed.
             self.sent.store(self.sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
