@@ -205,8 +205,9 @@ step "tier 5: benchmarks build and run one iteration each"
 cargo bench "${WORKSPACE[@]}" --bench '*' -- --test
 passed
 
-step "executor hot paths in instructions: callgrind over hot_path_instructions, every run checked"
+step "hot paths in instructions: callgrind over hot_path_instructions, and a cross-rank hop on two ranks, every run checked"
 ./scripts/instructions.sh
+./scripts/hop_instructions.sh
 passed
 
 step "tier 4: firmware images on qemu (mps2-an386, microbit, riscv32 virt); the C API from C (sanitizers, C++, a C image on mps2-an386); Windows tests under wine"
