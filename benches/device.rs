@@ -119,6 +119,12 @@ impl SignalBench {
 
 /// Two threads; the signaller stamps and stores, the waiter spins, observes and stamps.
 fn atomic_handoff(rounds: u64) -> Duration {
+    atomic_handoff_after(0, rounds)
+}
+
+/// [`atomic_handoff`] for `rounds` rounds after `warm_up` uncounted ones: the threads' start
+/// (and a core still busy with what ran before) stays out of a short block.
+fn atomic_handoff_after(warm_up: u64, rounds: u64) -> Duration {
     let origin = Instant::now();
     let sequence = Arc::new(AtomicU64::new(0));
     let ready = Arc::new(AtomicBool::new(false));
@@ -129,18 +135,20 @@ fn atomic_handoff(rounds: u64) -> Duration {
             (Arc::clone(&sequence), Arc::clone(&ready), Arc::clone(&stamps));
         thread::spawn(move || {
             let mut total = 0;
-            for r in 1..=rounds {
+            for r in 1..=warm_up + rounds {
                 ready.store(true, Ordering::Release);
                 while sequence.load(Ordering::Acquire) != r {
                     spin_loop();
                 }
-                total += stamp(origin) - stamps.load(Ordering::Relaxed);
+                if r > warm_up {
+                    total += stamp(origin) - stamps.load(Ordering::Relaxed);
+                }
             }
             total_tx.send(total).expect("the bench thread waits");
         })
     };
     let signaller = thread::spawn(move || {
-        for r in 1..=rounds {
+        for r in 1..=warm_up + rounds {
             while !ready.swap(false, Ordering::Acquire) {
                 spin_loop();
             }
@@ -273,7 +281,54 @@ fn signal_to_start(c: &mut Criterion) {
     drop(bench);
     group.bench_function("floor_atomic_handoff", |b| b.iter_custom(atomic_handoff));
     group.finish();
+    signal_to_start_paired();
 }
+
+/// Alternating blocks of [`PAIRED_ROUNDS`] rounds: the cross-queue hand-over, then the floor,
+/// again and again, and the ratio of each pair of neighbouring blocks — this machine drifts
+/// between faster and slower states within minutes, and two criterion groups measured apart
+/// carry that drift; neighbouring blocks share a state. Each causeway block has a device of its
+/// own (its workers spin, so it cannot stay up beside the floor's two threads). Printed: the
+/// median ratio with its quartiles, and each side's median block. A `--test` run (the test
+/// command's bench tier) takes three blocks, only to show the code runs.
+fn signal_to_start_paired() {
+    let blocks = if std::env::args().any(|argument| argument == "--test") { 3 } else { 41 };
+    let mut pairs: Vec<(f64, f64)> = (0..blocks)
+        .map(|_| {
+            let mut bench = SignalBench::new();
+            for _ in 0..PAIRED_WARM_UP {
+                bench.round();
+            }
+            let causeway: Duration = (0..PAIRED_ROUNDS).map(|_| bench.round()).sum();
+            drop(bench);
+            let floor = atomic_handoff_after(PAIRED_FLOOR_WARM_UP, PAIRED_ROUNDS);
+            let per_round = |total: Duration| total.as_secs_f64() * 1e9 / PAIRED_ROUNDS as f64;
+            (per_round(causeway), per_round(floor))
+        })
+        .collect();
+    let quartiles = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        let at = |fraction: f64| values[((values.len() - 1) as f64 * fraction).round() as usize];
+        (at(0.25), at(0.5), at(0.75))
+    };
+    let mut ratios: Vec<f64> = pairs.iter().map(|&(causeway, floor)| causeway / floor).collect();
+    let (low, median, high) = quartiles(&mut ratios);
+    let mut causeway: Vec<f64> = pairs.iter().map(|pair| pair.0).collect();
+    let mut floor: Vec<f64> = pairs.drain(..).map(|pair| pair.1).collect();
+    eprintln!(
+        "signal_to_start paired, {blocks} alternating blocks of {PAIRED_ROUNDS} rounds: \
+         causeway / atomic hand-off {median:.2}x (quartiles {low:.2}-{high:.2}); median blocks \
+         {:.0} ns vs {:.0} ns",
+        quartiles(&mut causeway).1,
+        quartiles(&mut floor).1,
+    );
+}
+
+/// Rounds of one [`signal_to_start_paired`] block, and of the warm-up before it.
+const PAIRED_ROUNDS: u64 = 1000;
+const PAIRED_WARM_UP: u64 = 50;
+/// The floor's warm-up rounds before a block: a few milliseconds, past its threads' start.
+const PAIRED_FLOOR_WARM_UP: u64 = 20_000;
 
 // `criterion_group!` emits an undocumented `pub fn`; a private module keeps it out of the
 // workspace's `missing_docs` lint without silencing the lint for the rest of the file.
