@@ -492,7 +492,7 @@ enum cw_status cw_device_semaphore_value(struct cw_device device,
 // Submits `op` to queue `queue` of the device, into `*receipt`, waiting while its ring (or a
 // signalled semaphore's history) is full: room frees as earlier work completes. When the room
 // waits for a signal no operation submitted so far gives, it answers `CW_STATUS_STALLED`
-// instead of waiting for ever (the message names the wait). A semaphore it
+// (within 20 ms) instead of waiting for ever (the message names the wait). A semaphore it
 // waits on that has failed does not refuse it: it is accepted doomed (`receipt->failure`). A
 // signal that does not advance its semaphore is `CW_STATUS_NOT_ADVANCING`; nothing is submitted
 // then. Refused with `CW_STATUS_BUSY` from inside a host callback (it could wait for its own

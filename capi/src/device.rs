@@ -35,8 +35,8 @@ use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::{Condvar, Mutex};
 use causeway_device::{
     Device, DeviceError, HostCallId, Observer, Op, OpEvent, OpStatus, PoolConfig, QueueConfig,
-    QueueId, Receipt, Rejected, SemaphoreConfig, SemaphoreError, SemaphoreId, SubmitError,
-    WaitOutcome, Work, MAX_SIGNALS, MAX_WAITS,
+    QueueId, Receipt, SemaphoreConfig, SemaphoreError, SemaphoreId, SubmitError, WaitOutcome, Work,
+    MAX_SIGNALS, MAX_WAITS,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::blocking::{self, HostWaitError};
@@ -857,22 +857,18 @@ fn submit(
             let slice = deadline.map_or(SLICE, |deadline| {
                 SLICE.min(deadline.saturating_duration_since(Instant::now()))
             });
-            // Waiting for ever, as `Device::submit` does: not for room that only a signal
-            // nobody has submitted could free (looked at before each slice of waiting).
-            if deadline.is_none() {
-                match entry.device.try_submit(queue, device_op) {
-                    Err(Rejected { error: SubmitError::Full(resource), .. }) => {
-                        if let Some(stall) = entry.device.stalled(queue, &device_op, resource) {
-                            break Err(SubmitError::Stalled(stall).into());
-                        }
-                    }
-                    done => break done.map_err(|rejected| rejected.error.into()),
-                }
-            }
             match entry.device.submit_timeout(queue, &device_op, slice) {
                 Err(SubmitError::TimedOut(resource)) => {
                     if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                         break Err(SubmitError::TimedOut(resource).into());
+                    }
+                    // Waiting for ever, as `Device::submit` does: not for room that only a
+                    // signal nobody has submitted could free (looked at once a slice went by
+                    // without room, as `submit` looks after its short wait).
+                    if deadline.is_none() {
+                        if let Some(stall) = entry.device.stalled(queue, &device_op, resource) {
+                            break Err(SubmitError::Stalled(stall).into());
+                        }
                     }
                 }
                 done => break done.map_err(Error::from),
@@ -930,7 +926,7 @@ unsafe fn submit_c(
 /// Submits `op` to queue `queue` of the device, into `*receipt`, waiting while its ring (or a
 /// signalled semaphore's history) is full: room frees as earlier work completes. When the room
 /// waits for a signal no operation submitted so far gives, it answers `CW_STATUS_STALLED`
-/// instead of waiting for ever (the message names the wait). A semaphore it
+/// (within 20 ms) instead of waiting for ever (the message names the wait). A semaphore it
 /// waits on that has failed does not refuse it: it is accepted doomed (`receipt->failure`). A
 /// signal that does not advance its semaphore is `CW_STATUS_NOT_ADVANCING`; nothing is submitted
 /// then. Refused with `CW_STATUS_BUSY` from inside a host callback (it could wait for its own

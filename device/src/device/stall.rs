@@ -8,8 +8,9 @@
 //! would hang at the first full history or ring once the loads wait for buffers that only the
 //! consumers hand back.
 //!
-//! Before waiting, `submit` follows what the room waits for through the work already
-//! submitted ([`Device::stalled`] runs the same walk for a caller of `try_submit`):
+//! Once a short wait (a millisecond: room usually frees within microseconds) found no room,
+//! `submit` follows what the room waits for through the work already submitted
+//! ([`Device::stalled`] runs the same walk for a caller of `try_submit`):
 //!
 //! - the room's operation, at point `(queue, epoch)`, ends only after every earlier operation
 //!   of its queue, so each unretired one up to it is visited (once per walk: a queue is
@@ -27,9 +28,11 @@
 //! Operations claimed as cancelled, and those accepted doomed, end without their waits (their
 //! recorded waits are empty, or skipped). The walk reads each queue's lineage under its submit
 //! lock, as a cancellation does, and each semaphore's history under its own lock, the order a
-//! submission takes them in. It runs only when a waiting submission found a resource full,
-//! visits each operation in flight at most once, and allocates nothing: its table of how far
-//! each queue was visited is the device's, made when it was built.
+//! submission takes them in. It runs only when a waiting submission found a resource full
+//! and a short wait did not free it, visits each operation in flight at most once, and
+//! allocates nothing: its table of how far each queue was visited is the device's, made when
+//! it was built. Once it finds no stall, the submission waits without looking again: work
+//! already submitted that does not wait for an unsubmitted signal ends (or fails) by itself.
 //!
 //! What the walk sees is what has been submitted when it runs: a signal another thread is
 //! about to submit or give is not seen. A program whose threads feed each other's waits

@@ -23,6 +23,10 @@ use crate::speculation::LineageWaits;
 #[cfg(doc)]
 use crate::{config::QueueConfig, config::SemaphoreConfig, DeviceBuilder};
 
+/// How long [`Device::submit`] waits for room before it looks whether the room could ever
+/// come ([`Stall`]).
+const STALL_LOOK_AFTER: Duration = Duration::from_millis(1);
+
 /// How long a waiting submission waits for room.
 #[derive(Clone, Copy)]
 enum Patience {
@@ -42,8 +46,9 @@ impl Device {
     /// It waits only for room that the work already submitted frees by itself. When the room's
     /// operation waits — directly or through others — for a signal no operation submitted so
     /// far gives, waiting would last until someone else signals it, and for a single
-    /// submitting thread that is for ever: `submit` returns [`SubmitError::Stalled`] at once
-    /// instead, naming that wait ([`Stall`]; nothing changed). Submit signals before a history
+    /// submitting thread that is for ever: `submit` returns [`SubmitError::Stalled`] instead,
+    /// naming that wait ([`Stall`]; nothing changed), once a millisecond's wait found no room
+    /// (the walk over the work in flight that decides it is paid only when room is slow). Submit signals before a history
     /// or ring fills with their waiters, size the resources from the workload
     /// ([`QueueConfig::capacity`], [`SemaphoreConfig::history`],
     /// [`DeviceBuilder::allocation_records`]; the scenario runner computes them), or, where
@@ -96,9 +101,18 @@ impl Device {
                 Err(SubmitError::Full(resource)) => {
                     let deadline = match patience {
                         Patience::UnlessStalled => {
+                            // Room usually frees within microseconds: the walk over the work in
+                            // flight (`stall`) is made only once a short wait found none, so a
+                            // backpressured stream pays for it at most once per such wait.
+                            let look = Instant::now().checked_add(STALL_LOOK_AFTER);
+                            if self.wait_for_room(queue, op, resource, look) {
+                                continue;
+                            }
                             if let Some(stall) = self.stall(queue, op, resource) {
                                 return Err(SubmitError::Stalled(stall));
                             }
+                            // Nothing submitted waits for a signal nobody gives, so the room
+                            // comes (see `stall`): no need to look again while waiting.
                             None
                         }
                         Patience::Until(deadline) => deadline,
