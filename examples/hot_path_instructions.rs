@@ -61,6 +61,9 @@ use causeway::executor::{
 use causeway::scope::{Endpoint, Scope};
 use causeway::{host, CachePadded, Failure, PoolConfig};
 
+#[path = "support/callgrind.rs"]
+mod callgrind;
+
 /// Hops in one chain.
 const HOPS: u32 = 100_000;
 
@@ -386,37 +389,6 @@ fn activation_floor() -> Duration {
     elapsed / (ACTIVATION_ROUNDS * ACTIVATION_BATCH as u32)
 }
 
-/// Toggles callgrind's collection on the calling thread (the `CALLGRIND_TOGGLE_COLLECT` client
-/// request of valgrind's `callgrind.h`); natively the instruction sequence does nothing.
-#[cfg(target_arch = "x86_64")]
-fn callgrind_toggle_collect() {
-    // `VG_USERREQ_TOOL_BASE('C', 'T') + 2`: callgrind's third request.
-    const TOGGLE_COLLECT: u64 = (b'C' as u64) << 24 | (b'T' as u64) << 16 | 2;
-    let request: [u64; 6] = [TOGGLE_COLLECT, 0, 0, 0, 0, 0];
-    // SAFETY: valgrind's client-request sequence for amd64 (`valgrind.h`). Natively it rotates
-    // `rdi` by 128 bits in all (back to its value, declared clobbered anyway), exchanges `rbx`
-    // with itself and leaves `rdx` as the default result (clobbered); flags are clobbered, as
-    // `asm!` assumes unless told otherwise. Under valgrind the sequence reads the six words of
-    // `request`, which live on this frame until the block ends, and writes only `rdx`.
-    unsafe {
-        std::arch::asm!(
-            "rol rdi, 3",
-            "rol rdi, 13",
-            "rol rdi, 61",
-            "rol rdi, 51",
-            "xchg rbx, rbx",
-            in("rax") request.as_ptr(),
-            inout("rdx") 0u64 => _,
-            inout("rdi") 0u64 => _,
-        );
-    }
-}
-
-/// No client requests off x86-64: callgrind then collects nothing for `signal-causeway`, which
-/// `scripts/instructions.sh` reports as a failure.
-#[cfg(not(target_arch = "x86_64"))]
-fn callgrind_toggle_collect() {}
-
 const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
 
 /// Nanoseconds since `origin`.
@@ -442,7 +414,7 @@ fn signal_causeway() -> Duration {
         builder.host_call(move || {
             signalled.store(stamp(origin), Ordering::Relaxed);
             if measuring.load(Ordering::Relaxed) {
-                callgrind_toggle_collect();
+                callgrind::toggle_collect();
             }
             Ok(())
         })
@@ -451,7 +423,7 @@ fn signal_causeway() -> Duration {
         let (measuring, started) = (Arc::clone(&measuring), Arc::clone(&started));
         builder.host_call(move || {
             if measuring.load(Ordering::Relaxed) {
-                callgrind_toggle_collect();
+                callgrind::toggle_collect();
             }
             started.store(stamp(origin), Ordering::Relaxed);
             Ok(())

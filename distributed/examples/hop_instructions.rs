@@ -78,6 +78,9 @@ use causeway_distributed::{LinkId, Links, Node};
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::{blocking, PoolConfig};
 
+#[path = "../../examples/support/callgrind.rs"]
+mod callgrind;
+
 const LONG: Duration = Duration::from_secs(600);
 
 /// Rounds submitted ahead at once.
@@ -145,7 +148,7 @@ fn signaller_returns(round: u64, next_receipt: u64) {
     match window_of(round) {
         SIGNALLING => {
             WINDOW.store(SIGNALLING, Ordering::Relaxed);
-            callgrind_toggle_collect();
+            callgrind::toggle_collect();
         }
         SENDING => WINDOW.store(SEND_ARMED, Ordering::Relaxed),
         _ => {}
@@ -156,7 +159,7 @@ fn signaller_returns(round: u64, next_receipt: u64) {
 fn dependent_enters(round: u64) {
     match WINDOW.load(Ordering::Relaxed) {
         RECEIVING => {
-            callgrind_toggle_collect();
+            callgrind::toggle_collect();
             WINDOW.store(IDLE, Ordering::Relaxed);
             CLOSED[1].fetch_add(1, Ordering::Relaxed);
             if window_of(round) != RECEIVING {
@@ -176,75 +179,26 @@ fn dependent_enters(round: u64) {
 fn hook(point: Point) {
     match (point, WINDOW.load(Ordering::Relaxed)) {
         (Point::SendingReached, SIGNALLING) => {
-            callgrind_toggle_collect();
+            callgrind::toggle_collect();
             WINDOW.store(IDLE, Ordering::Relaxed);
             CLOSED[0].fetch_add(1, Ordering::Relaxed);
         }
         (Point::SendingReached, SEND_ARMED) => {
             WINDOW.store(SENDING, Ordering::Relaxed);
-            callgrind_toggle_collect();
+            callgrind::toggle_collect();
         }
         (Point::SentReached, SENDING) => {
-            callgrind_toggle_collect();
+            callgrind::toggle_collect();
             WINDOW.store(IDLE, Ordering::Relaxed);
             CLOSED[2].fetch_add(1, Ordering::Relaxed);
         }
         (Point::Received, RECEIVE_ARMED) => {
             WINDOW.store(RECEIVING, Ordering::Relaxed);
-            callgrind_toggle_collect();
+            callgrind::toggle_collect();
         }
         _ => {}
     }
 }
-
-/// `CALLGRIND_TOGGLE_COLLECT` (valgrind's `callgrind.h`): toggles collection on the calling
-/// thread; natively the sequence does nothing.
-#[cfg(target_arch = "x86_64")]
-fn callgrind_toggle_collect() {
-    // `VG_USERREQ_TOOL_BASE('C', 'T') + 2`.
-    client_request((b'C' as u64) << 24 | (b'T' as u64) << 16 | 2, 0);
-}
-
-/// `CALLGRIND_DUMP_STATS_AT(name)`: writes what was collected so far to a dump of its own,
-/// described as `name`, and zeroes the counts.
-#[cfg(target_arch = "x86_64")]
-fn callgrind_dump_stats_at(name: &std::ffi::CStr) {
-    // `VG_USERREQ_TOOL_BASE('C', 'T') + 3`.
-    client_request((b'C' as u64) << 24 | (b'T' as u64) << 16 | 3, name.as_ptr() as u64);
-}
-
-/// Valgrind's client request `code` with one argument.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn client_request(code: u64, argument: u64) {
-    let request: [u64; 6] = [code, argument, 0, 0, 0, 0];
-    // SAFETY: valgrind's client-request sequence for amd64 (`valgrind.h`), as in the
-    // workspace's `hot_path_instructions` example. Natively it rotates `rdi` by 128 bits in
-    // all (back to its value, declared clobbered anyway), exchanges `rbx` with itself and
-    // leaves `rdx` as the default result (clobbered). Under valgrind the sequence reads the
-    // six words of `request`, which live on this frame until the block ends (and the string
-    // an argument may point to, which the caller keeps alive), and writes only `rdx`.
-    unsafe {
-        std::arch::asm!(
-            "rol rdi, 3",
-            "rol rdi, 13",
-            "rol rdi, 61",
-            "rol rdi, 51",
-            "xchg rbx, rbx",
-            in("rax") request.as_ptr(),
-            inout("rdx") 0u64 => _,
-            inout("rdi") 0u64 => _,
-        );
-    }
-}
-
-/// No client requests off x86-64: callgrind then collects nothing, which the script reports
-/// as a failure.
-#[cfg(not(target_arch = "x86_64"))]
-fn callgrind_toggle_collect() {}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn callgrind_dump_stats_at(_name: &std::ffi::CStr) {}
 
 /// A device of one worker and one queue, four system-wide semaphores (link 0, link 1, rank
 /// 0's done, rank 0's go) and the host functions S, D, R.
@@ -342,7 +296,7 @@ fn run(rank: i32) -> Result<(), String> {
             node.wait(LinkId(1), last, LONG).map_err(|e| e.to_string())?;
         }
         if let Some(name) = phase_ending(batch) {
-            callgrind_dump_stats_at(name);
+            callgrind::dump_stats_at(name);
         }
     }
     node.barrier();
