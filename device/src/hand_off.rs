@@ -52,7 +52,7 @@ impl Drop for Restore {
 
 /// Runs `body` — one drain of a queue of the device whose pool runs `executor` — collecting
 /// wakes on this thread; a held wake nobody took is published when it ends. Inlined into the
-/// drain that calls it: a frame of its own between the queue runner and the drain loop cost the
+/// drain that calls it: a frame of its own between the queue's process and the drain loop cost the
 /// signal → dependent start path about twenty instructions (a prologue, an epilogue and the
 /// collector's address passed through).
 #[inline(always)]

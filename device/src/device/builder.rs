@@ -1,7 +1,7 @@
 //! Describing a device and starting it.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use causeway_core::axis::{Axis, AxisError, Domain};
@@ -11,6 +11,7 @@ use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::{Condvar, Mutex};
 use causeway_runtime::{CpuPool, PoolConfig};
 
+use super::process::QueueProcess;
 use super::shared::{DeviceShared, MemoryState, StallCursor};
 use super::Device;
 use crate::backend::{Backend, Driver, DynBackend, QueueWaiters};
@@ -206,6 +207,7 @@ impl DeviceBuilder {
             workers,
             start: Instant::now(),
             stall_walk: Mutex::new(vec![StallCursor::default(); self.queues.len()].into()),
+            processes: OnceLock::new(),
         });
         let owned = Box::into_raw(shared);
         // SAFETY: `owned` came from `Box::into_raw` just above and is freed only in
@@ -216,11 +218,13 @@ impl DeviceBuilder {
         for backend in shared.backends.iter() {
             backend.start(shared.context());
         }
-        for (queue, opened) in shared.queues.iter().zip(opened) {
+        let processes = shared.queues.iter().map(|queue| QueueProcess::new(shared, queue));
+        let processes = shared.processes.get_or_init(|| processes.collect());
+        for ((queue, opened), drain) in shared.queues.iter().zip(opened).zip(processes.iter()) {
             let driver_queue = shared.backends[queue.driver]
                 .bind(opened)
                 .expect("each queue is bound to the backend that opened it");
-            let process = queue.link(shared, &shared.executor, driver_queue);
+            let process = queue.link(drain, &shared.executor, driver_queue);
             // The queue process is fresh and the pool has just started: submission cannot be
             // refused.
             shared.executor.submit(process).expect("a fresh queue process is accepted");

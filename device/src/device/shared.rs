@@ -1,7 +1,7 @@
 //! The state a running device shares with its queue processes and drivers, leaked while the
 //! device lives (see [`Device`](crate::Device)).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use causeway_core::frontier::{Frontier, Point};
@@ -13,6 +13,7 @@ use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
 
 use causeway_core::executor::Process;
 
+use super::process::QueueProcess;
 use crate::backend::{ContextDevice, DeviceContext, DynBackend, MemoryOp, QueueWaiters};
 use crate::error::{DriverCall, DriverFault, Violation};
 use crate::ids::{HostCall, QueueId};
@@ -51,6 +52,9 @@ pub(crate) struct DeviceShared {
     /// visited and how far it must. Made once, so a check allocates nothing; the lock
     /// serialises checks (taken before any submit lock, and never by a holder of one).
     pub(crate) stall_walk: Mutex<Box<[StallCursor]>>,
+    /// What each queue's executor process drains, in queue order; set once the state has its
+    /// final address (the processes point back at it).
+    pub(crate) processes: OnceLock<Box<[QueueProcess]>>,
 }
 
 /// How far a stall check has visited one queue's operations, and how far it must (epochs).

@@ -73,7 +73,7 @@
 //! This module is a queue's state and its own protocols; it knows nothing of the device. What
 //! runs the operations — a drain, issuing to the driver, the one ending and retirement,
 //! mirrors, cancellation walks, teardown — reaches the whole device and is the device layer's
-//! (`device::process`); a queue's process drains through [`QueueRunner`].
+//! (`device::process`), whose drain object the queue's process runs (`link`).
 //!
 //! - `slot`: a ring entry — the body submission writes, the wait gate its timepoints count
 //!   down; `wait_count`: the gate's count.
@@ -103,7 +103,7 @@ use std::pin::Pin;
 use std::sync::OnceLock;
 
 use causeway_core::axis::Axis;
-use causeway_core::executor::{Drain, DrainContext, Drained, Process};
+use causeway_core::executor::{Drain, Process};
 use causeway_core::queue::{QueueClock, ResolutionCounts};
 use causeway_core::semaphore::Timepoint;
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
@@ -207,19 +207,8 @@ pub(crate) struct QueueShared {
     /// Whether the queue process or the device owns the ring (see `ownership`).
     pub(crate) ownership: RingOwnership,
     process: OnceLock<Process<'static>>,
-    /// What runs its operations when the process drains (the device layer); set once when
-    /// the device is built.
-    runner: OnceLock<&'static dyn QueueRunner>,
     /// The executor of the device's pool, which runs the process.
     executor: OnceLock<&'static HostExecutor<'static>>,
-}
-
-/// What runs a queue's operations when its process drains: the device layer
-/// (`device::process`), which has the whole device — semaphores, memory, drivers, the other
-/// queues — in reach. This layer holds the queue's state; a drain is the device's.
-pub(crate) trait QueueRunner: Sync {
-    /// One drain of `queue`'s process (see [`Drain`]).
-    fn drain(&'static self, queue: &QueueShared, cx: &mut DrainContext<'_, '_>) -> Drained;
 }
 
 impl QueueShared {
@@ -268,21 +257,21 @@ impl QueueShared {
             slot_freed: Condvar::new(),
             ownership: RingOwnership::new(),
             process: OnceLock::new(),
-            runner: OnceLock::new(),
             executor: OnceLock::new(),
         }
     }
 
     /// Second construction phase, once the queue has its final address: points the queue and
-    /// its slots' timepoints back at their owners, keeps what runs its operations, the
-    /// executor and its driver's queue object, and creates the process.
+    /// its slots' timepoints back at their owners, keeps the executor and its driver's queue
+    /// object, and creates the process, which runs `drain` — the device layer's, which has the
+    /// whole device (semaphores, memory, drivers, the other queues) in reach: this layer holds
+    /// the queue's state; a drain is the device's.
     pub(crate) fn link(
         &'static self,
-        runner: &'static dyn QueueRunner,
+        drain: &'static dyn Drain,
         executor: &'static HostExecutor<'static>,
         driver_queue: Box<dyn DynQueue>,
     ) -> &'static Process<'static> {
-        let _ = self.runner.set(runner);
         let _ = self.executor.set(executor);
         let _ = self.driver_queue.set(driver_queue);
         for slot in self.slots.iter() {
@@ -291,7 +280,7 @@ impl QueueShared {
                 let _ = timepoint.set(Timepoint::new(&slot.gate));
             }
         }
-        self.process.get_or_init(|| Process::new(self, causeway_core::executor::Class::Immediate))
+        self.process.get_or_init(|| Process::new(drain, causeway_core::executor::Class::Immediate))
     }
 
     pub(crate) fn submit_axis(&self) -> Axis {
@@ -367,7 +356,6 @@ impl QueueShared {
         prefetch::first_line(&self.process);
         prefetch::first_line(&self.ownership);
         prefetch::first_line(&self.slots);
-        prefetch::first_line(&self.runner);
         prefetch::first_line(&self.head);
         prefetch::first_line(&self.native);
         let head = self.head.load(Ordering::Relaxed);
@@ -375,12 +363,6 @@ impl QueueShared {
         prefetch::first_line(&slot.gate);
         prefetch::object(&slot.body);
         prefetch::first_line(self.claim(head));
-    }
-}
-
-impl Drain for QueueShared {
-    fn drain(&self, cx: &mut DrainContext<'_, '_>) -> Drained {
-        self.runner.get().expect("linked when the device was built").drain(self, cx)
     }
 }
 
