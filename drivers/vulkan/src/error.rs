@@ -37,6 +37,18 @@ pub enum VulkanError {
         /// What it lacks.
         missing: &'static str,
     },
+    /// The queue family lent with an application's handles ([`Gpu::from_raw_handles`]) cannot
+    /// serve causeway.
+    ///
+    /// [`Gpu::from_raw_handles`]: crate::Gpu::from_raw_handles
+    QueueFamilyUnsuitable {
+        /// The family's index.
+        family: u32,
+        /// How many queue families the physical device has.
+        families: u32,
+        /// Why it cannot serve.
+        why: &'static str,
+    },
     /// An option (an environment variable) has a value the driver cannot read.
     InvalidOption {
         /// The option's name.
@@ -190,6 +202,11 @@ impl fmt::Display for VulkanError {
             VulkanError::AdapterUnsuitable { adapter, missing } => {
                 write!(f, "Vulkan adapter {adapter:?} cannot run causeway: it lacks {missing}")
             }
+            VulkanError::QueueFamilyUnsuitable { family, families, why } => write!(
+                f,
+                "queue family {family} cannot run causeway's work: {why} (the physical device \
+                 has {families} queue families)"
+            ),
             VulkanError::InvalidOption { name, value, accepted } => {
                 write!(f, "{name}={value:?} is not one of its values: {accepted}")
             }

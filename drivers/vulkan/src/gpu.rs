@@ -1,6 +1,7 @@
 //! [`Gpu`]: the Vulkan instance, the chosen physical device, the logical device and its queues,
 //! and (with validation on) the Khronos validation layer with synchronization validation, whose
-//! warnings and errors are kept for tests to assert on.
+//! warnings and errors are kept for tests to assert on. Either causeway creates them all
+//! ([`Gpu::open`]) or the application lends the ones it owns ([`Gpu::from_raw_handles`]).
 
 use std::ffi::{c_void, CStr};
 use std::fmt;
@@ -60,6 +61,35 @@ impl GpuOptions {
     }
 }
 
+/// Vulkan handles an application already owns, lent to causeway by [`Gpu::from_raw_handles`].
+/// They must come from `ash` 0.38, the version this crate is built with.
+pub struct GpuHandles {
+    /// The loaded Vulkan library the instance was created from.
+    pub entry: ash::Entry,
+    /// The instance.
+    pub instance: ash::Instance,
+    /// The physical device `device` was created on.
+    pub physical_device: vk::PhysicalDevice,
+    /// The logical device, created with the `timelineSemaphore` and `synchronization2` features
+    /// enabled.
+    pub device: ash::Device,
+    /// The queue family of `queues`; it must support compute.
+    pub queue_family: u32,
+    /// The VkQueues of `queue_family` that causeway may submit to (at least one); causeway
+    /// queue `i` uses `queues[i % queues.len()]`, as with its own device.
+    pub queues: Vec<vk::Queue>,
+}
+
+/// Who destroys the device and the instance when the last [`Gpu`] handle goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ownership {
+    /// [`Gpu::open`] created them: causeway destroys them.
+    Created,
+    /// The application lent them ([`Gpu::from_raw_handles`]): it destroys them, after the last
+    /// handle is gone.
+    Borrowed,
+}
+
 /// One VkQueue, behind the lock that `vkQueueSubmit2` needs: host access to a queue must be
 /// externally synchronized, and several causeway queues may share one VkQueue.
 pub(crate) type QueueLock = Mutex<vk::Queue>;
@@ -79,9 +109,11 @@ pub(crate) struct Synchronization2 {
 }
 
 pub(crate) struct GpuShared {
-    // `Drop` destroys the device, the messenger and the instance before any field drops, so
-    // the loaded library (`_entry`) and the log the messenger writes to outlive them.
+    // `Drop` destroys the device, the messenger and the instance (those causeway created)
+    // before any field drops, so the loaded library (`_entry`) and the log the messenger writes
+    // to outlive them.
     _entry: ash::Entry,
+    ownership: Ownership,
     instance: ash::Instance,
     messenger: Messenger,
     log: Box<ValidationLog>,
@@ -206,6 +238,7 @@ impl Gpu {
             Ok(opened) => Ok(Gpu {
                 shared: Arc::new(GpuShared {
                     _entry: entry,
+                    ownership: Ownership::Created,
                     instance,
                     messenger,
                     log,
@@ -233,6 +266,111 @@ impl Gpu {
         }
     }
 
+    /// A `Gpu` on Vulkan handles the application already owns: builds what [`Gpu::open`] builds
+    /// around them without creating a device, an instance or a queue (and no validation
+    /// messenger: [`validation_messages`](Gpu::validation_messages) stays empty; the application's
+    /// own messenger hears the layer). Causeway still creates, and destroys, the objects it makes
+    /// from the device (timelines, buffers, pipelines, command pools, memory). The last handle
+    /// going waits for causeway's queues to be idle and destroys nothing of the application's.
+    ///
+    /// Checked, with a typed error: the physical device has Vulkan ≥ 1.2, supports the
+    /// `timelineSemaphore` and `synchronization2` features (core on 1.3, `VK_KHR_synchronization2`
+    /// on 1.2) and the device resolves their commands (a Vulkan 1.2 instance at least);
+    /// `queue_family` is one of its families and supports compute; `queues` is not empty.
+    ///
+    /// # Safety
+    /// What Vulkan gives no way to check, the caller guarantees:
+    /// - the handles are valid and belong together: `physical_device` is one of `instance`'s,
+    ///   `device` was created on it from `instance`, which `entry` loaded, and `queues` were got
+    ///   from `device` in family `queue_family`;
+    /// - `device` was created with the `timelineSemaphore` and `synchronization2` features enabled
+    ///   (and, on a Vulkan 1.2 device, the `VK_KHR_synchronization2` extension);
+    /// - the instance and the device stay alive until every clone of the returned `Gpu` and
+    ///   everything made from it (backends, devices built on them, buffers, kernels, command
+    ///   buffers, timelines, the watcher) is dropped;
+    /// - while any of those lives, the application submits to (or otherwise uses, as Vulkan's
+    ///   external-synchronization rule for `VkQueue` demands) one of `queues` only inside
+    ///   [`Gpu::with_queue`] for it, which holds causeway's lock for that queue, or not at all;
+    /// - work the application submits itself, on queues of its own, that uses a causeway object's
+    ///   raw handle ([`Timeline::raw`](crate::Timeline::raw), [`Buffer::raw`](crate::Buffer::raw))
+    ///   completes before that object is dropped: causeway waits only for its own queues.
+    pub unsafe fn from_raw_handles(handles: GpuHandles) -> Result<Gpu, VulkanError> {
+        let GpuHandles { entry, instance, physical_device, device, queue_family, queues } = handles;
+        let candidate = examine(&instance, physical_device)?;
+        if let Some(missing) = candidate.unsuitable {
+            return Err(VulkanError::AdapterUnsuitable { adapter: candidate.name, missing });
+        }
+        // SAFETY: `physical_device` is one of the live `instance`'s (the caller's contract).
+        let families =
+            unsafe { instance.get_physical_device_queue_family_properties(physical_device) };
+        check_queue_family(&families, queue_family)?;
+        if queues.is_empty() {
+            return Err(VulkanError::NoSuchQueue(0));
+        }
+        // The commands are looked up by name, not through `ash::Device`'s tables, whose missing
+        // entries are stubs that panic: a device made from an instance created for an API
+        // version older than 1.2 need not resolve them, whatever its physical device reports.
+        // SAFETY: `device` was created from `instance` (the caller's contract); the names are
+        // NUL-terminated.
+        let resolves = |name: &CStr| unsafe {
+            instance.get_device_proc_addr(device.handle(), name.as_ptr()).is_some()
+        };
+        // The Vulkan 1.2 commands of timeline semaphores, which `Timeline` and the watcher call
+        // through `ash::Device`.
+        if ![c"vkWaitSemaphores", c"vkSignalSemaphore", c"vkGetSemaphoreCounterValue"]
+            .into_iter()
+            .all(resolves)
+        {
+            return Err(VulkanError::AdapterUnsuitable {
+                adapter: candidate.name,
+                missing: "the Vulkan 1.2 commands (an instance created for API 1.2 or later)",
+            });
+        }
+        let synchronization2 = load_synchronization2(&instance, &device, &candidate)?;
+        // SAFETY: as above.
+        let (max_timeline_difference, memory_properties) =
+            unsafe { query_device_properties(&instance, physical_device) };
+        Ok(Gpu {
+            shared: Arc::new(GpuShared {
+                _entry: entry,
+                ownership: Ownership::Borrowed,
+                instance,
+                messenger: None,
+                log: Box::default(),
+                adapter_name: candidate.name,
+                limits: candidate.properties.limits,
+                max_timeline_difference,
+                memory_properties,
+                device,
+                queue_family,
+                queues: queues.into_iter().map(Mutex::new).collect(),
+                synchronization2,
+                native_waits: AtomicU64::new(0),
+                memory_blocks_made: AtomicU64::new(0),
+                memory_blocks_alive: AtomicU64::new(0),
+                #[cfg(feature = "fault-injection")]
+                faults: Mutex::new([None; FaultPoint::COUNT]),
+            }),
+        })
+    }
+
+    /// Runs `use_queue` with VkQueue `index` while holding causeway's lock for it: Vulkan requires
+    /// host access to a queue (`vkQueueSubmit`, `vkQueueSubmit2`, `vkQueueWaitIdle`,
+    /// `vkQueueBindSparse`, `vkQueuePresentKHR` …) to be externally synchronized, and causeway
+    /// submits to it from several threads. An application that lent its queues
+    /// ([`Gpu::from_raw_handles`]) uses them only through here while causeway holds them.
+    ///
+    /// `use_queue` must not call into causeway on this `Gpu` (submit, or drop a timeline or a
+    /// command buffer, which may wait for the queue): the lock is not re-entrant.
+    pub fn with_queue<R>(
+        &self,
+        index: usize,
+        use_queue: impl FnOnce(vk::Queue) -> R,
+    ) -> Result<R, VulkanError> {
+        let queue = self.queue(index)?.lock();
+        Ok(use_queue(*queue))
+    }
+
     /// The physical device's name (lavapipe: `llvmpipe (LLVM …)`).
     pub fn adapter_name(&self) -> &str {
         &self.shared.adapter_name
@@ -244,7 +382,8 @@ impl Gpu {
     }
 
     /// The validation layer's warnings and errors so far (the first 32 verbatim); empty when
-    /// validation is off or all was well.
+    /// validation is off or all was well, and always for a `Gpu` on the application's handles
+    /// ([`Gpu::from_raw_handles`]), whose instance's messengers are the application's.
     pub fn validation_messages(&self) -> Vec<String> {
         self.shared.log.messages().clone()
     }
@@ -346,15 +485,13 @@ impl Gpu {
         self.shared.faults.lock()[point.index()].take()
     }
 
-    /// Waits until the device is idle. Destroying an object the device may still use needs it;
-    /// `vkDeviceWaitIdle` needs every queue's lock, taken in index order (the only place that
-    /// takes more than one).
+    /// Waits until every queue causeway submits to is idle. Destroying an object the device may
+    /// still use needs it. It is `vkQueueWaitIdle` on each, under its lock, not
+    /// `vkDeviceWaitIdle`: that one needs every queue of the device externally synchronized,
+    /// and of a device the application lent, it may use queues causeway knows nothing of. On a
+    /// device causeway created, its queues are all the device's, so the two wait alike.
     pub(crate) fn wait_idle(&self) -> Result<(), VulkanError> {
-        let _queues: Vec<_> = self.shared.queues.iter().map(|queue| queue.lock()).collect();
-        // SAFETY: the device is alive (we hold a handle) and every queue's lock is held, the
-        // external synchronization vkDeviceWaitIdle requires.
-        unsafe { self.shared.device.device_wait_idle() }
-            .map_err(VulkanError::vk("vkDeviceWaitIdle"))
+        wait_queues_idle(&self.shared.device, &self.shared.queues)
     }
 }
 
@@ -364,22 +501,51 @@ impl fmt::Debug for Gpu {
             .field("adapter", &self.shared.adapter_name)
             .field("queues", &self.shared.queues.len())
             .field("validation", &self.shared.messenger.is_some())
+            .field("ownership", &self.shared.ownership)
             .finish_non_exhaustive()
     }
 }
 
 impl Drop for GpuShared {
     fn drop(&mut self) {
-        // SAFETY: this is the last handle: every object made from the device held one and is
-        // gone, so after waiting for idle nothing uses the device; it and then the instance are
-        // destroyed once, children first.
-        unsafe {
-            // A lost device is idle enough to destroy: the error changes nothing here.
-            let _ = self.device.device_wait_idle();
-            self.device.destroy_device(None);
-            destroy_instance(&self.instance, self.messenger.take());
+        match self.ownership {
+            // SAFETY: this is the last handle: every object made from the device held one and
+            // is gone, so after waiting for idle nothing uses the device; causeway created it
+            // and the instance (`open`), and destroys them once, children first.
+            Ownership::Created => unsafe {
+                // A lost device is idle enough to destroy: the error changes nothing here.
+                let _ = self.device.device_wait_idle();
+                self.device.destroy_device(None);
+                destroy_instance(&self.instance, self.messenger.take());
+            },
+            // The application's device and instance are its own to destroy. Every object
+            // causeway made from them is gone already; what is left is to return only once
+            // nothing causeway submitted still runs, so that the application may destroy the
+            // device as soon as the last handle is gone (after its own work is idle). Its other
+            // queues are not causeway's to wait on (see `wait_idle`). A lost device is idle
+            // enough: the error changes nothing here.
+            Ownership::Borrowed => {
+                let _ = wait_queues_idle(&self.device, &self.queues);
+            }
         }
     }
+}
+
+/// `vkQueueWaitIdle` on each of `queues`, with every queue's lock held, taken in index order
+/// (the only place that takes more than one), so nothing is submitted to one while waiting for
+/// another; the first error, after waiting on all.
+fn wait_queues_idle(device: &ash::Device, queues: &[QueueLock]) -> Result<(), VulkanError> {
+    let locked: Vec<_> = queues.iter().map(|queue| queue.lock()).collect();
+    let mut result = Ok(());
+    for queue in &locked {
+        // SAFETY: the queue is the device's and the device is alive (the caller holds it);
+        // holding the queue's lock is the external synchronization vkQueueWaitIdle requires.
+        let waited = unsafe { device.queue_wait_idle(**queue) };
+        if result.is_ok() {
+            result = waited.map_err(VulkanError::vk("vkQueueWaitIdle"));
+        }
+    }
+    result
 }
 
 /// Destroys the messenger, then the instance.
@@ -550,12 +716,8 @@ fn examine(
         needs_synchronization2_extension: !core_synchronization2,
         compute_family,
     };
-    if version < vk::API_VERSION_1_2 {
-        candidate.unsuitable = Some("Vulkan 1.2");
-        return Ok(candidate);
-    }
-    if !core_synchronization2 && !has_synchronization2_extension {
-        candidate.unsuitable = Some("synchronization2 (Vulkan 1.3 or VK_KHR_synchronization2)");
+    if let Some(missing) = missing_for_version(version, has_synchronization2_extension) {
+        candidate.unsuitable = Some(missing);
         return Ok(candidate);
     }
     let mut timeline = vk::PhysicalDeviceTimelineSemaphoreFeatures::default();
@@ -644,37 +806,125 @@ fn open_device(
         // SAFETY: the family and indices are those the device was created with.
         .map(|index| unsafe { device.get_device_queue(queue_family, index) })
         .collect();
-    let synchronization2 = if chosen.needs_synchronization2_extension {
-        let extension = ash::khr::synchronization2::Device::new(instance, &device);
-        Synchronization2 {
-            queue_submit2: extension.fp().queue_submit2_khr,
-            cmd_pipeline_barrier2: extension.fp().cmd_pipeline_barrier2_khr,
-        }
-    } else {
-        Synchronization2 {
-            queue_submit2: device.fp_v1_3().queue_submit2,
-            cmd_pipeline_barrier2: device.fp_v1_3().cmd_pipeline_barrier2,
+    let synchronization2 = match load_synchronization2(instance, &device, chosen) {
+        Ok(synchronization2) => synchronization2,
+        Err(error) => {
+            // SAFETY: nothing was made from the device yet; it is not used again.
+            unsafe { device.destroy_device(None) };
+            return Err(error);
         }
     };
-    let mut timeline_properties = vk::PhysicalDeviceTimelineSemaphoreProperties::default();
-    let mut properties =
-        vk::PhysicalDeviceProperties2::default().push_next(&mut timeline_properties);
-    // SAFETY: a plain query of the instance's physical device, a Vulkan 1.2 one (checked by
-    // `examine`), where timeline semaphore properties are core.
-    unsafe { instance.get_physical_device_properties2(chosen.physical_device, &mut properties) };
-    // SAFETY: a plain query of the instance's physical device.
-    let memory_properties =
-        unsafe { instance.get_physical_device_memory_properties(chosen.physical_device) };
+    // SAFETY: the physical device is the live instance's.
+    let (max_timeline_difference, memory_properties) =
+        unsafe { query_device_properties(instance, chosen.physical_device) };
     Ok(OpenedDevice {
         adapter_name: chosen.name.clone(),
         limits: chosen.properties.limits,
-        max_timeline_difference: timeline_properties.max_timeline_semaphore_value_difference,
+        max_timeline_difference,
         memory_properties,
         device,
         queue_family,
         queues,
         synchronization2,
     })
+}
+
+/// What a physical device of API `version` lacks that its version decides: Vulkan 1.2 itself,
+/// and synchronization2 (core on 1.3, else its extension).
+fn missing_for_version(version: u32, has_synchronization2_extension: bool) -> Option<&'static str> {
+    if version < vk::API_VERSION_1_2 {
+        Some("Vulkan 1.2")
+    } else if version < vk::API_VERSION_1_3 && !has_synchronization2_extension {
+        Some("synchronization2 (Vulkan 1.3 or VK_KHR_synchronization2)")
+    } else {
+        None
+    }
+}
+
+/// Checks that queue family `family` of a physical device with `families` exists and runs
+/// compute work.
+fn check_queue_family(
+    families: &[vk::QueueFamilyProperties],
+    family: u32,
+) -> Result<(), VulkanError> {
+    let unsuitable =
+        |why| VulkanError::QueueFamilyUnsuitable { family, families: families.len() as u32, why };
+    let properties = families
+        .get(family as usize)
+        .ok_or(unsuitable("the physical device has no such family"))?;
+    if !properties.queue_flags.contains(vk::QueueFlags::COMPUTE) {
+        return Err(unsuitable("it does not support compute"));
+    }
+    Ok(())
+}
+
+/// `vkQueueSubmit2` and `vkCmdPipelineBarrier2` of `device`: the core commands on a Vulkan 1.3
+/// device, else those of `VK_KHR_synchronization2` (`chosen` tells which the device has). They
+/// are looked up by name so that a command the device does not resolve is an error, not
+/// `ash`'s stub that panics when called.
+fn load_synchronization2(
+    instance: &ash::Instance,
+    device: &ash::Device,
+    chosen: &Candidate,
+) -> Result<Synchronization2, VulkanError> {
+    // A Vulkan 1.3 device made from an instance created for API 1.2 resolves no core 1.3
+    // command, but the extension's, if the application enabled it: try both there.
+    let core = !chosen.needs_synchronization2_extension;
+    let lookup = |core_name: &CStr, extension_name: &CStr| {
+        let names = if core {
+            [Some(core_name), Some(extension_name)]
+        } else {
+            [Some(extension_name), None]
+        };
+        names
+            .into_iter()
+            .flatten()
+            // SAFETY: `device` was created from the live `instance`; the names are
+            // NUL-terminated.
+            .find_map(|name| unsafe {
+                instance.get_device_proc_addr(device.handle(), name.as_ptr())
+            })
+            .ok_or(VulkanError::AdapterUnsuitable {
+                adapter: chosen.name.clone(),
+                missing: "synchronization2 (Vulkan 1.3, or VK_KHR_synchronization2 enabled)",
+            })
+    };
+    let submit = lookup(c"vkQueueSubmit2", c"vkQueueSubmit2KHR")?;
+    let barrier = lookup(c"vkCmdPipelineBarrier2", c"vkCmdPipelineBarrier2KHR")?;
+    // SAFETY: each pointer is the device's command of that name, whose signature is the one
+    // transmuted to (the KHR commands are aliases of the core ones, same signature).
+    Ok(unsafe {
+        Synchronization2 {
+            queue_submit2: std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkQueueSubmit2>(
+                submit,
+            ),
+            cmd_pipeline_barrier2: std::mem::transmute::<
+                unsafe extern "system" fn(),
+                vk::PFN_vkCmdPipelineBarrier2,
+            >(barrier),
+        }
+    })
+}
+
+/// The physical device's `maxTimelineSemaphoreValueDifference` and memory properties.
+///
+/// # Safety
+/// `physical_device` is one of the live `instance`'s, a Vulkan 1.2 one (where timeline
+/// semaphore properties are core; `examine` checks it).
+unsafe fn query_device_properties(
+    instance: &ash::Instance,
+    physical_device: vk::PhysicalDevice,
+) -> (u64, vk::PhysicalDeviceMemoryProperties) {
+    let mut timeline_properties = vk::PhysicalDeviceTimelineSemaphoreProperties::default();
+    let mut properties =
+        vk::PhysicalDeviceProperties2::default().push_next(&mut timeline_properties);
+    // SAFETY: plain queries of the instance's physical device, whose version allows the
+    // chained structure (the function's contract).
+    let memory_properties = unsafe {
+        instance.get_physical_device_properties2(physical_device, &mut properties);
+        instance.get_physical_device_memory_properties(physical_device)
+    };
+    (timeline_properties.max_timeline_semaphore_value_difference, memory_properties)
 }
 
 #[cfg(test)]
@@ -705,6 +955,45 @@ mod tests {
         assert_eq!(
             refused.to_string(),
             "CAUSEWAY_VULKAN_VALIDATION=\"yes\" is not one of its values: 1 (on), 0 or empty (off)"
+        );
+    }
+
+    #[test]
+    fn a_device_older_than_vulkan_1_2_or_without_synchronization2_is_refused() {
+        assert_eq!(missing_for_version(vk::API_VERSION_1_1, true), Some("Vulkan 1.2"));
+        assert_eq!(missing_for_version(vk::API_VERSION_1_0, false), Some("Vulkan 1.2"));
+        assert_eq!(
+            missing_for_version(vk::API_VERSION_1_2, false),
+            Some("synchronization2 (Vulkan 1.3 or VK_KHR_synchronization2)")
+        );
+        assert_eq!(missing_for_version(vk::API_VERSION_1_2, true), None);
+        assert_eq!(missing_for_version(vk::API_VERSION_1_3, false), None);
+    }
+
+    #[test]
+    fn a_lent_queue_family_must_exist_and_run_compute() {
+        let family = |flags| vk::QueueFamilyProperties {
+            queue_flags: flags,
+            queue_count: 1,
+            ..Default::default()
+        };
+        let families = [family(vk::QueueFlags::TRANSFER), family(vk::QueueFlags::COMPUTE)];
+        assert_eq!(check_queue_family(&families, 1), Ok(()));
+        assert_eq!(
+            check_queue_family(&families, 0),
+            Err(VulkanError::QueueFamilyUnsuitable {
+                family: 0,
+                families: 2,
+                why: "it does not support compute"
+            })
+        );
+        assert_eq!(
+            check_queue_family(&families, 2),
+            Err(VulkanError::QueueFamilyUnsuitable {
+                family: 2,
+                families: 2,
+                why: "the physical device has no such family"
+            })
         );
     }
 }

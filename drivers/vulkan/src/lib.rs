@@ -9,7 +9,14 @@
 //! - [`Gpu`] opens a device (`ash`, loading libvulkan at run time): Vulkan ≥ 1.2 with timeline
 //!   semaphores and synchronization2, every queue of a compute-capable family, each behind its
 //!   own lock; optionally the Khronos validation layer with synchronization validation, whose
-//!   warnings and errors are kept ([`Gpu::validation_messages`]).
+//!   warnings and errors are kept ([`Gpu::validation_messages`]). An application that already
+//!   owns a device (its own `ash` set-up) lends it instead, with [`Gpu::from_raw_handles`] and a
+//!   [`GpuHandles`]: causeway then creates and destroys only what it makes from the device
+//!   (timelines, buffers, pipelines, command pools, memory), never the instance or the device,
+//!   adds no validation messenger, and the application submits to the queues it lent only
+//!   inside [`Gpu::with_queue`], under causeway's lock for that queue. The `unsafe` contract (the
+//!   handles belong together, the features were enabled, the instance and device outlive every
+//!   `Gpu` clone) is in its `# Safety` section and in `docs/caller-owned-devices.md`.
 //! - [`Timeline`] is a timeline semaphore. The driver keeps **one per causeway queue**: its
 //!   value is the epoch (1, 2, 3 …) of the queue's last completed operation, so a causeway wait
 //!   resolved as a device wait becomes a native wait on the signalling queue's timeline
@@ -84,7 +91,7 @@ pub use buffers::Buffer;
 pub use error::VulkanError;
 #[cfg(feature = "fault-injection")]
 pub use gpu::FaultPoint;
-pub use gpu::{Gpu, GpuOptions, MemoryBlocks};
+pub use gpu::{Gpu, GpuHandles, GpuOptions, MemoryBlocks};
 pub use kernels::{Kernel, Launch};
 pub use submit::{submit, CommandBuffer, Step, MAX_NATIVE_WAITS};
 pub use timeline::Timeline;

@@ -193,14 +193,15 @@ impl Drop for CommandBuffer {
         let last = self.last_submission.lock().take();
         if let Some((timeline, value)) = last {
             // Wait for the last submission; on a device error (lost: nothing runs any more)
-            // fall back to waiting for the whole device to go idle.
+            // fall back to waiting until every queue causeway submits to is idle.
             while let Ok(false) = timeline.wait_host(value, Duration::from_secs(1)) {}
             if !matches!(timeline.value(), Ok(reached) if reached >= value) {
                 let _ = self.gpu.wait_idle();
             }
         }
-        // SAFETY: its last submission completed (or the device is idle): the command buffer is
-        // not pending. Destroying the pool frees it.
+        // SAFETY: its last submission completed (or causeway's queues, the only ones it is
+        // submitted to, are idle): the command buffer is not pending. Destroying the pool frees
+        // it.
         unsafe { self.gpu.device().destroy_command_pool(self.pool, None) };
     }
 }

@@ -159,9 +159,12 @@ impl fmt::Debug for Timeline {
 impl Drop for TimelineShared {
     fn drop(&mut self) {
         // The device may still wait on or signal it in a submission nobody tracks here: destroy
-        // it only once the device is idle. A lost device is idle; the error changes nothing.
+        // it only once every queue causeway submits to is idle. A lost device is idle; the
+        // error changes nothing.
         let _ = self.gpu.wait_idle();
-        // SAFETY: the last handle is gone and the device is idle: nothing uses the semaphore.
+        // SAFETY: the last handle is gone and causeway's queues, the only ones its submissions
+        // reach, are idle: nothing uses the semaphore (an application that put `raw()` in
+        // submissions of its own waits for them first: `Gpu::from_raw_handles`).
         unsafe { self.gpu.device().destroy_semaphore(self.semaphore, None) };
     }
 }
