@@ -52,16 +52,18 @@ EOF
 # run_crate EXPECTED — builds and runs the crate; its last line of output must be EXPECTED.
 run_crate() {
   local output
-  output=$(cd "$crate" && cargo run --offline --quiet) || die "the crate failed (main.rs: $(head -c 2000 "$crate/src/main.rs"))"
+  output=$(cd "$crate" && cargo run --offline --quiet) || die "the crate did not build or run (above)"
   printf '%s\n' "$output"
   [[ $(tail -n1 <<<"$output") == "$1" ]] || die "expected the output to end with '$1'"
 }
 
 note "default features: the README's library example"
-# The block between the markers, without its fences; rustdoc's hidden lines (`# ...`) are
-# restored as code.
-sed -n '/^<!-- dependent-example: begin/,/^<!-- dependent-example: end/p' README.md |
-  sed '1,2d;$d' | sed '$d' | sed -E 's/^# //; s/^#$//' >"$crate/src/main.rs"
+# The lines between the markers but the code fences; rustdoc's hidden lines (`# ...`), should
+# the example ever have some, are code too.
+awk '/^<!-- dependent-example: end/ { inside = 0 }
+     inside && !/^```/ { print }
+     /^<!-- dependent-example: begin/ { inside = 1 }' README.md |
+  sed -E 's/^# //; s/^#$//' >"$crate/src/main.rs"
 grep -q 'fn main' "$crate/src/main.rs" || die "no README example between the dependent-example markers"
 manifest '[]'
 # The dependency tree of the default build: no driver beyond the CPU's.
