@@ -19,8 +19,9 @@
 //!   ([`PoolConfig`], [`PoolError`]) and the rest of the runtime — coroutines, awaitable waits,
 //!   invocations, streams — in [`runtime`].
 //! - **The device layer**: devices, queues, operations and the driver seam ([`device`]).
-//! - **Drivers**, one cargo feature each: [`cpu`] (feature `cpu`), `vulkan`, `npu` and `cuda`,
-//!   and causeway across MPI ranks as `distributed` (feature `mpi`).
+//! - **Drivers**, one cargo feature each, at the module of the feature's name: `cpu`,
+//!   `vulkan`, `npu` and `cuda`; and causeway across MPI ranks as `distributed` (feature
+//!   `mpi`). The table below lists them.
 //!
 //! Core's implementation helpers (the cache-line padding, the poison-ignoring locks) and
 //! everything else core declares stay reachable as [`core`](mod@core), for code that builds
