@@ -65,8 +65,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
+use causeway::core::CachePadded;
 use causeway::executor::{Class, Drain, DrainContext, Drained, Process, SpinPolicy};
-use causeway::{CachePadded, Failure, HostExecutor};
+use causeway::{Failure, HostExecutor};
 use causeway_driver_cpu::block::{BlockProcessor, CommandBuffer, Kernel};
 use causeway_runtime::{CpuPool, PoolConfig};
 use criterion::measurement::WallTime;

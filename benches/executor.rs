@@ -69,10 +69,11 @@ use std::sync::Arc;
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
+use causeway::core::CachePadded;
 use causeway::executor::{
     Class, Drain, DrainContext, Drained, Futex, FutexWord, Process, RoundRobin, SpinPolicy,
 };
-use causeway::{CachePadded, Failure, HostExecutor, HostFutex, Runtime};
+use causeway::{Failure, HostExecutor, HostFutex, Runtime};
 use causeway_platform_linux::LinuxFutex;
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput};

@@ -52,6 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use causeway::core::CachePadded;
 use causeway::cpu::{BlockProcessor, CommandBuffer, CpuBackend};
 use causeway::device::{Device, Op, QueueConfig, Work};
 use causeway::executor::{
@@ -59,7 +60,7 @@ use causeway::executor::{
     SpinPolicy, Worker,
 };
 use causeway::scope::{Endpoint, Scope};
-use causeway::{host, CachePadded, Failure, PoolConfig};
+use causeway::{host, Failure, PoolConfig};
 
 #[path = "support/callgrind.rs"]
 mod callgrind;

@@ -111,6 +111,12 @@ cargo test "${WORKSPACE[@]}" --exclude causeway-driver-vulkan --test backend --t
 cuda_skipped=$(grep -m1 '^skipped: ' target/cuda-tests.log | sed 's/^skipped: //' || true)
 passed
 
+step "causeway as a dependency: a fresh crate outside the repository runs the README's example (default features) and a CPU → Vulkan program (feature vulkan) on lavapipe"
+# The lockfile's dependencies are in cargo's cache by now; its own target folder
+# (target/dependent), since the facade's features there are a user's, not the workspace's.
+./scripts/dependent.sh
+passed
+
 step "tier 2: executor stress, zero-allocation tests and the 10^5-operation soak, optimised"
 cargo test --release "${WORKSPACE[@]}" --test executor_stress --test no_alloc --test device_no_alloc \
   --test no_alloc_stream --test block_no_alloc --test soak

@@ -16,11 +16,11 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use causeway::core::unpoisoned::Mutex;
 use causeway::executor::{
     Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
     SpinPolicy,
 };
-use causeway::unpoisoned::Mutex;
 use causeway::{Failure, HostFutex, Runtime};
 
 /// Waits that take longer than this fail the test.

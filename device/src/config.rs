@@ -40,10 +40,55 @@ impl Default for QueueConfig {
     }
 }
 
+// Setters that chain (`QueueConfig::on(driver).capacity(8)`): the struct is `#[non_exhaustive]`,
+// so code outside this crate cannot build it with a literal, and the setters spare a mutable
+// binding per queue.
 impl QueueConfig {
     /// The default configuration, on driver `driver`.
     pub fn on(driver: DriverId) -> QueueConfig {
         QueueConfig { driver, ..QueueConfig::default() }
+    }
+
+    /// With [`machine`](QueueConfig#structfield.machine) set to `machine`.
+    #[must_use]
+    pub fn machine(mut self, machine: u16) -> QueueConfig {
+        self.machine = machine;
+        self
+    }
+
+    /// With [`device`](QueueConfig#structfield.device) set to `device`.
+    #[must_use]
+    pub fn device(mut self, device: u32) -> QueueConfig {
+        self.device = device;
+        self
+    }
+
+    /// With [`device_group`](QueueConfig#structfield.device_group) set to `device_group`.
+    #[must_use]
+    pub fn device_group(mut self, device_group: u32) -> QueueConfig {
+        self.device_group = device_group;
+        self
+    }
+
+    /// With [`capacity`](QueueConfig#structfield.capacity) set to `capacity`.
+    #[must_use]
+    pub fn capacity(mut self, capacity: usize) -> QueueConfig {
+        self.capacity = capacity;
+        self
+    }
+
+    /// With [`wait_before_signal`](QueueConfig#structfield.wait_before_signal) set to `allowed`.
+    #[must_use]
+    pub fn wait_before_signal(mut self, allowed: bool) -> QueueConfig {
+        self.wait_before_signal = allowed;
+        self
+    }
+
+    /// With [`driver`](QueueConfig#structfield.driver) set to `driver`.
+    #[must_use]
+    pub fn driver(mut self, driver: DriverId) -> QueueConfig {
+        self.driver = driver;
+        self
     }
 }
 
@@ -64,10 +109,76 @@ pub struct SemaphoreConfig {
     pub history: usize,
 }
 
+// Setters that chain, for the same reason as `QueueConfig`'s.
 impl SemaphoreConfig {
     /// A semaphore at `initial`, visible within `scope` around `home`, with
     /// [`DEFAULT_SEMAPHORE_HISTORY`] history slots.
     pub fn new(initial: u64, scope: Scope, home: Endpoint) -> SemaphoreConfig {
         SemaphoreConfig { initial, scope, home, history: DEFAULT_SEMAPHORE_HISTORY }
+    }
+
+    /// With [`initial`](SemaphoreConfig#structfield.initial) set to `initial`.
+    #[must_use]
+    pub fn initial(mut self, initial: u64) -> SemaphoreConfig {
+        self.initial = initial;
+        self
+    }
+
+    /// With [`scope`](SemaphoreConfig#structfield.scope) set to `scope`.
+    #[must_use]
+    pub fn scope(mut self, scope: Scope) -> SemaphoreConfig {
+        self.scope = scope;
+        self
+    }
+
+    /// With [`home`](SemaphoreConfig#structfield.home) set to `home`.
+    #[must_use]
+    pub fn home(mut self, home: Endpoint) -> SemaphoreConfig {
+        self.home = home;
+        self
+    }
+
+    /// With [`history`](SemaphoreConfig#structfield.history) set to `slots`.
+    #[must_use]
+    pub fn history(mut self, slots: usize) -> SemaphoreConfig {
+        self.history = slots;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_setters_set_their_field_only() {
+        let config = QueueConfig::on(DriverId(2)).capacity(8).wait_before_signal(false);
+        let expected = QueueConfig {
+            capacity: 8,
+            wait_before_signal: false,
+            driver: DriverId(2),
+            ..QueueConfig::default()
+        };
+        assert_eq!(config, expected);
+        let placed = config.machine(3).device(4).device_group(5).driver(DriverId(1));
+        let expected =
+            QueueConfig { machine: 3, device: 4, device_group: 5, driver: DriverId(1), ..expected };
+        assert_eq!(placed, expected);
+    }
+
+    #[test]
+    fn semaphore_setters_set_their_field_only() {
+        let home = Endpoint { machine: 1, process: 2, device_group: 0, device: 3, queue: 4 };
+        let config = SemaphoreConfig::new(0, Scope::DeviceLocal, home).history(64);
+        assert_eq!(
+            config,
+            SemaphoreConfig { history: 64, ..SemaphoreConfig::new(0, Scope::DeviceLocal, home) }
+        );
+        let elsewhere = Endpoint { queue: 5, ..home };
+        let changed = config.initial(7).scope(Scope::SystemWide).home(elsewhere);
+        assert_eq!(
+            changed,
+            SemaphoreConfig { initial: 7, scope: Scope::SystemWide, home: elsewhere, history: 64 }
+        );
     }
 }

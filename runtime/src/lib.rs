@@ -101,10 +101,40 @@ impl Default for PoolConfig {
     }
 }
 
+// Setters that chain (`PoolConfig::with_workers(2).pin(true)`): the struct is
+// `#[non_exhaustive]`, so code outside this crate cannot build it with a literal.
 impl PoolConfig {
     /// The default configuration with `workers` workers.
     pub fn with_workers(workers: usize) -> PoolConfig {
         PoolConfig { workers, ..PoolConfig::default() }
+    }
+
+    /// With [`workers`](PoolConfig#structfield.workers) set to `workers`.
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> PoolConfig {
+        self.workers = workers;
+        self
+    }
+
+    /// With [`spin`](PoolConfig#structfield.spin) set to `spin`.
+    #[must_use]
+    pub fn spin(mut self, spin: SpinPolicy) -> PoolConfig {
+        self.spin = spin;
+        self
+    }
+
+    /// With [`pin`](PoolConfig#structfield.pin) set to `pin`.
+    #[must_use]
+    pub fn pin(mut self, pin: bool) -> PoolConfig {
+        self.pin = pin;
+        self
+    }
+
+    /// With [`name`](PoolConfig#structfield.name) set to `name`.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> PoolConfig {
+        self.name = name.into();
+        self
     }
 }
 
@@ -389,6 +419,15 @@ mod tests {
     use causeway_core::executor::{Class, Drain, DrainContext, Drained};
 
     use super::*;
+
+    #[test]
+    fn config_setters_set_their_field_only() {
+        let config = PoolConfig::with_workers(2).spin(SpinPolicy::Park).pin(true).name("io");
+        let expected =
+            PoolConfig { workers: 2, spin: SpinPolicy::Park, pin: true, name: String::from("io") };
+        assert_eq!(config, expected);
+        assert_eq!(config.workers(3), PoolConfig { workers: 3, ..expected });
+    }
 
     struct Counter(AtomicU32);
 

@@ -32,9 +32,8 @@
 //! let mut cpu = CpuBackend::new();
 //! let tiles = cpu.command_buffer(vec![(64, Box::new(|_tile: u32| {}))])?;
 //! let mut builder = Device::builder(PoolConfig::with_workers(2));
-//! let mut config = QueueConfig::default();
-//! config.driver = builder.driver(cpu);
-//! let queue = builder.queue(config);
+//! let cpu = builder.driver(cpu);
+//! let queue = builder.queue(QueueConfig::on(cpu).capacity(64));
 //! let home = builder.endpoint(queue).expect("the queue has an axis");
 //! let done = builder.semaphore(0, Scope::DeviceLocal, home);
 //! let device = builder.build()?;
