@@ -92,12 +92,12 @@ impl Device {
             }
             Resource::AllocationRecords { .. } | Resource::Semaphores { .. } => return None,
         };
-        let owner = shared.submitter_of(room)?;
+        let room_queue = shared.submitter_of(room)?;
         // Per queue, the highest epoch whose operations (and their waits) have been visited,
         // and the highest one they must be: each operation in flight is visited at most once.
         let mut walk = shared.stall_walk.lock();
         walk.fill(StallCursor::default());
-        walk[owner.index].wanted = room.epoch;
+        walk[room_queue.index].wanted = room.epoch;
         loop {
             let mut visited_any = false;
             for owner in shared.queues.iter() {
