@@ -4,6 +4,8 @@ use std::error::Error;
 use std::fmt;
 
 use ash::vk;
+use causeway_core::semaphore::{Failure, SignalError};
+use causeway_device::SemaphoreId;
 
 /// Why a Vulkan call or a driver precondition failed. Driver errors are returned, never panicked
 /// on; where the cure is a missing Debian package, the message names it.
@@ -124,6 +126,20 @@ pub enum VulkanError {
     WatcherStopped,
     /// The watcher thread could not be started.
     WatcherThread {
+        /// What the operating system said.
+        detail: String,
+    },
+    /// The device has no such semaphore (a shared timeline was asked to follow it).
+    NoSuchSemaphore(SemaphoreId),
+    /// The causeway semaphore a shared timeline follows or mirrors failed: the import or
+    /// export stopped ([`ImportedTimeline`](crate::ImportedTimeline),
+    /// [`ExportedTimeline`](crate::ExportedTimeline)).
+    SemaphoreFailed(Failure),
+    /// The causeway semaphore refused an imported value for another reason than its failure
+    /// (a tracked signal of it pending at or below the value): the import stopped.
+    ExternalSignalRefused(SignalError),
+    /// The thread of an imported or exported timeline could not be started.
+    FollowerThread {
         /// What the operating system said.
         detail: String,
     },
@@ -251,6 +267,17 @@ impl fmt::Display for VulkanError {
             VulkanError::WatcherStopped => write!(f, "the completion watcher has stopped"),
             VulkanError::WatcherThread { detail } => {
                 write!(f, "cannot start the completion watcher thread: {detail}")
+            }
+            VulkanError::NoSuchSemaphore(id) => write!(f, "the device has no semaphore {id:?}"),
+            VulkanError::SemaphoreFailed(failure) => {
+                write!(f, "the shared causeway semaphore failed ({failure}): it is followed no more")
+            }
+            VulkanError::ExternalSignalRefused(refused) => write!(
+                f,
+                "the causeway semaphore refused a value of the imported timeline: {refused}"
+            ),
+            VulkanError::FollowerThread { detail } => {
+                write!(f, "cannot start the thread of a shared timeline: {detail}")
             }
             VulkanError::Vk { call, result } => write!(f, "{call} failed: {result}"),
         }

@@ -34,6 +34,8 @@
 //!   by token, to a callback once reached (the backend wakes the causeway queue from it). It
 //!   wakes when a value somebody needs ([`Watcher::need`]) is reached, and otherwise when the
 //!   newest submission in flight completes, reporting everything reached in one pass.
+//! - [`ImportedTimeline`] and [`ExportedTimeline`]: timeline semaphores shared with the
+//!   application (see below).
 //! - Device memory for stream-ordered allocations: a storage buffer bound to `VkDeviceMemory` of
 //!   its own per block the device layer assigns to an alloca on a Vulkan queue, kept across its
 //!   dealloca while the layer may reuse the block ([`Gpu::memory_blocks`] counts them).
@@ -49,6 +51,16 @@
 //! whose signal is not yet submitted holds up every later batch of every causeway queue. Such
 //! waits must be held by the device layer until their signal is submitted (a queue without
 //! wait-before-signal), never handed to Vulkan.
+//!
+//! Sharing timelines with an application that lent its device: an [`ImportedTimeline`] follows
+//! the application's own timeline `VkSemaphore` and signals a causeway semaphore externally
+//! (`signal_external`) each time it advances, so causeway waits on it import no frontier and are
+//! never elided (reported tainted); an [`ExportedTimeline`] mirrors a causeway semaphore into a
+//! timeline `VkSemaphore` causeway creates, signalled from the host to each value reached, for
+//! the application to wait on — when the causeway semaphore fails, it stops at the last value
+//! reached and the export reports the failure. Both are host-mediated, with a thread each, not
+//! native device waits. Ownership, taint, failure and latency are in
+//! `docs/caller-owned-devices.md`.
 //!
 //! Every fallible call returns a [`VulkanError`]; driver errors never panic. Where the cure is
 //! a missing package (the loader, an ICD, the validation layer), the error names it.
@@ -82,6 +94,7 @@ mod error;
 mod gpu;
 mod kernels;
 mod memory;
+mod shared_timelines;
 mod submit;
 mod timeline;
 mod watcher;
@@ -93,6 +106,7 @@ pub use error::VulkanError;
 pub use gpu::FaultPoint;
 pub use gpu::{Gpu, GpuHandles, GpuOptions, MemoryBlocks};
 pub use kernels::{Kernel, Launch};
+pub use shared_timelines::{ExportedTimeline, ImportedTimeline};
 pub use submit::{submit, CommandBuffer, Step, MAX_NATIVE_WAITS};
 pub use timeline::Timeline;
 pub use watcher::{OnComplete, Registration, Wakes, Watcher, POLL_INTERVAL};

@@ -8,7 +8,9 @@
 //! seconds) when a thread observes a value whose `vkSignalSemaphore` has not yet returned on
 //! another thread (KhronosGroup/Vulkan-ValidationLayers#4649); a query that waits for the
 //! signal's call to return never observes one. Host *waits* are not so ordered (a wait cannot
-//! hold the lock): the driver waits on the host only for values a device signal reaches.
+//! hold the lock): the driver waits on the host only for values a device signal reaches —
+//! except on an application's semaphore it imports, whose signals are the application's
+//! ([`ImportedTimeline`](crate::ImportedTimeline)).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -24,7 +24,9 @@ pub fn open() -> Gpu {
 /// same timeline whose call has not yet returned at times stalls the layer's tracking for
 /// seconds and ends in `UNASSIGNED-VkSemaphore-state-timeout` ("most likely a validation bug",
 /// KhronosGroup/Vulkan-ValidationLayers#4649). The driver itself never waits on the host for a
-/// value a host signal reaches (see `Timeline`), so its own paths stay under validation.
+/// value a host signal of its own reaches (see `Timeline`), so its own paths stay under
+/// validation (an imported application semaphore is the application's to signal:
+/// `shared_timelines.rs`).
 #[allow(dead_code, reason = "unused by the test binaries whose tests all run under validation")]
 pub fn open_without_validation() -> Gpu {
     let mut options = GpuOptions::from_env().unwrap_or_else(|error| panic!("{error}"));
