@@ -37,10 +37,11 @@ use causeway::PoolConfig;
 use causeway_core::unpoisoned::Mutex;
 use causeway_schedule::{Graph, NodeId, Schedule};
 
+use causeway_scenario::summary::count;
 use causeway_schedule::control::{Block, Condition, Control, ControlKind, Update};
 use causeway_schedule::Program;
 
-use crate::output::{self, count, Stdout};
+use crate::output::{self, Stdout};
 use crate::schedule::GraphFile;
 
 /// One node of a body: where it runs, what it waits on and signals (epochs within one run).

@@ -20,15 +20,14 @@ use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use causeway_scenario::summary::count;
+use causeway_scenario::ScenarioError;
 use causeway_schedule::control::{
     is_identifier, Block, Condition, Control, ControlKind, Counter, Update,
 };
 use causeway_schedule::{Graph, GraphError, NodeSpec, Program, Schedule};
 use serde::Deserialize;
 use toml::Spanned;
-
-use crate::output::count;
-use crate::scenario::ScenarioError;
 
 /// The frontier capacity of the device `causeway run` uses: frontiers of at most this many
 /// streams are exact at run time, so only those are expected exactly.
