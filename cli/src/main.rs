@@ -169,7 +169,7 @@ fn schedule_graph(
     let schedule = causeway_schedule::schedule(&file.program.graph);
     out.print(causeway_cli::schedule::render(&file, &schedule));
     if let Some(timeout) = run {
-        return causeway_cli::control::run_and_check(&file, timeout, out);
+        return causeway_cli::schedule::run_and_check(&file, timeout, out);
     }
     if let Some(emitted) = emit {
         let scenario = match causeway_cli::schedule::emit(&file, &schedule) {
