@@ -43,8 +43,8 @@ if [[ $(id -u) -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 cargo test -p causeway-distributed
-# The CLI across ranks: `mpirun -n N causeway run FILE` (its `mpi` feature; the workspace's
-# lint and test steps build the CLI without it). One launch at a time: ranks oversubscribe the
-# cores already.
-cargo clippy -p causeway-cli --features mpi --all-targets -- -D warnings
+# The CLI across ranks: `mpirun -n N causeway run FILE` (its `mpi` feature, which turns on the
+# scenario engine's; the workspace's lint and test steps build the CLI without it). One launch
+# at a time: ranks oversubscribe the cores already.
+cargo clippy -p causeway-scenario -p causeway-cli --features causeway-cli/mpi --all-targets -- -D warnings
 cargo test -p causeway-cli --features mpi --test ranks

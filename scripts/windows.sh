@@ -30,7 +30,7 @@ SHIM_SOURCES=(platform/windows/wine/process_prng.c platform/windows/wine/bcryptp
 # builds them all: cargo resolves features per selection of packages, so a command per package
 # would compile the shared dependencies (core, syn, serde, proptest...) once per command.
 PACKAGES=(causeway-platform-windows causeway-core causeway-platform-linux causeway-runtime
-  causeway-device causeway-driver-cpu causeway causeway-cli)
+  causeway-device causeway-driver-cpu causeway causeway-scenario causeway-cli)
 # Test binaries run this many at a time (default: one per core); each one's output is printed
 # whole when it ends.
 WINE_JOBS=${WINE_JOBS:-$(nproc)}

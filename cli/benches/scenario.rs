@@ -1,6 +1,6 @@
 //! Scenario phases at 10^3, 10^4 and 10^5 operations: how each grows with the workload.
 //!
-//! Three shapes from [`causeway_cli::scenario::generate`] — a long single-queue pipeline, a wide
+//! Three shapes from [`causeway_scenario::generate`] — a long single-queue pipeline, a wide
 //! fan-in (joins waiting on eight lanes each, submitted before their producers) and many
 //! semaphores (one per operation, each operation waiting on a recent one) — generated as TOML
 //! text in memory, then each phase timed on its own:
@@ -53,10 +53,10 @@ use std::time::{Duration, Instant};
 use causeway::cpu::CpuBackend;
 use causeway::device::{Device, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work};
 use causeway::PoolConfig;
-use causeway_cli::scenario::check::Plan;
-use causeway_cli::scenario::model::{Home, Target};
-use causeway_cli::scenario::run::{self, RunOptions};
-use causeway_cli::scenario::{check, generate, parse, report, trace, Scenario};
+use causeway_scenario::check::Plan;
+use causeway_scenario::model::{Home, Target};
+use causeway_scenario::run::{self, RunOptions};
+use causeway_scenario::{check, generate, parse, report, trace, Scenario};
 use criterion::{criterion_group, BenchmarkId, Criterion, SamplingMode};
 
 /// Operation counts, each ten times the one before.

@@ -7,14 +7,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use causeway_cli::output::{self, Stdout};
-use causeway_cli::scenario::bundled::Source;
-use causeway_cli::scenario::check::Plan;
-use causeway_cli::scenario::ranks::{World, HOST_RANK};
-use causeway_cli::scenario::run::{Outcome, RunOptions};
-use causeway_cli::scenario::{
+use causeway_cli::view;
+use causeway_scenario::bundled::Source;
+use causeway_scenario::check::Plan;
+use causeway_scenario::ranks::{World, HOST_RANK};
+use causeway_scenario::run::{Outcome, RunOptions};
+use causeway_scenario::{
     bundled, check, expect, parse, report, run, summary, trace, Scenario, ScenarioError,
 };
-use causeway_cli::view;
 use clap::{Parser, Subcommand};
 
 /// Exit status when the scenario's own expectations were not met.
@@ -169,7 +169,7 @@ fn schedule_graph(
     let schedule = causeway_schedule::schedule(&file.program.graph);
     out.print(causeway_cli::schedule::render(&file, &schedule));
     if let Some(timeout) = run {
-        return causeway_cli::control::run_and_check(&file, timeout, out);
+        return causeway_cli::schedule::run_and_check(&file, timeout, out);
     }
     if let Some(emitted) = emit {
         let scenario = match causeway_cli::schedule::emit(&file, &schedule) {
@@ -256,7 +256,7 @@ fn run_scenario(
 
 /// What keeps a run across ranks joined until it is reported.
 #[cfg(feature = "mpi")]
-type Session = causeway_cli::scenario::mpi_run::Session;
+type Session = causeway_scenario::mpi_run::Session;
 /// Without the `mpi` feature there is nothing to keep.
 #[cfg(not(feature = "mpi"))]
 type Session = ();
@@ -272,8 +272,8 @@ fn run_across<'s>(
     options: RunOptions,
     world: World,
 ) -> Result<(Option<Outcome<'s>>, Session), ExitCode> {
-    use causeway_cli::scenario::mpi_run::{self, Ended};
-    use causeway_cli::scenario::ranks::Share;
+    use causeway_scenario::mpi_run::{self, Ended};
+    use causeway_scenario::ranks::Share;
     let share = Share::new(scenario, world).map_err(|error| {
         if world.rank == HOST_RANK {
             refuse(&error);

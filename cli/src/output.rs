@@ -7,8 +7,6 @@
 //! files it writes, its exit status). Any other failure (a full disk under `> out.txt`) stops
 //! the text too and is handed back by [`Stdout::finish`], for the command to report.
 //! [`error`] writes to standard error, where a failure leaves nothing to report it on.
-//!
-//! [`count`] writes a number with the noun that agrees with it.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -77,37 +75,4 @@ impl Stdout {
 /// dropped.
 pub fn error(message: impl fmt::Display) {
     let _ = writeln!(io::stderr().lock(), "error: {message}");
-}
-
-/// `n` with the noun that agrees with it: `count(1, "op", "ops")` shows as `1 op`, with `0` or
-/// `2` as `0 ops`, `2 ops`.
-pub fn count(n: impl TryInto<u64>, one: &'static str, many: &'static str) -> Count {
-    // Counts of things in memory fit a u64; the fallback only keeps this total.
-    let n = n.try_into().unwrap_or(u64::MAX);
-    Count { n, noun: if n == 1 { one } else { many } }
-}
-
-/// A number and its noun ([`count`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Count {
-    n: u64,
-    noun: &'static str,
-}
-
-impl fmt::Display for Count {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.n, self.noun)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::count;
-
-    #[test]
-    fn a_count_agrees_with_its_noun() {
-        let shown = [0_usize, 1, 2].map(|n| count(n, "op", "ops").to_string());
-        assert_eq!(shown, ["0 ops", "1 op", "2 ops"]);
-        assert_eq!(count(1_u64, "was", "were").to_string(), "1 was");
-    }
 }

@@ -12,23 +12,27 @@
 //! A graph file may also hold counters and `while` and `case` blocks: [`parse`] builds them
 //! into a [`Program`] (the model lives in [`causeway_schedule::control`]), each block one node
 //! of the file's graph with a body of its own nodes scheduled separately;
-//! [`crate::control::run_graph`] runs such a file, since a scenario cannot carry a
-//! loop decided while it runs.
+//! [`run_graph`] runs such a file, since a scenario cannot carry a loop decided while it runs,
+//! and [`run_and_check`] is `causeway schedule --run`: that run, printed and checked.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
 
+use causeway_scenario::summary::count;
+use causeway_scenario::ScenarioError;
 use causeway_schedule::control::{
     is_identifier, Block, Condition, Control, ControlKind, Counter, Update,
 };
+use causeway_schedule::run::{run_graph, ControlError, Overrun, Place};
 use causeway_schedule::{Graph, GraphError, NodeSpec, Program, Schedule};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::output::count;
-use crate::scenario::ScenarioError;
+use crate::output::{self, Stdout};
 
 /// The frontier capacity of the device `causeway run` uses: frontiers of at most this many
 /// streams are exact at run time, so only those are expected exactly.
@@ -517,7 +521,7 @@ fn quoted(text: &str) -> String {
 
 /// The schedule as a scenario file (see the module documentation). A graph with `while` or
 /// `case` blocks is refused: a scenario is a fixed list of operations and cannot carry a loop
-/// whose trip count is decided while it runs ([`crate::control::run_graph`] runs those).
+/// whose trip count is decided while it runs ([`run_graph`] runs those).
 pub fn emit(file: &GraphFile, schedule: &Schedule) -> Result<String, ScenarioError> {
     if let Some(line) = file.control_line {
         let message = "a scenario cannot carry `while` or `case` (decided while it runs): \
@@ -591,4 +595,107 @@ pub fn emit(file: &GraphFile, schedule: &Schedule) -> Result<String, ScenarioErr
         let _ = writeln!(out, "expect_status = \"ok\"");
     }
     Ok(out)
+}
+
+/// `causeway schedule GRAPH --run --timeout SECONDS`: runs `file` ([`run_graph`], two
+/// workers, ending at `timeout`), prints what each loop and branch did and the counters to
+/// `out`, and checks every dependency
+/// ([`GraphRun::checked`](causeway_schedule::run::GraphRun::checked)): exit 0 when all held, 1
+/// when not (or the run failed), 3 when the run was still going at the timeout (naming what
+/// was).
+pub fn run_and_check(file: &GraphFile, timeout: Duration, out: &mut Stdout) -> ExitCode {
+    let run = match run_graph(&file.program, 2, timeout) {
+        Ok(run) => run,
+        Err(ControlError::TimedOut(overrun)) => {
+            output::error(describe_overrun(&file.program, &overrun));
+            return ExitCode::from(3);
+        }
+        Err(error) => {
+            output::error(format_args!("the run failed: {error}"));
+            return ExitCode::from(1);
+        }
+    };
+    let nodes = file.program.graph.nodes();
+    for (index, control) in file.program.controls.iter().enumerate() {
+        let name = &nodes[control.node].name;
+        match control.kind {
+            ControlKind::While { .. } => {
+                let iterations = count(run.iterations[index], "iteration", "iterations");
+                out.line(format_args!("while `{name}`: {iterations}"));
+            }
+            ControlKind::Case { .. } => match run.branches[index] {
+                Some(branch) => out.line(format_args!("case `{name}`: branch {branch}")),
+                None => out.line(format_args!("case `{name}`: no branch held")),
+            },
+        }
+    }
+    for (counter, value) in file.program.counters.iter().zip(&run.counters) {
+        out.line(format_args!("counter `{}` = {value}", counter.name));
+    }
+    match &run.checked {
+        Ok(edges) => {
+            let nodes = count(run.nodes_ran, "node", "nodes");
+            let edges = count(*edges, "dependency edge", "dependency edges");
+            out.line(format_args!("ran {nodes}; all {edges} honoured"));
+            ExitCode::SUCCESS
+        }
+        Err(problem) => {
+            out.line(format_args!("dependency not honoured: {problem}"));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// What `overrun` says, with the names `program` gives its controls and nodes: the loop or
+/// branch the run was in, then each node still running at the limit.
+fn describe_overrun(program: &Program, overrun: &Overrun) -> String {
+    let nodes = program.graph.nodes();
+    let control_name = |control: usize| {
+        let name = &nodes[program.controls[control].node].name;
+        match program.controls[control].kind {
+            ControlKind::While { .. } => format!("while `{name}`"),
+            ControlKind::Case { .. } => format!("case `{name}`"),
+        }
+    };
+    let mut lines = vec![format!("timed out after {:?}", overrun.limit)];
+    if let Some(at) = overrun.control {
+        let control = control_name(at.control);
+        lines.push(match program.controls[at.control].kind {
+            ControlKind::While { .. } if at.condition_held => {
+                format!("  {control} still held its condition after {} iterations", at.iterations)
+            }
+            ControlKind::While { .. } => {
+                format!("  {control} was running iteration {}", at.iterations)
+            }
+            ControlKind::Case { .. } => format!("  {control} was running its branch"),
+        });
+    }
+    for ran in &overrun.running {
+        let node = match ran.place {
+            Place::Graph(node) => format!("node `{}`", nodes[node].name),
+            Place::Block { control, branch, node } => {
+                let block = match &program.controls[control].kind {
+                    ControlKind::While { body, .. } => body,
+                    ControlKind::Case { branches } => &branches[branch].1,
+                };
+                let name = &block.graph.nodes()[node].name;
+                match program.controls[control].kind {
+                    ControlKind::While { .. } => format!(
+                        "node `{name}` (iteration {} of {})",
+                        ran.iteration,
+                        control_name(control)
+                    ),
+                    ControlKind::Case { .. } => {
+                        format!("node `{name}` (branch {branch} of {})", control_name(control))
+                    }
+                }
+            }
+        };
+        lines.push(format!("  {node} was still running at the deadline"));
+    }
+    if overrun.running_total > overrun.running.len() {
+        let more = overrun.running_total - overrun.running.len();
+        lines.push(format!("  … and {more} more nodes still running"));
+    }
+    lines.join("\n")
 }

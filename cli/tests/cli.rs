@@ -631,7 +631,7 @@ fn a_run_stopped_at_the_timeout_writes_what_is_known_marked_timed_out() {
 #[test]
 fn a_timed_out_run_of_ten_to_the_fifth_ops_reports_every_one() {
     const OPS: usize = 100_000;
-    let pipeline = causeway_cli::scenario::generate::pipeline(OPS);
+    let pipeline = causeway_scenario::generate::pipeline(OPS);
     let first = "name = \"op1\"\nqueue = \"q0\"\n";
     assert!(pipeline.contains(first));
     let sleeping = format!("{first}work = {{ kind = \"sleep\", us = 99999999999 }}\n");
@@ -682,7 +682,7 @@ fn long_pipelines_wait_for_room_instead_of_failing() {
             op / 4 + 1
         );
     }
-    let single = causeway_cli::scenario::generate::pipeline(100_000);
+    let single = causeway_scenario::generate::pipeline(100_000);
     for (file, text) in [("round-robin.toml", round_robin), ("single-queue.toml", single)] {
         let path = write_scenario(file, &text);
         let output = causeway(&["run", path.to_str().unwrap(), "--quiet"]);
@@ -692,7 +692,7 @@ fn long_pipelines_wait_for_room_instead_of_failing() {
 
 #[test]
 fn a_generated_scenario_runs_with_its_report_and_trace() {
-    use causeway_cli::scenario::generate;
+    use causeway_scenario::generate;
 
     let ops = 2_000;
     let path = write_scenario("many-semaphores.toml", &generate::many_semaphores(ops));

@@ -10,7 +10,7 @@ use causeway::device::{Device, Work};
 use causeway::runtime::Spawner;
 use causeway::semaphore::Failure;
 use causeway::PoolConfig;
-use causeway_cli::control::{run_case, run_while, Body};
+use causeway_schedule::run::{run_case, run_while, Body};
 use causeway_schedule::{schedule, Graph, NodeSpec};
 
 /// `N1 -> (N2, N3) -> N4`, each node a host call that logs its index; N4 also counts.

@@ -62,13 +62,13 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use causeway_cli::scenario::check::check;
-use causeway_cli::scenario::model::{DriverKind, Scenario, Target, WorkSpec};
-use causeway_cli::scenario::parse::{parse, HOST};
-use causeway_cli::scenario::random::{self, Mix};
-use causeway_cli::scenario::report;
-use causeway_cli::scenario::run::{run, OpRecord, Outcome, RunOptions, Status};
 use causeway_core::queue::Resolution;
+use causeway_scenario::check::check;
+use causeway_scenario::model::{DriverKind, Scenario, Target, WorkSpec};
+use causeway_scenario::parse::{parse, HOST};
+use causeway_scenario::random::{self, Mix};
+use causeway_scenario::report;
+use causeway_scenario::run::{run, OpRecord, Outcome, RunOptions, Status};
 
 /// Scenarios of the default run: about half a minute on a 2-core machine.
 const DEFAULT_SCENARIOS: u64 = 2000;

@@ -10,9 +10,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use causeway_cli::control::run_and_check;
 use causeway_cli::output::Stdout;
 use causeway_cli::schedule::parse;
+use causeway_cli::schedule::run_and_check;
 
 /// Bytes allocated and not yet freed, by every thread.
 static LIVE: AtomicUsize = AtomicUsize::new(0);

@@ -11,9 +11,9 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use causeway_cli::scenario::model::DriverKind;
-use causeway_cli::scenario::mpi_run::END_GRACE;
-use causeway_cli::scenario::{bundled, generate, parse};
+use causeway_scenario::model::DriverKind;
+use causeway_scenario::mpi_run::END_GRACE;
+use causeway_scenario::{bundled, generate, parse};
 
 /// Seconds `timeout` gives one `mpirun` before killing it (a kill fails the test as a hang).
 const LAUNCH_LIMIT: &str = "180";

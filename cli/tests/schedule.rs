@@ -10,9 +10,9 @@ use std::process::{Command, Output};
 use std::collections::HashMap;
 use std::time::Duration;
 
-use causeway_cli::control::{run_graph, run_graph_in_order, ControlError, GraphRun, Place, Ran};
 use causeway_cli::schedule::{parse, GraphFile};
 use causeway_schedule::control::ControlKind;
+use causeway_schedule::run::{run_graph, run_graph_in_order, ControlError, GraphRun, Place, Ran};
 
 fn causeway(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_causeway")).args(args).output().expect("the binary runs")

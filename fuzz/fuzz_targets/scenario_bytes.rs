@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use causeway_cli::scenario::{check, parse, Scenario, ScenarioError};
+use causeway_scenario::{check, parse, Scenario, ScenarioError};
 use libfuzzer_sys::fuzz_target;
 
 const PATH: &str = "fuzzed.toml";

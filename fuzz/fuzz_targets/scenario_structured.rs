@@ -22,7 +22,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use arbitrary::Arbitrary;
-use causeway_cli::scenario::{check, parse, Scenario, ScenarioError};
+use causeway_scenario::{check, parse, Scenario, ScenarioError};
 use causeway_core::scope::Scope;
 use libfuzzer_sys::fuzz_target;
 

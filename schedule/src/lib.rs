@@ -18,16 +18,21 @@
 //!    knowledge the runtime will have when the schedule runs.
 //! 5. [`control`] — graphs with loops and branches: a [`Program`] whose `while` and `case`
 //!    nodes each stand for a body graph of their own, with the integer counters their
-//!    conditions read and nodes update. What they are and how a condition decides; running
-//!    them is left to the caller.
+//!    conditions read and nodes update. What they are and how a condition decides.
+//! 6. `run` (the `run` feature) — running them: loops and branches as coroutine processes on
+//!    a device with CPU queues, every dependency checked as the nodes finish.
 //!
-//! Everything here is plain data code: no threads, no devices. Scheduling grows linearly with
-//! nodes and edges (times the frontier capacity, at most 64).
+//! Without the `run` feature everything here is plain data code over core alone: no threads,
+//! no devices. The feature adds the device layer, the runtime and the CPU driver, for `run`
+//! only. Scheduling grows linearly with nodes and edges (times the frontier capacity, at
+//! most 64).
 
 pub mod assign;
 pub mod control;
 pub mod cover;
 pub mod graph;
+#[cfg(feature = "run")]
+pub mod run;
 pub mod signals;
 mod streams;
 

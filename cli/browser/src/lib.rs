@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use causeway_cli::scenario::run::{run, RunOptions};
-use causeway_cli::scenario::{check, parse, report};
 use causeway_cli::view;
+use causeway_scenario::run::{run, RunOptions};
+use causeway_scenario::{check, parse, report};
 use fantoccini::wd::{Capabilities, WebDriverCompatibleCommand};
 use fantoccini::{Client, ClientBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;

@@ -10,10 +10,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use causeway_cli::scenario::{bundled, generate};
 use causeway_cli_browser::{
     output_dir, parse_report, run_report, run_report_within, write_page, Browser,
 };
+use causeway_scenario::{bundled, generate};
 use fantoccini::key::Key;
 use fantoccini::Locator;
 use serde_json::{json, Value};

@@ -1,47 +1,44 @@
-//! Loops and branches over scheduled graphs, run as coroutine processes on the device's pool.
+//! Loops and branches over scheduled graphs, run as coroutine processes on the device's pool
+//! (this crate's `run` feature: the one part of it that runs anything).
 //!
-//! A `while` or `case` body is a graph scheduled once ([`causeway_schedule::schedule`]) and
-//! declared on a device as a [`Body`]: a queue per stream and a timeline semaphore per stream.
-//! Each time the body runs, every node is submitted to its stream's queue with the waits the
-//! schedule chose, and the last node of each stream signals, so one wait per stream tells
-//! when the body is done. Values never repeat: the `r`-th run of a stream of `k` nodes signals
-//! `r·k + epoch`.
+//! A `while` or `case` body is a graph scheduled once ([`crate::schedule`]) and declared on a
+//! device as a [`Body`]: a queue per stream and a timeline semaphore per stream. Each time the
+//! body runs, every node is submitted to its stream's queue with the waits the schedule chose,
+//! and the last node of each stream signals, so one wait per stream tells when the body is
+//! done. Values never repeat: the `r`-th run of a stream of `k` nodes signals `r·k + epoch`.
 //!
 //! [`run_while`] and [`run_case`] are `async`: spawned as coroutines
-//! ([`causeway::runtime::Spawner`]) they evaluate their condition on a pool worker at run
+//! ([`causeway_runtime::Spawner`]) they evaluate their condition on a pool worker at run
 //! time, submit the body's operations, and yield while the streams work — the worker runs
 //! other processes meanwhile and the semaphore's waker brings the coroutine back. No thread is
 //! created for them.
 //!
-//! [`run_graph`] runs a graph file whose `[[while]]` and `[[case]]` blocks say the same, as
-//! the [`Program`] [`crate::schedule::parse`] builds: conditions compare a counter with a
-//! constant ([`Condition`]), and nodes change counters when they run ([`Update`]), so a
-//! condition reads what the graph computed. Scenario files describe a fixed list of operations and cannot carry a loop
-//! whose trip count is decided while it runs, so such graphs run here, not through
-//! `causeway run`.
+//! [`run_graph`] runs a [`Program`] whose `while` and `case` controls say the same (the CLI
+//! reads one from a graph file): conditions compare a counter with a constant ([`Condition`]),
+//! and nodes change counters when they run ([`Update`]), so a condition reads what the graph
+//! computed. Scenario files describe a fixed list of operations and cannot carry a loop whose
+//! trip count is decided while it runs, so such graphs run here, not through `causeway run`.
+//!
+//! It runs on the device layer with the CPU driver directly, not through the `causeway`
+//! facade, so that this crate's dependencies point down the layers.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use causeway::cpu::CpuBackend;
-use causeway::device::{
+use causeway_core::executor::ProcessError;
+use causeway_core::scope::{Endpoint, Scope};
+use causeway_core::semaphore::Failure;
+use causeway_core::unpoisoned::Mutex;
+use causeway_device::{
     Device, DeviceBuilder, DeviceError, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId,
     SubmitError, Work,
 };
-use causeway::executor::ProcessError;
-use causeway::runtime::{wait, JoinError, Spawner};
-use causeway::scope::Scope;
-use causeway::semaphore::Failure;
-use causeway::PoolConfig;
-use causeway_core::unpoisoned::Mutex;
-use causeway_schedule::{Graph, NodeId, Schedule};
+use causeway_driver_cpu::CpuBackend;
+use causeway_runtime::{wait, JoinError, PoolConfig, Spawner};
 
-use causeway_schedule::control::{Block, Condition, Control, ControlKind, Update};
-use causeway_schedule::Program;
-
-use crate::output::{self, count, Stdout};
-use crate::schedule::GraphFile;
+use crate::control::{Block, Condition, Control, ControlKind, Update};
+use crate::{Graph, NodeId, Program, Schedule};
 
 /// One node of a body: where it runs, what it waits on and signals (epochs within one run).
 #[derive(Clone, Debug)]
@@ -396,7 +393,7 @@ fn node_call(
     Work::Host(call)
 }
 
-/// Runs `program` (a graph file's [`GraphFile::program`]) on a CPU device with `workers` pool
+/// Runs `program` on a CPU device with `workers` pool
 /// workers: every node a host call (its spin work, its counter update), each `while` and
 /// `case` a coroutine.
 ///
@@ -442,7 +439,7 @@ fn run(
     let deadline = Instant::now().checked_add(limit);
     let graph = &program.graph;
     let nodes = graph.nodes();
-    let plan = causeway_schedule::schedule(graph);
+    let plan = crate::schedule(graph);
     let assignment = &plan.assignment;
     let mut control_at = vec![None; nodes.len()];
     for (index, control) in program.controls.iter().enumerate() {
@@ -508,7 +505,7 @@ fn run(
     for (control_index, control) in program.controls.iter().enumerate() {
         let mut declared = Vec::new();
         for (branch, block) in blocks(control).into_iter().enumerate() {
-            let body_plan = causeway_schedule::schedule(&block.graph);
+            let body_plan = crate::schedule(&block.graph);
             let works: Vec<Work> = block
                 .graph
                 .nodes()
@@ -936,112 +933,6 @@ fn describe(program: &Program, problem: Problem) -> String {
     }
 }
 
-/// `causeway schedule GRAPH --run --timeout SECONDS`: runs `file` ([`run_graph`], two
-/// workers, ending at `timeout`), prints what each loop and branch did and the counters to
-/// `out`, and
-/// checks every dependency ([`GraphRun::checked`]): exit 0 when all held, 1 when not (or the run
-/// failed), 3 when the run was still going at the timeout (naming what was).
-pub fn run_and_check(
-    file: &GraphFile,
-    timeout: Duration,
-    out: &mut Stdout,
-) -> std::process::ExitCode {
-    let run = match run_graph(&file.program, 2, timeout) {
-        Ok(run) => run,
-        Err(ControlError::TimedOut(overrun)) => {
-            output::error(describe_overrun(&file.program, &overrun));
-            return std::process::ExitCode::from(3);
-        }
-        Err(error) => {
-            output::error(format_args!("the run failed: {error}"));
-            return std::process::ExitCode::from(1);
-        }
-    };
-    let nodes = file.program.graph.nodes();
-    for (index, control) in file.program.controls.iter().enumerate() {
-        let name = &nodes[control.node].name;
-        match control.kind {
-            ControlKind::While { .. } => {
-                let iterations = count(run.iterations[index], "iteration", "iterations");
-                out.line(format_args!("while `{name}`: {iterations}"));
-            }
-            ControlKind::Case { .. } => match run.branches[index] {
-                Some(branch) => out.line(format_args!("case `{name}`: branch {branch}")),
-                None => out.line(format_args!("case `{name}`: no branch held")),
-            },
-        }
-    }
-    for (counter, value) in file.program.counters.iter().zip(&run.counters) {
-        out.line(format_args!("counter `{}` = {value}", counter.name));
-    }
-    match &run.checked {
-        Ok(edges) => {
-            let nodes = count(run.nodes_ran, "node", "nodes");
-            let edges = count(*edges, "dependency edge", "dependency edges");
-            out.line(format_args!("ran {nodes}; all {edges} honoured"));
-            std::process::ExitCode::SUCCESS
-        }
-        Err(problem) => {
-            out.line(format_args!("dependency not honoured: {problem}"));
-            std::process::ExitCode::from(1)
-        }
-    }
-}
-
-/// What `overrun` says, with the names `program` gives its controls and nodes: the loop or
-/// branch the run was in, then each node still running at the limit.
-fn describe_overrun(program: &Program, overrun: &Overrun) -> String {
-    let nodes = program.graph.nodes();
-    let control_name = |control: usize| {
-        let name = &nodes[program.controls[control].node].name;
-        match program.controls[control].kind {
-            ControlKind::While { .. } => format!("while `{name}`"),
-            ControlKind::Case { .. } => format!("case `{name}`"),
-        }
-    };
-    let mut lines = vec![format!("timed out after {:?}", overrun.limit)];
-    if let Some(at) = overrun.control {
-        let control = control_name(at.control);
-        lines.push(match program.controls[at.control].kind {
-            ControlKind::While { .. } if at.condition_held => {
-                format!("  {control} still held its condition after {} iterations", at.iterations)
-            }
-            ControlKind::While { .. } => {
-                format!("  {control} was running iteration {}", at.iterations)
-            }
-            ControlKind::Case { .. } => format!("  {control} was running its branch"),
-        });
-    }
-    for ran in &overrun.running {
-        let node = match ran.place {
-            Place::Graph(node) => format!("node `{}`", nodes[node].name),
-            Place::Block { control, branch, node } => {
-                let block = match &program.controls[control].kind {
-                    ControlKind::While { body, .. } => body,
-                    ControlKind::Case { branches } => &branches[branch].1,
-                };
-                let name = &block.graph.nodes()[node].name;
-                match program.controls[control].kind {
-                    ControlKind::While { .. } => format!(
-                        "node `{name}` (iteration {} of {})",
-                        ran.iteration,
-                        control_name(control)
-                    ),
-                    ControlKind::Case { .. } => {
-                        format!("node `{name}` (branch {branch} of {})", control_name(control))
-                    }
-                }
-            }
-        };
-        lines.push(format!("  {node} was still running at the deadline"));
-    }
-    if overrun.running_total > overrun.running.len() {
-        let more = overrun.running_total - overrun.running.len();
-        lines.push(format!("  … and {more} more nodes still running"));
-    }
-    lines.join("\n")
-}
-
 /// A stream's queue, with ring slots for `operations`, and its process-local semaphore, with
 /// history slots for `signals` pending at once (plus the newest reached): sized so that
 /// nothing submitted to them waits for room. `ordinal` names the home endpoint when the queue
@@ -1055,7 +946,7 @@ fn stream_queue(
     let mut config = QueueConfig::default();
     config.capacity = operations.max(1);
     let queue = builder.queue(config);
-    let home = builder.endpoint(queue).unwrap_or(causeway::scope::Endpoint {
+    let home = builder.endpoint(queue).unwrap_or(Endpoint {
         machine: 0,
         process: 0,
         device_group: 0,
@@ -1069,42 +960,42 @@ fn stream_queue(
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use std::collections::HashMap;
 
     use super::*;
+    use crate::control::Counter;
+    use crate::NodeSpec;
 
-    /// `x -> w -> y`, `w` a loop of `a -> b`.
-    const LOOP: &str = r#"
-[[device]]
-name = "gpu"
-[[counter]]
-name = "n"
-[[node]]
-name = "x"
-device = "gpu"
-[[node]]
-name = "y"
-device = "gpu"
-after = ["w"]
-[[while]]
-name = "w"
-device = "gpu"
-after = ["x"]
-condition = "n < 2"
-[[while.node]]
-name = "a"
-device = "gpu"
-[[while.node]]
-name = "b"
-device = "gpu"
-after = ["a"]
-"#;
+    /// `x -> w -> y` on one device, `w` a loop of `a -> b` while `n < 2`: nodes in the order a
+    /// graph file lists them (plain nodes, then controls), so `x` is 0, `y` 1 and `w` 2.
+    fn program() -> Program {
+        let node = |name: &str, deps: &[NodeId]| NodeSpec {
+            name: name.to_string(),
+            command: name.to_string(),
+            devices: vec![0],
+            deps: deps.to_vec(),
+            work_us: 0,
+        };
+        let devices = || vec!["gpu".to_string()];
+        let graph = Graph::new(devices(), vec![node("x", &[]), node("y", &[2]), node("w", &[0])])
+            .expect("the graph builds");
+        let body =
+            Graph::new(devices(), vec![node("a", &[]), node("b", &[0])]).expect("the body builds");
+        let counters = HashMap::from([("n", 0)]);
+        let condition = Condition::parse("n < 2", &counters).expect("the condition parses");
+        let body = Block { graph: body, updates: vec![None, None] };
+        Program {
+            graph,
+            updates: vec![None, None, None],
+            counters: vec![Counter { name: "n".to_string(), initial: 0 }],
+            controls: vec![Control { node: 2, kind: ControlKind::While { condition, body } }],
+        }
+    }
 
     /// The check of `records` (`"x"`, `"y"`, or `"a1"`: body node `a` in iteration 1) as the
     /// run's finishing order, the loop having run `iterations` times.
     fn check(records: &[&str], iterations: u64) -> Result<usize, String> {
-        let file = crate::schedule::parse(Path::new("loop.toml"), LOOP).expect("the graph loads");
-        let program = &file.program;
+        let program = &program();
         let mut ledger = Ledger::new(program);
         for record in records {
             let (name, iteration) = record.split_at(1);

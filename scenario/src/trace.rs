@@ -386,7 +386,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::scenario::report::tests::streamed;
+    use crate::report::tests::streamed;
 
     #[test]
     fn the_streamed_trace_is_the_sorted_pretty_print_of_its_own_tree() {
@@ -409,9 +409,8 @@ mod tests {
             })
             .collect();
         let waits: usize = {
-            let found = crate::scenario::bundled::find("late-waiter").unwrap();
-            let scenario =
-                crate::scenario::parse::parse(Path::new(found.file), found.source).unwrap();
+            let found = crate::bundled::find("late-waiter").unwrap();
+            let scenario = crate::parse::parse(Path::new(found.file), found.source).unwrap();
             scenario.ops.iter().map(|op| scenario.waits(op).len()).sum()
         };
         assert_eq!(flows.len(), 2 * waits);
@@ -441,7 +440,7 @@ mod tests {
                 if signals.is_empty() {
                     text.push_str("[[op]]\nname = \"only\"\nqueue = \"q\"\n");
                 }
-                crate::scenario::parse::parse(Path::new("t.toml"), &text).unwrap()
+                crate::parse::parse(Path::new("t.toml"), &text).unwrap()
             };
             let first_in_file_order = scenario.ops.iter().position(|op| {
                 scenario.signals(op).iter().any(|&(s, v)| s == semaphore && v >= value)

@@ -234,8 +234,8 @@ mod tests {
         use std::path::Path;
         use std::time::Duration;
 
-        use crate::scenario::run::{run, RunOptions};
-        use crate::scenario::{bundled, check, generate, parse};
+        use crate::run::{run, RunOptions};
+        use crate::{bundled, check, generate, parse};
 
         let options =
             RunOptions { timeout: Duration::from_secs(30), progress: false, all_cpu: true };

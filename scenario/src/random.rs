@@ -288,8 +288,8 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::scenario::check::check;
-    use crate::scenario::parse::parse;
+    use crate::check::check;
+    use crate::parse::parse;
 
     const EVERYTHING: Mix = Mix { npu: true, vulkan: true, cancel: true, max_ops: 24 };
 

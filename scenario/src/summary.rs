@@ -1,11 +1,11 @@
-//! The readable stdout summary of a run.
+//! The readable stdout summary of a run, and [`count`], the number-and-noun it is written
+//! with (the command line's other text uses it too).
 
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
 use super::outcome::{FrontierRecord, Outcome, Status};
 use super::report::queue_name;
 use super::stats::{self, CudaStats, NpuStats, Percentiles, Stats, VulkanStats};
-use crate::output::count;
 
 /// The summary text of `outcome`.
 pub fn summary(outcome: &Outcome<'_>) -> String {
@@ -238,4 +238,37 @@ fn frontier(outcome: &Outcome<'_>, frontier: FrontierRecord) -> String {
         points.map(|&p| format!("{}:{}", outcome.axis_name(p), p.epoch)).collect();
     let taint = if frontier.tainted { "!" } else { "" };
     format!("{{{}}}{taint}", entries.join(", "))
+}
+
+/// `n` with the noun that agrees with it: `count(1, "op", "ops")` shows as `1 op`, with `0` or
+/// `2` as `0 ops`, `2 ops`.
+pub fn count(n: impl TryInto<u64>, one: &'static str, many: &'static str) -> Count {
+    // Counts of things in memory fit a u64; the fallback only keeps this total.
+    let n = n.try_into().unwrap_or(u64::MAX);
+    Count { n, noun: if n == 1 { one } else { many } }
+}
+
+/// A number and its noun ([`count`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Count {
+    n: u64,
+    noun: &'static str,
+}
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.n, self.noun)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count;
+
+    #[test]
+    fn a_count_agrees_with_its_noun() {
+        let shown = [0_usize, 1, 2].map(|n| count(n, "op", "ops").to_string());
+        assert_eq!(shown, ["0 ops", "1 op", "2 ops"]);
+        assert_eq!(count(1_u64, "was", "were").to_string(), "1 was");
+    }
 }

@@ -1,5 +1,9 @@
-//! Scenario files: a described workload the CLI runs on the CPU device, reporting how
-//! causality flowed.
+//! # causeway-scenario
+//!
+//! Scenario files: a described workload run on a real device (CPU queues, and Vulkan, NPU or
+//! CUDA queues where a scenario names them), reporting how causality flowed. The `causeway`
+//! command line runs them; this crate is the engine on its own, for programs that embed
+//! causeway and want to load, check and run a scenario without the command line.
 //!
 //! A scenario (TOML) declares queues and semaphores and lists operations in submission order
 //! (see the README for the format). Running one is four steps:
@@ -25,6 +29,59 @@
 //!
 //! [`generate`] writes scenarios of any size in a few shapes, for scaling tests and benchmarks;
 //! [`random`] writes random valid scenarios with failures, for the differential test.
+//!
+//! ## Running a scenario from Rust
+//!
+//! Two CPU queues: `b` waits for what `a` signals, so `b`'s frontier holds `a`'s epoch, and
+//! the semaphore ends at the value the scenario expects of it.
+//!
+//! ```
+//! use std::path::Path;
+//! use std::time::Duration;
+//!
+//! use causeway_scenario::run::{run, RunOptions};
+//! use causeway_scenario::{check, expect, parse};
+//!
+//! let source = r#"
+//! name = "handoff"
+//!
+//! [[queue]]
+//! name = "a"
+//!
+//! [[queue]]
+//! name = "b"
+//!
+//! [[semaphore]]
+//! name = "s"
+//! expect_value = 1
+//!
+//! [[op]]
+//! name = "produce"
+//! queue = "a"
+//! signal = ["s=1"]
+//! work = { kind = "spin", us = 20 }
+//!
+//! [[op]]
+//! name = "consume"
+//! queue = "b"
+//! wait = ["s>=1"]
+//! expect_frontier = { a = 1, b = 1 }
+//! "#;
+//! // The path only names the file in error messages.
+//! let scenario = parse::parse(Path::new("handoff.toml"), source)?;
+//! let plan = check::check(&scenario)?;
+//! let options = RunOptions { timeout: Duration::from_secs(10), progress: false, all_cpu: false };
+//! let outcome = run(&scenario, &plan, options)?;
+//!
+//! assert_eq!(outcome.semaphores[0].value, 1);
+//! let (unmet, checked) = expect::unmet(&outcome);
+//! assert!(unmet.is_empty(), "{unmet:?}");
+//! assert!(checked >= 2);
+//! # Ok::<(), causeway_scenario::ScenarioError>(())
+//! ```
+//!
+//! Built with the `mpi` feature, `mpi_run` runs one scenario across the ranks `mpirun`
+//! started.
 
 pub mod bundled;
 pub mod check;

@@ -26,7 +26,9 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    pub(crate) fn at(path: &Path, line: usize, message: impl Into<String>) -> ScenarioError {
+    /// A problem at `line` (1-based) of the file at `path`. Public so that files read beside
+    /// scenarios (the CLI's graph files) report their problems the same way.
+    pub fn at(path: &Path, line: usize, message: impl Into<String>) -> ScenarioError {
         ScenarioError {
             path: path.to_path_buf(),
             line: Some(line),
@@ -36,7 +38,9 @@ impl ScenarioError {
         }
     }
 
-    pub(crate) fn in_file(path: &Path, message: impl Into<String>) -> ScenarioError {
+    /// A problem with the file at `path` as a whole (it cannot be read, it has no line to
+    /// point at).
+    pub fn in_file(path: &Path, message: impl Into<String>) -> ScenarioError {
         ScenarioError {
             path: path.to_path_buf(),
             line: None,

@@ -36,7 +36,7 @@ macro_rules! bundled {
         &[$(Bundled {
             name: $name,
             file: concat!($folder, "/", $name, ".toml"),
-            source: include_str!(concat!("../../../", $folder, "/", $name, ".toml")),
+            source: include_str!(concat!("../../", $folder, "/", $name, ".toml")),
         }),*]
     };
 }

@@ -135,9 +135,9 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::scenario::model::Target;
-    use crate::scenario::parse::parse;
-    use crate::scenario::Scenario;
+    use crate::model::Target;
+    use crate::parse::parse;
+    use crate::Scenario;
 
     fn parsed(text: &str) -> Scenario {
         parse(Path::new("generated.toml"), text).unwrap()

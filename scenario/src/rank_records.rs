@@ -480,8 +480,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::scenario::run::RunOptions;
-    use crate::scenario::{bundled, check, parse, report, run};
+    use crate::run::RunOptions;
+    use crate::{bundled, check, parse, report, run};
 
     fn outcome_of(scenario: &Scenario) -> Outcome<'_> {
         let plan = check::check(scenario).expect("checked");
@@ -520,10 +520,9 @@ mod tests {
         // set by hand, as a run with CUDA queues would leave them.
         let scenario = scenario("fork-join");
         let mut outcome = outcome_of(&scenario);
-        outcome.queues[0].driver = crate::scenario::model::DriverKind::Cuda;
-        let on_cuda = |spec: &crate::scenario::model::OpSpec| {
-            matches!(spec.target, crate::scenario::model::Target::Queue(0))
-        };
+        outcome.queues[0].driver = crate::model::DriverKind::Cuda;
+        let on_cuda =
+            |spec: &crate::model::OpSpec| matches!(spec.target, crate::model::Target::Queue(0));
         let waits: usize = scenario
             .ops
             .iter()
@@ -550,7 +549,7 @@ mod tests {
             [3, 1, 5, 2]
         );
         assert_eq!(cuda["waits"], waits);
-        let summary = crate::scenario::summary::summary(&decoded);
+        let summary = crate::summary::summary(&decoded);
         assert!(
             summary.contains("cuda (CUDA device 0 (Words timelines)): 3 stream waits"),
             "{summary}"

@@ -344,7 +344,7 @@ pub(super) mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::scenario::{bundled, parse};
+    use crate::{bundled, parse};
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> =
@@ -353,7 +353,7 @@ pub(super) mod tests {
     }
 
     /// Bundled scenario `name`, parsed.
-    pub(in crate::scenario) fn bundled(name: &str) -> Scenario {
+    pub(crate) fn bundled(name: &str) -> Scenario {
         let found = bundled::find(name).expect("bundled scenario");
         parse::parse(Path::new(found.file), found.source).expect("valid bundled scenario")
     }
@@ -581,7 +581,7 @@ wait = ["s>=1"]
 
     /// `rounds` rounds of ping-pong between two machines: an operation on each, each waiting
     /// for the other's last.
-    pub(in crate::scenario) fn ping_pong(rounds: u64) -> Scenario {
+    pub(crate) fn ping_pong(rounds: u64) -> Scenario {
         let mut source = String::from(
             "name = \"ping-pong\"\ndescription = \"two machines in turn\"\n\
              [[queue]]\nname = \"q0\"\n[[queue]]\nname = \"q1\"\nmachine = 1\n\

@@ -283,16 +283,16 @@ pub(super) mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::scenario::check::check;
-    use crate::scenario::model::DriverKind;
-    use crate::scenario::outcome::{CudaRecord, NpuRecord, Speculation, Status, VulkanRecord};
-    use crate::scenario::run::{run, RunOptions};
-    use crate::scenario::{bundled, parse};
+    use crate::check::check;
+    use crate::model::DriverKind;
+    use crate::outcome::{CudaRecord, NpuRecord, Speculation, Status, VulkanRecord};
+    use crate::run::{run, RunOptions};
+    use crate::{bundled, parse};
     use causeway_core::queue::Resolution;
 
     /// `document` of a real run of bundled scenario `name`, streamed, and the same bytes read
     /// back as a tree.
-    pub(in crate::scenario) fn streamed(
+    pub(crate) fn streamed(
         name: &str,
         document: fn(&Outcome<'_>, &mut Vec<u8>) -> io::Result<()>,
     ) -> (String, Value) {
@@ -342,7 +342,7 @@ pub(super) mod tests {
 
     /// The schema block of the README's "Report" section, as a tree.
     fn readme_schema() -> Vec<SchemaLine> {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../README.md");
         let section = &readme[readme.find("### Report (`--report`)").expect("the section")..];
         let block = &section[section.find("```text\n").expect("its block") + "```text\n".len()..];
         let block = &block[..block.find("\n```").expect("the block's end")];

@@ -1,5 +1,6 @@
 //! `mpirun -n N causeway run FILE`: one scenario across MPI ranks, over
-//! [`causeway-distributed`](causeway_distributed) (built with the CLI's `mpi` feature).
+//! [`causeway-distributed`](causeway_distributed) (built with this crate's `mpi` feature,
+//! which the CLI's `mpi` feature turns on).
 //!
 //! Every rank loads and checks the same file and derives the same [`Share`] of it, so nothing
 //! about the plan is exchanged. Each runs its own queues' operations (and rank 0 the host

@@ -560,11 +560,11 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::scenario::generate;
-    use crate::scenario::model::{
+    use crate::generate;
+    use crate::model::{
         Conditions, DriverKind, Home, OpExpect, OpName, QueueSpec, SemaphoreSpec, TotalsExpect,
     };
-    use crate::scenario::parse::parse;
+    use crate::parse::parse;
 
     fn checked(source: &str) -> Result<Plan, ScenarioError> {
         check(&parse(Path::new("t.toml"), source).unwrap())

@@ -207,10 +207,10 @@ fn sum_ranks<'r, T: Clone + 'r>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::outcome::{OpRecord, Status};
-    use crate::scenario::ranks::tests::{bundled, ping_pong};
-    use crate::scenario::run::RunOptions;
-    use crate::scenario::{check, expect, rank_records, run};
+    use crate::outcome::{OpRecord, Status};
+    use crate::ranks::tests::{bundled, ping_pong};
+    use crate::run::RunOptions;
+    use crate::{check, expect, rank_records, run};
 
     fn run_all_cpu(scenario: &Scenario) -> Outcome<'_> {
         let plan = check::check(scenario).expect("checked");
@@ -293,7 +293,7 @@ mod tests {
         assert!(gathered.semaphores.iter().all(|semaphore| !semaphore.failed));
         // The whole run's report tags each operation with the machine that ran it.
         let mut bytes = Vec::new();
-        crate::scenario::report::write(&gathered, &mut bytes).expect("report written");
+        crate::report::write(&gathered, &mut bytes).expect("report written");
         let report: serde_json::Value = serde_json::from_slice(&bytes).expect("report is JSON");
         let machines: Vec<(&str, u64)> = report["ops"]
             .as_array()
