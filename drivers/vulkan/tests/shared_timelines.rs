@@ -14,9 +14,10 @@
 //! - Drop order: imports and exports dropped while their threads wait, then the causeway
 //!   device, then the application's objects; nothing leaks.
 
-use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ash::vk;
@@ -25,187 +26,14 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{Device, Op, QueueConfig, QueueId, SemaphoreId, WaitOutcome, Work};
 use causeway_driver_cpu::CpuBackend;
-use causeway_driver_vulkan::{ExportedTimeline, Gpu, GpuHandles, ImportedTimeline, VulkanError};
+use causeway_driver_vulkan::{ExportedTimeline, Gpu, ImportedTimeline, VulkanError};
 use causeway_runtime::blocking::wait;
 use causeway_runtime::PoolConfig;
+use common::app::AppVulkan;
+use common::HANG_GUARD;
 
-/// The hang guard of every host wait, as in `caller_owned.rs` (which this test's set-up
-/// follows: it opens no device through `Gpu::open`, so the common module's is not used).
-const HANG_GUARD: Duration = Duration::from_secs(120);
-
-/// What the test's own debug messenger heard: warnings and errors.
-#[derive(Default)]
-struct Log {
-    count: AtomicU64,
-    messages: Mutex<Vec<String>>,
-}
-
-/// The test's messenger callback: counts and keeps every warning and error.
-///
-/// # Safety
-/// `user_data` is the `Log` given at messenger creation, alive until the instance is destroyed;
-/// `data` is null or valid for the call (the Vulkan contract for this callback).
-unsafe extern "system" fn on_message(
-    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
-    _types: vk::DebugUtilsMessageTypeFlagsEXT,
-    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
-    user_data: *mut c_void,
-) -> vk::Bool32 {
-    // SAFETY: `user_data` is the boxed `Log` of an `AppVulkan`, dropped only after its instance
-    // (see the function's contract).
-    let log = unsafe { &*(user_data as *const Log) };
-    log.count.fetch_add(1, Ordering::Relaxed);
-    // SAFETY: `data` is null or valid for the call, its message null or NUL-terminated.
-    let message = unsafe { data.as_ref().and_then(|data| data.message_as_c_str()) };
-    let text = message.map_or_else(String::new, |text| text.to_string_lossy().into_owned());
-    log.messages
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push(format!("{severity:?}: {text}"));
-    vk::FALSE
-}
-
-/// The application's own Vulkan: what it created, and destroys, itself.
-struct AppVulkan {
-    entry: ash::Entry,
-    instance: ash::Instance,
-    debug_utils: ash::ext::debug_utils::Instance,
-    messenger: vk::DebugUtilsMessengerEXT,
-    log: Box<Log>,
-    physical_device: vk::PhysicalDevice,
-    device: ash::Device,
-    family: u32,
-    queue: vk::Queue,
-}
-
+/// The application's own calls on its semaphores.
 impl AppVulkan {
-    /// An instance with validation (synchronization validation on) when `validation`, and a
-    /// messenger for warnings and errors either way; the physical device `CAUSEWAY_VULKAN_ADAPTER` names by substring
-    /// (lavapipe, `llvmpipe`, when unset); a device with timeline semaphores and
-    /// synchronization2 (core in Vulkan 1.3, which lavapipe has) and one queue of its first
-    /// compute family.
-    fn create(validation: bool) -> AppVulkan {
-        // SAFETY: loading the system's Vulkan loader, trusted as `Gpu::open` trusts it.
-        let entry = unsafe { ash::Entry::load() }.expect("the Vulkan loader (libvulkan1)");
-        let log = Box::<Log>::default();
-        let application = vk::ApplicationInfo::default()
-            .application_name(c"shared timelines test")
-            .api_version(vk::API_VERSION_1_3);
-        let layers = [c"VK_LAYER_KHRONOS_validation".as_ptr()];
-        // The loader itself provides VK_EXT_debug_utils; the layer provides the other.
-        let extensions =
-            [ash::ext::debug_utils::NAME.as_ptr(), ash::ext::validation_features::NAME.as_ptr()];
-        let enables = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
-        let mut features =
-            vk::ValidationFeaturesEXT::default().enabled_validation_features(&enables);
-        let mut info = vk::InstanceCreateInfo::default().application_info(&application);
-        info = if validation {
-            info.enabled_layer_names(&layers)
-                .enabled_extension_names(&extensions)
-                .push_next(&mut features)
-        } else {
-            info.enabled_extension_names(&extensions[..1])
-        };
-        // SAFETY: `info` and what it points at live across the call.
-        let instance = unsafe { entry.create_instance(&info, None) }
-            .expect("an instance with VK_LAYER_KHRONOS_validation (vulkan-validationlayers)");
-        let debug_utils = ash::ext::debug_utils::Instance::new(&entry, &instance);
-        let messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-            .message_severity(
-                vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
-                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
-            )
-            .message_type(
-                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
-                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
-            )
-            .pfn_user_callback(Some(on_message))
-            .user_data(&*log as *const Log as *mut c_void);
-        // SAFETY: the instance has VK_EXT_debug_utils; the log outlives the messenger (both are
-        // this `AppVulkan`'s, and `destroy` destroys the messenger first).
-        let messenger = unsafe { debug_utils.create_debug_utils_messenger(&messenger_info, None) }
-            .expect("a debug messenger");
-
-        let wanted = std::env::var("CAUSEWAY_VULKAN_ADAPTER")
-            .ok()
-            .filter(|name| !name.is_empty())
-            .unwrap_or_else(|| "llvmpipe".to_owned())
-            .to_lowercase();
-        // SAFETY: a plain query of the live instance.
-        let physical_devices =
-            unsafe { instance.enumerate_physical_devices() }.expect("physical devices");
-        let physical_device = physical_devices
-            .into_iter()
-            .map(|physical_device| {
-                // SAFETY: the physical device is the live instance's.
-                (physical_device, unsafe {
-                    instance.get_physical_device_properties(physical_device)
-                })
-            })
-            .find(|(_, properties)| {
-                properties
-                    .device_name_as_c_str()
-                    .is_ok_and(|name| name.to_string_lossy().to_lowercase().contains(&wanted))
-            })
-            .map(|(physical_device, _)| physical_device)
-            .unwrap_or_else(|| panic!("no physical device named like {wanted:?}"));
-        // SAFETY: as above.
-        let family_properties =
-            unsafe { instance.get_physical_device_queue_family_properties(physical_device) };
-        let family = family_properties
-            .iter()
-            .position(|family| family.queue_flags.contains(vk::QueueFlags::COMPUTE))
-            .expect("a compute queue family") as u32;
-
-        let priorities = [1.0_f32];
-        let queue_infos = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(family)
-            .queue_priorities(&priorities)];
-        let mut timeline =
-            vk::PhysicalDeviceTimelineSemaphoreFeatures::default().timeline_semaphore(true);
-        let mut synchronization2 =
-            vk::PhysicalDeviceSynchronization2Features::default().synchronization2(true);
-        let device_info = vk::DeviceCreateInfo::default()
-            .queue_create_infos(&queue_infos)
-            .push_next(&mut timeline)
-            .push_next(&mut synchronization2);
-        // SAFETY: the physical device is the instance's; `device_info` lives across the call.
-        let device = unsafe { instance.create_device(physical_device, &device_info, None) }
-            .expect("a device with timeline semaphores and synchronization2");
-        // SAFETY: family and index are those the device was created with.
-        let queue = unsafe { device.get_device_queue(family, 0) };
-        AppVulkan {
-            entry,
-            instance,
-            debug_utils,
-            messenger,
-            log,
-            physical_device,
-            device,
-            family,
-            queue,
-        }
-    }
-
-    /// Lends causeway the device and its one queue: the same objects, the application keeping
-    /// its own copies (an `ash` handle is a table of functions; copying it creates nothing).
-    fn lend(&self) -> Gpu {
-        let handles = GpuHandles {
-            entry: self.entry.clone(),
-            instance: self.instance.clone(),
-            physical_device: self.physical_device,
-            device: self.device.clone(),
-            queue_family: self.family,
-            queues: vec![self.queue],
-        };
-        // SAFETY: the handles are the ones `create` made from one another, the device with
-        // timeline semaphores and synchronization2; every test drops the `Gpu` and what it made
-        // before `destroy`, and touches the queue only through `with_queue` meanwhile.
-        unsafe { Gpu::from_raw_handles(handles) }
-            .unwrap_or_else(|error| panic!("cannot lend the device: {error}"))
-    }
-
     /// A timeline semaphore of the application's, at `initial`.
     fn timeline(&self, initial: u64) -> vk::Semaphore {
         let mut kind = vk::SemaphoreTypeCreateInfo::default()
@@ -249,37 +77,6 @@ impl AppVulkan {
     fn destroy_timeline(&self, semaphore: vk::Semaphore) {
         // SAFETY: the device's semaphore, unused from now on (the caller's word).
         unsafe { self.device.destroy_semaphore(semaphore, None) };
-    }
-
-    /// [`destroy`](Self::destroy), failing the test on any validation message.
-    fn destroy_clean(self) {
-        let messages = self.destroy();
-        assert!(
-            messages.is_empty(),
-            "{} validation messages:\n{}",
-            messages.len(),
-            messages.join("\n")
-        );
-    }
-
-    /// Destroys the device, the messenger and the instance, returning the warnings and errors
-    /// the validation layer reported (the device's destruction included: leaked objects).
-    ///
-    /// Everything causeway made from the device must be gone by now.
-    fn destroy(self) -> Vec<String> {
-        // SAFETY: causeway let go of the device (every `Gpu` and what it made is dropped), so
-        // the application's own wait needs no lock of causeway's; then each object is
-        // destroyed once, children before parents.
-        unsafe {
-            self.device.device_wait_idle().expect("vkDeviceWaitIdle");
-            self.device.destroy_device(None);
-            self.debug_utils.destroy_debug_utils_messenger(self.messenger, None);
-            self.instance.destroy_instance(None);
-        }
-        let messages =
-            std::mem::take(&mut *self.log.messages.lock().unwrap_or_else(|e| e.into_inner()));
-        assert_eq!(self.log.count.load(Ordering::Relaxed), messages.len() as u64);
-        messages
     }
 }
 
@@ -426,7 +223,10 @@ fn an_imported_timeline_ends_a_causeway_wait(app: AppVulkan, how: AppSignal) {
 /// The application's own submissions signal its timeline; validation on.
 #[test]
 fn an_imported_timeline_signalled_by_the_applications_submissions_ends_a_causeway_wait() {
-    an_imported_timeline_ends_a_causeway_wait(AppVulkan::create(true), AppSignal::Device);
+    an_imported_timeline_ends_a_causeway_wait(
+        AppVulkan::create(vk::API_VERSION_1_3, true),
+        AppSignal::Device,
+    );
 }
 
 /// The application signals its timeline from the host. Without validation: the import's
@@ -437,13 +237,16 @@ fn an_imported_timeline_signalled_by_the_applications_submissions_ends_a_causewa
 /// validation on. A query instead of the wait meets the same bug, only less often.
 #[test]
 fn an_imported_timeline_signalled_from_the_host_ends_a_causeway_wait() {
-    an_imported_timeline_ends_a_causeway_wait(AppVulkan::create(false), AppSignal::Host);
+    an_imported_timeline_ends_a_causeway_wait(
+        AppVulkan::create(vk::API_VERSION_1_3, false),
+        AppSignal::Host,
+    );
 }
 
 #[test]
 fn the_application_waits_on_an_exported_timeline_for_what_causeway_signalled() {
     const N: u64 = 5;
-    let app = AppVulkan::create(true);
+    let app = AppVulkan::create(vk::API_VERSION_1_3, true);
     let gpu = app.lend();
     let step: Box<dyn Fn() -> Result<(), Failure> + Send + Sync> = Box::new(|| Ok(()));
     let (device, queue, semaphores, calls) = cpu_device(1, vec![step]);
@@ -478,7 +281,7 @@ fn the_application_waits_on_an_exported_timeline_for_what_causeway_signalled() {
 /// KhronosGroup/Vulkan-ValidationLayers#4649; 5 runs in 40 of the test above when it waited so).
 #[test]
 fn the_applications_blocking_wait_ends_when_the_export_signals() {
-    let app = AppVulkan::create(false);
+    let app = AppVulkan::create(vk::API_VERSION_1_3, false);
     let gpu = app.lend();
     let gate = Arc::new(AtomicBool::new(false));
     let gate_seen = Arc::clone(&gate);
@@ -512,7 +315,7 @@ fn the_applications_blocking_wait_ends_when_the_export_signals() {
 
 #[test]
 fn an_exported_timeline_whose_semaphore_fails_stays_at_its_last_value_and_reports_the_failure() {
-    let app = AppVulkan::create(true);
+    let app = AppVulkan::create(vk::API_VERSION_1_3, true);
     let gpu = app.lend();
     let ok: Box<dyn Fn() -> Result<(), Failure> + Send + Sync> = Box::new(|| Ok(()));
     let fail: Box<dyn Fn() -> Result<(), Failure> + Send + Sync> =
@@ -544,7 +347,7 @@ fn an_exported_timeline_whose_semaphore_fails_stays_at_its_last_value_and_report
 /// causeway semaphore fails, the next value stops the import, which reports the failure.
 #[test]
 fn an_import_whose_causeway_semaphore_failed_stops_and_reports_it() {
-    let app = AppVulkan::create(true);
+    let app = AppVulkan::create(vk::API_VERSION_1_3, true);
     let gpu = app.lend();
     let (device, _, semaphores, _) = cpu_device(1, Vec::new());
     let raw = app.timeline(1);
@@ -573,7 +376,7 @@ fn an_import_whose_causeway_semaphore_failed_stops_and_reports_it() {
 
 #[test]
 fn imports_and_exports_dropped_while_waiting_then_the_device_leave_nothing_behind() {
-    let app = AppVulkan::create(true);
+    let app = AppVulkan::create(vk::API_VERSION_1_3, true);
     let gpu = app.lend();
     let (device, _, semaphores, _) = cpu_device(2, Vec::new());
     let raw = app.timeline(0);
@@ -598,7 +401,7 @@ fn imports_and_exports_dropped_while_waiting_then_the_device_leave_nothing_behin
 
 #[test]
 fn a_semaphore_the_device_does_not_have_is_a_typed_error() {
-    let app = AppVulkan::create(true);
+    let app = AppVulkan::create(vk::API_VERSION_1_3, true);
     let gpu = app.lend();
     let (small, _, _, _) = cpu_device(1, Vec::new());
     let (large, _, semaphores, _) = cpu_device(2, Vec::new());
