@@ -22,8 +22,8 @@ use std::fmt::Write;
 use std::path::Path;
 
 use arbitrary::Arbitrary;
-use causeway_scenario::{check, parse, Scenario, ScenarioError};
 use causeway_core::scope::Scope;
+use causeway_scenario::{check, parse, Scenario, ScenarioError};
 use libfuzzer_sys::fuzz_target;
 
 const PATH: &str = "outline.toml";
