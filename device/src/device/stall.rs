@@ -74,7 +74,7 @@ impl Device {
             Resource::QueueSlots { .. } => {
                 let queue = shared.queues.get(queue.0)?;
                 // Acquire pairs with the Release store of `head` in `free_head`, as in
-                // `free_slot`.
+                // `free_slot`; the one of `tail`, with the Release store in `publish`.
                 let head = queue.head.load(Ordering::Acquire);
                 if head >= queue.tail.load(Ordering::Acquire) {
                     return None;
