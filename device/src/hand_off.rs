@@ -67,6 +67,21 @@ pub(crate) fn collect<R>(
     // whose held wake, if any, publishes itself (see `Woken`), outside any drain decision.
 }
 
+/// Publishes the wake this thread's drain holds back, if any. Called before user work runs on
+/// this worker: the work may block (a host function waiting for what the woken queue does), and
+/// a held wake is the drain's until it ends, so the woken queue would wait for this worker
+/// (a native waiter woken by its origin's start, held while that origin's host function
+/// blocks, was never issued).
+pub(crate) fn publish_held() {
+    // SAFETY: as in `wake`: non-null only while a `collect` body runs on this thread, and then
+    // the address of that call's collector, reached through shared references only.
+    if let Some(collector) = unsafe { COLLECTOR.get().as_ref() } {
+        if let Some(woken) = collector.held.take() {
+            woken.publish();
+        }
+    }
+}
+
 /// Wakes the queue process `process` of the device whose pool runs `executor`: held back when
 /// this thread is draining a queue of the same device and holds no other wake, published at
 /// once otherwise.

@@ -210,6 +210,44 @@ fn an_npu_wait_on_a_cpu_operation_is_on_the_ring_before_the_cpu_operation_ends()
     shut_down_clean(device);
 }
 
+/// The NPU queue waits natively on a CPU operation that has not started when it registers, so
+/// the CPU operation's start wakes it — from inside the CPU queue's drain, which holds such a
+/// wake back for its own worker. The CPU operation's host function then blocks until the NPU
+/// operation is on the ring: the held wake must go to another worker before the host function
+/// runs, or neither ever moves.
+#[test]
+fn a_native_waiter_woken_by_its_origins_start_is_issued_while_the_origin_blocks() {
+    let CpuAndNpu { mut builder, cpu, npu, kernel, tally } = cpu_and_npu();
+    let (cpu_queue, npu_queue) = (queue(&mut builder, cpu, 8), queue(&mut builder, npu, 8));
+    let [go, s, t] = semaphores(&mut builder, cpu_queue, 4);
+    let issued = Arc::new(Latch::default());
+    let seen = Arc::clone(&issued);
+    let blocks = builder.host_call(move || {
+        // Opened by the test once the NPU driver emitted the WAIT for this very operation.
+        if seen.wait() {
+            Ok(())
+        } else {
+            Err(Failure::Application(1))
+        }
+    });
+    let device = builder.build().unwrap();
+
+    let origin = Op { waits: &[(go, 1)], signals: &[(s, 1)], work: Work::Host(blocks), tag: 1 };
+    device.submit(cpu_queue, &origin).unwrap();
+    let waiter = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2 };
+    let receipt = device.submit(npu_queue, &waiter).unwrap();
+    assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait);
+    // Only now may the origin start: its start is what wakes the NPU queue. The pause lets the
+    // NPU queue look at its head and register for that start first (the order under test);
+    // in the other order it sees the start itself, and the test still passes.
+    std::thread::sleep(Duration::from_millis(50));
+    device.semaphore(go).unwrap().signal_external(1).unwrap();
+    wait_for_mirror_waits(&tally, 1);
+    issued.open();
+    assert_eq!(wait(device.semaphore(t).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
+    shut_down_clean(device);
+}
+
 #[test]
 fn a_failed_cpu_origin_fails_its_native_npu_waiter_and_the_ring_goes_on() {
     let CpuAndNpu { mut builder, cpu, npu, kernel, tally } = cpu_and_npu();

@@ -396,6 +396,8 @@ impl QueueShared {
         work: impl FnOnce() -> R,
     ) -> Option<R> {
         self.ownership.start_work(Running { tag, worker, since_ns: clock::start_ns() });
+        // The work may block this worker: a wake the drain holds goes to the others now.
+        hand_off::publish_held();
         let status = work();
         self.ownership.finish_work().then_some(status)
     }
