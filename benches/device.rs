@@ -72,7 +72,7 @@ impl SignalBench {
         let started = Arc::new(AtomicU64::new(0));
         let stamp_signal = {
             let signalled = Arc::clone(&signalled);
-            builder.host_call(move || {
+            builder.host_call(move |_| {
                 // Long enough for the bench thread to be asleep in its wait, so the two
                 // workers have the two cores to themselves during the measured hand-over.
                 spin_for(SETTLE);
@@ -82,7 +82,7 @@ impl SignalBench {
         };
         let stamp_start = {
             let started = Arc::clone(&started);
-            builder.host_call(move || {
+            builder.host_call(move |_| {
                 started.store(stamp(origin), Ordering::Relaxed);
                 Ok(())
             })
@@ -104,11 +104,21 @@ impl SignalBench {
         self.round += 1;
         let r = self.round;
         let (wait_s, signal_done, signal_s) = ([(self.s, r)], [(self.done, r)], [(self.s, r)]);
-        let dependent =
-            Op { waits: &wait_s, signals: &signal_done, work: Work::Host(self.calls[1]), tag: r };
+        let dependent = Op {
+            waits: &wait_s,
+            signals: &signal_done,
+            work: Work::Host(self.calls[1]),
+            tag: r,
+            ..Default::default()
+        };
         self.device.submit(QueueId(1), &dependent).expect("room in the ring");
-        let signaller =
-            Op { waits: &[], signals: &signal_s, work: Work::Host(self.calls[0]), tag: r };
+        let signaller = Op {
+            waits: &[],
+            signals: &signal_s,
+            work: Work::Host(self.calls[0]),
+            tag: r,
+            ..Default::default()
+        };
         self.device.submit(QueueId(0), &signaller).expect("room in the ring");
         let done = self.device.semaphore(self.done).expect("declared");
         host::wait(done, r, Some(Duration::from_secs(10))).expect("the round completes");
@@ -186,7 +196,7 @@ impl StreamBench {
         config.capacity = RING;
         let queue = builder.queue(config);
         let progress = builder.semaphore(0, Scope::DeviceLocal, HOME);
-        let work = builder.host_call(|| {
+        let work = builder.host_call(|_| {
             spin_for(STREAM_WORK);
             Ok(())
         });
@@ -200,8 +210,13 @@ impl StreamBench {
         for _ in 0..STREAM {
             self.value += 1;
             let signals = [(self.progress, self.value)];
-            let op =
-                Op { waits: &[], signals: &signals, work: Work::Host(self.work), tag: self.value };
+            let op = Op {
+                waits: &[],
+                signals: &signals,
+                work: Work::Host(self.work),
+                tag: self.value,
+                ..Default::default()
+            };
             self.device.submit(self.queue, &op).expect("a slot, after waiting");
         }
         let progress = self.device.semaphore(self.progress).expect("declared");

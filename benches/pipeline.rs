@@ -10,6 +10,11 @@
 //! it — on the NPU, a WAIT descriptor on the word mirroring the CPU queue's progress when the
 //! driver waits on it natively, a host round trip per item when the layer holds the wait.
 //!
+//! The second group, `chunk_pipeline`, times the `chunk_pipeline` example's work — chunks
+//! through load, transform and store, each stage one host function or kernel told its chunk by
+//! its submission's arguments — on a device against three threads joined by `std::sync::mpsc`
+//! channels, in alternating blocks of [`CHUNKS_PER_BLOCK`] chunks.
+//!
 //! The two stages run as alternating blocks: each measured block of one stage follows an
 //! unmeasured block of the other, so drift on the noisy two-core machine (other processes,
 //! frequency) lands on both. The ratio of the two means is the figure of interest.
@@ -18,13 +23,19 @@ use std::time::{Duration, Instant};
 
 use causeway::cpu::CpuBackend;
 use causeway::device::{
-    Device, DriverId, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work,
+    Args, Device, DriverId, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work,
 };
 use causeway::host;
 use causeway::npu::NpuBackend;
 use causeway::scope::{Endpoint, Scope};
 use causeway::PoolConfig;
 use criterion::{criterion_main, Criterion, SamplingMode};
+
+#[path = "../examples/support/chunk_pipeline.rs"]
+mod chunk_pipeline;
+
+/// Chunks per block of the `chunk_pipeline` group.
+const CHUNKS_PER_BLOCK: u64 = 100;
 
 /// Items per block.
 const ITEMS: u64 = 64;
@@ -61,10 +72,10 @@ impl PipelineBench {
     fn new() -> PipelineBench {
         let mut cpu = CpuBackend::new();
         let cpu_kernel =
-            cpu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).expect("one tile");
+            cpu.command_buffer(vec![(1, Box::new(|_tile: u32, _: &Args| {}))]).expect("one tile");
         let mut npu = NpuBackend::new();
         let npu_kernel =
-            npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).expect("one tile");
+            npu.command_buffer(vec![(1, Box::new(|_tile: u32, _: &Args| {}))]).expect("one tile");
         let mut builder = Device::builder(PoolConfig::with_workers(2));
         let cpu: DriverId = builder.driver(cpu);
         let npu: DriverId = builder.driver(npu);
@@ -111,12 +122,22 @@ impl PipelineBench {
             stage.items += 1;
             let item = stage.items;
             let produced = [(stage.produced, item)];
-            let produce =
-                Op { waits: &[], signals: &produced, work: Work::Spin(PRODUCE), tag: item };
+            let produce = Op {
+                waits: &[],
+                signals: &produced,
+                work: Work::Spin(PRODUCE),
+                tag: item,
+                ..Default::default()
+            };
             self.device.submit(producer, &produce).expect("the producer takes the item");
             let consumed = [(stage.consumed, item)];
-            let consume =
-                Op { waits: &produced, signals: &consumed, work: stage.kernel, tag: item };
+            let consume = Op {
+                waits: &produced,
+                signals: &consumed,
+                work: stage.kernel,
+                tag: item,
+                ..Default::default()
+            };
             self.device.submit(stage.queue, &consume).expect("the consumer takes the item");
         }
         let consumed = self.device.semaphore(stage.consumed).expect("declared");
@@ -155,8 +176,58 @@ fn cpu_to_consumer_stage(c: &mut Criterion) {
 
 // `criterion_group!` emits an undocumented `pub fn`; a private module keeps it out of the
 // workspace's `missing_docs` lint without silencing the lint for the rest of the file.
+#[derive(Clone, Copy)]
+enum ChunkRunner {
+    Device,
+    Threads,
+}
+
+fn chunk_block(device: &mut chunk_pipeline::DevicePipeline, runner: ChunkRunner) -> Duration {
+    let start = Instant::now();
+    match runner {
+        ChunkRunner::Device => {
+            device.run(CHUNKS_PER_BLOCK).expect("the device pipeline runs");
+        }
+        ChunkRunner::Threads => {
+            std::hint::black_box(chunk_pipeline::run_threads(CHUNKS_PER_BLOCK));
+        }
+    }
+    start.elapsed()
+}
+
+fn chunks_device_against_threads(c: &mut Criterion) {
+    let mut group = c.benchmark_group("chunk_pipeline");
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Duration::from_secs(6));
+    let mut device = chunk_pipeline::DevicePipeline::new(2).expect("the device starts");
+    // Both do the work before either is timed: the same total over the first block.
+    let expected = chunk_pipeline::expected_total(CHUNKS_PER_BLOCK);
+    assert_eq!(chunk_pipeline::run_threads(CHUNKS_PER_BLOCK), expected);
+    assert_eq!(device.run(CHUNKS_PER_BLOCK).expect("the device pipeline runs"), expected);
+    for (name, measured, other) in [
+        ("causeway_device_args", ChunkRunner::Device, ChunkRunner::Threads),
+        ("mpsc_threads", ChunkRunner::Threads, ChunkRunner::Device),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| {
+                        chunk_block(&mut device, other);
+                        chunk_block(&mut device, measured)
+                    })
+                    .sum()
+            })
+        });
+    }
+    group.finish();
+}
+
 mod group {
-    criterion::criterion_group!(benches, super::cpu_to_consumer_stage);
+    criterion::criterion_group!(
+        benches,
+        super::cpu_to_consumer_stage,
+        super::chunks_device_against_threads
+    );
 }
 
 criterion_main!(group::benches);

@@ -106,7 +106,13 @@ impl CancelBench {
         self.round += 1;
         let round = self.round;
         let device = &self.device;
-        let op = |waits, signals| Op { waits, signals, work: Work::Barrier, tag: 0 };
+        let op = |waits, signals| Op {
+            waits,
+            signals,
+            work: Work::Barrier,
+            tag: 0,
+            ..Default::default()
+        };
         let drafted = [(self.drafted, round)];
         device.submit(self.draft, &op(&[], &drafted)).expect("room");
         causeway::host::wait(device.semaphore(self.drafted).unwrap(), round, None).expect("ran");

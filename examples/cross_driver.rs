@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     let cpu_driver = builder.driver(CpuBackend::new());
     let vulkan_driver = builder.driver(vulkan);
-    let upload = builder.host_call(move || {
+    let upload = builder.host_call(move |_| {
         a.write_f32(0, &[1.0; 1024]).map_err(|_| Failure::Application(1))?;
         b.write_f32(0, &[2.0; 1024]).map_err(|_| Failure::Application(1))
     });
@@ -40,10 +40,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let added = builder.semaphore(0, Scope::DeviceLocal, home);
     let device = builder.build()?;
 
-    let upload_op = Op { waits: &[], signals: &[(uploaded, 1)], work: Work::Host(upload), tag: 1 };
+    let upload_op = Op {
+        waits: &[],
+        signals: &[(uploaded, 1)],
+        work: Work::Host(upload),
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(host, &upload_op)?;
-    let add_op =
-        Op { waits: &[(uploaded, 1)], signals: &[(added, 1)], work: Work::Execute(add), tag: 2 };
+    let add_op = Op {
+        waits: &[(uploaded, 1)],
+        signals: &[(added, 1)],
+        work: Work::Execute(add),
+        tag: 2,
+        ..Default::default()
+    };
     let receipt = device.submit(compute, &add_op)?;
 
     let done = device.semaphore(added).expect("declared");

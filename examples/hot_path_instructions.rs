@@ -412,7 +412,7 @@ fn signal_causeway() -> Duration {
     let started = Arc::new(AtomicU64::new(0));
     let signal_ends = {
         let (measuring, signalled) = (Arc::clone(&measuring), Arc::clone(&signalled));
-        builder.host_call(move || {
+        builder.host_call(move |_| {
             signalled.store(stamp(origin), Ordering::Relaxed);
             if measuring.load(Ordering::Relaxed) {
                 callgrind::toggle_collect();
@@ -422,7 +422,7 @@ fn signal_causeway() -> Duration {
     };
     let dependent_starts = {
         let (measuring, started) = (Arc::clone(&measuring), Arc::clone(&started));
-        builder.host_call(move || {
+        builder.host_call(move |_| {
             if measuring.load(Ordering::Relaxed) {
                 callgrind::toggle_collect();
             }
@@ -444,11 +444,17 @@ fn signal_causeway() -> Duration {
             signals: &signals_done,
             work: Work::Host(dependent_starts),
             tag: round,
+            ..Default::default()
         };
         device.submit(b, &dependent).expect("room in the ring");
         std::thread::sleep(SIGNAL_SETTLE);
-        let signaller =
-            Op { waits: &[], signals: &signals_s, work: Work::Host(signal_ends), tag: round };
+        let signaller = Op {
+            waits: &[],
+            signals: &signals_s,
+            work: Work::Host(signal_ends),
+            tag: round,
+            ..Default::default()
+        };
         device.submit(a, &signaller).expect("room in the ring");
         host::wait(done_semaphore, round, Some(Duration::from_secs(60)))
             .expect("the round completes");

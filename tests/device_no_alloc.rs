@@ -30,13 +30,23 @@ fn rounds(device: &Device, ping: SemaphoreId, pong: SemaphoreId, range: std::ops
     for round in range {
         let after_pong = [(pong, round - 1)];
         let signal_ping = [(ping, round)];
-        let first =
-            Op { waits: &after_pong, signals: &signal_ping, work: Work::Barrier, tag: round };
+        let first = Op {
+            waits: &after_pong,
+            signals: &signal_ping,
+            work: Work::Barrier,
+            tag: round,
+            ..Default::default()
+        };
         device.submit(queues[0], &first).expect("ring and history have room");
         let after_ping = [(ping, round)];
         let signal_pong = [(pong, round)];
-        let second =
-            Op { waits: &after_ping, signals: &signal_pong, work: Work::Barrier, tag: round };
+        let second = Op {
+            waits: &after_ping,
+            signals: &signal_pong,
+            work: Work::Barrier,
+            tag: round,
+            ..Default::default()
+        };
         device.submit(queues[1], &second).expect("ring and history have room");
         if round % BATCH == 0 {
             let pong = device.semaphore(pong).expect("declared");

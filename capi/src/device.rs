@@ -546,7 +546,7 @@ pub unsafe extern "C" fn cw_device_create(
         }
         for slot in 0..slot_count {
             let (slots, counters) = (Arc::clone(&slots), Arc::clone(&counters));
-            builder.host_call(move || run_host_call(&slots, &counters, slot));
+            builder.host_call(move |_| run_host_call(&slots, &counters, slot));
         }
         builder.observer(Arc::new(Finisher {
             slots: Arc::clone(&slots),
@@ -844,7 +844,7 @@ fn submit(
         }
         _ => (Work::Barrier, 0),
     };
-    let device_op = Op { waits, signals, work, tag };
+    let device_op = Op { waits, signals, work, tag, ..Default::default() };
     let submitted = match patience {
         Patience::None => {
             entry.device.try_submit(queue, device_op).map_err(|rejected| rejected.error.into())

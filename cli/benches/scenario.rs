@@ -271,7 +271,13 @@ fn device_submit(scenario: &Scenario, plan: &Plan) -> u64 {
         for &(semaphore, value) in scenario.signals(op) {
             last[semaphore] = last[semaphore].max(value);
         }
-        let op = Op { waits: &waits, signals: &signals, work: Work::Barrier, tag: index as u64 };
+        let op = Op {
+            waits: &waits,
+            signals: &signals,
+            work: Work::Barrier,
+            tag: index as u64,
+            ..Default::default()
+        };
         device.submit(QueueId(queue), &op).expect("room frees as the device runs");
     }
     for (&id, &value) in ids.iter().zip(&last) {

@@ -47,7 +47,7 @@ fn device_with(branches: usize) -> Logged {
         let calls: Vec<_> = (0..4)
             .map(|node| {
                 let (log, finished) = (Arc::clone(&log), Arc::clone(&finished));
-                builder.host_call(move || {
+                builder.host_call(move |_| {
                     log.lock().unwrap().push((branch, node));
                     if node == 3 {
                         finished.fetch_add(1, Ordering::Relaxed);

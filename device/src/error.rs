@@ -351,3 +351,25 @@ impl fmt::Display for DriverFault {
 }
 
 impl std::error::Error for DriverFault {}
+
+/// [`Device::host_call`](crate::Device::host_call) found the device's host-function table
+/// full: the builder sizes it ([`DeviceBuilder::spare_host_calls`](crate::DeviceBuilder::spare_host_calls)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostCallsFull {
+    /// How many host functions the device holds.
+    pub capacity: usize,
+}
+
+impl fmt::Display for HostCallsFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the device's {} host-function slots are all taken (DeviceBuilder::spare_host_calls \
+             sizes the table)",
+            self.capacity
+        )
+    }
+}
+
+impl std::error::Error for HostCallsFull {}

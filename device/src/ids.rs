@@ -6,6 +6,7 @@ use std::fmt;
 use causeway_core::axis::{Axis, AxisAllocator, AxisError, Domain};
 use causeway_core::semaphore::Failure;
 
+use crate::op::Invocation;
 #[cfg(doc)]
 use crate::Work;
 
@@ -43,8 +44,8 @@ pub struct CommandBufferId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BufferId(pub u32);
 
-/// A host function a [`Work::Host`] operation calls.
-pub type HostCall = Box<dyn Fn() -> Result<(), Failure> + Send + Sync>;
+/// A host function a [`Work::Host`] operation calls, with the operation's tag and arguments.
+pub type HostCall = Box<dyn Fn(&Invocation) -> Result<(), Failure> + Send + Sync>;
 
 /// A driver registered with a device ([`DeviceBuilder::driver`](crate::DeviceBuilder::driver));
 /// queues name theirs in [`QueueConfig::driver`](crate::QueueConfig::driver).

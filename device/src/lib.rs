@@ -77,8 +77,10 @@ mod semaphores;
 // in reach), its builder, submission and shutdown.
 mod device;
 
-// The host as a participant: a timeline of its own whose steps wait and signal.
+// The host as a participant: a timeline of its own whose steps wait and signal; the host
+// functions operations call.
 mod host;
+mod host_calls;
 
 pub use backend::{
     Backend, BackendCapabilities, DeviceContext, Issue, Issued, MemoryOp, NativeWait, Origin,
@@ -89,10 +91,11 @@ pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use config::{QueueConfig, SemaphoreConfig};
 pub use device::{Device, DeviceBuilder, ShutdownReport, StuckOp, BOOKKEEPING_GRACE, DROP_GRACE};
 pub use error::{
-    DeviceError, DriverCall, DriverError, DriverFault, Rejected, Resource, Stall, SubmitError,
-    Violation,
+    DeviceError, DriverCall, DriverError, DriverFault, HostCallsFull, Rejected, Resource, Stall,
+    SubmitError, Violation,
 };
 pub use host::{CommittedStep, HostStep, HostTimeline, StepTimedOut};
+pub use host_calls::DEFAULT_SPARE_HOST_CALLS;
 pub use ids::{
     allocate_axis, BufferId, CommandBufferId, DriverId, HostCall, HostCallId, QueueId, SemaphoreId,
 };
@@ -101,7 +104,7 @@ pub use limits::{
 };
 pub use memory::{MemoryError, MemoryStats};
 pub use native_blocks::{NativeBlocks, NativeMemory};
-pub use op::{Kernel, Observer, Op, OpEvent, OpStatus, Work};
+pub use op::{Args, Invocation, Kernel, Observer, Op, OpEvent, OpStatus, Work, ARG_WORDS};
 pub use receipt::{Receipt, WaitOutcome};
 pub use semaphores::SemaphoreError;
 pub use speculation::CancelReport;

@@ -7,7 +7,7 @@ use causeway_core::semaphore::Failure;
 use causeway_core::speculation::Dependence;
 
 use crate::ids::SemaphoreId;
-use crate::ids::{BufferId, CommandBufferId, HostCallId};
+use crate::ids::{BufferId, CommandBufferId, HostCallId, QueueId};
 #[cfg(doc)]
 use crate::limits::{MAX_SIGNALS, MAX_WAITS};
 
@@ -128,7 +128,8 @@ impl OpStatus {
     }
 }
 
-/// A queue operation as the host describes it.
+/// A queue operation as the host describes it. `Op { signals, work, ..Op::default() }`
+/// leaves the rest empty: no waits, tag 0, no arguments.
 #[derive(Clone, Copy, Debug)]
 pub struct Op<'a> {
     /// `semaphore ≥ value` conditions, at most [`MAX_WAITS`].
@@ -137,8 +138,128 @@ pub struct Op<'a> {
     pub signals: &'a [(SemaphoreId, u64)],
     /// What runs.
     pub work: Work,
-    /// The caller's label, handed back in [`OpEvent`]s.
+    /// The caller's label, handed back in [`OpEvent`]s and to the work ([`Invocation::tag`]).
     pub tag: u64,
+    /// This submission's arguments, handed to its work: a host function's [`Invocation`], a
+    /// kernel's tiles, a command buffer's dispatches (see each driver). Copied into the queue's
+    /// ring at submission: nothing is allocated for them.
+    pub args: Args,
+}
+
+impl Default for Op<'_> {
+    /// A barrier with no waits, no signals, tag 0 and no arguments.
+    fn default() -> Self {
+        Op { waits: &[], signals: &[], work: Work::Barrier, tag: 0, args: Args::NONE }
+    }
+}
+
+/// 32-bit words in an operation's [`Args`]: 32 bytes, the size of an NPU EXEC descriptor's
+/// argument block and well inside Vulkan's guaranteed push-constant range.
+pub const ARG_WORDS: usize = 8;
+
+/// The arguments a submission hands its work: 32 bytes, read as eight 32-bit words or four
+/// 64-bit ones (word `2i` the low half of 64-bit word `i`). A chunk number, an offset, a buffer
+/// name, a size — whatever the work needs to differ from one submission to the next. Fixed in
+/// size so a submission copies them into its ring slot and allocates nothing.
+///
+/// ```
+/// use causeway_device::Args;
+///
+/// let args = Args::NONE.with_u64(0, 1_000).with_u32(2, 7);
+/// assert_eq!((args.u64(0), args.u32(2), args.u32(3)), (1_000, 7, 0));
+/// assert_eq!(Args::from_u64s([5, 6]).u64(1), 6);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Args {
+    words: [u32; ARG_WORDS],
+}
+
+impl Args {
+    /// No arguments: every word zero.
+    pub const NONE: Args = Args { words: [0; ARG_WORDS] };
+
+    /// Arguments from eight 32-bit words.
+    pub const fn from_words(words: [u32; ARG_WORDS]) -> Args {
+        Args { words }
+    }
+
+    /// Arguments whose first 64-bit words are `values`, the rest zero: up to four.
+    ///
+    /// # Panics
+    /// With more than four values (a compile-time error in a constant).
+    pub const fn from_u64s<const N: usize>(values: [u64; N]) -> Args {
+        assert!(N <= ARG_WORDS / 2, "an operation carries at most four 64-bit arguments");
+        let mut args = Args::NONE;
+        let mut index = 0;
+        while index < N {
+            args = args.with_u64(index, values[index]);
+            index += 1;
+        }
+        args
+    }
+
+    /// These arguments with 32-bit word `index` (below [`ARG_WORDS`]) set to `value`.
+    ///
+    /// # Panics
+    /// When `index` is out of range.
+    #[must_use]
+    pub const fn with_u32(mut self, index: usize, value: u32) -> Args {
+        self.words[index] = value;
+        self
+    }
+
+    /// These arguments with 64-bit word `index` (below four) set to `value`.
+    ///
+    /// # Panics
+    /// When `index` is out of range.
+    #[must_use]
+    pub const fn with_u64(mut self, index: usize, value: u64) -> Args {
+        self.words[2 * index] = value as u32;
+        self.words[2 * index + 1] = (value >> 32) as u32;
+        self
+    }
+
+    /// 32-bit word `index` (below [`ARG_WORDS`]).
+    ///
+    /// # Panics
+    /// When `index` is out of range.
+    pub const fn u32(&self, index: usize) -> u32 {
+        self.words[index]
+    }
+
+    /// 64-bit word `index` (below four).
+    ///
+    /// # Panics
+    /// When `index` is out of range.
+    pub const fn u64(&self, index: usize) -> u64 {
+        self.words[2 * index] as u64 | (self.words[2 * index + 1] as u64) << 32
+    }
+
+    /// The eight 32-bit words, as a driver copies them into a descriptor or push constants.
+    pub const fn words(&self) -> [u32; ARG_WORDS] {
+        self.words
+    }
+}
+
+/// What a host function is called with: the operation it runs for. Built by the queue process
+/// on the worker that runs the function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Invocation {
+    /// The queue the operation was submitted to.
+    pub queue: QueueId,
+    /// Its tag ([`Op::tag`]).
+    pub tag: u64,
+    /// Its arguments ([`Op::args`]).
+    pub args: Args,
+}
+
+impl Invocation {
+    /// An invocation of operation `tag` on `queue` with `args` (for calling a host function
+    /// outside a device, in a test).
+    pub const fn new(queue: QueueId, tag: u64, args: Args) -> Invocation {
+        Invocation { queue, tag, args }
+    }
 }
 
 /// A point in an operation's execution, as an [`Observer`] sees it.

@@ -130,7 +130,7 @@ fn run(breakage: Breakage) -> (Vec<Fault>, QueueId) {
     let fine = Work::Spin(Duration::from_micros(1));
     let submit =
         |queue, work, waits: &[(SemaphoreId, u64)], signals: &[(SemaphoreId, u64)], tag| {
-            device.submit(queue, &Op { waits, signals, work, tag }).unwrap();
+            device.submit(queue, &Op { waits, signals, work, tag, ..Default::default() }).unwrap();
         };
     submit(broken_queue, poisoned, &[], &[(a, 1)], 1);
     submit(broken_queue, fine, &[], &[(b, 1)], 2);

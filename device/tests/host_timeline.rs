@@ -79,7 +79,13 @@ fn a_host_step_carries_what_it_waited_on_to_what_waits_on_it() {
     let device = builder.build().unwrap();
     let semaphore = |id| device.semaphore(id).unwrap();
 
-    let produce = Op { waits: &[], signals: &[(produced, 1)], work: Work::Barrier, tag: 1 };
+    let produce = Op {
+        waits: &[],
+        signals: &[(produced, 1)],
+        work: Work::Barrier,
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(queue, &produce).unwrap();
 
     let mut host = host_timeline();
@@ -96,8 +102,13 @@ fn a_host_step_carries_what_it_waited_on_to_what_waits_on_it() {
     assert_eq!(host.frontier().get(host.axis()), Some(1));
 
     // A queue operation that waits on the host's signal knows the host and what it knew.
-    let consume =
-        Op { waits: &[(hosted, 1)], signals: &[(consumed, 1)], work: Work::Barrier, tag: 2 };
+    let consume = Op {
+        waits: &[(hosted, 1)],
+        signals: &[(consumed, 1)],
+        work: Work::Barrier,
+        tag: 2,
+        ..Default::default()
+    };
     let receipt = device.submit(queue, &consume).unwrap();
     assert_eq!(receipt.frontier.get(host.axis()), Some(1));
     assert_eq!(wait(semaphore(consumed), 1, Some(LONG)), Ok(1));
@@ -140,8 +151,13 @@ fn a_failure_the_host_waits_on_fails_what_it_signals_with_the_same_value() {
     assert_eq!(wait(semaphore(hosted), 1, Some(LONG)), Err(HostWaitError::Failed(failure)));
 
     // A queue operation waiting on the host's signal fails with the same value.
-    let after =
-        Op { waits: &[(hosted, 1)], signals: &[(downstream, 1)], work: Work::Barrier, tag: 1 };
+    let after = Op {
+        waits: &[(hosted, 1)],
+        signals: &[(downstream, 1)],
+        work: Work::Barrier,
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(queue, &after).unwrap();
     assert_eq!(wait(semaphore(downstream), 1, Some(LONG)), Err(HostWaitError::Failed(failure)));
 

@@ -94,7 +94,7 @@ fn alloca(buffer: u32, bytes: u64) -> Work {
 }
 
 fn op(work: Work, signals: &[(causeway_device::SemaphoreId, u64)]) -> Op<'_> {
-    Op { waits: &[], signals, work, tag: 0 }
+    Op { waits: &[], signals, work, tag: 0, ..Default::default() }
 }
 
 fn block_of(op: &MemoryOp) -> BlockId {
@@ -154,6 +154,7 @@ fn a_driver_that_cannot_back_an_alloca_fails_it_and_what_waits_on_it_on_another_
         signals: &[(downstream, 1)],
         work: Work::Spin(Duration::ZERO),
         tag: 1,
+        ..Default::default()
     };
     device.submit(waiting, &uses).unwrap();
     device.submit(allocating, &op(Work::Dealloca(BufferId(0)), &[(released, 1)])).unwrap();
@@ -183,7 +184,13 @@ fn a_block_reused_on_another_driver_is_released_by_the_driver_it_died_on() {
     device.submit(on_first, &op(alloca(0, 256), &[])).unwrap();
     device.submit(on_first, &op(Work::Dealloca(BufferId(0)), &[(freed, 1)])).unwrap();
     // The wait puts the dealloca in the alloca's past: it may take the dead block.
-    let reuse = Op { waits: &[(freed, 1)], signals: &[], work: alloca(1, 128), tag: 2 };
+    let reuse = Op {
+        waits: &[(freed, 1)],
+        signals: &[],
+        work: alloca(1, 128),
+        tag: 2,
+        ..Default::default()
+    };
     device.submit(on_second, &reuse).unwrap();
     device.submit(on_second, &op(Work::Dealloca(BufferId(1)), &[(freed, 2)])).unwrap();
     assert_eq!(wait(device.semaphore(freed).unwrap(), 2, Some(LONG)), Ok(2));

@@ -315,11 +315,23 @@ fn work_is_issued_ahead_and_device_waits_wait_natively_on_their_origin() {
     let quick = Work::Spin(Duration::from_micros(100));
     // Nothing completes while paused: everything below is submitted and issued ahead.
     gpu.pause();
-    device.submit(a, &Op { waits: &[], signals: &[(s, 1)], work: quick, tag: 1 }).unwrap();
-    device.submit(a, &Op { waits: &[], signals: &[(s, 2)], work: quick, tag: 2 }).unwrap();
-    let on_b = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: quick, tag: 3 };
+    device
+        .submit(
+            a,
+            &Op { waits: &[], signals: &[(s, 1)], work: quick, tag: 1, ..Default::default() },
+        )
+        .unwrap();
+    device
+        .submit(
+            a,
+            &Op { waits: &[], signals: &[(s, 2)], work: quick, tag: 2, ..Default::default() },
+        )
+        .unwrap();
+    let on_b =
+        Op { waits: &[(s, 1)], signals: &[(t, 1)], work: quick, tag: 3, ..Default::default() };
     assert_eq!(resolution_of(&device.submit(b, &on_b).unwrap().waits), Resolution::DeviceWait);
-    let then = Op { waits: &[(s, 2)], signals: &[(u, 1)], work: quick, tag: 4 };
+    let then =
+        Op { waits: &[(s, 2)], signals: &[(u, 1)], work: quick, tag: 4, ..Default::default() };
     assert_eq!(resolution_of(&device.submit(b, &then).unwrap().waits), Resolution::DeviceWait);
     // All four are with the driver before any completed: two of each queue at once, and
     // queue b's waiting on queue a's operations natively.
@@ -353,9 +365,22 @@ fn a_wait_on_work_not_yet_issued_is_held_back_so_the_hardware_queue_cannot_deadl
     // Queue a's signal of s is behind a host gate, so it is submitted but not issued; queue
     // b's wait on it must not reach the one hardware queue first, or that queue would wait
     // forever for work queued behind it.
-    device.submit(a, &Op { waits: &[(gate, 1)], signals: &[(s, 1)], work: quick, tag: 1 }).unwrap();
-    let waiting =
-        device.submit(b, &Op { waits: &[(s, 1)], signals: &[(done, 1)], work: quick, tag: 2 });
+    device
+        .submit(
+            a,
+            &Op {
+                waits: &[(gate, 1)],
+                signals: &[(s, 1)],
+                work: quick,
+                tag: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let waiting = device.submit(
+        b,
+        &Op { waits: &[(s, 1)], signals: &[(done, 1)], work: quick, tag: 2, ..Default::default() },
+    );
     assert_eq!(resolution_of(&waiting.unwrap().waits), Resolution::DeviceWait);
     thread::sleep(Duration::from_millis(30));
     assert_eq!(events.position(2, true), None, "not issued before its origin");
@@ -372,12 +397,30 @@ fn waits_across_drivers_are_held_and_knowledge_still_crosses_them_both_ways() {
     let quick = Work::Spin(Duration::from_micros(100));
     // CPU → GPU: the GPU driver cannot wait natively on a CPU queue's work: held. (The CPU
     // operation waits for a host gate, so nothing completes before everything is submitted.)
-    let cpu_op = Op { waits: &[(gate, 1)], signals: &[(host_made, 1)], work: quick, tag: 1 };
+    let cpu_op = Op {
+        waits: &[(gate, 1)],
+        signals: &[(host_made, 1)],
+        work: quick,
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(cpu_queue, &cpu_op).unwrap();
-    let on_gpu = Op { waits: &[(host_made, 1)], signals: &[(gpu_made, 1)], work: quick, tag: 2 };
+    let on_gpu = Op {
+        waits: &[(host_made, 1)],
+        signals: &[(gpu_made, 1)],
+        work: quick,
+        tag: 2,
+        ..Default::default()
+    };
     assert_eq!(resolution_of(&device.submit(a, &on_gpu).unwrap().waits), Resolution::Held);
     // GPU → CPU: a device wait for the CPU queue (armed on the host, as CPU waits are).
-    let on_cpu = Op { waits: &[(gpu_made, 1)], signals: &[(back, 1)], work: quick, tag: 3 };
+    let on_cpu = Op {
+        waits: &[(gpu_made, 1)],
+        signals: &[(back, 1)],
+        work: quick,
+        tag: 3,
+        ..Default::default()
+    };
     let resolved = resolution_of(&device.submit(cpu_queue, &on_cpu).unwrap().waits);
     assert_eq!(resolved, Resolution::DeviceWait);
     device.semaphore(gate).unwrap().signal_external(1).unwrap();
@@ -385,7 +428,13 @@ fn waits_across_drivers_are_held_and_knowledge_still_crosses_them_both_ways() {
     // The CPU queue learned of its own op 1 through the GPU op's frontier, and of the GPU
     // op: a wait on either is elided there.
     for semaphore in [host_made, gpu_made] {
-        let again = Op { waits: &[(semaphore, 1)], signals: &[], work: quick, tag: 4 };
+        let again = Op {
+            waits: &[(semaphore, 1)],
+            signals: &[],
+            work: quick,
+            tag: 4,
+            ..Default::default()
+        };
         let resolved = resolution_of(&device.submit(cpu_queue, &again).unwrap().waits);
         assert_eq!(resolved, Resolution::Elided);
     }
@@ -398,12 +447,31 @@ fn layer_work_on_a_native_queue_advances_its_timeline_and_orders_what_follows() 
     let (s, t, u) = (semaphores[0], semaphores[1], semaphores[2]);
     let quick = Work::Spin(Duration::from_micros(100));
     gpu.pause();
-    device.submit(a, &Op { waits: &[], signals: &[], work: quick, tag: 1 }).unwrap();
+    device
+        .submit(a, &Op { waits: &[], signals: &[], work: quick, tag: 1, ..Default::default() })
+        .unwrap();
     // A barrier retires on the host once op 1 has; queue b's native wait on it needs a's
     // timeline to pass it, and the kernel behind it must not be issued before it retired.
-    device.submit(a, &Op { waits: &[], signals: &[(s, 1)], work: Work::Barrier, tag: 2 }).unwrap();
-    device.submit(a, &Op { waits: &[], signals: &[(t, 1)], work: quick, tag: 3 }).unwrap();
-    let on_b = Op { waits: &[(s, 1)], signals: &[(u, 1)], work: quick, tag: 4 };
+    device
+        .submit(
+            a,
+            &Op {
+                waits: &[],
+                signals: &[(s, 1)],
+                work: Work::Barrier,
+                tag: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    device
+        .submit(
+            a,
+            &Op { waits: &[], signals: &[(t, 1)], work: quick, tag: 3, ..Default::default() },
+        )
+        .unwrap();
+    let on_b =
+        Op { waits: &[(s, 1)], signals: &[(u, 1)], work: quick, tag: 4, ..Default::default() };
     assert_eq!(resolution_of(&device.submit(b, &on_b).unwrap().waits), Resolution::DeviceWait);
     gpu.wait_queued(1);
     thread::sleep(Duration::from_millis(20));
@@ -422,9 +490,20 @@ fn layer_work_on_a_native_queue_waits_on_the_host_for_what_it_waits_on() {
     let (s, t) = (semaphores[0], semaphores[1]);
     let quick = Work::Spin(Duration::from_micros(100));
     gpu.pause();
-    device.submit(a, &Op { waits: &[], signals: &[(s, 1)], work: quick, tag: 1 }).unwrap();
+    device
+        .submit(
+            a,
+            &Op { waits: &[], signals: &[(s, 1)], work: quick, tag: 1, ..Default::default() },
+        )
+        .unwrap();
     // A barrier never reaches the driver: its wait is held on the host, not handed over.
-    let barrier = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: Work::Barrier, tag: 2 };
+    let barrier = Op {
+        waits: &[(s, 1)],
+        signals: &[(t, 1)],
+        work: Work::Barrier,
+        tag: 2,
+        ..Default::default()
+    };
     assert_eq!(resolution_of(&device.submit(b, &barrier).unwrap().waits), Resolution::Held);
     gpu.wait_queued(1);
     thread::sleep(Duration::from_millis(20));
@@ -440,9 +519,16 @@ fn a_failure_before_issue_fails_the_native_waiter_without_issuing_it() {
     let (input, s, out) = (semaphores[0], semaphores[1], semaphores[2]);
     let quick = Work::Spin(Duration::from_micros(100));
     // Op 1 (a barrier) fails when its input fails; op 2 waits on it natively.
-    let barrier = Op { waits: &[(input, 1)], signals: &[(s, 1)], work: Work::Barrier, tag: 1 };
+    let barrier = Op {
+        waits: &[(input, 1)],
+        signals: &[(s, 1)],
+        work: Work::Barrier,
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(a, &barrier).unwrap();
-    let dependent = Op { waits: &[(s, 1)], signals: &[(out, 1)], work: quick, tag: 2 };
+    let dependent =
+        Op { waits: &[(s, 1)], signals: &[(out, 1)], work: quick, tag: 2, ..Default::default() };
     assert_eq!(resolution_of(&device.submit(b, &dependent).unwrap().waits), Resolution::DeviceWait);
     device.semaphore(input).unwrap().fail(Failure::Application(9));
     assert_eq!(
@@ -459,8 +545,14 @@ fn a_device_error_reached_natively_fails_the_waiter_though_the_device_ran_it() {
     let quick = Work::Spin(Duration::from_micros(100));
     gpu.hardware.lock().unwrap().failing.push((a.0, 1));
     gpu.pause();
-    device.submit(a, &Op { waits: &[], signals: &[(s, 1)], work: quick, tag: 1 }).unwrap();
-    let dependent = Op { waits: &[(s, 1)], signals: &[(out, 1)], work: quick, tag: 2 };
+    device
+        .submit(
+            a,
+            &Op { waits: &[], signals: &[(s, 1)], work: quick, tag: 1, ..Default::default() },
+        )
+        .unwrap();
+    let dependent =
+        Op { waits: &[(s, 1)], signals: &[(out, 1)], work: quick, tag: 2, ..Default::default() };
     assert_eq!(resolution_of(&device.submit(b, &dependent).unwrap().waits), Resolution::DeviceWait);
     // Both are with the driver; the device runs the dependent after its origin's error (its
     // timeline passed), but the layer retires it after the origin and fails it.
@@ -479,10 +571,21 @@ fn shutdown_ends_every_issued_operation_and_cancels_the_rest() {
     let quick = Work::Spin(Duration::from_micros(100));
     gpu.pause();
     for (tag, &s) in semaphores.iter().enumerate() {
-        let op = Op { waits: &[], signals: &[(s, 1)], work: quick, tag: tag as u64 };
+        let op = Op {
+            waits: &[],
+            signals: &[(s, 1)],
+            work: quick,
+            tag: tag as u64,
+            ..Default::default()
+        };
         device.submit(a, &op).unwrap();
     }
-    device.submit(a, &Op { waits: &[], signals: &[], work: Work::Barrier, tag: 9 }).unwrap();
+    device
+        .submit(
+            a,
+            &Op { waits: &[], signals: &[], work: Work::Barrier, tag: 9, ..Default::default() },
+        )
+        .unwrap();
     gpu.wait_queued(3);
     let report = device.shutdown(Duration::from_millis(10));
     // Three kernels were with the driver (issued ahead): each failed as aborted; the barrier
@@ -499,9 +602,24 @@ fn ten_thousand_operations_across_two_native_queues_complete_in_order() {
     const N: u64 = 10_000;
     for value in 1..=N {
         device
-            .submit(a, &Op { waits: &[], signals: &[(s, value)], work: tiny, tag: value })
+            .submit(
+                a,
+                &Op {
+                    waits: &[],
+                    signals: &[(s, value)],
+                    work: tiny,
+                    tag: value,
+                    ..Default::default()
+                },
+            )
             .unwrap();
-        let op = Op { waits: &[(s, value)], signals: &[(t, value)], work: tiny, tag: N + value };
+        let op = Op {
+            waits: &[(s, value)],
+            signals: &[(t, value)],
+            work: tiny,
+            tag: N + value,
+            ..Default::default()
+        };
         device.submit(b, &op).unwrap();
     }
     assert_eq!(wait(device.semaphore(t).unwrap(), N, Some(LONG)), Ok(N));

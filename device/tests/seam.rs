@@ -205,14 +205,21 @@ fn a_semaphore_crosses_two_drivers_and_the_early_wait_is_held_where_the_driver_n
     // The consumer first: its driver cannot wait before the signal exists, so the layer holds
     // it; nothing of it reaches the driver until the producer's value is reached.
     let kernel = Work::Sleep(Duration::from_millis(5));
-    let consume = Op { waits: &[(produced, 1)], signals: &[(consumed, 1)], work: kernel, tag: 2 };
+    let consume = Op {
+        waits: &[(produced, 1)],
+        signals: &[(consumed, 1)],
+        work: kernel,
+        tag: 2,
+        ..Default::default()
+    };
     let receipt = device.submit(consumer, &consume).unwrap();
     let [WaitOutcome::Resolved(resolution)] = receipt.waits[..] else { panic!("one wait") };
     assert_eq!(resolution.resolution, Resolution::Held);
     thread::sleep(Duration::from_millis(20));
     assert!(events.of(2).is_empty(), "a held operation is not issued before its value");
 
-    let produce = Op { waits: &[], signals: &[(produced, 1)], work: kernel, tag: 1 };
+    let produce =
+        Op { waits: &[], signals: &[(produced, 1)], work: kernel, tag: 1, ..Default::default() };
     device.submit(producer, &produce).unwrap();
     assert_eq!(wait(device.semaphore(consumed).unwrap(), 1, Some(LONG)), Ok(1));
 
@@ -221,7 +228,8 @@ fn a_semaphore_crosses_two_drivers_and_the_early_wait_is_held_where_the_driver_n
     // the drivers, and from then on the consumer's queue knows it: a third wait is elided.
     let (producer_axis, consumer_axis) = (device.axis(producer), device.axis(consumer));
     assert_eq!(receipt.frontier.get(producer_axis.unwrap()), None);
-    let again = Op { waits: &[(produced, 1)], signals: &[], work: kernel, tag: 3 };
+    let again =
+        Op { waits: &[(produced, 1)], signals: &[], work: kernel, tag: 3, ..Default::default() };
     let receipt = device.submit(consumer, &again).unwrap();
     let [WaitOutcome::Resolved(resolution)] = receipt.waits[..] else { panic!("one wait") };
     assert_eq!(resolution.resolution, Resolution::Satisfied);
@@ -234,13 +242,27 @@ fn a_semaphore_crosses_two_drivers_and_the_early_wait_is_held_where_the_driver_n
 
     // A wait the timeline driver's queue may queue before its signal exists: a device wait,
     // handed to the driver with the operation.
-    let after_consumer =
-        Op { waits: &[(consumed, 2)], signals: &[(produced, 2)], work: kernel, tag: 5 };
+    let after_consumer = Op {
+        waits: &[(consumed, 2)],
+        signals: &[(produced, 2)],
+        work: kernel,
+        tag: 5,
+        ..Default::default()
+    };
     let receipt = device.submit(producer, &after_consumer).unwrap();
     let [WaitOutcome::Resolved(resolution)] = receipt.waits[..] else { panic!("one wait") };
     assert_eq!(resolution.resolution, Resolution::DeviceWait);
     device
-        .submit(consumer, &Op { waits: &[], signals: &[(consumed, 2)], work: kernel, tag: 6 })
+        .submit(
+            consumer,
+            &Op {
+                waits: &[],
+                signals: &[(consumed, 2)],
+                work: kernel,
+                tag: 6,
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert_eq!(wait(device.semaphore(produced).unwrap(), 2, Some(LONG)), Ok(2));
 
@@ -277,6 +299,7 @@ fn work_a_driver_has_no_kernel_for_is_refused_at_submission() {
         signals: &[],
         work: Work::Execute(causeway_device::CommandBufferId(0)),
         tag: 0,
+        ..Default::default()
     };
     // It recorded no command buffer: the layer refuses, the driver is never asked.
     assert_eq!(
@@ -290,7 +313,8 @@ fn work_a_driver_has_no_kernel_for_is_refused_at_submission() {
         SubmitError::Unsupported { driver: "thread" }
     );
     // The layer's own work needs nothing of the driver.
-    let barrier = Op { waits: &[], signals: &[], work: Work::Barrier, tag: 1 };
+    let barrier =
+        Op { waits: &[], signals: &[], work: Work::Barrier, tag: 1, ..Default::default() };
     assert!(device.submit(queue, &barrier).is_ok());
 }
 
@@ -315,8 +339,18 @@ fn a_queue_of_an_unregistered_driver_or_one_its_driver_refuses_fails_the_build()
 fn shutdown_fails_work_still_on_the_driver_and_cancels_what_waits_behind_it() {
     let (device, queue, [first, second], events) = one_thread_queue();
     let slow = Work::Sleep(Duration::from_millis(300));
-    device.submit(queue, &Op { waits: &[], signals: &[(first, 1)], work: slow, tag: 1 }).unwrap();
-    device.submit(queue, &Op { waits: &[], signals: &[(second, 1)], work: slow, tag: 2 }).unwrap();
+    device
+        .submit(
+            queue,
+            &Op { waits: &[], signals: &[(first, 1)], work: slow, tag: 1, ..Default::default() },
+        )
+        .unwrap();
+    device
+        .submit(
+            queue,
+            &Op { waits: &[], signals: &[(second, 1)], work: slow, tag: 2, ..Default::default() },
+        )
+        .unwrap();
     // The first kernel was issued (the layer reports it started once the driver took it).
     while events.of(1).is_empty() {
         thread::sleep(Duration::from_millis(1));
@@ -336,7 +370,13 @@ fn shutdown_fails_work_still_on_the_driver_and_cancels_what_waits_behind_it() {
 fn a_failed_wait_fails_the_operation_without_issuing_it_to_the_driver() {
     let (device, queue, [input, output], events) = one_thread_queue();
     let kernel = Work::Spin(Duration::from_millis(1));
-    let op = Op { waits: &[(input, 1)], signals: &[(output, 1)], work: kernel, tag: 7 };
+    let op = Op {
+        waits: &[(input, 1)],
+        signals: &[(output, 1)],
+        work: kernel,
+        tag: 7,
+        ..Default::default()
+    };
     device.submit(queue, &op).unwrap();
     device.semaphore(input).unwrap().fail(Failure::Application(3));
     assert_eq!(

@@ -147,7 +147,7 @@ fn device(
 ) -> (&'static Device, [QueueId; 2], Vec<SemaphoreId>, [HostCallId; 2]) {
     let mut builder = Device::builder(PoolConfig::with_workers(1));
     let stamp = [0, 1].map(|k| {
-        builder.host_call(move || {
+        builder.host_call(move |_| {
             CHAIN_STAMPS[k].store(now(), Ordering::Relaxed);
             Ok(())
         })
@@ -250,6 +250,7 @@ fn latency(rank: i32, alternating: bool) -> Result<(), String> {
                         signals: &[(done, round)],
                         work: Work::Barrier,
                         tag: round,
+                        ..Default::default()
                     };
                     node.submit(dependent_queue, &dependent).expect("submits");
                     let started = Instant::now();
@@ -258,6 +259,7 @@ fn latency(rank: i32, alternating: bool) -> Result<(), String> {
                         signals: &[(there, round)],
                         work: Work::Barrier,
                         tag: round,
+                        ..Default::default()
                     };
                     node.submit(queue, &signal).expect("submits");
                     let semaphore = device.semaphore(done).expect("done");
@@ -374,6 +376,7 @@ impl Chain<'_> {
                     signals: &[(there, round)],
                     work: Work::Barrier,
                     tag: round,
+                    ..Default::default()
                 };
                 node.submit(self.queue, &signal).expect("submits");
                 let work = if Some(k) == first {
@@ -388,6 +391,7 @@ impl Chain<'_> {
                     signals: &[(self.done, round)],
                     work,
                     tag: round,
+                    ..Default::default()
                 };
                 node.submit(self.queue, &dependent).expect("submits");
             }
@@ -475,8 +479,13 @@ fn relay(
     (from, to): (SemaphoreId, SemaphoreId),
     round: u64,
 ) -> Result<(), String> {
-    let op =
-        Op { waits: &[(from, round)], signals: &[(to, round)], work: Work::Barrier, tag: round };
+    let op = Op {
+        waits: &[(from, round)],
+        signals: &[(to, round)],
+        work: Work::Barrier,
+        tag: round,
+        ..Default::default()
+    };
     node.submit(queue, &op).map(|_| ()).map_err(|e| e.to_string())
 }
 
@@ -492,7 +501,13 @@ fn collective(rank: i32) -> Result<(), String> {
     let node = ManuallyDrop::new(Node::start(device, &Links::new()).map_err(|e| e.to_string())?);
     let size = node.size();
     let mut channel = node.collective_channel(0).ok_or("no collective channel")?;
-    let produce = Op { waits: &[], signals: &[(contributed, 1)], work: Work::Barrier, tag: 1 };
+    let produce = Op {
+        waits: &[],
+        signals: &[(contributed, 1)],
+        work: Work::Barrier,
+        tag: 1,
+        ..Default::default()
+    };
     let produced = node.submit(queue, &produce).map_err(|e| e.to_string())?;
     let semaphore = device.semaphore(contributed).ok_or("semaphore")?;
     blocking::wait(semaphore, 1, Some(LONG)).map_err(|e| e.to_string())?;
@@ -503,7 +518,13 @@ fn collective(rank: i32) -> Result<(), String> {
     if data != expected {
         return Err(format!("all-reduce gave {data:?}, not {expected:?}"));
     }
-    let step = Op { waits: &[(reduced, 1)], signals: &[(stepped, 1)], work: Work::Barrier, tag: 2 };
+    let step = Op {
+        waits: &[(reduced, 1)],
+        signals: &[(stepped, 1)],
+        work: Work::Barrier,
+        tag: 2,
+        ..Default::default()
+    };
     let receipt = node.submit(queue, &step).map_err(|e| e.to_string())?;
     let entries = receipt.frontier.len();
     if entries != 2 || receipt.frontier.is_tainted() {

@@ -206,18 +206,18 @@ fn device(
     rank: i32,
 ) -> (&'static Device, causeway_device::QueueId, Vec<SemaphoreId>, [HostCallId; 3]) {
     let mut builder = Device::builder(PoolConfig::with_workers(1));
-    let s = builder.host_call(|| {
+    let s = builder.host_call(|_| {
         let round = CALLS[0].fetch_add(1, Ordering::Relaxed) + 1;
         // The next message rank 0 receives: R's reached `back` of this round.
         signaller_returns(round, round);
         Ok(())
     });
-    let d = builder.host_call(|| {
+    let d = builder.host_call(|_| {
         let round = CALLS[1].fetch_add(1, Ordering::Relaxed) + 1;
         dependent_enters(round);
         Ok(())
     });
-    let r = builder.host_call(|| {
+    let r = builder.host_call(|_| {
         let round = CALLS[2].fetch_add(1, Ordering::Relaxed) + 1;
         dependent_enters(round);
         // The next message rank 1 receives: S's reached `there` of the next round.

@@ -232,7 +232,7 @@ fn device(
         ids.push(builder.semaphore_config(config));
     }
     if failing_call {
-        builder.host_call(|| Err(Failure::Application(7)));
+        builder.host_call(|_| Err(Failure::Application(7)));
     }
     let device = builder.build().map_err(|e| e.to_string()).expect("the device builds");
     (Box::leak(Box::new(device)), queue, ids)
@@ -308,7 +308,13 @@ fn relay(rank: i32, size: i32) -> Result<(), String> {
         } else {
             &[]
         };
-        let op = Op { waits, signals: &[(own, round)], work: Work::Barrier, tag: round };
+        let op = Op {
+            waits,
+            signals: &[(own, round)],
+            work: Work::Barrier,
+            tag: round,
+            ..Default::default()
+        };
         last = Some(node.submit(queue, &op).map_err(|e| format!("round {round}: {e}"))?);
     }
     // Every thread of this rank, while the host thread announced, submitted and awaited
@@ -390,7 +396,13 @@ fn failure(rank: i32) -> Result<(), String> {
     match rank {
         1 => {
             let call = causeway_device::HostCallId(0);
-            let op = Op { waits: &[], signals: &[(shared, 1)], work: Work::Host(call), tag: 1 };
+            let op = Op {
+                waits: &[],
+                signals: &[(shared, 1)],
+                work: Work::Host(call),
+                tag: 1,
+                ..Default::default()
+            };
             node.submit(queue, &op).map_err(|e| e.to_string())?;
             let seen = node.wait(link, 1, LONG);
             check(seen == Err(HostWaitError::Failed(Failure::Application(7))), || {
@@ -404,8 +416,13 @@ fn failure(rank: i32) -> Result<(), String> {
                 matches!(announced, Ok(()) | Err(HostWaitError::Failed(Failure::Application(7)))),
                 || format!("announcement: {announced:?}"),
             )?;
-            let op =
-                Op { waits: &[(shared, 1)], signals: &[(local, 1)], work: Work::Barrier, tag: 2 };
+            let op = Op {
+                waits: &[(shared, 1)],
+                signals: &[(local, 1)],
+                work: Work::Barrier,
+                tag: 2,
+                ..Default::default()
+            };
             node.submit(queue, &op).map_err(|e| e.to_string())?;
             let seen = node.wait(link, 1, LONG);
             check(seen == Err(HostWaitError::Failed(Failure::Application(7))), || {
@@ -440,8 +457,13 @@ fn inside_world(rank: i32) -> Result<(), String> {
     if rank == 0 {
         node.with_world(|_| {
             (1..=SIGNALS).try_for_each(|value| {
-                let op =
-                    Op { waits: &[], signals: &[(shared, value)], work: Work::Barrier, tag: 0 };
+                let op = Op {
+                    waits: &[],
+                    signals: &[(shared, value)],
+                    work: Work::Barrier,
+                    tag: 0,
+                    ..Default::default()
+                };
                 node.submit(queue, &op).map(|_| ()).map_err(|e| format!("signal {value}: {e}"))
             })
         })?;
@@ -488,7 +510,13 @@ fn malformed(rank: i32) -> Result<(), String> {
         bytes.resize(2 * MAX_MESSAGE_LEN, 0);
         node.send_raw(0, &bytes);
     } else {
-        let op = Op { waits: &[(five, 1)], signals: &[(local, 1)], work: Work::Barrier, tag: 1 };
+        let op = Op {
+            waits: &[(five, 1)],
+            signals: &[(local, 1)],
+            work: Work::Barrier,
+            tag: 1,
+            ..Default::default()
+        };
         node.submit(queue, &op).map_err(|e| e.to_string())?;
         for link in [LinkId(5), LinkId(6), LinkId(7)] {
             let seen = node.wait(link, 1, LONG);

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use causeway::cpu::{BlockError, CpuBackend, DeviceKernel};
-use causeway::device::{CommandBufferId, DeviceBuilder, DriverId};
+use causeway::device::{Args, CommandBufferId, DeviceBuilder, DriverId};
 use causeway::npu::{NpuBackend, NpuCounts, NpuTally};
 use causeway::runtime::spin_for;
 use causeway::vulkan::{Buffer, Gpu, GpuOptions, Kernel, Step, VulkanBackend, VulkanError};
@@ -297,7 +297,8 @@ impl Drivers {
             let recording = (0..regions).map(|_| (tiles, per_tile)).collect();
             return cuda.command_buffer(recording).map_err(|error| format!("cuda: {error}"));
         }
-        let kernel = || -> DeviceKernel { Box::new(move |_tile: u32| spin_for(per_tile)) };
+        let kernel =
+            || -> DeviceKernel { Box::new(move |_tile: u32, _: &Args| spin_for(per_tile)) };
         let recorded = self.cpu.command_buffer((0..regions).map(|_| (tiles, kernel())).collect());
         recorded.map_err(|error: BlockError| error.to_string())
     }
@@ -402,7 +403,7 @@ impl Drivers {
                 let output: Arc<[AtomicU32]> = (0..words).map(|_| AtomicU32::new(0)).collect();
                 let tiles = words.div_ceil(COPY_WORDS_PER_TILE);
                 let destination = Arc::clone(&output);
-                let kernel: DeviceKernel = Box::new(move |tile: u32| {
+                let kernel: DeviceKernel = Box::new(move |tile: u32, _: &Args| {
                     let start = tile as usize * COPY_WORDS_PER_TILE;
                     let end = (start + COPY_WORDS_PER_TILE).min(words);
                     for (word, value) in destination[start..end].iter().zip(&source[start..end]) {
@@ -457,7 +458,7 @@ fn host_compute(
     let per_tile = n.div_ceil(tiles as usize);
     let region = || -> DeviceKernel {
         let (x, y, output) = (Arc::clone(&x), Arc::clone(&y), Arc::clone(&output));
-        Box::new(move |tile: u32| {
+        Box::new(move |tile: u32, _: &Args| {
             let start = (tile as usize * per_tile).min(n);
             for i in start..(start + per_tile).min(n) {
                 // Each element belongs to one tile, and regions are ordered (by the block

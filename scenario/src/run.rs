@@ -487,7 +487,7 @@ impl<'s, 'p> Runner<'s, 'p> {
             }
             match op.work {
                 WorkSpec::Host { duration, fail } => {
-                    host_calls.push(builder.host_call(move || {
+                    host_calls.push(builder.host_call(move |_| {
                         spin_for(duration);
                         fail.map_or(Ok(()), |code| Err(Failure::Application(code)))
                     }))
@@ -710,7 +710,8 @@ impl<'s, 'p> Runner<'s, 'p> {
             self.await_announced(op, semaphore, value, deadline)?;
         }
         let submit_ns = self.device.now_ns();
-        let request = Op { waits: &waits, signals: &signals, work, tag: index as u64 };
+        let request =
+            Op { waits: &waits, signals: &signals, work, tag: index as u64, ..Default::default() };
         // A full ring or history makes the submission wait for earlier work, up to the deadline.
         let submitted = match (self.peers, deadline) {
             (Some(peers), _) => peers.submit(QueueId(queue), &request, remaining(deadline)),

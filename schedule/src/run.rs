@@ -191,7 +191,13 @@ impl Body {
                 .iter()
                 .map(|&e| (self.streams[op.stream].1, value(op.stream, e)))
                 .collect();
-            let submitted = Op { waits: &waits, signals: &signal, work: op.work, tag: op.tag };
+            let submitted = Op {
+                waits: &waits,
+                signals: &signal,
+                work: op.work,
+                tag: op.tag,
+                ..Default::default()
+            };
             device.submit(self.streams[op.stream].0, &submitted).map_err(ControlError::Submit)?;
         }
         Ok(self.streams.iter().map(|&(_, semaphore, len)| (semaphore, (run + 1) * len)).collect())
@@ -341,7 +347,13 @@ impl Submission {
         let waits: Vec<(SemaphoreId, u64)> =
             self.waits.iter().chain(extra_waits).copied().collect();
         let signals: Vec<(SemaphoreId, u64)> = self.signal.into_iter().collect();
-        let op = Op { waits: &waits, signals: &signals, work: self.work, tag: self.tag };
+        let op = Op {
+            waits: &waits,
+            signals: &signals,
+            work: self.work,
+            tag: self.tag,
+            ..Default::default()
+        };
         device.submit(self.queue, &op).map(drop).map_err(ControlError::Submit)
     }
 }
@@ -361,7 +373,7 @@ fn node_call(
     deadline: Option<Instant>,
 ) -> Work {
     let shared = Arc::clone(shared);
-    let call = builder.host_call(move || {
+    let call = builder.host_call(move |_| {
         let started = Instant::now();
         if deadline.is_some_and(|deadline| started >= deadline) {
             return Err(Failure::Aborted);

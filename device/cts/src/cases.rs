@@ -286,9 +286,9 @@ pub fn a_foreign_failure_fails_this_drivers_waiters<D: DriverUnderTest>(driver: 
 /// on afterwards (a native driver must move its progress past work failed on the host).
 pub fn this_drivers_failure_fails_foreign_waiters<D: DriverUnderTest>(driver: &D) {
     let mut rig = RigBuilder::new(driver);
-    let fail = rig.host_call(|| Err(HOST_FAILURE));
+    let fail = rig.host_call(|_| Err(HOST_FAILURE));
     let panics =
-        rig.host_call(|| panic!("the conformance suite's panicking host function (expected)"));
+        rig.host_call(|_| panic!("the conformance suite's panicking host function (expected)"));
     let first = rig.queue(Side::Tested);
     let second = rig.queue(Side::Tested);
     let peer = rig.queue(Side::Peer);
@@ -444,7 +444,7 @@ pub fn a_full_ring_is_backpressure_and_loses_nothing<D: DriverUnderTest>(driver:
     for _ in 3..=ROOM {
         rig.submit(queue, &[], &[], short);
     }
-    let extra = Op { waits: &[], signals: &[], work: short, tag: ROOM + 1 };
+    let extra = Op { waits: &[], signals: &[], work: short, tag: ROOM + 1, ..Default::default() };
     match rig.device().try_submit(queue, extra) {
         Err(Rejected { op, error: SubmitError::Full(Resource::QueueSlots { capacity }) }) => {
             assert_eq!(capacity, ROOM as usize, "the capacity reported");
@@ -458,7 +458,8 @@ pub fn a_full_ring_is_backpressure_and_loses_nothing<D: DriverUnderTest>(driver:
             for tag in ROOM + 1..=OPERATIONS {
                 let value = tag - ROOM + 1;
                 let signals = [(progress, value)];
-                let op = Op { waits: &[], signals: &signals, work: short, tag };
+                let op =
+                    Op { waits: &[], signals: &signals, work: short, tag, ..Default::default() };
                 if let Err(error) = device.submit_timeout(queue, &op, WAIT_BUDGET) {
                     panic!("op {tag} behind a full ring: {error}");
                 }

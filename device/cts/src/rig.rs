@@ -9,8 +9,8 @@ use causeway_core::queue::{Resolution, ResolutionCounts};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Backend, Device, DeviceBuilder, DriverId, HostCallId, Op, QueueConfig, QueueId, Receipt,
-    SemaphoreConfig, SemaphoreId, ShutdownReport, WaitOutcome, Work,
+    Backend, Device, DeviceBuilder, DriverId, HostCallId, Invocation, Op, QueueConfig, QueueId,
+    Receipt, SemaphoreConfig, SemaphoreId, ShutdownReport, WaitOutcome, Work,
 };
 use causeway_runtime::blocking::{wait, HostWaitError};
 use causeway_runtime::PoolConfig;
@@ -123,7 +123,7 @@ impl RigBuilder {
     /// Registers a host function.
     pub fn host_call(
         &mut self,
-        call: impl Fn() -> Result<(), Failure> + Send + Sync + 'static,
+        call: impl Fn(&Invocation) -> Result<(), Failure> + Send + Sync + 'static,
     ) -> HostCallId {
         self.builder.host_call(call)
     }
@@ -197,7 +197,7 @@ impl Rig {
         work: Work,
     ) -> (u64, Receipt) {
         let tag = self.tag();
-        let op = Op { waits, signals, work, tag };
+        let op = Op { waits, signals, work, tag, ..Default::default() };
         match self.device().submit_timeout(queue, &op, WAIT_BUDGET) {
             Ok(receipt) => (tag, receipt),
             Err(error) => panic!("submitting {work:?} (tag {tag}) to queue {}: {error}", queue.0),

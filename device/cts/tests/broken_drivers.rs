@@ -179,7 +179,13 @@ fn a_panic_in_issue_fails_the_operation_instead_of_stalling_its_queue() {
     let done = builder.semaphore(0, Scope::DeviceLocal, home);
     let device = builder.build().expect("a device with the broken driver");
     for value in 1..=3 {
-        let op = Op { waits: &[], signals: &[(done, value)], work: kernels.short, tag: value };
+        let op = Op {
+            waits: &[],
+            signals: &[(done, value)],
+            work: kernels.short,
+            tag: value,
+            ..Default::default()
+        };
         device.submit(queue, &op).expect("accepted");
     }
     let semaphore = device.semaphore(done).expect("the semaphore");

@@ -13,7 +13,7 @@ use causeway_runtime::contain::{contain, Panicked};
 use crate::error::{DriverCall, Violation};
 use crate::ids::QueueId;
 use crate::limits::MAX_WAITS;
-use crate::op::{Kernel, OpStatus};
+use crate::op::{Args, Kernel, OpStatus};
 #[cfg(doc)]
 use causeway_core::queue::Resolution;
 
@@ -47,6 +47,7 @@ pub struct Issue<'a> {
     pub(crate) issuing: &'a dyn IssuingQueue,
     pub(crate) queue: QueueId,
     pub(crate) tag: u64,
+    pub(crate) args: Args,
     pub(crate) kernel: Kernel,
     pub(crate) waits: FixedVec<NativeWait, MAX_WAITS>,
     pub(crate) elided_waits: usize,
@@ -109,6 +110,12 @@ impl Issue<'_> {
     /// Its tag ([`Op::tag`](crate::Op::tag)).
     pub fn tag(&self) -> u64 {
         self.tag
+    }
+
+    /// Its arguments ([`Op::args`](crate::Op::args)): what the driver hands the kernel (an
+    /// NPU EXEC's argument words, a CPU dispatch's tiles, a Vulkan dispatch's push constants).
+    pub fn args(&self) -> Args {
+        self.args
     }
 
     /// The worker issuing it.

@@ -17,11 +17,12 @@ use super::Device;
 use crate::backend::{Backend, Driver, DynBackend, QueueWaiters};
 use crate::config::{QueueConfig, SemaphoreConfig};
 use crate::error::DeviceError;
+use crate::host_calls::{HostCallTable, DEFAULT_SPARE_HOST_CALLS};
 use crate::ids::DriverId;
 use crate::ids::SemaphoreId;
 use crate::ids::{allocate_axis, HostCall, HostCallId, QueueId};
 use crate::memory::MemoryPool;
-use crate::op::Observer;
+use crate::op::{Invocation, Observer};
 use crate::queue::{DriverKernels, QueueShared};
 use crate::semaphores::SemaphoreTable;
 use crate::sync::barrier;
@@ -38,6 +39,7 @@ pub struct DeviceBuilder {
     semaphores: Vec<SemaphoreConfig>,
     semaphore_pool: Option<(usize, SemaphoreConfig)>,
     host_calls: Vec<HostCall>,
+    spare_host_calls: usize,
     backends: Vec<Box<dyn DynBackend>>,
     buffers: usize,
     quota: u64,
@@ -54,6 +56,7 @@ impl DeviceBuilder {
             semaphores: Vec::new(),
             semaphore_pool: None,
             host_calls: Vec::new(),
+            spare_host_calls: DEFAULT_SPARE_HOST_CALLS,
             backends: Vec::new(),
             buffers: 0,
             quota: 0,
@@ -100,13 +103,22 @@ impl DeviceBuilder {
         self.semaphore_pool = Some((count, config));
     }
 
-    /// Registers a host function for [`Work::Host`].
+    /// Registers a host function for [`Work::Host`]: called on a pool worker, in queue order,
+    /// with the operation's [`Invocation`] (its queue, tag and arguments). Functions can also
+    /// be registered once the device runs ([`Device::host_call`]).
     pub fn host_call(
         &mut self,
-        call: impl Fn() -> Result<(), Failure> + Send + Sync + 'static,
+        call: impl Fn(&Invocation) -> Result<(), Failure> + Send + Sync + 'static,
     ) -> HostCallId {
         self.host_calls.push(Box::new(call));
         HostCallId(self.host_calls.len() as u32 - 1)
+    }
+
+    /// Room for `count` host functions registered while the device runs
+    /// ([`Device::host_call`]); [`DEFAULT_SPARE_HOST_CALLS`] unless set. The table is made
+    /// once, so registering later allocates only the function's box, never the table.
+    pub fn spare_host_calls(&mut self, count: usize) {
+        self.spare_host_calls = count;
     }
 
     /// Registers a driver; queues name it in [`QueueConfig::driver`]. The first one
@@ -189,7 +201,7 @@ impl DeviceBuilder {
             queues: queues.into_boxed_slice(),
             endpoints: endpoints.into_boxed_slice(),
             semaphores,
-            host_calls: self.host_calls.into_boxed_slice(),
+            host_calls: HostCallTable::new(self.host_calls, self.spare_host_calls),
             backends: self.backends.into_boxed_slice(),
             memory: Mutex::new(MemoryState {
                 pool: MemoryPool::new(

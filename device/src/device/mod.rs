@@ -23,18 +23,18 @@ pub use builder::DeviceBuilder;
 pub(crate) use shared::DeviceShared;
 pub use shutdown::{ShutdownReport, StuckOp, BOOKKEEPING_GRACE, DROP_GRACE};
 
-use crate::error::DriverFault;
+use crate::error::{DriverFault, HostCallsFull};
 use crate::hand_off;
 use crate::ids::QueueId;
-use crate::ids::SemaphoreId;
+use crate::ids::{HostCallId, SemaphoreId};
 use crate::limits::DeviceSemaphore;
 use crate::memory::MemoryStats;
+use crate::op::Invocation;
 use crate::queue::QueueShared;
 use crate::semaphores::{Blocker, SemaphoreError};
 use crate::speculation::CancelReport;
 #[cfg(doc)]
-use crate::OpEvent;
-#[cfg(doc)]
+use crate::{OpEvent, Work};
 use causeway_core::semaphore::Failure;
 
 /// A running device. See the [crate documentation](crate).
@@ -67,6 +67,20 @@ impl Device {
     /// Starts describing a device run by a pool built from `pool`.
     pub fn builder(pool: PoolConfig) -> DeviceBuilder {
         DeviceBuilder::new(pool)
+    }
+
+    /// Registers a host function for [`Work::Host`] while the device runs, as
+    /// [`DeviceBuilder::host_call`] does before it starts; refused when the table the builder
+    /// sized ([`DeviceBuilder::spare_host_calls`]) is full. The id is usable at once, from any
+    /// thread that is handed it.
+    pub fn host_call(
+        &self,
+        call: impl Fn(&Invocation) -> Result<(), Failure> + Send + Sync + 'static,
+    ) -> Result<HostCallId, HostCallsFull> {
+        let table = &self.shared().host_calls;
+        table
+            .register(Box::new(call))
+            .map_err(|_refused| HostCallsFull { capacity: table.capacity() })
     }
 
     /// The device's semaphore `id`.

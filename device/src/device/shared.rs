@@ -16,7 +16,8 @@ use causeway_core::executor::Process;
 use super::process::QueueProcess;
 use crate::backend::{ContextDevice, DeviceContext, DynBackend, MemoryOp, QueueWaiters};
 use crate::error::{DriverCall, DriverFault, Violation};
-use crate::ids::{HostCall, QueueId};
+use crate::host_calls::HostCallTable;
+use crate::ids::QueueId;
 use crate::memory::{AllocationId, MemoryPool, Unbacking};
 use crate::op::{Observer, OpEvent, OpStatus};
 use crate::queue::QueueShared;
@@ -36,7 +37,7 @@ pub(crate) struct DeviceShared {
     pub(crate) queues: Box<[QueueShared]>,
     pub(crate) endpoints: Box<[Endpoint]>,
     pub(crate) semaphores: SemaphoreTable,
-    pub(crate) host_calls: Box<[HostCall]>,
+    pub(crate) host_calls: HostCallTable,
     pub(crate) backends: Box<[Box<dyn DynBackend>]>,
     pub(crate) memory: Mutex<MemoryState>,
     /// Signalled (under `memory`) when an allocation record is freed while a submitter waits

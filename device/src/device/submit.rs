@@ -77,6 +77,11 @@ impl Device {
 
     /// Submits `op` without waiting: a full resource refuses it with [`SubmitError::Full`].
     /// Every refusal hands the operation back, unchanged, beside the reason.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the refusal carries the operation back by value; boxing it would allocate on \
+                  the backpressure path"
+    )]
     pub fn try_submit<'a>(&self, queue: QueueId, op: Op<'a>) -> Result<Receipt, Rejected<'a>> {
         self.submit_now(queue, &op).map_err(|error| Rejected { op, error })
     }
@@ -248,6 +253,7 @@ impl Device {
         let body = unsafe { &mut *slot.body.get() };
         *body = OpBody {
             tag: op.tag,
+            args: op.args,
             point: submitted.point,
             work: op.work,
             allocation,
@@ -330,7 +336,7 @@ impl Device {
             return Err(SubmitError::TooManySignals(op.signals.len()));
         }
         match op.work.split() {
-            Err(LayerWork::Host(call)) if call.0 as usize >= self.shared().host_calls.len() => {
+            Err(LayerWork::Host(call)) if self.shared().host_calls.get(call).is_none() => {
                 Err(SubmitError::UnknownHostCall(call))
             }
             Err(_) => Ok(()),

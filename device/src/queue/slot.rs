@@ -17,13 +17,14 @@ use crate::ids::QueueId;
 use crate::ids::SemaphoreId;
 use crate::limits::{MAX_SIGNALS, MAX_WAITS};
 use crate::memory::AllocationId;
-use crate::op::{Kernel, OpStatus, Work};
+use crate::op::{Args, Kernel, OpStatus, Work};
 use crate::sync::thread;
 
 /// The part of a slot written at submission and read by the queue process.
 #[derive(Debug)]
 pub(crate) struct OpBody {
     pub(crate) tag: u64,
+    pub(crate) args: Args,
     pub(crate) point: Point,
     pub(crate) work: Work,
     pub(crate) allocation: Option<AllocationId>,
@@ -48,6 +49,7 @@ impl OpBody {
     pub(crate) const fn empty(point: Point) -> OpBody {
         OpBody {
             tag: 0,
+            args: Args::NONE,
             point,
             work: Work::Barrier,
             allocation: None,

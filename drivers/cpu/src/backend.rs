@@ -88,7 +88,7 @@ impl Backend for CpuBackend {
                 std::thread::sleep(duration);
                 OpStatus::Ok
             }),
-            Kernel::Execute(buffer) => match self.execution(buffer).issue(queue.id) {
+            Kernel::Execute(buffer) => match self.execution(buffer).issue(queue.id, issue.args()) {
                 execute::Issue::Issued => Issued::Pending,
                 execute::Issue::Busy => Issued::Busy,
             },

@@ -17,13 +17,13 @@
 //! miss the release that would have let it in.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use causeway_core::executor::{Class, Process};
 use causeway_core::semaphore::Failure;
 use causeway_core::unpoisoned::{Mutex, MutexGuard};
-use causeway_device::{DeviceContext, OpStatus, QueueId, QueueWaiters};
+use causeway_device::{Args, DeviceContext, OpStatus, QueueId, QueueWaiters, ARG_WORDS};
 
 use crate::block::{BlockError, BlockProcessor, CommandBuffer, Kernel, OnFinish};
 
@@ -34,8 +34,58 @@ const PENDING: u64 = 0;
 /// half, see [`Failure::to_word`]).
 const SUCCEEDED: u64 = 1;
 
+/// The body of a recorded dispatch: called once per tile, from any worker, concurrently for
+/// different tiles, with the arguments of the operation executing the buffer ([`Op::args`]).
+/// Implemented by every `Fn(u32, &Args) + Send + Sync`.
+///
+/// [`Op::args`]: causeway_device::Op::args
+pub trait DispatchKernel: Send + Sync {
+    /// Runs tile `tile` for the execution whose operation carries `args`.
+    fn run(&self, tile: u32, args: &Args);
+}
+
+impl<F: Fn(u32, &Args) + Send + Sync> DispatchKernel for F {
+    fn run(&self, tile: u32, args: &Args) {
+        self(tile, args);
+    }
+}
+
 /// A kernel a recorded command buffer owns.
-pub type DeviceKernel = Box<dyn Kernel + Send>;
+pub type DeviceKernel = Box<dyn DispatchKernel>;
+
+/// The arguments of the execution under way, word by word: stored by the issuing queue
+/// before it submits the processor, read by every tile. Relaxed both ways: the executor's
+/// submission of the process (Release) and a worker's claim of it (Acquire) order the stores
+/// before the tiles' loads, and no store happens while tiles run (one execution at a time,
+/// and the next is issued only after this one's process completed).
+#[derive(Default)]
+struct ExecutionArgs {
+    words: [AtomicU32; ARG_WORDS],
+}
+
+impl ExecutionArgs {
+    fn store(&self, args: Args) {
+        for (word, value) in self.words.iter().zip(args.words()) {
+            word.store(value, Ordering::Relaxed);
+        }
+    }
+
+    fn load(&self) -> Args {
+        Args::from_words(self.words.each_ref().map(|word| word.load(Ordering::Relaxed)))
+    }
+}
+
+/// A recorded kernel bound to its execution's arguments: what the block processor runs.
+struct Bound<'a> {
+    kernel: &'a dyn DispatchKernel,
+    args: &'a ExecutionArgs,
+}
+
+impl Kernel for Bound<'_> {
+    fn run(&self, tile: u32) {
+        self.kernel.run(tile, &self.args.load());
+    }
+}
 
 /// Whether an issue went through.
 pub(crate) enum Issue {
@@ -48,6 +98,9 @@ pub(crate) enum Issue {
 /// One registered command buffer with its processor and process.
 pub(crate) struct Execution {
     regions: Box<[(u32, DeviceKernel)]>,
+    args: ExecutionArgs,
+    /// The regions' kernels bound to `args`, made at the final address.
+    bound: OnceLock<Box<[Bound<'static>]>>,
     buffer: OnceLock<CommandBuffer<'static>>,
     processor: OnceLock<BlockProcessor<'static>>,
     process: OnceLock<Process<'static>>,
@@ -64,6 +117,8 @@ impl Execution {
         Self::validate(&regions)?;
         Ok(Execution {
             regions: regions.into_boxed_slice(),
+            args: ExecutionArgs::default(),
+            bound: OnceLock::new(),
             buffer: OnceLock::new(),
             processor: OnceLock::new(),
             process: OnceLock::new(),
@@ -75,9 +130,12 @@ impl Execution {
     }
 
     fn validate(regions: &[(u32, DeviceKernel)]) -> Result<(), BlockError> {
+        let args = ExecutionArgs::default();
+        let bound: Vec<Bound<'_>> =
+            regions.iter().map(|(_, kernel)| Bound { kernel: &**kernel, args: &args }).collect();
         let mut builder = CommandBuffer::builder();
-        for (tiles, kernel) in regions {
-            builder = builder.dispatch(*tiles, &**kernel);
+        for ((tiles, _), kernel) in regions.iter().zip(&bound) {
+            builder = builder.dispatch(*tiles, kernel);
         }
         builder.build().map(drop)
     }
@@ -88,10 +146,16 @@ impl Execution {
         let _ = self.device.set(device);
         let _ = self.waiting.set(Mutex::new(QueueWaiters::new(device.queues())));
         let workers = device.workers();
+        let bound = self.bound.get_or_init(|| {
+            self.regions
+                .iter()
+                .map(|(_, kernel)| Bound { kernel: &**kernel, args: &self.args })
+                .collect()
+        });
         let buffer = self.buffer.get_or_init(|| {
             let mut builder = CommandBuffer::builder();
-            for (tiles, kernel) in self.regions.iter() {
-                builder = builder.dispatch(*tiles, &**kernel);
+            for ((tiles, _), kernel) in self.regions.iter().zip(bound.iter()) {
+                builder = builder.dispatch(*tiles, kernel);
             }
             builder.build().expect("validated when the device was built")
         });
@@ -109,8 +173,8 @@ impl Execution {
         self.waiting.get().expect("linked when the device started").lock()
     }
 
-    /// Starts an execution for `queue`, unless another queue holds the buffer.
-    pub(crate) fn issue(&'static self, queue: QueueId) -> Issue {
+    /// Starts an execution for `queue` with `args`, unless another queue holds the buffer.
+    pub(crate) fn issue(&'static self, queue: QueueId, args: Args) -> Issue {
         let mut waiting = self.lock_waiting();
         if self.owner.load(Ordering::Relaxed) != IDLE {
             waiting.register(queue);
@@ -135,6 +199,9 @@ impl Execution {
                 return Issue::Issued;
             }
         }
+        // Every tile of an earlier execution has returned (its process completed, above):
+        // nothing reads the arguments until the submission below.
+        self.args.store(args);
         if !device.submit(process) {
             self.finished(Err(Failure::Cancelled));
         }

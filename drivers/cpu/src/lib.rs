@@ -25,19 +25,19 @@
 //! use std::time::Duration;
 //!
 //! use causeway_core::scope::Scope;
-//! use causeway_device::{Device, Op, QueueConfig, Work};
+//! use causeway_device::{Args, Device, Op, QueueConfig, Work};
 //! use causeway_driver_cpu::CpuBackend;
 //! use causeway_runtime::PoolConfig;
 //!
 //! let mut cpu = CpuBackend::new();
-//! let tiles = cpu.command_buffer(vec![(64, Box::new(|_tile: u32| {}))])?;
+//! let tiles = cpu.command_buffer(vec![(64, Box::new(|_tile: u32, _: &Args| {}))])?;
 //! let mut builder = Device::builder(PoolConfig::with_workers(2));
 //! let cpu = builder.driver(cpu);
 //! let queue = builder.queue(QueueConfig::on(cpu).capacity(64));
 //! let home = builder.endpoint(queue).expect("the queue has an axis");
 //! let done = builder.semaphore(0, Scope::DeviceLocal, home);
 //! let device = builder.build()?;
-//! let op = Op { waits: &[], signals: &[(done, 1)], work: Work::Execute(tiles), tag: 0 };
+//! let op = Op { signals: &[(done, 1)], work: Work::Execute(tiles), ..Op::default() };
 //! device.submit(queue, &op)?;
 //! let semaphore = device.semaphore(done).expect("declared");
 //! causeway_runtime::blocking::wait(semaphore, 1, Some(Duration::from_secs(30)))?;
@@ -57,4 +57,4 @@ mod execute;
 pub use backend::{CpuBackend, CpuQueue};
 pub use block::{BlockError, BlockProcessor, CommandBuffer, Kernel, OnFinish};
 #[cfg(not(loom))]
-pub use execute::DeviceKernel;
+pub use execute::{DeviceKernel, DispatchKernel};

@@ -58,7 +58,7 @@ fn semaphore(builder: &mut DeviceBuilder, history: usize) -> SemaphoreId {
 }
 
 fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], tag: u64) -> Op<'a> {
-    Op { waits, signals, work: Work::Barrier, tag }
+    Op { waits, signals, work: Work::Barrier, tag, ..Default::default() }
 }
 
 /// Runs `submit` while another thread opens `gate` (an external signal to 1) after a delay,

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use causeway_core::semaphore::Failure;
-use causeway_device::Work;
+use causeway_device::{Args, Work};
 use causeway_device_cts::{
     conformance_suite, Availability, DriverInstance, DriverUnderTest, FailingKernel, Kernels,
 };
@@ -31,8 +31,9 @@ impl DriverUnderTest for Cpu {
         let mut backend = CpuBackend::new();
         // A kernel panicking on its worker is contained there and fails its execution as
         // `Failure::PANICKED`.
-        let panics: causeway_driver_cpu::DeviceKernel =
-            Box::new(|_tile: u32| panic!("the conformance suite's failing kernel (expected)"));
+        let panics: causeway_driver_cpu::DeviceKernel = Box::new(|_tile: u32, _: &Args| {
+            panic!("the conformance suite's failing kernel (expected)")
+        });
         let failing = backend.command_buffer(vec![(1, panics)]).expect("a one-tile recording");
         DriverInstance {
             backend,

@@ -10,8 +10,8 @@ use causeway_core::queue::Resolution;
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Arm, Failure, Notify, Outcome};
 use causeway_device::{
-    BufferId, Device, DeviceBuilder, MemoryError, Observer, Op, OpEvent, OpStatus, QueueConfig,
-    QueueId, SemaphoreId, SubmitError, WaitOutcome, Work,
+    Args, BufferId, Device, DeviceBuilder, MemoryError, Observer, Op, OpEvent, OpStatus,
+    QueueConfig, QueueId, SemaphoreId, SubmitError, WaitOutcome, Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::PoolConfig;
@@ -57,7 +57,7 @@ fn observed<O: Observer + Default + 'static>(
 }
 
 fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], tag: u64) -> Op<'a> {
-    Op { waits, signals, work: Work::Barrier, tag }
+    Op { waits, signals, work: Work::Barrier, tag, ..Default::default() }
 }
 
 fn wait_for(device: &Device, semaphore: SemaphoreId, value: u64) -> Result<u64, Failure> {
@@ -134,7 +134,7 @@ fn a_failure_fails_waiters_and_what_they_signal() {
     let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let t = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let after = builder.semaphore(0, Scope::DeviceLocal, HOME);
-    let fail = builder.host_call(|| Err(Failure::Application(7)));
+    let fail = builder.host_call(|_| Err(Failure::Application(7)));
     let device = builder.build().unwrap();
 
     device.submit(q[1], &op(&[(s, 1)], &[(t, 1)], 2)).unwrap();
@@ -299,7 +299,7 @@ fn a_panicking_host_function_fails_its_operation_not_the_device() {
     let (mut builder, q, _) = builder(1);
     let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let t = builder.semaphore(0, Scope::DeviceLocal, HOME);
-    let boom = builder.host_call(|| panic!("host function bug"));
+    let boom = builder.host_call(|_| panic!("host function bug"));
     let device = builder.build().unwrap();
     let signal_s = [(s, 1)];
     device.submit(q[0], &Op { work: Work::Host(boom), ..op(&[], &signal_s, 1) }).unwrap();
@@ -315,7 +315,7 @@ fn a_panicking_kernel_fails_its_execution_and_the_buffer_runs_again() {
     let tiles_run = Arc::new(AtomicUsize::new(0));
     let kernel: causeway_driver_cpu::DeviceKernel = {
         let (armed, tiles_run) = (Arc::clone(&armed), Arc::clone(&tiles_run));
-        Box::new(move |tile: u32| {
+        Box::new(move |tile: u32, _: &Args| {
             // Disarms itself: only the first execution panics.
             if tile == 5 && armed.swap(false, Ordering::Relaxed) {
                 panic!("a kernel panics (the test expects this message)");
@@ -351,14 +351,14 @@ fn command_buffers_run_on_every_worker_between_the_queue_s_waits_and_signals() {
     let regions: Vec<(u32, causeway_driver_cpu::DeviceKernel)> = vec![
         (64, {
             let first = Arc::clone(&first);
-            Box::new(move |_tile: u32| {
+            Box::new(move |_tile: u32, _: &Args| {
                 first.fetch_add(1, Ordering::Relaxed);
             })
         }),
         (32, {
             let (first, second) = (Arc::clone(&first), Arc::clone(&second));
             let broken = Arc::clone(&barrier_broken);
-            Box::new(move |_tile: u32| {
+            Box::new(move |_tile: u32, _: &Args| {
                 // The barrier between regions: all of the first region is visible.
                 if first.load(Ordering::Relaxed) % 64 != 0 {
                     broken.fetch_add(1, Ordering::Relaxed);

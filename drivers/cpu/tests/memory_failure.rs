@@ -47,7 +47,7 @@ fn op<'a>(
     waits: &'a [(SemaphoreId, u64)],
     signals: &'a [(SemaphoreId, u64)],
 ) -> Op<'a> {
-    Op { waits, signals, work, tag: 0 }
+    Op { waits, signals, work, tag: 0, ..Default::default() }
 }
 
 /// Submits, waiting (bounded) for room: an allocation record that is never freed fails here.
@@ -65,7 +65,7 @@ struct Holder {
 impl Holder {
     fn register(&self, builder: &mut DeviceBuilder) -> HostCallId {
         let holder = self.clone();
-        builder.host_call(move || {
+        builder.host_call(move |_| {
             holder.started.store(true, Ordering::Release);
             let deadline = Instant::now() + GUARD;
             while !holder.released.load(Ordering::Acquire) {

@@ -31,7 +31,7 @@ fn device(pooled: usize) -> (Device, QueueId, SemaphoreId) {
 }
 
 fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], tag: u64) -> Op<'a> {
-    Op { waits, signals, work: Work::Barrier, tag }
+    Op { waits, signals, work: Work::Barrier, tag, ..Default::default() }
 }
 
 #[test]

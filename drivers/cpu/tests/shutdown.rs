@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::Failure;
-use causeway_device::{Device, Observer, Op, OpEvent, OpStatus, QueueConfig, StuckOp, Work};
+use causeway_device::{Args, Device, Observer, Op, OpEvent, OpStatus, QueueConfig, StuckOp, Work};
 use causeway_driver_cpu::{CpuBackend, DeviceKernel};
 use causeway_runtime::PoolConfig;
 
@@ -58,7 +58,7 @@ fn a_host_function_that_never_returns_is_abandoned_and_everything_else_cancelled
     let u = builder.semaphore(0, Scope::DeviceLocal, HOME);
     let hang = {
         let (release, entered) = (Arc::clone(&release), Arc::clone(&entered));
-        builder.host_call(move || {
+        builder.host_call(move |_| {
             entered.store(true, Ordering::Release);
             hang_until(&release);
             Ok(())
@@ -67,13 +67,37 @@ fn a_host_function_that_never_returns_is_abandoned_and_everything_else_cancelled
     builder.observer(finishes.clone());
     let device = builder.build().unwrap();
     let (signal_s, signal_t, wait_s, signal_u) = ([(s, 1)], [(t, 1)], [(s, 1)], [(u, 1)]);
-    let stuck = Op { waits: &[], signals: &signal_s, work: Work::Host(hang), tag: 10 };
+    let stuck = Op {
+        waits: &[],
+        signals: &signal_s,
+        work: Work::Host(hang),
+        tag: 10,
+        ..Default::default()
+    };
     device.submit(q0, &stuck).unwrap();
     device
-        .submit(q0, &Op { waits: &[], signals: &signal_t, work: Work::Barrier, tag: 11 })
+        .submit(
+            q0,
+            &Op {
+                waits: &[],
+                signals: &signal_t,
+                work: Work::Barrier,
+                tag: 11,
+                ..Default::default()
+            },
+        )
         .unwrap();
     device
-        .submit(q1, &Op { waits: &wait_s, signals: &signal_u, work: Work::Barrier, tag: 20 })
+        .submit(
+            q1,
+            &Op {
+                waits: &wait_s,
+                signals: &signal_u,
+                work: Work::Barrier,
+                tag: 20,
+                ..Default::default()
+            },
+        )
         .unwrap();
     while !entered.load(Ordering::Acquire) {
         thread::yield_now();
@@ -106,7 +130,7 @@ fn a_kernel_that_never_returns_is_reported_with_its_command_buffer_op() {
     let release = Arc::new(AtomicBool::new(false));
     let kernel: DeviceKernel = {
         let release = Arc::clone(&release);
-        Box::new(move |tile: u32| {
+        Box::new(move |tile: u32, _: &Args| {
             if tile == 0 {
                 hang_until(&release);
             }
@@ -121,7 +145,16 @@ fn a_kernel_that_never_returns_is_reported_with_its_command_buffer_op() {
     let device = builder.build().unwrap();
     let signal_done = [(done, 1)];
     device
-        .submit(q, &Op { waits: &[], signals: &signal_done, work: Work::Execute(buffer), tag: 5 })
+        .submit(
+            q,
+            &Op {
+                waits: &[],
+                signals: &signal_done,
+                work: Work::Execute(buffer),
+                tag: 5,
+                ..Default::default()
+            },
+        )
         .unwrap();
     thread::sleep(Duration::from_millis(20));
     let report = device.shutdown(GRACE);
@@ -142,7 +175,16 @@ fn a_device_with_nothing_running_shuts_down_whole() {
     let device = builder.build().unwrap();
     let wait_never = [(never, 1)];
     device
-        .submit(q, &Op { waits: &wait_never, signals: &[], work: Work::Barrier, tag: 1 })
+        .submit(
+            q,
+            &Op {
+                waits: &wait_never,
+                signals: &[],
+                work: Work::Barrier,
+                tag: 1,
+                ..Default::default()
+            },
+        )
         .unwrap();
     let report = device.shutdown(GRACE);
     assert_eq!(report.cancelled, 1, "{report:?}");

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Device, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId,
-    Work,
+    Args, Device, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreConfig,
+    SemaphoreId, Work,
 };
 use causeway_driver_cpu::{CpuBackend, DeviceKernel};
 use causeway_runtime::blocking::{wait, HostWaitError};
@@ -194,8 +194,8 @@ fn a_long_random_workload_ends_as_the_model_says_in_flat_memory() {
     let home = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
     let checker = Arc::new(Checker::new());
     let mut cpu = CpuBackend::new();
-    let kernel_ok: DeviceKernel = Box::new(|_tile: u32| std::hint::black_box(()));
-    let kernel_panicking: DeviceKernel = Box::new(|tile: u32| {
+    let kernel_ok: DeviceKernel = Box::new(|_tile: u32, _: &Args| std::hint::black_box(()));
+    let kernel_panicking: DeviceKernel = Box::new(|tile: u32, _: &Args| {
         if tile == 0 {
             std::panic::panic_any(PLANNED_PANIC);
         }
@@ -215,8 +215,8 @@ fn a_long_random_workload_ends_as_the_model_says_in_flat_memory() {
     pooled.history = 2;
     builder.semaphore_pool(POOL, pooled);
     let gate = builder.semaphore(0, Scope::DeviceLocal, home);
-    let host_ok = builder.host_call(|| Ok(()));
-    let host_failing = builder.host_call(|| Err(Failure::Application(1)));
+    let host_ok = builder.host_call(|_| Ok(()));
+    let host_failing = builder.host_call(|_| Err(Failure::Application(1)));
     builder.observer(checker.clone());
     let device = builder.build().unwrap();
 
@@ -271,7 +271,13 @@ fn a_long_random_workload_ends_as_the_model_says_in_flat_memory() {
             device.create_semaphore_timeout(0, PATIENCE).expect("a pooled semaphore frees up");
         let signals = [(semaphore, 1)];
         checker.expect(index as u64, expect);
-        let op = Op { waits: &waits[..wait_count], signals: &signals, work, tag: index as u64 };
+        let op = Op {
+            waits: &waits[..wait_count],
+            signals: &signals,
+            work,
+            tag: index as u64,
+            ..Default::default()
+        };
         device.submit_timeout(queues[queue], &op, PATIENCE).expect("the device makes room");
         recent.push_back(Recent { semaphore, expect, gated });
         if recent.len() > WINDOW {

@@ -53,7 +53,7 @@ fn fields(stall: Stall) -> (Resource, QueueId, u64, SemaphoreId, u64) {
 }
 
 fn op<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)], tag: u64) -> Op<'a> {
-    Op { waits, signals, work: Work::Barrier, tag }
+    Op { waits, signals, work: Work::Barrier, tag, ..Default::default() }
 }
 
 /// A three-buffer pipeline of `CHUNKS` chunks: chunk `i` is loaded once the consumer has
@@ -229,7 +229,7 @@ fn room_that_submitted_work_frees_is_waited_for() {
     let q = queue(&mut builder, 1);
     let slow = queue(&mut builder, 1);
     let s = semaphore(&mut builder, 4, Scope::DeviceLocal);
-    let sleeps = builder.host_call(|| {
+    let sleeps = builder.host_call(|_| {
         thread::sleep(Duration::from_millis(30));
         Ok(())
     });

@@ -154,13 +154,20 @@ mod gpu_benches {
         group.bench_function("causeway_signal_to_dependent", |b| {
             b.iter(|| {
                 round += 1;
-                let op = Op { waits: &[], signals: &[(signal, round)], work: tile, tag: round };
+                let op = Op {
+                    waits: &[],
+                    signals: &[(signal, round)],
+                    work: tile,
+                    tag: round,
+                    ..Default::default()
+                };
                 device.submit(first, &op).unwrap();
                 let op = Op {
                     waits: &[(signal, round)],
                     signals: &[(done, round)],
                     work: tile,
                     tag: round,
+                    ..Default::default()
                 };
                 device.submit(second, &op).unwrap();
                 assert_eq!(

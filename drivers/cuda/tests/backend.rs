@@ -73,12 +73,33 @@ fn ping_pong(choice: EmulationChoice, expected: Option<Emulation>) {
         let ping_waits = [(pong, round - 1)];
         let waits = &ping_waits[..usize::from(round > 1)];
         device
-            .submit(first, &Op { waits, signals: &[(ping, round)], work: tiles, tag: round })
+            .submit(
+                first,
+                &Op {
+                    waits,
+                    signals: &[(ping, round)],
+                    work: tiles,
+                    tag: round,
+                    ..Default::default()
+                },
+            )
             .unwrap();
-        let op = Op { waits: &[(ping, round)], signals: &[(pong, round)], work: tiles, tag: round };
+        let op = Op {
+            waits: &[(ping, round)],
+            signals: &[(pong, round)],
+            work: tiles,
+            tag: round,
+            ..Default::default()
+        };
         device.submit(second, &op).unwrap();
     }
-    let end = Op { waits: &[(pong, ROUNDS)], signals: &[(done, 1)], work: Work::Barrier, tag: 0 };
+    let end = Op {
+        waits: &[(pong, ROUNDS)],
+        signals: &[(done, 1)],
+        work: Work::Barrier,
+        tag: 0,
+        ..Default::default()
+    };
     device.submit(host, &end).unwrap();
     assert_eq!(wait(device.semaphore(done).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
 
@@ -130,10 +151,27 @@ fn compute_and_copy(choice: EmulationChoice) {
         [(); 2].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
     let device = builder.build().unwrap();
     let run = |work| Work::Execute(work);
-    device.submit(first, &Op { waits: &[], signals: &[], work: run(add), tag: 1 }).unwrap();
-    let op = Op { waits: &[], signals: &[(scaled_done, 1)], work: run(saxpy), tag: 2 };
+    device
+        .submit(
+            first,
+            &Op { waits: &[], signals: &[], work: run(add), tag: 1, ..Default::default() },
+        )
+        .unwrap();
+    let op = Op {
+        waits: &[],
+        signals: &[(scaled_done, 1)],
+        work: run(saxpy),
+        tag: 2,
+        ..Default::default()
+    };
     device.submit(first, &op).unwrap();
-    let op = Op { waits: &[(scaled_done, 1)], signals: &[(done, 1)], work: run(copy), tag: 3 };
+    let op = Op {
+        waits: &[(scaled_done, 1)],
+        signals: &[(done, 1)],
+        work: run(copy),
+        tag: 3,
+        ..Default::default()
+    };
     device.submit(second, &op).unwrap();
     assert_eq!(wait(device.semaphore(done).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
     let floats = |buffer: &causeway_driver_cuda::DeviceBuffer| -> Vec<f32> {

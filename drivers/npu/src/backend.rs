@@ -470,8 +470,10 @@ impl NpuBackend {
         }
         match program {
             Program::Regions(execs) => {
+                // The submission's arguments ride in every EXEC of the buffer, through the
+                // ring, to the kernels (see `TileKernel`).
+                let arguments = issue.args().words();
                 for &(kernel, tiles) in execs.iter() {
-                    let arguments = [0; EXEC_ARGUMENTS];
                     chain(
                         &mut descriptors,
                         Descriptor::new(Command::Exec { kernel, tiles, arguments }),

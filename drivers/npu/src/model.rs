@@ -49,14 +49,17 @@ impl<F: Fn(&[u32; EXEC_ARGUMENTS], u32) + Send + Sync> ExecKernel for F {
     }
 }
 
-/// A CPU-driver kernel ([`causeway_driver_cpu::DeviceKernel`]) as a model kernel: its operands
-/// are bound when it is built, as for the CPU driver's command buffers, so it takes the tile
-/// index only and leaves the argument words alone.
+/// A CPU-driver kernel ([`causeway_driver_cpu::DeviceKernel`]) as a model kernel: it reads the
+/// EXEC's argument words as the operation's [`Args`](causeway_device::Args), the same 32 bytes
+/// the CPU driver hands its kernels, so one kernel runs on either driver.
 pub struct TileKernel(pub causeway_driver_cpu::DeviceKernel);
 
+// An EXEC carries exactly an operation's arguments, no more and no fewer.
+const _: () = assert!(EXEC_ARGUMENTS == causeway_device::ARG_WORDS);
+
 impl ExecKernel for TileKernel {
-    fn run(&self, _arguments: &[u32; EXEC_ARGUMENTS], tile: u32) {
-        self.0.run(tile);
+    fn run(&self, arguments: &[u32; EXEC_ARGUMENTS], tile: u32) {
+        self.0.run(tile, &causeway_device::Args::from_words(*arguments));
     }
 }
 

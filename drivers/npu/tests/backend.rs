@@ -10,7 +10,7 @@
 //! the work is held behind a host gate until every submission is resolved.
 #![cfg(all(feature = "hosted", not(loom)))]
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,8 +18,8 @@ use causeway_core::queue::Resolution;
 use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Device, DeviceBuilder, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId,
-    SubmitError, WaitOutcome, Work,
+    Args, Device, DeviceBuilder, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
+    SemaphoreId, SubmitError, WaitOutcome, Work,
 };
 use causeway_driver_cpu::{CpuBackend, DeviceKernel};
 use causeway_driver_npu::backend::MIN_RING_ORDER;
@@ -55,7 +55,7 @@ fn tile_range(tile: u32) -> std::ops::Range<usize> {
 /// `c = a + b`, tile by tile.
 fn add(a: &Buffer, b: &Buffer, c: &Buffer) -> DeviceKernel {
     let (a, b, c) = (Arc::clone(a), Arc::clone(b), Arc::clone(c));
-    Box::new(move |tile: u32| {
+    Box::new(move |tile: u32, _: &Args| {
         for i in tile_range(tile) {
             let sum = f32::from_bits(a[i].load(Ordering::Relaxed))
                 + f32::from_bits(b[i].load(Ordering::Relaxed));
@@ -67,7 +67,7 @@ fn add(a: &Buffer, b: &Buffer, c: &Buffer) -> DeviceKernel {
 /// `y = 2x + y`, tile by tile.
 fn saxpy(x: &Buffer, y: &Buffer) -> DeviceKernel {
     let (x, y) = (Arc::clone(x), Arc::clone(y));
-    Box::new(move |tile: u32| {
+    Box::new(move |tile: u32, _: &Args| {
         for i in tile_range(tile) {
             let value = 2.0 * f32::from_bits(x[i].load(Ordering::Relaxed))
                 + f32::from_bits(y[i].load(Ordering::Relaxed));
@@ -127,7 +127,7 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
     );
     let [gate, inputs, sums, scaled, checked] = semaphores(&mut builder, producer);
     let (a_in, b_in) = (Arc::clone(&a), Arc::clone(&b));
-    let write = builder.host_call(move || {
+    let write = builder.host_call(move |_| {
         for i in 0..ELEMENTS {
             a_in[i].store((i as f32).to_bits(), Ordering::Relaxed);
             b_in[i].store((0.5 * i as f32).to_bits(), Ordering::Relaxed);
@@ -136,7 +136,7 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
     });
     let wrong = Arc::new(AtomicU32::new(u32::MAX));
     let (wrong_seen, y_out) = (Arc::clone(&wrong), Arc::clone(&y));
-    let check = builder.host_call(move || {
+    let check = builder.host_call(move |_| {
         let y = read(&y_out);
         let wrong = (0..ELEMENTS).filter(|&i| y[i] != 3.0 * i as f32 + 1.0).count();
         wrong_seen.store(wrong as u32, Ordering::Relaxed);
@@ -145,20 +145,42 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
     let device = builder.build().unwrap();
 
     // Held behind a host gate, so every resolution below is decided before anything runs.
-    let write_op =
-        Op { waits: &[(gate, 1)], signals: &[(inputs, 1)], work: Work::Host(write), tag: 1 };
+    let write_op = Op {
+        waits: &[(gate, 1)],
+        signals: &[(inputs, 1)],
+        work: Work::Host(write),
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(producer, &write_op).unwrap();
     // On a CPU queue's work: a WAIT descriptor on the driver's mirror of the producer's
     // progress, which the host writes as the producer's operations end.
-    let add_op = Op { waits: &[(inputs, 1)], signals: &[(sums, 1)], work: sum, tag: 2 };
+    let add_op = Op {
+        waits: &[(inputs, 1)],
+        signals: &[(sums, 1)],
+        work: sum,
+        tag: 2,
+        ..Default::default()
+    };
     let resolved = resolution_of(&device.submit(adder, &add_op).unwrap().waits);
     assert_eq!(resolved, Resolution::DeviceWait);
     // Between NPU queues: a WAIT descriptor on the adder's progress slot.
-    let scale_op = Op { waits: &[(sums, 1)], signals: &[(scaled, 1)], work: scale, tag: 3 };
+    let scale_op = Op {
+        waits: &[(sums, 1)],
+        signals: &[(scaled, 1)],
+        work: scale,
+        tag: 3,
+        ..Default::default()
+    };
     let resolved = resolution_of(&device.submit(scaler, &scale_op).unwrap().waits);
     assert_eq!(resolved, Resolution::DeviceWait);
-    let check_op =
-        Op { waits: &[(scaled, 1)], signals: &[(checked, 1)], work: Work::Host(check), tag: 4 };
+    let check_op = Op {
+        waits: &[(scaled, 1)],
+        signals: &[(checked, 1)],
+        work: Work::Host(check),
+        tag: 4,
+        ..Default::default()
+    };
     device.submit(consumer, &check_op).unwrap();
     device.semaphore(gate).unwrap().signal_external(1).unwrap();
     assert_eq!(wait(device.semaphore(checked).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
@@ -167,7 +189,13 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
     // The consumer never waited on the producer or the adder, but learned of both through the
     // scaler's signal: its waits on the inputs and the sums are elided.
     for semaphore in [inputs, sums] {
-        let again = Op { waits: &[(semaphore, 1)], signals: &[], work: Work::Barrier, tag: 5 };
+        let again = Op {
+            waits: &[(semaphore, 1)],
+            signals: &[],
+            work: Work::Barrier,
+            tag: 5,
+            ..Default::default()
+        };
         let resolved = resolution_of(&device.submit(consumer, &again).unwrap().waits);
         assert_eq!(resolved, Resolution::Elided);
     }
@@ -189,7 +217,7 @@ struct KernelGate {
 impl KernelGate {
     fn kernel(self: &Arc<Self>) -> DeviceKernel {
         let gate = Arc::clone(self);
-        Box::new(move |_tile: u32| {
+        Box::new(move |_tile: u32, _: &Args| {
             let mut state = gate.state.lock().unwrap();
             state.0 = true;
             gate.changed.notify_all();
@@ -210,6 +238,45 @@ impl KernelGate {
 }
 
 #[test]
+fn each_exec_carries_its_operations_arguments_through_the_ring_to_the_kernel() {
+    // One recorded buffer, executed 1,000 times with different arguments, on a ring of 32
+    // descriptors (so the ring wraps many times and slots are reused with new arguments).
+    const EXECUTIONS: u64 = 1_000;
+    let sums: Arc<[AtomicU64]> = (0..TILES).map(|_| AtomicU64::new(0)).collect();
+    let wrong = Arc::new(AtomicU64::new(0));
+    let kernel: DeviceKernel = Box::new({
+        let (sums, wrong) = (Arc::clone(&sums), Arc::clone(&wrong));
+        move |tile: u32, args: &Args| {
+            sums[tile as usize].fetch_add(args.u64(0), Ordering::Relaxed);
+            let matches = args.u32(2) == !(args.u64(0) as u32) && args.u64(3) == 7;
+            wrong.fetch_add(u64::from(!matches), Ordering::Relaxed);
+        }
+    });
+    let mut npu = NpuBackend::new().with_ring_order(MIN_RING_ORDER).unwrap();
+    let buffer = Work::Execute(npu.command_buffer(vec![(TILES, kernel)]).unwrap());
+    let mut builder = builder();
+    let npu = builder.driver(npu);
+    let queue = builder.queue(QueueConfig::on(npu));
+    let [done] = semaphores(&mut builder, queue);
+    let device = builder.build().unwrap();
+    for execution in 0..EXECUTIONS {
+        let args =
+            Args::NONE.with_u64(0, execution).with_u32(2, !(execution as u32)).with_u64(3, 7);
+        let signals = [(done, execution + 1)];
+        let op = Op { signals: &signals, work: buffer, args, tag: execution, ..Op::default() };
+        device.submit_timeout(queue, &op, HANG_GUARD).unwrap();
+    }
+    assert_eq!(wait(device.semaphore(done).unwrap(), EXECUTIONS, Some(HANG_GUARD)), Ok(EXECUTIONS));
+    assert_eq!(wrong.load(Ordering::Relaxed), 0, "a tile saw another EXEC's arguments");
+    for (tile, sum) in sums.iter().enumerate() {
+        let expected = EXECUTIONS * (EXECUTIONS - 1) / 2;
+        assert_eq!(sum.load(Ordering::Relaxed), expected, "tile {tile}");
+    }
+    let report = device.shutdown(HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+}
+
+#[test]
 fn a_full_ring_is_backpressure_and_loses_nothing() {
     let gate = Arc::new(KernelGate::default());
     let mut npu = NpuBackend::new().with_ring_order(MIN_RING_ORDER).unwrap();
@@ -224,12 +291,19 @@ fn a_full_ring_is_backpressure_and_loses_nothing() {
     let device = builder.build().unwrap();
     // The first operation holds the engine; 100 more need 200 descriptors of a 32-slot ring.
     // Only the first and the last signal (a semaphore's pending signals are bounded too).
-    device.submit(queue, &Op { waits: &[], signals: &[(done, 1)], work: blocked, tag: 0 }).unwrap();
+    device
+        .submit(
+            queue,
+            &Op { waits: &[], signals: &[(done, 1)], work: blocked, tag: 0, ..Default::default() },
+        )
+        .unwrap();
     const OPS: u64 = 100;
     for tag in 1..=OPS {
         let signals = [(done, 2)];
         let signals = if tag == OPS { &signals[..] } else { &[] };
-        device.submit(queue, &Op { waits: &[], signals, work: sum, tag }).unwrap();
+        device
+            .submit(queue, &Op { waits: &[], signals, work: sum, tag, ..Default::default() })
+            .unwrap();
     }
     assert_eq!(device.semaphore(done).unwrap().value(), 0);
     // The engine is held, so the layer, issuing ahead, fills the ring and is answered `Busy`.
@@ -260,22 +334,45 @@ fn a_failed_cpu_operation_fails_the_npu_work_waiting_on_it_and_the_queues_go_on(
         builder.queue(QueueConfig::on(npu)),
     );
     let [gate, inputs, sums, result, fresh, chained] = semaphores(&mut builder, cpu_queue);
-    let fail = builder.host_call(|| Err(Failure::Application(7)));
+    let fail = builder.host_call(|_| Err(Failure::Application(7)));
     let device = builder.build().unwrap();
 
     // Kernels only: a spin is not NPU work.
-    let spin = Op { waits: &[], signals: &[], work: Work::Spin(Duration::ZERO), tag: 0 };
+    let spin = Op {
+        waits: &[],
+        signals: &[],
+        work: Work::Spin(Duration::ZERO),
+        tag: 0,
+        ..Default::default()
+    };
     assert_eq!(
         device.submit(npu_queue, &spin).unwrap_err(),
         SubmitError::Unsupported { driver: "npu" }
     );
 
-    let add_op = Op { waits: &[(inputs, 1)], signals: &[(sums, 1)], work: sum, tag: 2 };
+    let add_op = Op {
+        waits: &[(inputs, 1)],
+        signals: &[(sums, 1)],
+        work: sum,
+        tag: 2,
+        ..Default::default()
+    };
     device.submit(npu_queue, &add_op).unwrap();
-    let scale_op = Op { waits: &[(sums, 1)], signals: &[(result, 1)], work: scale, tag: 3 };
+    let scale_op = Op {
+        waits: &[(sums, 1)],
+        signals: &[(result, 1)],
+        work: scale,
+        tag: 3,
+        ..Default::default()
+    };
     device.submit(other_npu_queue, &scale_op).unwrap();
-    let fail_op =
-        Op { waits: &[(gate, 1)], signals: &[(inputs, 1)], work: Work::Host(fail), tag: 1 };
+    let fail_op = Op {
+        waits: &[(gate, 1)],
+        signals: &[(inputs, 1)],
+        work: Work::Host(fail),
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(cpu_queue, &fail_op).unwrap();
     device.semaphore(gate).unwrap().signal_external(1).unwrap();
     let failed = Err(HostWaitError::Failed(Failure::Application(7)));
@@ -284,9 +381,15 @@ fn a_failed_cpu_operation_fails_the_npu_work_waiting_on_it_and_the_queues_go_on(
 
     // Both NPU queues still work, and their progress slots moved past the failures: a device
     // wait on the first queue's next operation is met.
-    let again = Op { waits: &[], signals: &[(fresh, 1)], work: sum, tag: 4 };
+    let again = Op { waits: &[], signals: &[(fresh, 1)], work: sum, tag: 4, ..Default::default() };
     device.submit(npu_queue, &again).unwrap();
-    let after = Op { waits: &[(fresh, 1)], signals: &[(chained, 1)], work: scale, tag: 5 };
+    let after = Op {
+        waits: &[(fresh, 1)],
+        signals: &[(chained, 1)],
+        work: scale,
+        tag: 5,
+        ..Default::default()
+    };
     device.submit(other_npu_queue, &after).unwrap();
     assert_eq!(wait(device.semaphore(chained).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
     let report = device.shutdown(HANG_GUARD);
@@ -315,7 +418,7 @@ fn an_npu_failure_fails_the_operation_its_signals_and_the_work_waiting_on_it() {
     let [gate, bad, worse, downstream, consumed, fresh] = semaphores(&mut builder, cpu_queue);
     let ran = Arc::new(AtomicBool::new(false));
     let ran_seen = Arc::clone(&ran);
-    let consume = builder.host_call(move || {
+    let consume = builder.host_call(move |_| {
         ran_seen.store(true, Ordering::Relaxed);
         Ok(())
     });
@@ -324,15 +427,33 @@ fn an_npu_failure_fails_the_operation_its_signals_and_the_work_waiting_on_it() {
     let unknown_code = CompletionError::UnknownKernel.failure_code();
     let malformed_code = CompletionError::Malformed(DescriptorError::UnknownOpcode).failure_code();
     // Gated, so the downstream NPU wait resolves as a device wait on the failing operation.
-    let op = Op { waits: &[(gate, 1)], signals: &[(bad, 1)], work: unknown_kernel, tag: 1 };
+    let op = Op {
+        waits: &[(gate, 1)],
+        signals: &[(bad, 1)],
+        work: unknown_kernel,
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(npu_queue, &op).unwrap();
-    let op = Op { waits: &[], signals: &[(worse, 1)], work: malformed, tag: 2 };
+    let op =
+        Op { waits: &[], signals: &[(worse, 1)], work: malformed, tag: 2, ..Default::default() };
     device.submit(npu_queue, &op).unwrap();
-    let op = Op { waits: &[(bad, 1)], signals: &[(downstream, 1)], work: sum, tag: 3 };
+    let op = Op {
+        waits: &[(bad, 1)],
+        signals: &[(downstream, 1)],
+        work: sum,
+        tag: 3,
+        ..Default::default()
+    };
     let resolved = resolution_of(&device.submit(other_npu_queue, &op).unwrap().waits);
     assert_eq!(resolved, Resolution::DeviceWait);
-    let op =
-        Op { waits: &[(worse, 1)], signals: &[(consumed, 1)], work: Work::Host(consume), tag: 4 };
+    let op = Op {
+        waits: &[(worse, 1)],
+        signals: &[(consumed, 1)],
+        work: Work::Host(consume),
+        tag: 4,
+        ..Default::default()
+    };
     device.submit(cpu_queue, &op).unwrap();
     device.semaphore(gate).unwrap().signal_external(1).unwrap();
 
@@ -357,7 +478,7 @@ fn an_npu_failure_fails_the_operation_its_signals_and_the_work_waiting_on_it() {
     );
     assert!(!ran.load(Ordering::Relaxed));
     // The queue goes on after its failures.
-    let op = Op { waits: &[], signals: &[(fresh, 1)], work: sum, tag: 5 };
+    let op = Op { waits: &[], signals: &[(fresh, 1)], work: sum, tag: 5, ..Default::default() };
     device.submit(npu_queue, &op).unwrap();
     assert_eq!(wait(device.semaphore(fresh).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
     let report = device.shutdown(HANG_GUARD);
@@ -404,20 +525,47 @@ fn shutdown_with_npu_work_in_flight_ends_every_operation_and_waiter() {
 
     // The first queue's engine blocks in a kernel; work queues up behind it on both NPU queues
     // (the second waits natively on the first) and on a CPU queue.
-    device.submit(first, &Op { waits: &[], signals: &[(s, 1)], work: blocked, tag: 1 }).unwrap();
+    device
+        .submit(
+            first,
+            &Op { waits: &[], signals: &[(s, 1)], work: blocked, tag: 1, ..Default::default() },
+        )
+        .unwrap();
     const ROUNDS: u64 = 6;
     for round in 2..=ROUNDS {
         device
-            .submit(first, &Op { waits: &[], signals: &[(s, round)], work: sum, tag: round })
+            .submit(
+                first,
+                &Op {
+                    waits: &[],
+                    signals: &[(s, round)],
+                    work: sum,
+                    tag: round,
+                    ..Default::default()
+                },
+            )
             .unwrap();
         let waits = [(s, round)];
-        let op = Op { waits: &waits, signals: &[(t, round)], work: sum, tag: round };
+        let op = Op {
+            waits: &waits,
+            signals: &[(t, round)],
+            work: sum,
+            tag: round,
+            ..Default::default()
+        };
         device.submit(second, &op).unwrap();
     }
-    let op = Op { waits: &[(t, ROUNDS)], signals: &[(u, 1)], work: Work::Barrier, tag: 99 };
+    let op = Op {
+        waits: &[(t, ROUNDS)],
+        signals: &[(u, 1)],
+        work: Work::Barrier,
+        tag: 99,
+        ..Default::default()
+    };
     device.submit(cpu_queue, &op).unwrap();
     // Behind a gate nobody opens: never issued, cancelled at shutdown.
-    let gated = Op { waits: &[(never, 1)], signals: &[], work: sum, tag: 100 };
+    let gated =
+        Op { waits: &[(never, 1)], signals: &[], work: sum, tag: 100, ..Default::default() };
     device.submit(second, &gated).unwrap();
 
     gate.wait_entered();
@@ -444,7 +592,12 @@ fn a_kernel_that_does_not_return_by_the_deadline_leaves_the_npu_busy_instead_of_
     let queue = builder.queue(QueueConfig::on(npu));
     let [done] = semaphores(&mut builder, queue);
     let device = builder.build().unwrap();
-    device.submit(queue, &Op { waits: &[], signals: &[(done, 1)], work: blocked, tag: 1 }).unwrap();
+    device
+        .submit(
+            queue,
+            &Op { waits: &[], signals: &[(done, 1)], work: blocked, tag: 1, ..Default::default() },
+        )
+        .unwrap();
     gate.wait_entered();
     // The gate opens only after shutdown returned: its kernel is still running then.
     let report = device.shutdown(Duration::from_millis(100));
@@ -467,9 +620,21 @@ fn an_operation_retired_on_the_host_moves_its_queue_s_progress_for_device_waits_
     let device = builder.build().unwrap();
     // A barrier never reaches the driver: it retires on the host, which writes the first
     // queue's progress slot. The second queue's device wait on it is a WAIT on that slot.
-    let barrier = Op { waits: &[(gate, 1)], signals: &[(marked, 1)], work: Work::Barrier, tag: 1 };
+    let barrier = Op {
+        waits: &[(gate, 1)],
+        signals: &[(marked, 1)],
+        work: Work::Barrier,
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(first, &barrier).unwrap();
-    let op = Op { waits: &[(marked, 1)], signals: &[(summed, 1)], work: sum, tag: 2 };
+    let op = Op {
+        waits: &[(marked, 1)],
+        signals: &[(summed, 1)],
+        work: sum,
+        tag: 2,
+        ..Default::default()
+    };
     assert_eq!(resolution_of(&device.submit(second, &op).unwrap().waits), Resolution::DeviceWait);
     device.semaphore(gate).unwrap().signal_external(1).unwrap();
     assert_eq!(wait(device.semaphore(summed).unwrap(), 1, Some(HANG_GUARD)), Ok(1));

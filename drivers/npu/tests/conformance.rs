@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use causeway_device::Work;
+use causeway_device::{Args, Work};
 use causeway_device_cts::{
     conformance_suite, Availability, DriverInstance, DriverUnderTest, FailingKernel, Kernels,
 };
@@ -31,16 +31,18 @@ impl DriverUnderTest for Npu {
     fn instance(&self) -> DriverInstance<NpuBackend> {
         let mut backend =
             NpuBackend::new().with_ring_order(MIN_RING_ORDER).expect("the smallest ring");
-        let short = backend.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]);
+        let short = backend.command_buffer(vec![(1, Box::new(|_tile: u32, _: &Args| {}))]);
         let long = backend.command_buffer(vec![(
             1,
-            Box::new(|_tile: u32| std::thread::sleep(Duration::from_millis(100))),
+            Box::new(|_tile: u32, _: &Args| std::thread::sleep(Duration::from_millis(100))),
         )]);
         // A kernel that panics on the device model: the device completes its EXEC with the
         // kernel-failed code, which the driver reports as `Failure::Faulted(code)`.
         let failing = backend.command_buffer(vec![(
             1,
-            Box::new(|_tile: u32| panic!("the conformance suite's failing NPU kernel (expected)")),
+            Box::new(|_tile: u32, _: &Args| {
+                panic!("the conformance suite's failing NPU kernel (expected)")
+            }),
         )]);
         let tally = backend.tally();
         DriverInstance {

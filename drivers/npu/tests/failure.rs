@@ -22,7 +22,7 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_core::speculation::Rejection;
 use causeway_device::{
-    Device, DeviceBuilder, DriverId, Op, QueueConfig, QueueId, SemaphoreId, WaitOutcome, Work,
+    Args, Device, DeviceBuilder, DriverId, Op, QueueConfig, QueueId, SemaphoreId, WaitOutcome, Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_driver_npu::NpuBackend;
@@ -95,10 +95,11 @@ fn work_on(
     f: impl Fn() + Send + Sync + 'static,
 ) -> Work {
     if on_npu {
-        let kernel = npu.command_buffer(vec![(1, Box::new(move |_tile: u32| f()))]).unwrap();
+        let kernel =
+            npu.command_buffer(vec![(1, Box::new(move |_tile: u32, _: &Args| f()))]).unwrap();
         Work::Execute(kernel)
     } else {
-        Work::Host(builder.host_call(move || {
+        Work::Host(builder.host_call(move |_| {
             f();
             Ok(())
         }))
@@ -118,7 +119,7 @@ fn elided_wait_after_a_failed_waiter(placement: Placement, failed_by: FailedBy) 
     let z_work = work_on(&mut builder, &mut npu_backend, b_on_npu, seen.z_work());
     // A kernel where it can be (a barrier's waits are the host's on every driver).
     let w_work = work_on(&mut builder, &mut npu_backend, b_on_npu, || {});
-    let failing = builder.host_call(|| Err(Failure::Application(9)));
+    let failing = builder.host_call(|_| Err(Failure::Application(9)));
     let cpu = builder.driver(CpuBackend::new());
     let npu = builder.driver(npu_backend);
     let on = |on_npu: bool| if on_npu { npu } else { cpu };
@@ -129,7 +130,7 @@ fn elided_wait_after_a_failed_waiter(placement: Placement, failed_by: FailedBy) 
     let [s, t, marker, gate] = [(); 4].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
     let device = builder.build().unwrap();
     let submit = |queue, waits: &[(SemaphoreId, u64)], signals: &[(SemaphoreId, u64)], work| {
-        device.submit(queue, &Op { waits, signals, work, tag: 0 }).unwrap()
+        device.submit(queue, &Op { waits, signals, work, tag: 0, ..Default::default() }).unwrap()
     };
 
     submit(a, &[], &[(s, 1), (t, 1)], a_work);
@@ -201,14 +202,14 @@ fn a_cancelled_waiter_ends_after_what_it_imported() {
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     let a_work = Work::Host(builder.host_call({
         let work = seen.a_work();
-        move || {
+        move |_| {
             work();
             Ok(())
         }
     }));
     let z_work = Work::Host(builder.host_call({
         let work = seen.z_work();
-        move || {
+        move |_| {
             work();
             Ok(())
         }
@@ -220,7 +221,7 @@ fn a_cancelled_waiter_ends_after_what_it_imported() {
         [(); 5].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
     let device = builder.build().unwrap();
     let submit = |queue, waits: &[(SemaphoreId, u64)], signals: &[(SemaphoreId, u64)], work| {
-        device.submit(queue, &Op { waits, signals, work, tag: 0 }).unwrap()
+        device.submit(queue, &Op { waits, signals, work, tag: 0, ..Default::default() }).unwrap()
     };
     submit(a, &[], &[(s, 1), (t, 1)], a_work);
     submit(draft, &[(gate, 1)], &[(drafted, 1)], Work::Barrier);

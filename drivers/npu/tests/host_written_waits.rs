@@ -21,7 +21,7 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_core::speculation::Rejection;
 use causeway_device::{
-    Device, DeviceBuilder, DriverId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
+    Args, Device, DeviceBuilder, DriverId, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
     SemaphoreConfig, SemaphoreId, WaitOutcome, Work,
 };
 use causeway_driver_cpu::CpuBackend;
@@ -86,7 +86,8 @@ struct CpuAndNpu {
 
 fn cpu_and_npu() -> CpuAndNpu {
     let mut npu = NpuBackend::new();
-    let kernel = Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32| {}))]).unwrap());
+    let kernel =
+        Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32, _: &Args| {}))]).unwrap());
     let tally = npu.tally();
     let mut builder = builder();
     let cpu = builder.driver(CpuBackend::new());
@@ -150,7 +151,7 @@ fn an_npu_wait_on_a_cpu_operation_is_on_the_ring_before_the_cpu_operation_ends()
     let consume = npu
         .command_buffer(vec![(
             1,
-            Box::new(move |_tile: u32| {
+            Box::new(move |_tile: u32, _: &Args| {
                 // Acquire pairs with the producer's Release store.
                 let after = watched.load(Ordering::Acquire);
                 seen.store(if after { 1 } else { 2 }, Ordering::Relaxed);
@@ -165,7 +166,7 @@ fn an_npu_wait_on_a_cpu_operation_is_on_the_ring_before_the_cpu_operation_ends()
     let [s, t] = semaphores(&mut builder, cpu_queue, 4);
     let latch = Arc::new(Latch::default());
     let (gate, done) = (Arc::clone(&latch), Arc::clone(&produced));
-    let produce = builder.host_call(move || {
+    let produce = builder.host_call(move |_| {
         if !gate.wait() {
             return Err(Failure::Application(1));
         }
@@ -175,10 +176,21 @@ fn an_npu_wait_on_a_cpu_operation_is_on_the_ring_before_the_cpu_operation_ends()
     });
     let device = builder.build().unwrap();
 
-    let producer = Op { waits: &[], signals: &[(s, 1)], work: Work::Host(produce), tag: 1 };
+    let producer = Op {
+        waits: &[],
+        signals: &[(s, 1)],
+        work: Work::Host(produce),
+        tag: 1,
+        ..Default::default()
+    };
     let produced_at = device.submit(cpu_queue, &producer).unwrap().point;
-    let consumer =
-        Op { waits: &[(s, 1)], signals: &[(t, 1)], work: Work::Execute(consume), tag: 2 };
+    let consumer = Op {
+        waits: &[(s, 1)],
+        signals: &[(t, 1)],
+        work: Work::Execute(consume),
+        tag: 2,
+        ..Default::default()
+    };
     let receipt = device.submit(npu_queue, &consumer).unwrap();
     assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait, "native, not held");
     assert_eq!(
@@ -222,7 +234,7 @@ fn a_native_waiter_woken_by_its_origins_start_is_issued_while_the_origin_blocks(
     let [go, s, t] = semaphores(&mut builder, cpu_queue, 4);
     let issued = Arc::new(Latch::default());
     let seen = Arc::clone(&issued);
-    let blocks = builder.host_call(move || {
+    let blocks = builder.host_call(move |_| {
         // Opened by the test once the NPU driver emitted the WAIT for this very operation.
         if seen.wait() {
             Ok(())
@@ -232,9 +244,16 @@ fn a_native_waiter_woken_by_its_origins_start_is_issued_while_the_origin_blocks(
     });
     let device = builder.build().unwrap();
 
-    let origin = Op { waits: &[(go, 1)], signals: &[(s, 1)], work: Work::Host(blocks), tag: 1 };
+    let origin = Op {
+        waits: &[(go, 1)],
+        signals: &[(s, 1)],
+        work: Work::Host(blocks),
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(cpu_queue, &origin).unwrap();
-    let waiter = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2 };
+    let waiter =
+        Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2, ..Default::default() };
     let receipt = device.submit(npu_queue, &waiter).unwrap();
     assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait);
     // Only now may the origin start: its start is what wakes the NPU queue. The pause lets the
@@ -255,19 +274,21 @@ fn a_failed_cpu_origin_fails_its_native_npu_waiter_and_the_ring_goes_on() {
     let [s, t, u, v, w] = semaphores(&mut builder, cpu_queue, 4);
     let latch = Arc::new(Latch::default());
     let gate = Arc::clone(&latch);
-    let fail = builder.host_call(move || {
+    let fail = builder.host_call(move |_| {
         gate.wait();
         Err(Failure::Application(7))
     });
     let device = builder.build().unwrap();
 
-    let failing = Op { waits: &[], signals: &[(s, 1)], work: Work::Host(fail), tag: 1 };
+    let failing =
+        Op { waits: &[], signals: &[(s, 1)], work: Work::Host(fail), tag: 1, ..Default::default() };
     device.submit(cpu_queue, &failing).unwrap();
-    let waiter = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2 };
+    let waiter =
+        Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2, ..Default::default() };
     let receipt = device.submit(npu_queue, &waiter).unwrap();
     assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait);
     // Behind the waiter on the same ring: it runs only if the ring moves past the WAIT.
-    let later = Op { waits: &[], signals: &[(u, 1)], work: kernel, tag: 3 };
+    let later = Op { waits: &[], signals: &[(u, 1)], work: kernel, tag: 3, ..Default::default() };
     device.submit(npu_queue, &later).unwrap();
     wait_for_mirror_waits(&tally, 1);
 
@@ -277,9 +298,11 @@ fn a_failed_cpu_origin_fails_its_native_npu_waiter_and_the_ring_goes_on() {
     assert_eq!(wait(device.semaphore(u).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
 
     // The mirror passed the failed operation: a native wait on the CPU queue's next one is met.
-    let next = Op { waits: &[], signals: &[(v, 1)], work: Work::Barrier, tag: 4 };
+    let next =
+        Op { waits: &[], signals: &[(v, 1)], work: Work::Barrier, tag: 4, ..Default::default() };
     device.submit(cpu_queue, &next).unwrap();
-    let after = Op { waits: &[(v, 1)], signals: &[(w, 1)], work: kernel, tag: 5 };
+    let after =
+        Op { waits: &[(v, 1)], signals: &[(w, 1)], work: kernel, tag: 5, ..Default::default() };
     device.submit(npu_queue, &after).unwrap();
     assert_eq!(wait(device.semaphore(w).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
     shut_down_clean(device);
@@ -296,9 +319,21 @@ fn a_cpu_draft_rejected_before_it_started_cancels_its_npu_dependent_which_was_ne
 
     // The draft waits on a gate nobody opens before the rejection, so it has not started; the
     // NPU operation waits on it natively, and stays off the ring until it starts.
-    let draft = Op { waits: &[(gate, 1)], signals: &[(drafted, 1)], work: Work::Barrier, tag: 1 };
+    let draft = Op {
+        waits: &[(gate, 1)],
+        signals: &[(drafted, 1)],
+        work: Work::Barrier,
+        tag: 1,
+        ..Default::default()
+    };
     let draft_at = device.submit(draft_queue, &draft).unwrap().point;
-    let waiter = Op { waits: &[(drafted, 1)], signals: &[(consumed, 1)], work: kernel, tag: 2 };
+    let waiter = Op {
+        waits: &[(drafted, 1)],
+        signals: &[(consumed, 1)],
+        work: kernel,
+        tag: 2,
+        ..Default::default()
+    };
     let receipt = device.submit(npu_queue, &waiter).unwrap();
     assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait, "native, not held");
     assert_eq!(
@@ -317,7 +352,8 @@ fn a_cpu_draft_rejected_before_it_started_cancels_its_npu_dependent_which_was_ne
     assert_eq!(wait(device.semaphore(consumed).unwrap(), 1, Some(HANG_GUARD)), cancelled);
 
     // The ring goes on; the cancelled operation never reached it.
-    let later = Op { waits: &[], signals: &[(later_done, 1)], work: kernel, tag: 3 };
+    let later =
+        Op { waits: &[], signals: &[(later_done, 1)], work: kernel, tag: 3, ..Default::default() };
     device.submit(npu_queue, &later).unwrap();
     assert_eq!(wait(device.semaphore(later_done).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
     let counts = tally.counts();
@@ -337,7 +373,7 @@ fn a_cpu_draft_rejected_while_it_runs_leaves_its_issued_npu_dependent_running() 
     let [drafted, consumed] = semaphores(&mut builder, draft_queue, 4);
     let latch = Arc::new(Latch::default());
     let gate = Arc::clone(&latch);
-    let run = builder.host_call(move || {
+    let run = builder.host_call(move |_| {
         gate.wait();
         Ok(())
     });
@@ -345,9 +381,21 @@ fn a_cpu_draft_rejected_while_it_runs_leaves_its_issued_npu_dependent_running() 
     let device = builder.build().unwrap();
 
     // The draft has started (blocked on the latch): the NPU operation's WAIT is on the ring.
-    let draft = Op { waits: &[], signals: &[(drafted, 1)], work: Work::Host(run), tag: 1 };
+    let draft = Op {
+        waits: &[],
+        signals: &[(drafted, 1)],
+        work: Work::Host(run),
+        tag: 1,
+        ..Default::default()
+    };
     let draft_at = device.submit(draft_queue, &draft).unwrap().point;
-    let waiter = Op { waits: &[(drafted, 1)], signals: &[(consumed, 1)], work: kernel, tag: 2 };
+    let waiter = Op {
+        waits: &[(drafted, 1)],
+        signals: &[(consumed, 1)],
+        work: kernel,
+        tag: 2,
+        ..Default::default()
+    };
     device.submit(npu_queue, &waiter).unwrap();
     wait_for_mirror_waits(&tally, 1);
 
@@ -380,7 +428,7 @@ fn an_npu_dependent_cancelled_as_its_cpu_origin_starts_never_ends_before_the_ori
     let started = Arc::new(AtomicU64::new(0));
     let latch = Arc::new(Mutex::new(0_u64));
     let (mark, gate) = (Arc::clone(&started), Arc::clone(&latch));
-    let run = builder.host_call(move || {
+    let run = builder.host_call(move |_| {
         // Release pairs with the test's Acquire load: the round's draft is running.
         let round = mark.fetch_add(1, Ordering::Release) + 1;
         let deadline = Instant::now() + HANG_GUARD;
@@ -393,10 +441,21 @@ fn an_npu_dependent_cancelled_as_its_cpu_origin_starts_never_ends_before_the_ori
     let device = builder.build().unwrap();
     let mut cancelled = 0;
     for round in 1..=ROUNDS {
-        let draft =
-            Op { waits: &[], signals: &[(drafted, round)], work: Work::Host(run), tag: round };
+        let draft = Op {
+            waits: &[],
+            signals: &[(drafted, round)],
+            work: Work::Host(run),
+            tag: round,
+            ..Default::default()
+        };
         let draft_at = device.submit(draft_queue, &draft).unwrap().point;
-        let waiter = Op { waits: &[(drafted, round)], signals: &[], work: kernel, tag: round };
+        let waiter = Op {
+            waits: &[(drafted, round)],
+            signals: &[],
+            work: kernel,
+            tag: round,
+            ..Default::default()
+        };
         let receipt = device.submit(npu_queue, &waiter).unwrap();
         assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait, "round {round}");
         // Acquire pairs with the host function's Release increment.
@@ -432,12 +491,19 @@ fn a_cpu_origin_that_fails_before_it_starts_fails_its_npu_waiter_which_was_never
     let device = builder.build().unwrap();
 
     // The origin waits on a gate that fails: it fails without starting.
-    let origin = Op { waits: &[(gate, 1)], signals: &[(s, 1)], work: Work::Barrier, tag: 1 };
+    let origin = Op {
+        waits: &[(gate, 1)],
+        signals: &[(s, 1)],
+        work: Work::Barrier,
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(cpu_queue, &origin).unwrap();
-    let waiter = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2 };
+    let waiter =
+        Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2, ..Default::default() };
     let receipt = device.submit(npu_queue, &waiter).unwrap();
     assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait);
-    let later = Op { waits: &[], signals: &[(u, 1)], work: kernel, tag: 3 };
+    let later = Op { waits: &[], signals: &[(u, 1)], work: kernel, tag: 3, ..Default::default() };
     device.submit(npu_queue, &later).unwrap();
     assert_eq!(tally.counts().emitted, 0, "issued before its origin started");
 
@@ -464,13 +530,21 @@ fn shutdown_with_npu_waits_on_cpu_work_not_started_ends_every_operation_unissued
     // The CPU operation waits on a gate nobody opens: it never starts, and ends only at
     // shutdown, cancelled. The NPU operation waiting on it natively stays off the ring (and the
     // one behind it with it), and a CPU operation waits on the NPU.
-    let origin = Op { waits: &[(never, 1)], signals: &[(s, 1)], work: Work::Barrier, tag: 1 };
+    let origin = Op {
+        waits: &[(never, 1)],
+        signals: &[(s, 1)],
+        work: Work::Barrier,
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(cpu_queue, &origin).unwrap();
-    let waiter = Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2 };
+    let waiter =
+        Op { waits: &[(s, 1)], signals: &[(t, 1)], work: kernel, tag: 2, ..Default::default() };
     device.submit(npu_queue, &waiter).unwrap();
-    let behind = Op { waits: &[], signals: &[(u, 1)], work: kernel, tag: 3 };
+    let behind = Op { waits: &[], signals: &[(u, 1)], work: kernel, tag: 3, ..Default::default() };
     device.submit(npu_queue, &behind).unwrap();
-    let last = Op { waits: &[(t, 1)], signals: &[], work: Work::Barrier, tag: 4 };
+    let last =
+        Op { waits: &[(t, 1)], signals: &[], work: Work::Barrier, tag: 4, ..Default::default() };
     device.submit(last_queue, &last).unwrap();
     assert_eq!(
         wait(device.semaphore(u).unwrap(), 1, Some(SHORT)),
@@ -500,7 +574,7 @@ fn ten_thousand_operations_of_cpu_npu_ping_pong_wait_natively_every_time() {
         (Arc::clone(&cpu_count), Arc::clone(&npu_count), Arc::clone(&out_of_order));
     let pong_kernel = npu.command_buffer(vec![(
         1,
-        Box::new(move |_tile: u32| {
+        Box::new(move |_tile: u32, _: &Args| {
             // Acquire pairs with the host function's release increment: round r of the NPU
             // runs after round r of the CPU.
             let cpu = cpu_seen.load(Ordering::Acquire);
@@ -521,7 +595,7 @@ fn ten_thousand_operations_of_cpu_npu_ping_pong_wait_natively_every_time() {
     let [ping, pong] = semaphores(&mut builder, cpu_queue, room + 1);
     let (npu_seen, cpu_done, bad) =
         (Arc::clone(&npu_count), Arc::clone(&cpu_count), Arc::clone(&out_of_order));
-    let ping_call = builder.host_call(move || {
+    let ping_call = builder.host_call(move |_| {
         // Acquire pairs with the kernel's AcqRel increment: round r of the CPU runs after round
         // r - 1 of the NPU.
         let npu = npu_seen.load(Ordering::Acquire);
@@ -541,6 +615,7 @@ fn ten_thousand_operations_of_cpu_npu_ping_pong_wait_natively_every_time() {
             signals: &[(ping, round)],
             work: Work::Host(ping_call),
             tag: round,
+            ..Default::default()
         };
         device.submit(cpu_queue, &ping_op).unwrap();
         let pong_op = Op {
@@ -548,6 +623,7 @@ fn ten_thousand_operations_of_cpu_npu_ping_pong_wait_natively_every_time() {
             signals: &[(pong, round)],
             work: pong_kernel,
             tag: round,
+            ..Default::default()
         };
         let receipt = device.submit(npu_queue, &pong_op).unwrap();
         assert_eq!(resolution_of(&receipt.waits), Resolution::DeviceWait, "round {round}");

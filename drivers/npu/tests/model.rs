@@ -98,7 +98,7 @@ fn a_hundred_thousand_descriptors_across_two_rings_compute_the_right_answer() {
     // Kernel 2: sum = x + y, a CPU-driver kernel (tile index only, operands bound) run as is.
     let add: DeviceKernel = {
         let (x, y, sum) = (Arc::clone(&x), Arc::clone(&y), Arc::clone(&sum));
-        Box::new(move |tile: u32| {
+        Box::new(move |tile: u32, _: &causeway_device::Args| {
             for i in tile_range(tile, TILES, ELEMENTS) {
                 sum[i].store((read(&x, i) + read(&y, i)).to_bits(), Ordering::Relaxed);
             }

@@ -16,7 +16,8 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_core::speculation::{Dependence, Rejection};
 use causeway_device::{
-    Device, DeviceBuilder, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, SemaphoreId, Work,
+    Args, Device, DeviceBuilder, Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId,
+    SemaphoreId, Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_driver_npu::NpuBackend;
@@ -133,7 +134,8 @@ fn drivers(
 ) -> (causeway_device::DriverId, causeway_device::DriverId, Work) {
     let cpu = builder.driver(CpuBackend::new());
     let mut npu_backend = NpuBackend::new();
-    let npu_kernel = npu_backend.command_buffer(vec![(2, Box::new(|_tile: u32| {}))]).unwrap();
+    let npu_kernel =
+        npu_backend.command_buffer(vec![(2, Box::new(|_tile: u32, _: &Args| {}))]).unwrap();
     let npu = builder.driver(npu_backend);
     match downstream {
         Downstream::Cpu => (cpu, cpu, Work::Spin(Duration::from_micros(5))),
@@ -162,12 +164,13 @@ fn rejection_while_downstream_work_is_queued(downstream: Downstream) {
     builder.observer(Arc::clone(&events) as Arc<dyn Observer>);
     let device = builder.build().unwrap();
 
-    let submit =
-        |queue: QueueId,
-         tag: u64,
-         waits: &[(SemaphoreId, u64)],
-         signals: &[(SemaphoreId, u64)],
-         work: Work| { device.submit(queue, &Op { waits, signals, work, tag }).unwrap() };
+    let submit = |queue: QueueId,
+                  tag: u64,
+                  waits: &[(SemaphoreId, u64)],
+                  signals: &[(SemaphoreId, u64)],
+                  work: Work| {
+        device.submit(queue, &Op { waits, signals, work, tag, ..Default::default() }).unwrap()
+    };
     // Every queue starts behind the gate (tags 1..=4), so nothing below has started.
     for (tag, &queue) in [draft, q1, q2, q3].iter().enumerate() {
         submit(queue, tag as u64 + 1, &[(gate, 1)], &[], Work::Barrier);
@@ -199,7 +202,16 @@ fn rejection_while_downstream_work_is_queued(downstream: Downstream) {
     // doomed at once; a host waiter on it ends only when the cancelled operation does (its
     // queue is still held behind the gate), since what the operation imported has not ended.
     let late = device
-        .submit(q3, &Op { waits: &[(c2_done, 1)], signals: &[(after, 1)], work: kernel, tag: 43 })
+        .submit(
+            q3,
+            &Op {
+                waits: &[(c2_done, 1)],
+                signals: &[(after, 1)],
+                work: kernel,
+                tag: 43,
+                ..Default::default()
+            },
+        )
         .expect("accepted doomed");
     assert_eq!(late.failure, Some(Failure::Cancelled), "decided at submission");
     let waited = wait(device.semaphore(b2_done).unwrap(), 1, Some(SHORT));
@@ -250,12 +262,32 @@ fn an_operation_already_running_finishes_and_is_reported() {
     let DraftAndConsumer { device, events, draft, consumer, semaphores: [drafted, consumed] } =
         draft_and_consumer();
     let first = device
-        .submit(draft, &Op { waits: &[], signals: &[(drafted, 1)], work: Work::Barrier, tag: 1 })
+        .submit(
+            draft,
+            &Op {
+                waits: &[],
+                signals: &[(drafted, 1)],
+                work: Work::Barrier,
+                tag: 1,
+                ..Default::default()
+            },
+        )
         .unwrap();
     let slow = Work::Sleep(Duration::from_millis(200));
-    device.submit(draft, &Op { waits: &[], signals: &[(drafted, 2)], work: slow, tag: 2 }).unwrap();
+    device
+        .submit(
+            draft,
+            &Op { waits: &[], signals: &[(drafted, 2)], work: slow, tag: 2, ..Default::default() },
+        )
+        .unwrap();
     let waits = [(drafted, 2)];
-    let op = Op { waits: &waits, signals: &[(consumed, 1)], work: Work::Barrier, tag: 3 };
+    let op = Op {
+        waits: &waits,
+        signals: &[(consumed, 1)],
+        work: Work::Barrier,
+        tag: 3,
+        ..Default::default()
+    };
     device.submit(consumer, &op).unwrap();
     events.wait_started(2);
 
@@ -294,7 +326,7 @@ fn ten_thousand_queued_operations_are_decided_and_the_dependent_half_cancelled()
     builder.observer(Arc::clone(&events) as Arc<dyn Observer>);
     let device = builder.build().unwrap();
     let submit = |queue, waits: &[(SemaphoreId, u64)], signals: &[(SemaphoreId, u64)], tag| {
-        device.submit(queue, &Op { waits, signals, work: Work::Barrier, tag })
+        device.submit(queue, &Op { waits, signals, work: Work::Barrier, tag, ..Default::default() })
     };
     submit(draft, &[], &[(drafted, 1)], 1).unwrap();
     submit(draft, &[], &[(drafted, 2)], 2).unwrap();
@@ -344,7 +376,7 @@ fn accepted_waiters_on_a_semaphore_shared_with_rejected_work_complete() {
         semaphores: [gate, consumer_gate, shared],
     } = draft_and_consumer();
     let submit = |queue, waits: &[(SemaphoreId, u64)], signals: &[(SemaphoreId, u64)], tag| {
-        device.submit(queue, &Op { waits, signals, work: Work::Barrier, tag })
+        device.submit(queue, &Op { waits, signals, work: Work::Barrier, tag, ..Default::default() })
     };
     submit(draft, &[], &[(shared, 1)], 1).unwrap();
     wait(device.semaphore(shared).unwrap(), 1, Some(HANG_GUARD)).unwrap();
@@ -396,7 +428,7 @@ fn accepted_work_signals_a_shared_semaphore_after_the_cancel(downstream: Downstr
     let device = builder.build().unwrap();
     let submit =
         |queue, waits: &[(SemaphoreId, u64)], signals: &[(SemaphoreId, u64)], work, tag| {
-            device.submit(queue, &Op { waits, signals, work, tag })
+            device.submit(queue, &Op { waits, signals, work, tag, ..Default::default() })
         };
     submit(draft, &[], &[(shared, 1)], Work::Barrier, 1).unwrap();
     // Everything up to the gated operation is accepted.

@@ -109,7 +109,7 @@ fn rig(semaphores: usize) -> Rig {
     let stamped = Arc::new(AtomicU64::new(0));
     let stamp = {
         let stamped = Arc::clone(&stamped);
-        Work::Host(builder.host_call(move || {
+        Work::Host(builder.host_call(move |_| {
             stamped.store(origin.elapsed().as_nanos() as u64, Ordering::Relaxed);
             Ok(())
         }))
@@ -173,7 +173,13 @@ impl Round for CausewaySubmit<'_> {
         for op in 0..OPS {
             self.value += 1;
             let work = rig.kernels[op as usize % ROTATION];
-            let op = Op { waits: &[], signals: &[(progress, self.value)], work, tag: self.value };
+            let op = Op {
+                waits: &[],
+                signals: &[(progress, self.value)],
+                work,
+                tag: self.value,
+                ..Default::default()
+            };
             rig.device.submit(rig.vulkan[0], &op).unwrap();
         }
         wait(rig.device.semaphore(progress).unwrap(), self.value, PATIENCE).unwrap();
@@ -260,7 +266,8 @@ impl Round for CausewayDag<'_> {
                     .collect();
                 let work = rig.kernels[(2 * stage as usize + side) % ROTATION];
                 let signals = [(done[side], self.base + stage)];
-                let op = Op { waits: &waits, signals: &signals, work, tag: stage };
+                let op =
+                    Op { waits: &waits, signals: &signals, work, tag: stage, ..Default::default() };
                 rig.device.submit(rig.vulkan[side], &op).unwrap();
             }
         }
@@ -347,10 +354,21 @@ impl Round for CausewaySignal<'_> {
         self.value += 1;
         let value = self.value;
         let work = rig.kernels[0];
-        let kernel =
-            Op { waits: &[(signalled, value)], signals: &[(done, value)], work, tag: value };
+        let kernel = Op {
+            waits: &[(signalled, value)],
+            signals: &[(done, value)],
+            work,
+            tag: value,
+            ..Default::default()
+        };
         rig.device.submit(rig.vulkan[0], &kernel).unwrap();
-        let stamp = Op { waits: &[], signals: &[(signalled, value)], work: rig.stamp, tag: value };
+        let stamp = Op {
+            waits: &[],
+            signals: &[(signalled, value)],
+            work: rig.stamp,
+            tag: value,
+            ..Default::default()
+        };
         rig.device.submit(rig.cpu, &stamp).unwrap();
         wait(rig.device.semaphore(done).unwrap(), value, PATIENCE).unwrap();
         let ended = rig.origin.elapsed();

@@ -80,7 +80,7 @@ fn cpu_to_vulkan_to_cpu_the_results_are_right_and_knowledge_crosses_transitively
     );
     let [gate, inputs, sums, checked] = semaphores(&mut builder, producer);
     // The CPU writes the inputs, the GPU adds them, the CPU checks every sum.
-    let write = builder.host_call(move || {
+    let write = builder.host_call(move |_| {
         let a_values: Vec<f32> = (0..ELEMENTS).map(|i| i as f32).collect();
         let b_values: Vec<f32> = (0..ELEMENTS).map(|i| (2 * i) as f32 + 0.5).collect();
         a.write_f32(0, &a_values).map_err(|_| Failure::Application(1))?;
@@ -88,7 +88,7 @@ fn cpu_to_vulkan_to_cpu_the_results_are_right_and_knowledge_crosses_transitively
     });
     let wrong = Arc::new(AtomicU32::new(u32::MAX));
     let wrong_seen = Arc::clone(&wrong);
-    let check = builder.host_call(move || {
+    let check = builder.host_call(move |_| {
         let sums = c.read_f32(0, ELEMENTS).map_err(|_| Failure::Application(2))?;
         let wrong = (0..ELEMENTS).filter(|&i| sums[i] != (3 * i) as f32 + 0.5).count();
         wrong_seen.store(wrong as u32, Ordering::Relaxed);
@@ -97,14 +97,30 @@ fn cpu_to_vulkan_to_cpu_the_results_are_right_and_knowledge_crosses_transitively
     let device = builder.build().unwrap();
 
     // Held behind a host gate, so every resolution below is decided before anything runs.
-    let write_op =
-        Op { waits: &[(gate, 1)], signals: &[(inputs, 1)], work: Work::Host(write), tag: 1 };
+    let write_op = Op {
+        waits: &[(gate, 1)],
+        signals: &[(inputs, 1)],
+        work: Work::Host(write),
+        tag: 1,
+        ..Default::default()
+    };
     device.submit(producer, &write_op).unwrap();
     // A Vulkan queue cannot wait natively on a CPU queue's work: the layer holds it.
-    let add_op = Op { waits: &[(inputs, 1)], signals: &[(sums, 1)], work: add, tag: 2 };
+    let add_op = Op {
+        waits: &[(inputs, 1)],
+        signals: &[(sums, 1)],
+        work: add,
+        tag: 2,
+        ..Default::default()
+    };
     assert_eq!(resolution_of(&device.submit(gpu_queue, &add_op).unwrap().waits), Resolution::Held);
-    let check_op =
-        Op { waits: &[(sums, 1)], signals: &[(checked, 1)], work: Work::Host(check), tag: 3 };
+    let check_op = Op {
+        waits: &[(sums, 1)],
+        signals: &[(checked, 1)],
+        work: Work::Host(check),
+        tag: 3,
+        ..Default::default()
+    };
     let resolved = resolution_of(&device.submit(consumer, &check_op).unwrap().waits);
     assert_eq!(resolved, Resolution::DeviceWait);
     device.semaphore(gate).unwrap().signal_external(1).unwrap();
@@ -114,7 +130,13 @@ fn cpu_to_vulkan_to_cpu_the_results_are_right_and_knowledge_crosses_transitively
     // The consumer never waited on the producer, but learned of it through the Vulkan
     // operation's signal: its wait on the inputs is elided, as is one on the sums.
     for semaphore in [inputs, sums] {
-        let again = Op { waits: &[(semaphore, 1)], signals: &[], work: Work::Barrier, tag: 4 };
+        let again = Op {
+            waits: &[(semaphore, 1)],
+            signals: &[],
+            work: Work::Barrier,
+            tag: 4,
+            ..Default::default()
+        };
         assert_eq!(
             resolution_of(&device.submit(consumer, &again).unwrap().waits),
             Resolution::Elided
@@ -138,31 +160,55 @@ fn a_failed_cpu_operation_fails_the_vulkan_work_waiting_on_it_and_what_that_sign
         builder.queue(QueueConfig::on(vulkan)),
     );
     let [inputs, sums, result, fresh] = semaphores(&mut builder, cpu_queue);
-    let fail = builder.host_call(|| Err(Failure::Application(7)));
+    let fail = builder.host_call(|_| Err(Failure::Application(7)));
     let device = builder.build().unwrap();
 
     // Kernels only: a spin is not Vulkan work.
-    let spin = Op { waits: &[], signals: &[], work: Work::Spin(Duration::ZERO), tag: 0 };
+    let spin = Op {
+        waits: &[],
+        signals: &[],
+        work: Work::Spin(Duration::ZERO),
+        tag: 0,
+        ..Default::default()
+    };
     assert_eq!(
         device.submit(gpu_queue, &spin).unwrap_err(),
         SubmitError::Unsupported { driver: "vulkan" }
     );
 
-    let add_op = Op { waits: &[(inputs, 1)], signals: &[(sums, 1)], work: add, tag: 2 };
+    let add_op = Op {
+        waits: &[(inputs, 1)],
+        signals: &[(sums, 1)],
+        work: add,
+        tag: 2,
+        ..Default::default()
+    };
     device.submit(gpu_queue, &add_op).unwrap();
-    let saxpy_op = Op { waits: &[(sums, 1)], signals: &[(result, 1)], work: saxpy, tag: 3 };
+    let saxpy_op = Op {
+        waits: &[(sums, 1)],
+        signals: &[(result, 1)],
+        work: saxpy,
+        tag: 3,
+        ..Default::default()
+    };
     device.submit(other_gpu_queue, &saxpy_op).unwrap();
     device
         .submit(
             cpu_queue,
-            &Op { waits: &[], signals: &[(inputs, 1)], work: Work::Host(fail), tag: 1 },
+            &Op {
+                waits: &[],
+                signals: &[(inputs, 1)],
+                work: Work::Host(fail),
+                tag: 1,
+                ..Default::default()
+            },
         )
         .unwrap();
     let failed = Err(HostWaitError::Failed(Failure::Application(7)));
     assert_eq!(wait(device.semaphore(result).unwrap(), 1, Some(common::HANG_GUARD)), failed);
     assert_eq!(wait(device.semaphore(sums).unwrap(), 1, Some(common::HANG_GUARD)), failed);
     // The Vulkan queues still work after it, and their timelines moved past the failures.
-    let again = Op { waits: &[], signals: &[(fresh, 1)], work: add, tag: 4 };
+    let again = Op { waits: &[], signals: &[(fresh, 1)], work: add, tag: 4, ..Default::default() };
     device.submit(gpu_queue, &again).unwrap();
     assert_eq!(wait(device.semaphore(fresh).unwrap(), 1, Some(common::HANG_GUARD)), Ok(1));
     let report = device.shutdown(common::HANG_GUARD);

@@ -56,7 +56,7 @@ fn cpu_to_vulkan_to_cpu_on_the_applications_own_device_is_right_and_validation_c
     let home = builder.endpoint(producer).unwrap();
     let [go, inputs, sums, checked] =
         [(); 4].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
-    let write = builder.host_call(move || {
+    let write = builder.host_call(move |_| {
         let a_values: Vec<f32> = (0..ELEMENTS).map(|i| i as f32).collect();
         let b_values: Vec<f32> = (0..ELEMENTS).map(|i| (2 * i) as f32 + 0.5).collect();
         a.write_f32(0, &a_values).map_err(|_| Failure::Application(1))?;
@@ -64,7 +64,7 @@ fn cpu_to_vulkan_to_cpu_on_the_applications_own_device_is_right_and_validation_c
     });
     let wrong = Arc::new(AtomicU32::new(u32::MAX));
     let wrong_seen = Arc::clone(&wrong);
-    let check = builder.host_call(move || {
+    let check = builder.host_call(move |_| {
         let sums = c.read_f32(0, ELEMENTS).map_err(|_| Failure::Application(2))?;
         let wrong = (0..ELEMENTS).filter(|&i| sums[i] != (3 * i) as f32 + 0.5).count();
         wrong_seen.store(wrong as u32, Ordering::Relaxed);
@@ -74,14 +74,30 @@ fn cpu_to_vulkan_to_cpu_on_the_applications_own_device_is_right_and_validation_c
 
     // The chain is submitted whole before the host lets the upload go, so nothing has run
     // when the check is submitted and its waits resolve from frontiers alone.
-    let write_op =
-        Op { waits: &[(go, 1)], signals: &[(inputs, 1)], work: Work::Host(write), tag: 1 };
+    let write_op = Op {
+        waits: &[(go, 1)],
+        signals: &[(inputs, 1)],
+        work: Work::Host(write),
+        tag: 1,
+        ..Default::default()
+    };
     assert_eq!(device.submit(producer, &write_op).unwrap().failure, None);
-    let add_op = Op { waits: &[(inputs, 1)], signals: &[(sums, 1)], work: add, tag: 2 };
+    let add_op = Op {
+        waits: &[(inputs, 1)],
+        signals: &[(sums, 1)],
+        work: add,
+        tag: 2,
+        ..Default::default()
+    };
     assert_eq!(device.submit(gpu_queue, &add_op).unwrap().failure, None);
     let check_waits = [(sums, 1), (inputs, 1)];
-    let check_op =
-        Op { waits: &check_waits, signals: &[(checked, 1)], work: Work::Host(check), tag: 3 };
+    let check_op = Op {
+        waits: &check_waits,
+        signals: &[(checked, 1)],
+        work: Work::Host(check),
+        tag: 3,
+        ..Default::default()
+    };
     let receipt = device.submit(consumer, &check_op).unwrap();
     match receipt.waits.as_slice() {
         [WaitOutcome::Resolved(on_sums), WaitOutcome::Resolved(on_inputs)] => {

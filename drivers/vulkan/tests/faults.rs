@@ -114,7 +114,7 @@ impl Gate {
 }
 
 fn cpu_waiter<'a>(waits: &'a [(SemaphoreId, u64)], signals: &'a [(SemaphoreId, u64)]) -> Op<'a> {
-    Op { waits, signals, work: Work::Spin(Duration::ZERO), tag: 0 }
+    Op { waits, signals, work: Work::Spin(Duration::ZERO), tag: 0, ..Default::default() }
 }
 
 fn failed(failure: Failure) -> Result<u64, HostWaitError> {
@@ -138,14 +138,25 @@ fn a_submission_that_loses_the_device_fails_the_operation_and_everything_after_i
     let guard = Some(common::HANG_GUARD);
 
     gpu.inject_fault(FaultPoint::QueueSubmit, vk::Result::ERROR_DEVICE_LOST);
-    let op = Op { waits: &[], signals: &[(struck, 1)], work: kernel, tag: 1 };
+    let op = Op { waits: &[], signals: &[(struck, 1)], work: kernel, tag: 1, ..Default::default() };
     device.submit(first, &op).unwrap();
     device.submit(cpu_queue, &cpu_waiter(&[(struck, 1)], &[(downstream, 1)])).unwrap();
     assert_eq!(wait(device.semaphore(struck).unwrap(), 1, guard), failed(Failure::DeviceLost));
     assert_eq!(wait(device.semaphore(downstream).unwrap(), 1, guard), failed(Failure::DeviceLost));
 
-    device.submit(first, &Op { waits: &[], signals: &[(later, 1)], work: kernel, tag: 2 }).unwrap();
-    let op = Op { waits: &[], signals: &[(other_queue, 1)], work: other_kernel, tag: 3 };
+    device
+        .submit(
+            first,
+            &Op { waits: &[], signals: &[(later, 1)], work: kernel, tag: 2, ..Default::default() },
+        )
+        .unwrap();
+    let op = Op {
+        waits: &[],
+        signals: &[(other_queue, 1)],
+        work: other_kernel,
+        tag: 3,
+        ..Default::default()
+    };
     device.submit(second, &op).unwrap();
     device.submit(cpu_queue, &cpu_waiter(&[], &[(cpu_alone, 1)])).unwrap();
     assert_eq!(wait(device.semaphore(later).unwrap(), 1, guard), failed(Failure::DeviceLost));
@@ -168,10 +179,18 @@ fn a_submission_out_of_memory_fails_the_operation_with_out_of_memory() {
 
     gpu.inject_fault(FaultPoint::QueueSubmit, vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
     device
-        .submit(queue, &Op { waits: &[], signals: &[(struck, 1)], work: kernel, tag: 1 })
+        .submit(
+            queue,
+            &Op { waits: &[], signals: &[(struck, 1)], work: kernel, tag: 1, ..Default::default() },
+        )
         .unwrap();
     device.submit(cpu_queue, &cpu_waiter(&[(struck, 1)], &[(downstream, 1)])).unwrap();
-    device.submit(queue, &Op { waits: &[], signals: &[(later, 1)], work: kernel, tag: 2 }).unwrap();
+    device
+        .submit(
+            queue,
+            &Op { waits: &[], signals: &[(later, 1)], work: kernel, tag: 2, ..Default::default() },
+        )
+        .unwrap();
     let out_of_memory = failed(Failure::OutOfMemory);
     assert_eq!(wait(device.semaphore(struck).unwrap(), 1, guard), out_of_memory);
     assert_eq!(wait(device.semaphore(downstream).unwrap(), 1, guard), out_of_memory);
@@ -195,7 +214,8 @@ fn a_watcher_wait_that_loses_the_device_fails_the_pending_operation_and_its_wait
     // first poll makes: the gate keeps it from completing before then.
     gpu.inject_fault(FaultPoint::WatcherWait, vk::Result::ERROR_DEVICE_LOST);
     let gate = Gate::close(&gpu);
-    let op = Op { waits: &[], signals: &[(pending, 1)], work: kernel, tag: 1 };
+    let op =
+        Op { waits: &[], signals: &[(pending, 1)], work: kernel, tag: 1, ..Default::default() };
     device.submit(queue, &op).unwrap();
     device.submit(cpu_queue, &cpu_waiter(&[(pending, 1)], &[(downstream, 1)])).unwrap();
     assert_eq!(wait(device.semaphore(pending).unwrap(), 1, guard), failed(Failure::DeviceLost));
@@ -231,11 +251,22 @@ fn teardown_with_work_held_on_the_device_ends_every_operation() {
     let gate = Gate::close(&gpu);
     const ROUNDS: u64 = 1000;
     for round in 1..=ROUNDS {
-        let op = Op { waits: &[], signals: &[(on_first, round)], work: kernel, tag: round };
+        let op = Op {
+            waits: &[],
+            signals: &[(on_first, round)],
+            work: kernel,
+            tag: round,
+            ..Default::default()
+        };
         device.submit(first, &op).unwrap();
         let waits = [(on_first, round)];
-        let op =
-            Op { waits: &waits, signals: &[(on_second, round)], work: other_kernel, tag: round };
+        let op = Op {
+            waits: &waits,
+            signals: &[(on_second, round)],
+            work: other_kernel,
+            tag: round,
+            ..Default::default()
+        };
         device.submit(second, &op).unwrap();
         device.submit(cpu_queue, &cpu_waiter(&[(on_second, round)], &[(on_cpu, round)])).unwrap();
     }

@@ -35,7 +35,7 @@ fn alloca(buffer: u32, bytes: u64) -> Work {
 }
 
 fn signalling(work: Work, signals: &[(SemaphoreId, u64)]) -> Op<'_> {
-    Op { waits: &[], signals, work, tag: 0 }
+    Op { waits: &[], signals, work, tag: 0, ..Default::default() }
 }
 
 /// 10 000 operations on one Vulkan queue: each alloca knows the dealloca before it, so the layer
@@ -141,7 +141,8 @@ fn a_block_reused_across_drivers_is_device_memory_only_on_the_vulkan_side() {
     let allocate = |queue, buffer, after: u64| {
         let waits = [(freed, after)];
         let waits = if after == 0 { &waits[..0] } else { &waits[..] };
-        let op = Op { waits, signals: &[], work: alloca(buffer, 4096), tag: 0 };
+        let op =
+            Op { waits, signals: &[], work: alloca(buffer, 4096), tag: 0, ..Default::default() };
         device.submit(queue, &op).unwrap();
     };
 
@@ -183,6 +184,7 @@ fn an_alloca_larger_than_the_heap_fails_with_out_of_memory_and_the_device_goes_o
         signals: &[(used, 1)],
         work: Work::Spin(std::time::Duration::ZERO),
         tag: 1,
+        ..Default::default()
     };
     device.submit(cpu_queue, &uses).unwrap();
     device.submit(gpu_queue, &signalling(Work::Dealloca(BufferId(0)), &[(released, 1)])).unwrap();

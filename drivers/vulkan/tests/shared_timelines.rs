@@ -93,7 +93,7 @@ fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
 /// `calls` registered first; shared so that imports and exports can hold it.
 fn cpu_device(
     semaphores: usize,
-    calls: Vec<Box<dyn Fn() -> Result<(), Failure> + Send + Sync>>,
+    calls: Vec<causeway_device::HostCall>,
 ) -> (Arc<Device>, QueueId, Vec<SemaphoreId>, Vec<causeway_device::HostCallId>) {
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     let cpu = builder.driver(CpuBackend::new());
@@ -152,7 +152,7 @@ fn an_imported_timeline_ends_a_causeway_wait(app: AppVulkan, how: AppSignal) {
     let raw = app.timeline(0);
     let ran = Arc::new(AtomicBool::new(false));
     let ran_seen = Arc::clone(&ran);
-    let record: Box<dyn Fn() -> Result<(), Failure> + Send + Sync> = Box::new(move || {
+    let record: causeway_device::HostCall = Box::new(move |_: &causeway_device::Invocation| {
         // Release pairs with the Acquire loads below: what the operation did is seen with it.
         ran_seen.store(true, Ordering::Release);
         Ok(())
@@ -166,8 +166,13 @@ fn an_imported_timeline_ends_a_causeway_wait(app: AppVulkan, how: AppSignal) {
     assert_eq!(import.raw(), raw);
 
     // Submitted before the value exists: held (nothing tracked will signal it), not elided.
-    let early =
-        Op { waits: &[(imported, 2)], signals: &[(done, 1)], work: Work::Host(calls[0]), tag: 1 };
+    let early = Op {
+        waits: &[(imported, 2)],
+        signals: &[(done, 1)],
+        work: Work::Host(calls[0]),
+        tag: 1,
+        ..Default::default()
+    };
     let receipt = device.submit(queue, &early).unwrap();
     assert_eq!(receipt.failure, None);
     match receipt.waits.as_slice() {
@@ -191,8 +196,13 @@ fn an_imported_timeline_ends_a_causeway_wait(app: AppVulkan, how: AppSignal) {
     eventually("the import reports 2", || import.state() == Ok(2));
 
     // Submitted after the external signal reached the value: satisfied, tainted, not elided.
-    let late =
-        Op { waits: &[(imported, 2)], signals: &[(done, 2)], work: Work::Host(calls[0]), tag: 2 };
+    let late = Op {
+        waits: &[(imported, 2)],
+        signals: &[(done, 2)],
+        work: Work::Host(calls[0]),
+        tag: 2,
+        ..Default::default()
+    };
     let receipt = device.submit(queue, &late).unwrap();
     assert_eq!(receipt.failure, None);
     assert_eq!(
@@ -249,7 +259,7 @@ fn the_application_waits_on_an_exported_timeline_for_what_causeway_signalled() {
     const N: u64 = 5;
     let app = AppVulkan::create(vk::API_VERSION_1_3, true);
     let gpu = app.lend();
-    let step: Box<dyn Fn() -> Result<(), Failure> + Send + Sync> = Box::new(|| Ok(()));
+    let step: causeway_device::HostCall = Box::new(|_: &causeway_device::Invocation| Ok(()));
     let (device, queue, semaphores, calls) = cpu_device(1, vec![step]);
     let counted = semaphores[0];
     let export = ExportedTimeline::new(&gpu, Arc::clone(&device), counted)
@@ -258,7 +268,13 @@ fn the_application_waits_on_an_exported_timeline_for_what_causeway_signalled() {
 
     for value in 1..=N {
         let signals = [(counted, value)];
-        let op = Op { waits: &[], signals: &signals, work: Work::Host(calls[0]), tag: value };
+        let op = Op {
+            waits: &[],
+            signals: &signals,
+            work: Work::Host(calls[0]),
+            tag: value,
+            ..Default::default()
+        };
         assert_eq!(device.submit(queue, &op).unwrap().failure, None);
     }
     // The export records a value once its `vkSignalSemaphore` returned: the application's
@@ -288,7 +304,7 @@ fn the_applications_blocking_wait_ends_when_the_export_signals() {
     let gate_seen = Arc::clone(&gate);
     // Runs once the application is blocked (give or take the scheduler: either way the wait
     // ends on the export's signal, never before it).
-    let step: Box<dyn Fn() -> Result<(), Failure> + Send + Sync> = Box::new(move || {
+    let step: causeway_device::HostCall = Box::new(move |_: &causeway_device::Invocation| {
         // Acquire pairs with the opener's Release store.
         while !gate_seen.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(1));
@@ -299,7 +315,13 @@ fn the_applications_blocking_wait_ends_when_the_export_signals() {
     let counted = semaphores[0];
     let export = ExportedTimeline::new(&gpu, Arc::clone(&device), counted)
         .unwrap_or_else(|error| panic!("cannot export: {error}"));
-    let op = Op { waits: &[], signals: &[(counted, 1)], work: Work::Host(calls[0]), tag: 1 };
+    let op = Op {
+        waits: &[],
+        signals: &[(counted, 1)],
+        work: Work::Host(calls[0]),
+        tag: 1,
+        ..Default::default()
+    };
     assert_eq!(device.submit(queue, &op).unwrap().failure, None);
     let opener = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
@@ -320,17 +342,29 @@ fn the_applications_blocking_wait_ends_when_the_export_signals() {
 fn an_exported_timeline_whose_semaphore_fails_stays_at_its_last_value_and_reports_the_failure() {
     let app = AppVulkan::create(vk::API_VERSION_1_3, true);
     let gpu = app.lend();
-    let ok: Box<dyn Fn() -> Result<(), Failure> + Send + Sync> = Box::new(|| Ok(()));
-    let fail: Box<dyn Fn() -> Result<(), Failure> + Send + Sync> =
-        Box::new(|| Err(Failure::Application(7)));
+    let ok: causeway_device::HostCall = Box::new(|_: &causeway_device::Invocation| Ok(()));
+    let fail: causeway_device::HostCall =
+        Box::new(|_: &causeway_device::Invocation| Err(Failure::Application(7)));
     let (device, queue, semaphores, calls) = cpu_device(1, vec![ok, fail]);
     let failing = semaphores[0];
     let export = ExportedTimeline::new(&gpu, Arc::clone(&device), failing)
         .unwrap_or_else(|error| panic!("cannot export: {error}"));
 
-    let first = Op { waits: &[], signals: &[(failing, 1)], work: Work::Host(calls[0]), tag: 1 };
+    let first = Op {
+        waits: &[],
+        signals: &[(failing, 1)],
+        work: Work::Host(calls[0]),
+        tag: 1,
+        ..Default::default()
+    };
     assert_eq!(device.submit(queue, &first).unwrap().failure, None);
-    let second = Op { waits: &[], signals: &[(failing, 2)], work: Work::Host(calls[1]), tag: 2 };
+    let second = Op {
+        waits: &[],
+        signals: &[(failing, 2)],
+        work: Work::Host(calls[1]),
+        tag: 2,
+        ..Default::default()
+    };
     assert_eq!(device.submit(queue, &second).unwrap().failure, None);
 
     let failed = Err(VulkanError::SemaphoreFailed(Failure::Application(7)));

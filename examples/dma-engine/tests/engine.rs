@@ -30,7 +30,10 @@ fn copies_land_in_order_and_a_refused_copy_fails_with_the_engines_code() {
     for (tag, buffer) in [(1, a_to_b), (2, b_to_c)] {
         let signals: &[_] = if tag == 2 { &[(done, 1)] } else { &[] };
         device
-            .submit(queue, &Op { waits: &[], signals, work: Work::Execute(buffer), tag })
+            .submit(
+                queue,
+                &Op { waits: &[], signals, work: Work::Execute(buffer), tag, ..Default::default() },
+            )
             .unwrap();
     }
     assert_eq!(wait(device.semaphore(done).unwrap(), 1, Some(LONG)), Ok(1));
@@ -38,9 +41,21 @@ fn copies_land_in_order_and_a_refused_copy_fails_with_the_engines_code() {
 
     // A destination shorter than its source: refused by the engine, nothing written; the
     // operation waiting on it fails with the same code.
-    let op = Op { waits: &[], signals: &[(refused, 1)], work: Work::Execute(a_to_short), tag: 3 };
+    let op = Op {
+        waits: &[],
+        signals: &[(refused, 1)],
+        work: Work::Execute(a_to_short),
+        tag: 3,
+        ..Default::default()
+    };
     device.submit(queue, &op).unwrap();
-    let op = Op { waits: &[(refused, 1)], signals: &[(after, 1)], work: Work::Barrier, tag: 4 };
+    let op = Op {
+        waits: &[(refused, 1)],
+        signals: &[(after, 1)],
+        work: Work::Barrier,
+        tag: 4,
+        ..Default::default()
+    };
     device.submit(queue, &op).unwrap();
     let failed = Err(HostWaitError::Failed(COPY_REFUSED));
     assert_eq!(wait(device.semaphore(refused).unwrap(), 1, Some(LONG)), failed);

@@ -13,7 +13,7 @@ use crate::device::DeviceShared;
 use crate::hand_off::{self, Collector};
 use crate::ids::QueueId;
 use crate::memory::{AllocationId, Backing, Commit};
-use crate::op::{LayerWork, OpEvent, OpStatus, Work};
+use crate::op::{Invocation, LayerWork, OpEvent, OpStatus, Work};
 use crate::prefetch;
 use crate::queue::ownership::Running;
 use crate::queue::run_claim::RunClaim;
@@ -306,13 +306,21 @@ impl QueueShared {
                 started();
                 // A panicking host function fails its operation (and what it signals) instead
                 // of taking the worker and the queue process down with it.
-                let status = self.run_user_work(tag, worker, || {
-                    match contain(&device.host_calls[call.0 as usize]) {
+                // SAFETY: the slot is in [head, tail), owned by this queue process (see
+                // `step`); the arguments are copied out.
+                let args = unsafe { &*slot.body.get() }.args;
+                let invocation = Invocation { queue: QueueId(self.index), tag, args };
+                // Submission checked that the function is registered, and a slot once set
+                // stays set; `Aborted` stands for the impossible rather than a panic.
+                let Some(call) = device.host_calls.get(call) else {
+                    return Ran::Finished(OpStatus::Failed(Failure::Aborted));
+                };
+                let status =
+                    self.run_user_work(tag, worker, || match contain(|| call(&invocation)) {
                         Ok(Ok(())) => OpStatus::Ok,
                         Ok(Err(failure)) => OpStatus::Failed(failure),
                         Err(Panicked) => OpStatus::Failed(Failure::PANICKED),
-                    }
-                });
+                    });
                 status.map_or(Ran::Abandoned, Ran::Finished)
             }
         }

@@ -80,7 +80,7 @@ impl QueueShared {
         worker: usize,
         kernel: Kernel,
     ) -> Issuing {
-        let (tag, epoch, waits, elided_waits) = {
+        let (tag, args, epoch, waits, elided_waits) = {
             // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); the
             // shared reference ends with this block, before any user work runs.
             let body = unsafe { &*slot.body.get() };
@@ -88,7 +88,7 @@ impl QueueShared {
                 // Registered with the origin's queue, which wakes this one when it moves on.
                 return Issuing::NotYet;
             }
-            (body.tag, body.point.epoch, body.native_waits(), body.elided_waits())
+            (body.tag, body.args, body.point.epoch, body.native_waits(), body.elided_waits())
         };
         // Checked again now that the origins are issued: an origin that failed without being
         // issued failed its signals before its queue moved on (`finish` before
@@ -124,6 +124,7 @@ impl QueueShared {
             issuing: &issuing,
             queue: QueueId(self.index),
             tag,
+            args,
             kernel,
             waits,
             elided_waits,

@@ -1,0 +1,81 @@
+//! The device's host functions: a table of fixed capacity, filled before the device is built
+//! and while it runs, read without a lock by submission and by the queue processes.
+//!
+//! Each slot is set at most once and never cleared, so a [`HostCallId`] names the same function
+//! for the device's whole life. Registering takes the next free index with a compare-exchange
+//! and then sets the slot; a slot whose index was taken but which is not set yet reads as
+//! absent, and a submission naming it is refused as an unknown host function — the caller has
+//! not been handed that id yet, so no correct program submits it.
+//!
+//! Ordering: the slot is a `OnceLock`, whose set releases and whose get acquires; a submission
+//! that read the slot set publishes the operation through its ring (Release on the tail, which
+//! the queue process acquires), so the queue process reads the slot set as well.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+use crate::ids::{HostCall, HostCallId};
+
+/// Host functions a device takes beyond those its builder registered, unless the builder says
+/// otherwise ([`DeviceBuilder::spare_host_calls`](crate::DeviceBuilder::spare_host_calls)).
+pub const DEFAULT_SPARE_HOST_CALLS: usize = 64;
+
+pub(crate) struct HostCallTable {
+    slots: Box<[OnceLock<HostCall>]>,
+    /// Indices handed out so far (at most the capacity).
+    taken: AtomicU32,
+}
+
+impl HostCallTable {
+    /// A table holding `registered` (ids `0..`) with room for `spare` more.
+    pub(crate) fn new(registered: Vec<HostCall>, spare: usize) -> HostCallTable {
+        let taken = registered.len();
+        let slots: Box<[OnceLock<HostCall>]> = registered
+            .into_iter()
+            .map(OnceLock::from)
+            .chain(std::iter::repeat_with(OnceLock::new).take(spare))
+            .collect();
+        let taken = u32::try_from(taken).unwrap_or(u32::MAX);
+        HostCallTable { slots, taken: AtomicU32::new(taken) }
+    }
+
+    /// Registers `call` in the next free slot; hands it back when the table is full.
+    pub(crate) fn register(&self, call: HostCall) -> Result<HostCallId, HostCall> {
+        let capacity = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
+        // Relaxed: the index only has to be unique; the slot's own set publishes the function.
+        let taken = self.taken.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |taken| {
+            (taken < capacity).then_some(taken + 1)
+        });
+        let Ok(index) = taken else { return Err(call) };
+        match self.slots[index as usize].set(call) {
+            Ok(()) => Ok(HostCallId(index)),
+            // Each index is taken once, so its slot is empty.
+            Err(call) => Err(call),
+        }
+    }
+
+    /// The function `id` names, once registered.
+    pub(crate) fn get(&self, id: HostCallId) -> Option<&HostCall> {
+        self.slots.get(id.0 as usize).and_then(OnceLock::get)
+    }
+
+    /// Registered functions.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.iter().filter(|slot| slot.get().is_some()).count()
+    }
+
+    /// How many the table holds at most.
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+impl fmt::Debug for HostCallTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostCallTable")
+            .field("registered", &self.len())
+            .field("capacity", &self.capacity())
+            .finish()
+    }
+}
