@@ -234,6 +234,10 @@ for scenario in scenarios/*.toml; do
     --trace target/scenario-trace.json || die "scenario $scenario failed"
 done
 cargo run --release --example causal_walkthrough
+# A library user's pipeline: per-submission arguments, beside three threads and mpsc channels.
+cargo run --release --quiet --example chunk_pipeline | tee target/chunk-pipeline.out
+grep -q '^both match the expected total$' target/chunk-pipeline.out ||
+  die "the chunk_pipeline example did not report matching totals"
 passed
 
 printf '\ntiers: %d passed, 0 failed\n' "$tiers_passed"

@@ -368,7 +368,7 @@ struct Finisher {
 }
 
 impl Observer for Finisher {
-    fn op_event(&self, _queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, _queue: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
         let OpEvent::Finished { status, .. } = event else { return };
         let counter = match status {
             OpStatus::Ok => &self.counters.completed,

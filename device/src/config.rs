@@ -25,6 +25,9 @@ pub struct QueueConfig {
     pub wait_before_signal: bool,
     /// The driver that runs its kernels ([`DeviceBuilder::driver`]).
     pub driver: DriverId,
+    /// Its name in observer events and reports; `None` names it after its driver and index
+    /// (`"cpu:0"`).
+    pub name: Option<&'static str>,
 }
 
 impl Default for QueueConfig {
@@ -36,6 +39,7 @@ impl Default for QueueConfig {
             capacity: 256,
             wait_before_signal: true,
             driver: DriverId(0),
+            name: None,
         }
     }
 }
@@ -67,6 +71,13 @@ impl QueueConfig {
     #[must_use]
     pub fn device_group(mut self, device_group: u32) -> QueueConfig {
         self.device_group = device_group;
+        self
+    }
+
+    /// With [`name`](QueueConfig#structfield.name) set to `name`.
+    #[must_use]
+    pub fn name(mut self, name: &'static str) -> QueueConfig {
+        self.name = Some(name);
         self
     }
 

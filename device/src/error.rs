@@ -4,6 +4,7 @@ use std::fmt;
 
 use causeway_core::axis::AxisError;
 use causeway_core::semaphore::{SignalError, SlotCountError};
+use causeway_runtime::blocking::HostWaitError;
 use causeway_runtime::PoolError;
 
 #[cfg(doc)]
@@ -373,3 +374,35 @@ impl fmt::Display for HostCallsFull {
 }
 
 impl std::error::Error for HostCallsFull {}
+
+/// Why [`Device::wait`](crate::Device::wait) returned without the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SemaphoreWaitError {
+    /// The device has no semaphore of that id (never declared, destroyed, or another
+    /// device's).
+    UnknownSemaphore(SemaphoreId),
+    /// The wait itself ended first: the semaphore failed (the work that would have signalled
+    /// it failed, was cancelled, or the device shut down) or the timeout passed.
+    Wait(HostWaitError),
+}
+
+impl fmt::Display for SemaphoreWaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SemaphoreWaitError::UnknownSemaphore(id) => {
+                write!(f, "no semaphore {id:?} on this device")
+            }
+            SemaphoreWaitError::Wait(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SemaphoreWaitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SemaphoreWaitError::Wait(error) => Some(error),
+            SemaphoreWaitError::UnknownSemaphore(_) => None,
+        }
+    }
+}

@@ -87,12 +87,16 @@ pub use backend::{
     QueueWaiters,
 };
 pub use causeway_core::reuse::BlockId;
+pub use causeway_runtime::blocking::HostWaitError;
 pub use causeway_runtime::{HostExecutor, PoolConfig, FRONTIER_CAPACITY};
 pub use config::{QueueConfig, SemaphoreConfig};
-pub use device::{Device, DeviceBuilder, ShutdownReport, StuckOp, BOOKKEEPING_GRACE, DROP_GRACE};
+pub use device::{
+    Device, DeviceBuilder, DeviceStats, DriverStats, QueueStats, ShutdownReport, StuckOp,
+    BOOKKEEPING_GRACE, DROP_GRACE,
+};
 pub use error::{
-    DeviceError, DriverCall, DriverError, DriverFault, HostCallsFull, Rejected, Resource, Stall,
-    SubmitError, Violation,
+    DeviceError, DriverCall, DriverError, DriverFault, HostCallsFull, Rejected, Resource,
+    SemaphoreWaitError, Stall, SubmitError, Violation,
 };
 pub use host::{CommittedStep, HostStep, HostTimeline, StepTimedOut};
 pub use host_calls::DEFAULT_SPARE_HOST_CALLS;
@@ -104,7 +108,9 @@ pub use limits::{
 };
 pub use memory::{MemoryError, MemoryStats};
 pub use native_blocks::{NativeBlocks, NativeMemory};
-pub use op::{Args, Invocation, Kernel, Observer, Op, OpEvent, OpStatus, Work, ARG_WORDS};
+pub use op::{
+    Args, Invocation, Kernel, ObservedQueue, Observer, Op, OpEvent, OpStatus, Work, ARG_WORDS,
+};
 pub use receipt::{Receipt, WaitOutcome};
 pub use semaphores::SemaphoreError;
 pub use speculation::CancelReport;

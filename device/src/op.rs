@@ -298,9 +298,27 @@ pub enum OpEvent {
     },
 }
 
+/// The queue an [`Observer`] event is about: its id and its name
+/// ([`QueueConfig::name`](crate::QueueConfig::name), or its driver's name and its index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObservedQueue<'a> {
+    /// The queue.
+    pub id: QueueId,
+    /// Its name.
+    pub name: &'a str,
+}
+
+impl<'a> ObservedQueue<'a> {
+    /// Queue `id` named `name` (for calling an observer outside a device, in a test).
+    pub const fn new(id: QueueId, name: &'a str) -> ObservedQueue<'a> {
+        ObservedQueue { id, name }
+    }
+}
+
 /// Watches operations run (a report, a trace). Called on worker threads in the middle of the
 /// queue's drain: keep it short and never block.
 pub trait Observer: Send + Sync {
     /// `queue`'s operation tagged `tag` reached `event`.
-    fn op_event(&self, queue: usize, tag: u64, event: OpEvent);
+    fn op_event(&self, queue: ObservedQueue<'_>, tag: u64, event: OpEvent);
 }

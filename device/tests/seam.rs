@@ -161,7 +161,8 @@ impl Backend for ThreadDriver {
 struct Events(Mutex<Vec<(usize, u64, OpEvent)>>);
 
 impl Observer for Events {
-    fn op_event(&self, queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
+        let queue = observed.id.0;
         self.0.lock().unwrap().push((queue, tag, event));
     }
 }

@@ -156,8 +156,7 @@ impl DevicePipeline {
             }
         }
         self.chunks += chunks;
-        let semaphore = self.device.semaphore(stored).ok_or("the stored semaphore is declared")?;
-        causeway::host::wait(semaphore, self.chunks, Some(Duration::from_secs(60)))?;
+        self.device.wait(stored, self.chunks, Some(Duration::from_secs(60)))?;
         Ok(self.total.load(Relaxed))
     }
 }

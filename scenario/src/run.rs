@@ -187,7 +187,7 @@ struct Recorder {
 }
 
 impl Observer for Recorder {
-    fn op_event(&self, _queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, _queue: causeway::device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
         let op = &self.ops[tag as usize];
         match event {
             OpEvent::Started { worker, at_ns } => {

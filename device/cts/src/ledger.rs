@@ -98,7 +98,8 @@ impl Ledger {
 }
 
 impl Observer for Ledger {
-    fn op_event(&self, queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
+        let queue = observed.id.0;
         let mut ops = self.lock();
         let seen = ops.by_op.entry((queue, tag)).or_default();
         match event {

@@ -26,6 +26,7 @@ pub(crate) trait DynBackend: Send + Sync {
     fn name(&self) -> &'static str;
     fn capabilities(&self) -> BackendCapabilities;
     fn command_buffers(&self) -> u32;
+    fn counters(&self) -> Vec<(&'static str, u64)>;
     fn open_queue(
         &mut self,
         queue: QueueId,
@@ -69,6 +70,10 @@ impl<B: Backend> DynBackend for Driver<B> {
 
     fn command_buffers(&self) -> u32 {
         self.0.command_buffers()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.0.counters()
     }
 
     fn open_queue(

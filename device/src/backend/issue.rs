@@ -112,8 +112,9 @@ impl Issue<'_> {
         self.tag
     }
 
-    /// Its arguments ([`Op::args`](crate::Op::args)): what the driver hands the kernel (an
-    /// NPU EXEC's argument words, a CPU dispatch's tiles, a Vulkan dispatch's push constants).
+    /// Its arguments ([`Op::args`](crate::Op::args)): what the driver hands the kernel (the
+    /// NPU driver copies them into each EXEC's argument words, the CPU driver hands them to
+    /// each tile). A driver whose recorded work cannot take them ignores them and says so.
     pub fn args(&self) -> Args {
         self.args
     }

@@ -231,6 +231,13 @@ pub trait Backend: Send + Sync + 'static {
         0
     }
 
+    /// What the driver counts of its own, by name (native waits emitted, a full ring met), for
+    /// [`Device::stats`](crate::Device::stats); read while the device runs, so each counter is
+    /// a snapshot. The default is none.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// Creates what queue `queue` needs natively, while the device is built (before
     /// [`start`](Self::start)); the layer keeps the returned object for the queue's life.
     fn open_queue(

@@ -153,6 +153,7 @@ impl DeviceBuilder {
         let mut queues = Vec::with_capacity(self.queues.len());
         let mut opened = Vec::with_capacity(self.queues.len());
         let mut endpoints = Vec::with_capacity(self.queues.len());
+        let mut queue_names = Vec::with_capacity(self.queues.len());
         for (index, (config, endpoint)) in self.queues.iter().enumerate() {
             if config.capacity == 0 {
                 return Err(DeviceError::ZeroCapacity(QueueId(index)));
@@ -169,6 +170,10 @@ impl DeviceBuilder {
                 .open_queue(QueueId(index), config)
                 .map_err(|error| DeviceError::Driver(QueueId(index), error))?;
             opened.push(driver_queue);
+            queue_names.push(match config.name {
+                Some(name) => Box::from(name),
+                None => format!("{}:{index}", backend.name()).into_boxed_str(),
+            });
             let native = backend.capabilities();
             let capabilities = Capabilities {
                 wait_before_signal: config.wait_before_signal && native.wait_before_signal,
@@ -214,6 +219,7 @@ impl DeviceBuilder {
             }),
             records_freed: Condvar::new(),
             observer: self.observer,
+            queue_names: queue_names.into_boxed_slice(),
             faults: Mutex::new(Vec::new()),
             executor: pool.shared_executor(),
             workers,

@@ -7,6 +7,7 @@ mod process;
 mod shared;
 mod shutdown;
 mod stall;
+mod stats;
 mod submit;
 
 use std::fmt;
@@ -22,8 +23,9 @@ use causeway_runtime::{CpuPool, HostExecutor, PoolConfig};
 pub use builder::DeviceBuilder;
 pub(crate) use shared::DeviceShared;
 pub use shutdown::{ShutdownReport, StuckOp, BOOKKEEPING_GRACE, DROP_GRACE};
+pub use stats::{DeviceStats, DriverStats, QueueStats};
 
-use crate::error::{DriverFault, HostCallsFull};
+use crate::error::{DriverFault, HostCallsFull, SemaphoreWaitError};
 use crate::hand_off;
 use crate::ids::QueueId;
 use crate::ids::{HostCallId, SemaphoreId};
@@ -81,6 +83,21 @@ impl Device {
         table
             .register(Box::new(call))
             .map_err(|_refused| HostCallsFull { capacity: table.capacity() })
+    }
+
+    /// Blocks the calling thread until semaphore `id` reaches `value` (returning the value
+    /// seen), the semaphore fails, or `timeout` passes (`None`: no timeout). The one wait a
+    /// host thread needs on a device's semaphores; for a semaphore outside any device, or an
+    /// absolute deadline, see `causeway_runtime::blocking`.
+    pub fn wait(
+        &self,
+        id: SemaphoreId,
+        value: u64,
+        timeout: Option<Duration>,
+    ) -> Result<u64, SemaphoreWaitError> {
+        let semaphore = self.semaphore(id).ok_or(SemaphoreWaitError::UnknownSemaphore(id))?;
+        causeway_runtime::blocking::wait(semaphore, value, timeout)
+            .map_err(SemaphoreWaitError::Wait)
     }
 
     /// The device's semaphore `id`.

@@ -19,7 +19,7 @@ use crate::error::{DriverCall, DriverFault, Violation};
 use crate::host_calls::HostCallTable;
 use crate::ids::QueueId;
 use crate::memory::{AllocationId, MemoryPool, Unbacking};
-use crate::op::{Observer, OpEvent, OpStatus};
+use crate::op::{ObservedQueue, Observer, OpEvent, OpStatus};
 use crate::queue::QueueShared;
 use crate::semaphores::SemaphoreTable;
 
@@ -44,6 +44,8 @@ pub(crate) struct DeviceShared {
     /// for one.
     pub(crate) records_freed: Condvar,
     pub(crate) observer: Option<Arc<dyn Observer>>,
+    /// Each queue's name, for observer events and reports.
+    pub(crate) queue_names: Box<[Box<str>]>,
     /// Contract violations of drivers, caught (see `process::driver`); rare, so a plain list.
     pub(crate) faults: Mutex<Vec<DriverFault>>,
     pub(crate) executor: Arc<HostExecutor<'static>>,
@@ -78,8 +80,14 @@ impl DeviceShared {
     /// Reports `event(now)` to the observer; the clock is read only when someone watches.
     pub(crate) fn observe(&self, queue: usize, tag: u64, event: impl FnOnce(u64) -> OpEvent) {
         if let Some(observer) = &self.observer {
-            observer.op_event(queue, tag, event(self.now_ns()));
+            observer.op_event(self.observed_queue(queue), tag, event(self.now_ns()));
         }
+    }
+
+    /// Queue `queue` as an observer sees it.
+    pub(crate) fn observed_queue(&self, queue: usize) -> ObservedQueue<'_> {
+        let name = self.queue_names.get(queue).map_or("", |name| &**name);
+        ObservedQueue { id: QueueId(queue), name }
     }
 
     /// [`Backend::memory`](crate::Backend::memory) of driver `driver`, contained: a panic is

@@ -29,7 +29,7 @@ struct Tally {
 }
 
 impl Observer for Tally {
-    fn op_event(&self, _queue: usize, _tag: u64, event: OpEvent) {
+    fn op_event(&self, _queue: causeway_device::ObservedQueue<'_>, _tag: u64, event: OpEvent) {
         if let OpEvent::Finished { status, .. } = event {
             let counter = if status == OpStatus::Ok { &self.ok } else { &self.failed };
             counter.fetch_add(1, Ordering::Relaxed);

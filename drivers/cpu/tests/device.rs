@@ -10,8 +10,8 @@ use causeway_core::queue::Resolution;
 use causeway_core::scope::{Endpoint, Scope};
 use causeway_core::semaphore::{Arm, Failure, Notify, Outcome};
 use causeway_device::{
-    Args, BufferId, Device, DeviceBuilder, MemoryError, Observer, Op, OpEvent, OpStatus,
-    QueueConfig, QueueId, SemaphoreId, SubmitError, WaitOutcome, Work,
+    Args, BufferId, Device, DeviceBuilder, MemoryError, ObservedQueue, Observer, Op, OpEvent,
+    OpStatus, QueueConfig, QueueId, SemaphoreId, SubmitError, WaitOutcome, Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::PoolConfig;
@@ -23,7 +23,8 @@ const HOME: Endpoint = Endpoint { machine: 0, process: 0, device_group: 0, devic
 struct Finishes(Mutex<Vec<(usize, u64, OpStatus)>>, Mutex<Vec<u64>>);
 
 impl Observer for Finishes {
-    fn op_event(&self, queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, observed: ObservedQueue<'_>, tag: u64, event: OpEvent) {
+        let queue = observed.id.0;
         match event {
             OpEvent::Started { .. } => self.1.lock().unwrap().push(tag),
             OpEvent::Finished { status, .. } => self.0.lock().unwrap().push((queue, tag, status)),
@@ -408,7 +409,7 @@ fn an_unknown_command_buffer_is_refused() {
 struct Timeline(Mutex<Vec<(u64, OpEvent)>>);
 
 impl Observer for Timeline {
-    fn op_event(&self, _queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, _queue: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
         self.0.lock().unwrap().push((tag, event));
     }
 }
@@ -572,4 +573,39 @@ fn a_hundred_thousand_operations_armed_in_order_on_one_timeline_run_in_order() {
     let tags = starts.1.lock().unwrap().clone();
     let expected: Vec<u64> = (1..=BATCH * BATCHES).collect();
     assert_eq!(tags, expected);
+}
+
+/// Records the queue (id and name) of every finish.
+#[derive(Default)]
+struct NamedFinishes(Mutex<Vec<(QueueId, String, u64)>>);
+
+impl Observer for NamedFinishes {
+    fn op_event(&self, queue: ObservedQueue<'_>, tag: u64, event: OpEvent) {
+        if let OpEvent::Finished { .. } = event {
+            self.0.lock().unwrap().push((queue.id, queue.name.to_owned(), tag));
+        }
+    }
+}
+
+#[test]
+fn observer_events_name_their_queue_as_configured_or_after_driver_and_index() {
+    let seen = Arc::new(NamedFinishes::default());
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let cpu = builder.driver(CpuBackend::new());
+    let named = builder.queue(QueueConfig::on(cpu).name("uploads"));
+    let unnamed = builder.queue(QueueConfig::on(cpu));
+    let home = builder.endpoint(named).unwrap();
+    let done = builder.semaphore(0, Scope::DeviceLocal, home);
+    builder.observer(seen.clone());
+    let device = builder.build().unwrap();
+    device.submit(named, &Op { signals: &[(done, 1)], tag: 10, ..Op::default() }).unwrap();
+    let second = Op { waits: &[(done, 1)], signals: &[(done, 2)], tag: 20, ..Op::default() };
+    device.submit(unnamed, &second).unwrap();
+    device.wait(done, 2, Some(Duration::from_secs(60))).unwrap();
+    device.shutdown(Duration::from_secs(10));
+    let seen = seen.0.lock().unwrap();
+    assert_eq!(
+        *seen,
+        [(named, "uploads".to_owned(), 10), (unnamed, format!("cpu:{}", unnamed.0), 20)]
+    );
 }

@@ -99,7 +99,7 @@ impl Checker {
 }
 
 impl Observer for Checker {
-    fn op_event(&self, _queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, _queue: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
         let OpEvent::Finished { status, .. } = event else { return };
         // AcqRel: Acquire pairs with the Release swap in `expect`.
         let word = self.expected[tag as usize % EXPECTATIONS].swap(0, Ordering::AcqRel);

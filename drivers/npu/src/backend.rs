@@ -598,6 +598,18 @@ impl Backend for NpuBackend {
         self.programs.len() as u32
     }
 
+    /// The [`NpuCounts`], by field name.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let counts = self.tally.counts();
+        vec![
+            ("waits_emitted", counts.emitted),
+            ("waits_host_written", counts.host_written),
+            ("waits_elided", counts.elided),
+            ("waits_held", counts.held),
+            ("ring_full", counts.ring_full),
+        ]
+    }
+
     fn open_queue(
         &mut self,
         queue: QueueId,

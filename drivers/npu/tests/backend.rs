@@ -202,6 +202,22 @@ fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() 
     assert_eq!(waits(tally.counts()), (2, 0, 0), "{:?}", tally.counts());
     assert_eq!(tally.counts().host_written, 1, "{:?}", tally.counts());
     assert_eq!(waits(tally.counts()), resolved_waits(&device, &[adder, scaler]));
+    // The device's one statistics entry point shows the same: the driver's own counters beside
+    // the layer's resolutions.
+    let stats = device.stats();
+    let npu_counter = |name| stats.counter("npu", name).expect("the NPU driver counts it");
+    assert_eq!(npu_counter("waits_emitted"), tally.counts().emitted);
+    assert_eq!(npu_counter("waits_host_written"), tally.counts().host_written);
+    assert_eq!(npu_counter("waits_held"), tally.counts().held);
+    assert_eq!(stats.counter("cpu", "waits_emitted"), None, "the CPU driver counts nothing");
+    let on_npu = [adder, scaler].map(|queue| stats.queue(queue).expect("a queue of the device"));
+    assert_eq!(on_npu.map(|queue| queue.in_flight), [0, 0]);
+    assert_eq!(
+        on_npu.iter().map(|queue| queue.resolutions.device).sum::<u64>(),
+        tally.counts().emitted
+    );
+    assert!(on_npu.iter().all(|queue| queue.submitted > 0));
+    assert_eq!(stats.driver_faults, 0);
     let report = device.shutdown(HANG_GUARD);
     assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
 }
@@ -493,7 +509,8 @@ struct Ends {
 }
 
 impl Observer for Ends {
-    fn op_event(&self, queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
+        let queue = observed.id.0;
         if let OpEvent::Finished { status, .. } = event {
             if status == OpStatus::Failed(Failure::Aborted) {
                 self.gate.open();

@@ -62,7 +62,8 @@ impl Latch {
 struct Ends(Mutex<Vec<(usize, u64, OpStatus)>>);
 
 impl Observer for Ends {
-    fn op_event(&self, queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
+        let queue = observed.id.0;
         if let OpEvent::Finished { status, .. } = event {
             self.0.lock().unwrap().push((queue, tag, status));
         }

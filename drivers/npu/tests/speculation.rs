@@ -46,7 +46,7 @@ struct Events {
 }
 
 impl Observer for Events {
-    fn op_event(&self, _queue: usize, tag: u64, event: OpEvent) {
+    fn op_event(&self, _queue: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
         let mut ops = self.ops.lock().unwrap();
         let seen = ops.entry(tag).or_default();
         match event {

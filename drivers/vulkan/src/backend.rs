@@ -260,6 +260,15 @@ impl Backend for VulkanBackend {
         self.recorded.len() as u32
     }
 
+    /// Native timeline waits submitted ([`Gpu::native_waits`]) and validation messages kept
+    /// ([`Gpu::validation_message_count`]).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("native_waits", self.gpu.native_waits()),
+            ("validation_messages", self.gpu.validation_message_count()),
+        ]
+    }
+
     fn open_queue(
         &mut self,
         queue: QueueId,

@@ -45,7 +45,8 @@ impl QueueShared {
         let signals = body.signals.iter().map(|&(id, value)| (&device.semaphores[id], value));
         retire(signals, status.result());
         if let (Some(observer), Some(at_ns)) = (&device.observer, ended_ns) {
-            observer.op_event(self.index, body.tag, OpEvent::Finished { worker, at_ns, status });
+            let finished = OpEvent::Finished { worker, at_ns, status };
+            observer.op_event(device.observed_queue(self.index), body.tag, finished);
         }
     }
 
