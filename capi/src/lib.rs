@@ -1,7 +1,7 @@
 //! # causeway-capi
 //!
 //! causeway's C ABI. The header, `include/causeway.h`, is generated from this crate by cbindgen
-//! and checked in (`tests/header.rs` fails when it is out of date); `docs/c-api.md` is the
+//! and checked in (`tests/header.rs` fails when it is out of date); `docs/src/c-api.md` is the
 //! guide for C users.
 //!
 //! Two halves:

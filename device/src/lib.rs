@@ -12,7 +12,7 @@
 //! Submitting an [`Op`] to a queue ([`Device::submit`]) happens on the calling thread and
 //! never blocks on other work:
 //!
-//! 1. each wait is resolved against the queue's clock (`docs/ARCHITECTURE.md`, "Causal
+//! 1. each wait is resolved against the queue's clock (`docs/src/architecture.md`, "Causal
 //!    model"): **elided** (the queue already knows the signalling operation), **satisfied**
 //!    (already reached), or — when the value is still to come — **device** (a semaphore
 //!    timepoint armed now on the operation's wait gate; submit-before-signal is fine) or
@@ -36,14 +36,14 @@
 //! The host takes part as a timeline of its own ([`HostTimeline`]): its steps wait on the
 //! device's semaphores and signal them with what they learned, as queue operations do.
 //!
-//! Writing a driver: `docs/writing-a-driver.md`; the conformance suite every driver passes is
+//! Writing a driver: `docs/src/writing-a-driver.md`; the conformance suite every driver passes is
 //! the `causeway-device-cts` crate.
 
 // Under `--cfg loom` the whole crate builds on loom's atomics (see `sync`); its loom models
 // (`tests/loom_*.rs`) check the queue protocols' own types through `loom_models`.
 
 // Modules import only from the groups above their own: the crate's imports form a DAG
-// (`docs/ARCHITECTURE.md`, "Where each piece lives").
+// (`docs/src/architecture.md`, "Where each piece lives").
 //
 // Leaves: names, bounds, configuration, errors, the public vocabulary of an operation and of
 // its receipt, the plain-data bookkeeping of clocks, stream-ordered memory and speculation's

@@ -1,6 +1,6 @@
 //! Invocations ordered by fences: run a host function once a *wait fence* is reached, then
-//! advance a *signal fence*, on the CPU pool (the model is written up in `docs/ARCHITECTURE.md`,
-//! section "Invocations").
+//! advance a *signal fence*, on the CPU pool (the model is written up in
+//! `docs/src/architecture.md`, section "Invocations").
 //!
 //! ```text
 //!   user timeline T:   ──0────────1────────2────────3──►

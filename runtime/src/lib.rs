@@ -25,7 +25,7 @@
 //! [`contain`] and [`sync`] are what the layers above share for running user code and for
 //! loom-modelled protocols; [`barrier`] is the host's asymmetric store → load barrier for
 //! protocols with a frequent and a rare side. The device layer (`causeway-device`) runs its queues on this pool;
-//! `docs/ARCHITECTURE.md` shows where each layer sits.
+//! `docs/src/architecture.md` shows where each layer sits.
 
 use std::fmt;
 use std::sync::Arc;

@@ -16,7 +16,7 @@
 //!   adds no validation messenger, and the application submits to the queues it lent only
 //!   inside [`Gpu::with_queue`], under causeway's lock for that queue. The `unsafe` contract (the
 //!   handles belong together, the features were enabled, the instance and device outlive every
-//!   `Gpu` clone) is in its `# Safety` section and in `docs/caller-owned-devices.md`.
+//!   `Gpu` clone) is in its `# Safety` section and in `docs/src/caller-owned-devices.md`.
 //! - [`Timeline`] is a timeline semaphore. The driver keeps **one per causeway queue**: its
 //!   value is the epoch (1, 2, 3 …) of the queue's last completed operation, so a causeway wait
 //!   resolved as a device wait becomes a native wait on the signalling queue's timeline
@@ -63,7 +63,7 @@
 //! the application to wait on — when the causeway semaphore fails, it stops at the last value
 //! reached and the export reports the failure. Both are host-mediated, with a thread each, not
 //! native device waits. Ownership, taint, failure and latency are in
-//! `docs/caller-owned-devices.md`.
+//! `docs/src/caller-owned-devices.md`.
 //!
 //! Every fallible call returns a [`VulkanError`]; driver errors never panic. Where the cure is
 //! a missing package (the loader, an ICD, the validation layer), the error names it.

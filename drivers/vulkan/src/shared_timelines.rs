@@ -61,7 +61,7 @@ type Progress = Mutex<Result<u64, VulkanError>>;
 ///
 /// An application that signals its semaphore from the host with the validation layer 1.3.239
 /// on may meet that layer's false `UNASSIGNED-VkSemaphore-state-timeout` (the import's thread
-/// waits on the host for the value; see `docs/caller-owned-devices.md`); signals from its own
+/// waits on the host for the value; see `docs/src/caller-owned-devices.md`); signals from its own
 /// submissions do not.
 ///
 /// Stopping: [`state`](Self::state) turns to an error and the thread ends when the causeway
@@ -233,7 +233,7 @@ impl Drop for ImportedTimeline {
 /// The application only waits on it: a signal of its own would break the mirror (the export
 /// then stops with [`VulkanError::InvalidHostSignal`]). A host wait of the application's that
 /// a signal of the export ends may meet the validation layer 1.3.239's false
-/// `UNASSIGNED-VkSemaphore-state-timeout` (see `docs/caller-owned-devices.md`); one for a value
+/// `UNASSIGNED-VkSemaphore-state-timeout` (see `docs/src/caller-owned-devices.md`); one for a value
 /// [`state`](Self::state) already reports does not.
 ///
 /// Failure: a `VkSemaphore` cannot carry one. When a wait of the thread meets a failure of

@@ -1,7 +1,7 @@
 //! An example causeway driver, written the way an accelerator team would write theirs: outside
 //! the tree, against the device layer's published seam (`causeway_device::Backend`) and
 //! nothing else, and checked by the conformance suite (`tests/conformance.rs`). The walk-through
-//! is `docs/writing-a-driver.md`.
+//! is `docs/src/writing-a-driver.md`.
 //!
 //! The device is a software **DMA copy engine**: each causeway queue of this driver is one
 //! *channel* of the engine, a FIFO of copy descriptors served by a thread of its own (the
