@@ -78,7 +78,7 @@ enum Command {
     /// Schedule a graph file onto streams; print the streams and the signals beside a naive
     /// schedule's, and optionally write a scenario that runs it.
     Schedule {
-        /// The graph: a TOML file of devices and nodes (see the README), or the bare name of
+        /// The graph: a TOML file of devices and nodes (see docs/src/scheduling.md), or the bare name of
         /// a bundled one (fork-join, transformer-block, multi-device-pipeline, while-refine).
         graph: PathBuf,
         /// Write the schedule as a scenario `causeway run` executes.

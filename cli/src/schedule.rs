@@ -1,6 +1,6 @@
 //! `causeway schedule`: graph files, their schedules, and the scenarios that run them.
 //!
-//! A graph file (TOML, see the README) declares devices and nodes; [`load`] reads it into a
+//! A graph file (TOML, see `docs/src/scheduling.md`) declares devices and nodes; [`load`] reads it into a
 //! [`causeway_schedule::Graph`] with every problem — a TOML error, an unknown device or
 //! dependency, a duplicate name, a cycle (its nodes named) — reported with its file and line.
 //! [`render`] prints a schedule beside what a naive one (an event per cross-stream edge)

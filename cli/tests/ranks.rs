@@ -198,7 +198,7 @@ fn ten_to_the_five_operations_take_turns_between_two_ranks() {
         "--report",
         json.to_str().expect("utf-8 path"),
     ];
-    // Each rank free to use every core, as the README advises: the two host threads take
+    // Each rank free to use every core, as the guide advises (docs/src/mpi.md): the two host threads take
     // turns across ranks, and bound to one core each they wait behind any other program
     // busy there (one `yes` beside it stretched the run past its deadline).
     // Past the run's own deadline, so that a hang ends in the CLI's report of it.

@@ -6,7 +6,7 @@
 //! causeway and want to load, check and run a scenario without the command line.
 //!
 //! A scenario (TOML) declares queues and semaphores and lists operations in submission order
-//! (see the README for the format). Running one is four steps:
+//! (the format is in the guide, `docs/src/scenarios.md`). Running one is four steps:
 //!
 //! 1. [`parse::load`] — read the file, resolve names, check values; every problem is reported,
 //!    in line order, with its file and line;
@@ -82,6 +82,9 @@
 //!
 //! Built with the `mpi` feature, `mpi_run` runs one scenario across the ranks `mpirun`
 //! started.
+//!
+//! In the guide: `docs/src/scenarios.md` (the format) and `docs/src/cli.md` (the report's
+//! schema) in the repository.
 
 pub mod bundled;
 pub mod check;

@@ -1,4 +1,5 @@
-//! The `--report` JSON: a stable contract for tools (see the README for the schema).
+//! The `--report` JSON: a stable contract for tools (the schema is in the guide,
+//! `docs/src/cli.md`).
 //!
 //! The report is streamed to its writer as it is serialized: every array is produced by an
 //! iterator over the outcome, so memory follows the outcome, not a document tree of the
@@ -317,7 +318,7 @@ pub(super) mod tests {
         }
     }
 
-    /// A line of the README's report schema: its keys, their type, and the lines that
+    /// A line of the guide's report schema: its keys, their type, and the lines that
     /// describe what is inside them.
     #[derive(Debug)]
     struct SchemaLine {
@@ -340,22 +341,22 @@ pub(super) mod tests {
         OneOf(Vec<String>),
     }
 
-    /// The schema block of the README's "Report" section, as a tree.
-    fn readme_schema() -> Vec<SchemaLine> {
-        let readme = include_str!("../../README.md");
-        let section = &readme[readme.find("### Report (`--report`)").expect("the section")..];
+    /// The schema block of the guide's "Report" section (the CLI chapter), as a tree.
+    fn guide_schema() -> Vec<SchemaLine> {
+        let guide = include_str!("../../docs/src/cli.md");
+        let section = &guide[guide.find("### Report (`--report`)").expect("the section")..];
         let block = &section[section.find("```text\n").expect("its block") + "```text\n".len()..];
         let block = &block[..block.find("\n```").expect("the block's end")];
         // (depth, line) pairs, then nested by depth.
         let mut lines = Vec::new();
         for text in block.lines() {
             let depth = text.len() - text.trim_start().len();
-            assert_eq!(depth % 2, 0, "README schema: indent by two: {text}");
+            assert_eq!(depth % 2, 0, "guide schema: indent by two: {text}");
             lines.push((depth / 2, schema_line(text.trim_start())));
         }
         let mut lines = lines.into_iter().peekable();
         let tree = nest(&mut lines, 0);
-        assert!(lines.next().is_none(), "README schema: a line indented past its parent");
+        assert!(lines.next().is_none(), "guide schema: a line indented past its parent");
         tree
     }
 
@@ -369,7 +370,7 @@ pub(super) mod tests {
                 break;
             }
             let (at, mut line) = lines.next().unwrap();
-            assert_eq!(at, depth, "README schema: {:?} indented past its parent", line.keys);
+            assert_eq!(at, depth, "guide schema: {:?} indented past its parent", line.keys);
             line.children = nest(lines, depth + 1);
             level.push(line);
         }
@@ -394,7 +395,7 @@ pub(super) mod tests {
                 None => (word.to_owned(), false),
             });
         }
-        assert!(!keys.is_empty(), "README schema: no key in {text:?}");
+        assert!(!keys.is_empty(), "guide schema: no key in {text:?}");
         let optional = words.next_if_eq(&"optional").is_some();
         let kind: Vec<&str> = words.collect();
         let kind = match kind.as_slice() {
@@ -411,7 +412,7 @@ pub(super) mod tests {
                         [quoted] if quoted.len() > 2 && quoted.starts_with('"') => {
                             quoted.trim_matches('"').to_owned()
                         }
-                        _ => panic!("README schema: unknown type in {text:?}"),
+                        _ => panic!("guide schema: unknown type in {text:?}"),
                     })
                     .collect(),
             ),
@@ -437,7 +438,7 @@ pub(super) mod tests {
                 let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
                 let line = lines.iter().find(|line| line.keys.iter().any(|(k, _)| k == key));
                 let Some(line) = line else {
-                    self.problems.push(format!("the report has {at}, which the README omits"));
+                    self.problems.push(format!("the report has {at}, which the guide omits"));
                     continue;
                 };
                 let array = line.keys.iter().any(|(k, array)| k == key && *array);
@@ -457,7 +458,7 @@ pub(super) mod tests {
             for line in lines.iter().filter(|line| !line.optional) {
                 for (key, _) in &line.keys {
                     if !object.contains_key(key) {
-                        self.problems.push(format!("the README has {path}.{key}, the report not"));
+                        self.problems.push(format!("the guide has {path}.{key}, the report not"));
                     }
                 }
             }
@@ -488,7 +489,7 @@ pub(super) mod tests {
                 },
             };
             if !fits {
-                self.problems.push(format!("{at}: {value} is not the README's {:?}", line.kind));
+                self.problems.push(format!("{at}: {value} is not the guide's {:?}", line.kind));
             }
             if !value.is_null() {
                 self.keys.insert(at.trim_end_matches("[]").to_owned());
@@ -501,14 +502,14 @@ pub(super) mod tests {
                 for (key, array) in &line.keys {
                     let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
                     if !self.keys.contains(&at) {
-                        out.push(format!("the README has {at}, no report shows it"));
+                        out.push(format!("the guide has {at}, no report shows it"));
                     }
                     let inner = if *array { format!("{at}[]") } else { at.clone() };
                     if let Kind::OneOf(alternatives) = &line.kind {
                         for alternative in alternatives {
                             if !self.alternatives.contains(&(inner.clone(), alternative.clone())) {
                                 out.push(format!(
-                                    "the README has {at} = {alternative:?}, no report"
+                                    "the guide has {at} = {alternative:?}, no report"
                                 ));
                             }
                         }
@@ -527,7 +528,7 @@ pub(super) mod tests {
 
     /// Reports of every bundled scenario (on the CPU driver, as on any machine), and of one
     /// run given, record by record, every value each field of the report can take — every
-    /// driver, resolution, status and reason, each driver's entry — so that the README is
+    /// driver, resolution, status and reason, each driver's entry — so that the guide is
     /// held to what the report can say, not only to what these runs happened to do.
     fn every_kind_of_report() -> Vec<Value> {
         let options =
@@ -595,12 +596,12 @@ pub(super) mod tests {
         reports
     }
 
-    /// The README's report schema says what reports hold, no more and no less: every key of
+    /// The guide's report schema says what reports hold, no more and no less: every key of
     /// every report, its type and each string it takes are in it, and everything in it shows
     /// in some report.
     #[test]
-    fn the_readme_describes_the_report_exactly() {
-        let schema = readme_schema();
+    fn the_guide_describes_the_report_exactly() {
+        let schema = guide_schema();
         let mut seen = Seen::default();
         for report in every_kind_of_report() {
             seen.object(&report, &schema, "");
@@ -611,7 +612,7 @@ pub(super) mod tests {
         seen.unseen(&schema, "", &mut problems);
         assert!(
             problems.is_empty(),
-            "the README's report schema is wrong:\n{}",
+            "the guide's report schema (docs/src/cli.md) is wrong:\n{}",
             problems.join("\n")
         );
     }
