@@ -44,6 +44,9 @@
 //! MPI's headers at build time, or a model of hardware the program does not have — so a
 //! runtime team names the drivers it ships. A semaphore signalled on one driver's queue is
 //! waited on from another's unchanged, so adding a driver later changes no other code.
+//!
+//! The guide — concepts, the CLI, drivers and their set-up, scheduling, speculation, MPI ranks,
+//! performance and testing — is an mdBook in the repository: start at `docs/src/introduction.md`.
 
 // The causal model.
 #[doc(inline)]
@@ -104,3 +107,44 @@ pub use causeway_core as core;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
+
+/// The guide's chapters (`docs/src/`, an mdBook), compiled and run as doctests like the README,
+/// so every Rust snippet in them stays true. `scripts/check_links.py` fails when a chapter that
+/// `docs/src/SUMMARY.md` lists is missing here.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../docs/src/introduction.md")]
+    struct Introduction;
+    #[doc = include_str!("../docs/src/concepts.md")]
+    struct Concepts;
+    #[doc = include_str!("../docs/src/library.md")]
+    struct Library;
+    #[doc = include_str!("../docs/src/cli.md")]
+    struct Cli;
+    #[doc = include_str!("../docs/src/scenarios.md")]
+    struct Scenarios;
+    #[doc = include_str!("../docs/src/view.md")]
+    struct View;
+    #[doc = include_str!("../docs/src/drivers.md")]
+    struct Drivers;
+    #[doc = include_str!("../docs/src/caller-owned-devices.md")]
+    struct CallerOwnedDevices;
+    #[doc = include_str!("../docs/src/writing-a-driver.md")]
+    struct WritingADriver;
+    #[doc = include_str!("../docs/src/scheduling.md")]
+    struct Scheduling;
+    #[doc = include_str!("../docs/src/speculation.md")]
+    struct Speculation;
+    #[doc = include_str!("../docs/src/mpi.md")]
+    struct Mpi;
+    #[doc = include_str!("../docs/src/c-api.md")]
+    struct CApi;
+    #[doc = include_str!("../docs/src/architecture.md")]
+    struct Architecture;
+    #[doc = include_str!("../docs/src/crates.md")]
+    struct Crates;
+    #[doc = include_str!("../docs/src/performance.md")]
+    struct Performance;
+    #[doc = include_str!("../docs/src/testing.md")]
+    struct Testing;
+}

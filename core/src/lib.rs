@@ -24,6 +24,9 @@
 //! Every fallible operation returns a small typed error; nothing here panics on data that came
 //! from outside the program, and nothing allocates. Without the `std` feature (the default) the
 //! crate links neither `std` nor `alloc`.
+//!
+//! The model in the guide: `docs/src/concepts.md` in the repository, and in depth
+//! `docs/src/architecture.md`.
 #![no_std]
 
 #[cfg(any(test, feature = "std"))]

@@ -38,6 +38,8 @@
 //!
 //! Writing a driver: `docs/src/writing-a-driver.md`; the conformance suite every driver passes is
 //! the `causeway-device-cts` crate.
+//!
+//! The guide's chapter on drivers and their set-up: `docs/src/drivers.md` in the repository.
 
 // Under `--cfg loom` the whole crate builds on loom's atomics (see `sync`); its loom models
 // (`tests/loom_*.rs`) check the queue protocols' own types through `loom_models`.

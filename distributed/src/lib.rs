@@ -20,6 +20,8 @@
 //!
 //! MPI is used with `MPI_THREAD_SERIALIZED`; Open MPI 4.1 has no asynchronous progress, which
 //! is why progress is an executor process (parked whenever nothing is outstanding).
+//!
+//! In the guide: `docs/src/mpi.md` in the repository.
 
 pub mod gather;
 pub mod message;

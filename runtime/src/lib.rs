@@ -26,6 +26,8 @@
 //! loom-modelled protocols; [`barrier`] is the host's asymmetric store → load barrier for
 //! protocols with a frequent and a rare side. The device layer (`causeway-device`) runs its queues on this pool;
 //! `docs/src/architecture.md` shows where each layer sits.
+//!
+//! The guide's chapter on the library: `docs/src/library.md` in the repository.
 
 use std::fmt;
 use std::sync::Arc;

@@ -26,6 +26,8 @@
 //! no devices. The feature adds the device layer, the runtime and the CPU driver, for `run`
 //! only. Scheduling grows linearly with nodes and edges (times the frontier capacity, at
 //! most 64).
+//!
+//! In the guide: `docs/src/scheduling.md` in the repository.
 
 pub mod assign;
 pub mod control;

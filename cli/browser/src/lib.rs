@@ -8,6 +8,8 @@
 //! `scripts/browser.sh` installs `chromium` and `chromium-driver` and runs the tests (they are
 //! `#[ignore]`d so that `cargo test --workspace` needs no browser); when either is missing the
 //! tests fail naming it.
+//!
+//! In the guide: `docs/src/view.md` in the repository.
 
 use std::io;
 use std::net::TcpListener;

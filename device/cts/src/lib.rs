@@ -87,6 +87,8 @@
 //! the layer's own work on its queues. They never assert on timing: where a resolution would
 //! depend on how far the device got, the work is held behind a host-signalled gate until every
 //! submission has been resolved.
+//!
+//! The guide walks through running the suite: `docs/src/writing-a-driver.md` in the repository.
 
 // Not a loom model: it drives whole devices on real threads, which under `--cfg loom` the
 // device layer's loom atomics allow only inside a model. Under loom this crate is empty (a

@@ -43,6 +43,8 @@
 //! causeway_runtime::blocking::wait(semaphore, 1, Some(Duration::from_secs(30)))?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! In the guide: `docs/src/drivers.md` in the repository, "CPU".
 
 pub mod block;
 // The backend and executions are not loom-modelled (they run whole devices on real threads;

@@ -20,6 +20,8 @@
 //! Waits that cannot be issued yet (on a value whose signal is not submitted, or on another
 //! driver's queue) are **held** by the device layer, the same logic every driver without
 //! wait-before-signal shares; this crate keeps no second copy of it.
+//!
+//! In the guide: `docs/src/drivers.md` in the repository, "CUDA".
 
 pub mod backend;
 mod error;

@@ -104,6 +104,9 @@
 //! advance" and writes the slot without compare-and-swap. The driver's mapping gives it: a
 //! progress slot is signalled only by its own queue's ring, and written by the host only when
 //! nothing of that queue is on the ring (every earlier operation has retired).
+//!
+//! In the guide: `docs/src/drivers.md` in the repository, "NPU" (the device model and its
+//! firmware).
 #![cfg_attr(not(feature = "hosted"), no_std)]
 
 #[cfg(all(feature = "hosted", not(loom)))]

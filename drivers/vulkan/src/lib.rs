@@ -90,6 +90,9 @@
 //! assert_eq!(c.read_f32(0, 1024)?, vec![3.0; 1024]);
 //! # Ok::<(), causeway_driver_vulkan::VulkanError>(())
 //! ```
+//!
+//! In the guide: `docs/src/drivers.md` in the repository, "Vulkan" (lavapipe, validation, the
+//! environment variables).
 
 mod backend;
 mod buffers;

@@ -45,6 +45,9 @@
 //! itself.
 //!
 //! [`Futex`]: causeway_core::executor::Futex
+//!
+//! Where this crate sits among the layers: `docs/src/architecture.md` in the repository; the
+//! firmware images that use it: `docs/src/testing.md`, "Tier 4".
 
 #![no_std]
 

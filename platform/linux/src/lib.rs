@@ -15,6 +15,8 @@
 //!   (`membarrier`) on a rare path, where both would otherwise need a `SeqCst` fence.
 //!
 //! [`Futex`]: causeway_core::executor::Futex
+//!
+//! Where this crate sits among the layers: `docs/src/architecture.md` in the repository.
 
 mod affinity;
 pub mod barrier;

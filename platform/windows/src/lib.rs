@@ -8,6 +8,8 @@
 //! this crate is empty.
 //!
 //! [`Futex`]: causeway_core::executor::Futex
+//!
+//! Where this crate sits among the layers: `docs/src/architecture.md` in the repository.
 
 #[cfg(windows)]
 mod address_wait;

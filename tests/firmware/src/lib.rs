@@ -24,6 +24,8 @@
 //! Each image reports through semihosting and exits with status 0 on success and non-zero on
 //! the first failed assertion (the panic handler exits 101), so qemu's own exit status is the
 //! verdict. `scripts/firmware.sh` builds and runs them.
+//!
+//! In the guide: `docs/src/testing.md` in the repository, "Tier 4".
 
 #![no_std]
 
