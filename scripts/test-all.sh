@@ -83,6 +83,9 @@ step "set-up: Open MPI and libclang (rsmpi's bindings need both to build)"
 step "set-up: LLVM's llc (checks the CUDA driver's PTX against its source)"
 ./scripts/cuda.sh --setup-only
 
+step "set-up: mdbook (the guide) and python3 (its link checker)"
+./scripts/book.sh --setup-only
+
 step "style: rustfmt, clippy and rustdoc (warnings are errors)"
 cargo fmt --all -- --check || die "cargo fmt reports unformatted code"
 cargo clippy "${WORKSPACE[@]}" --all-targets -- -D warnings
@@ -90,6 +93,11 @@ RUSTDOCFLAGS="-D warnings" cargo doc "${WORKSPACE[@]}" --no-deps
 # The private items too: their docs (module write-ups, invariants, protocols) are the
 # developers' reference, and a broken link there is as wrong as one in the public API.
 RUSTDOCFLAGS="-D warnings" cargo doc "${WORKSPACE[@]}" --no-deps --document-private-items
+passed
+
+step "the guide: the mdBook in docs/ built (warnings fail), every link of the book and the README checked"
+# About a second. The chapters' Rust snippets run with the facade's doctests in tiers 1 and 3.
+./scripts/book.sh
 passed
 
 step "tiers 1 and 3: every crate's unit, property and integration tests (Vulkan on lavapipe under validation, the CUDA driver's bookkeeping, real MPI ranks under mpirun -n 2, 4 and 8)"
