@@ -66,8 +66,8 @@ HTML_ATTRIBUTE = re.compile(r"<(?:a|img)\b[^>]*?\b(?:href|src)=\"([^\"]*)\"")
 def markdown_links(path):
     with open(path, encoding="utf-8") as file:
         text = file.read()
-    # A link's text may wrap onto the next line: read each paragraph as one piece, keeping the
-    # line each link starts on.
+    # A link may wrap onto the next line: each line is read joined to the next, and a link is
+    # reported on the line it starts on.
     lines = list(prose_lines(text))
     for index, (number, line) in enumerate(lines):
         joined = line
@@ -133,7 +133,7 @@ def read_page(path):
     return reader
 
 
-def book_pages(book_dir):
+def book_pages():
     """The chapters SUMMARY.md lists, as paths relative to docs/src."""
     summary = os.path.join(BOOK_SRC, "SUMMARY.md")
     pages = []
@@ -253,7 +253,7 @@ def main():
     book_dir = os.path.realpath(sys.argv[1])
     if not os.path.isfile(os.path.join(book_dir, "index.html")):
         sys.exit(f"check_links: {book_dir} holds no built book (index.html)")
-    pages = book_pages(book_dir)
+    pages = book_pages()
     check_pages(pages)
     sources = [os.path.join(ROOT, "README.md"), os.path.join(BOOK_SRC, "SUMMARY.md")]
     sources += [os.path.join(BOOK_SRC, page) for page in pages]
