@@ -13,6 +13,7 @@
 
 /// Nanoseconds on the start clock now: when work starting now started.
 #[cfg(target_os = "linux")]
+#[inline]
 pub(crate) fn start_ns() -> u64 {
     read(libc::CLOCK_MONOTONIC_COARSE)
 }

@@ -72,6 +72,7 @@ pub(crate) fn collect<R>(
 /// a held wake is the drain's until it ends, so the woken queue would wait for this worker
 /// (a native waiter woken by its origin's start, held while that origin's host function
 /// blocks, was never issued).
+#[inline]
 pub(crate) fn publish_held() {
     // SAFETY: as in `wake`: non-null only while a `collect` body runs on this thread, and then
     // the address of that call's collector, reached through shared references only.
