@@ -220,6 +220,18 @@ impl ResolutionCounts {
     }
 }
 
+/// Adds another tally in, field by field (totals over several queues).
+impl core::ops::AddAssign for ResolutionCounts {
+    fn add_assign(&mut self, other: ResolutionCounts) {
+        self.elided += other.elided;
+        self.satisfied += other.satisfied;
+        self.device += other.device;
+        self.held += other.held;
+        self.tainted += other.tainted;
+        self.aged_out += other.aged_out;
+    }
+}
+
 /// What a resolved wait imports, if anything: the signalling operation and its frontier,
 /// borrowed from the lookup.
 pub type Import<'l, const N: usize> = Option<(Point, &'l Frontier<N>)>;

@@ -229,13 +229,7 @@ impl Rig {
     pub fn resolutions(&self, queues: &[QueueId]) -> ResolutionCounts {
         let mut sum = ResolutionCounts::default();
         for &queue in queues {
-            let counts = self.device().resolution_counts(queue).expect("a queue of the device");
-            sum.elided += counts.elided;
-            sum.satisfied += counts.satisfied;
-            sum.device += counts.device;
-            sum.held += counts.held;
-            sum.tainted += counts.tainted;
-            sum.aged_out += counts.aged_out;
+            sum += self.device().resolution_counts(queue).expect("a queue of the device");
         }
         sum
     }

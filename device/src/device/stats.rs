@@ -69,13 +69,7 @@ impl DeviceStats {
     /// Resolution totals over every queue.
     pub fn resolutions(&self) -> ResolutionCounts {
         self.queues.iter().fold(ResolutionCounts::default(), |mut total, queue| {
-            let counts = queue.resolutions;
-            total.elided += counts.elided;
-            total.satisfied += counts.satisfied;
-            total.device += counts.device;
-            total.held += counts.held;
-            total.tainted += counts.tainted;
-            total.aged_out += counts.aged_out;
+            total += queue.resolutions;
             total
         })
     }
