@@ -34,6 +34,13 @@ pub enum DeviceError {
     UnknownDriver(QueueId, DriverId),
     /// A driver could not open a queue.
     Driver(QueueId, DriverError),
+    /// More semaphore slots (declared and pooled) than a device can name.
+    TooManySemaphores {
+        /// Slots asked for.
+        slots: usize,
+        /// The most a device has ([`MAX_SEMAPHORE_SLOTS`](crate::MAX_SEMAPHORE_SLOTS)).
+        max: usize,
+    },
 }
 
 impl fmt::Display for DeviceError {
@@ -47,6 +54,9 @@ impl fmt::Display for DeviceError {
                 write!(f, "queue {} names driver {}, which is not registered", queue.0, driver.0)
             }
             DeviceError::Driver(queue, error) => write!(f, "queue {}: {error}", queue.0),
+            DeviceError::TooManySemaphores { slots, max } => {
+                write!(f, "{slots} semaphore slots asked for; a device has at most {max}")
+            }
         }
     }
 }
@@ -58,7 +68,9 @@ impl std::error::Error for DeviceError {
             DeviceError::Axis(error) => Some(error),
             DeviceError::History(_, error) => Some(error),
             DeviceError::Driver(_, error) => Some(error),
-            DeviceError::ZeroCapacity(_) | DeviceError::UnknownDriver(..) => None,
+            DeviceError::ZeroCapacity(_)
+            | DeviceError::UnknownDriver(..)
+            | DeviceError::TooManySemaphores { .. } => None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! process-wide axis allocator every queue's name on the frontier comes from.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use causeway_core::axis::{Axis, AxisAllocator, AxisError, Domain};
 use causeway_core::semaphore::Failure;
@@ -52,17 +53,45 @@ pub type HostCall = Box<dyn Fn(&Invocation) -> Result<(), Failure> + Send + Sync
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DriverId(pub u32);
 
-/// A semaphore of a device: its slot and the slot's generation (see the `semaphores` module).
+/// Bits of a [`SemaphoreId`]'s slot number; the bits above them hold its device's tag.
+const SLOT_BITS: u32 = 20;
+/// Semaphore slots a device can have (declared and pooled).
+pub const MAX_SEMAPHORE_SLOTS: usize = 1 << SLOT_BITS;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+/// Distinct device tags: a name from one device reads as unknown on every other device built
+/// within the next `DEVICE_TAGS - 1` builders of the process.
+const DEVICE_TAGS: u32 = 1 << (u32::BITS - SLOT_BITS);
+
+/// Which device builder handed out a name: every id a device gives out carries it, so an id of
+/// another device is refused as unknown instead of naming one of this device's semaphores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DeviceTag(u32);
+
+impl DeviceTag {
+    /// The next builder's tag (never 0, so no id that was never handed out carries a live
+    /// tag by accident).
+    pub(crate) fn next() -> DeviceTag {
+        static BUILT: AtomicU32 = AtomicU32::new(0);
+        // Relaxed: a counter only; nothing is published through it.
+        let built = BUILT.fetch_add(1, Ordering::Relaxed);
+        DeviceTag(built % (DEVICE_TAGS - 1) + 1)
+    }
+}
+
+/// A semaphore of a device: its device, its slot and the slot's generation (see the
+/// `semaphores` module).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SemaphoreId {
-    index: u32,
+    /// The device's tag above [`SLOT_BITS`], the slot below.
+    tagged_slot: u32,
     generation: u32,
 }
 
 impl SemaphoreId {
-    /// Slot `index` at generation word `generation` (odd while live; see `semaphores`).
-    pub(crate) const fn new(index: u32, generation: u32) -> SemaphoreId {
-        SemaphoreId { index, generation }
+    /// Slot `index` (below [`MAX_SEMAPHORE_SLOTS`]) of the device tagged `device`, at
+    /// generation word `generation` (odd while live; see `semaphores`).
+    pub(crate) const fn new(device: DeviceTag, index: u32, generation: u32) -> SemaphoreId {
+        SemaphoreId { tagged_slot: device.0 << SLOT_BITS | (index & SLOT_MASK), generation }
     }
 
     /// The slot's generation word when this name was handed out.
@@ -70,15 +99,20 @@ impl SemaphoreId {
         self.generation
     }
 
+    /// Whether the device tagged `device` handed this name out.
+    pub(crate) const fn is_of(self, device: DeviceTag) -> bool {
+        self.tagged_slot >> SLOT_BITS == device.0
+    }
+
     /// The slot (declared semaphores are numbered from 0 in declaration order; the pool's
     /// slots follow them).
     pub fn index(self) -> usize {
-        self.index as usize
+        (self.tagged_slot & SLOT_MASK) as usize
     }
 }
 
 impl fmt::Display for SemaphoreId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "semaphore {} (generation {})", self.index, self.generation / 2)
+        write!(f, "semaphore {} (generation {})", self.index(), self.generation / 2)
     }
 }

@@ -104,6 +104,7 @@ pub use host::{CommittedStep, HostStep, HostTimeline, StepTimedOut};
 pub use host_calls::DEFAULT_SPARE_HOST_CALLS;
 pub use ids::{
     allocate_axis, BufferId, CommandBufferId, DriverId, HostCall, HostCallId, QueueId, SemaphoreId,
+    MAX_SEMAPHORE_SLOTS,
 };
 pub use limits::{
     DeviceSemaphore, HistorySlots, DEFAULT_SEMAPHORE_HISTORY, MAX_SIGNALS, MAX_WAITS,

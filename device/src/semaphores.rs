@@ -27,7 +27,7 @@ use causeway_core::unpoisoned::{Mutex, MutexGuard};
 
 use crate::config::SemaphoreConfig;
 use crate::error::Resource;
-use crate::ids::SemaphoreId;
+use crate::ids::{DeviceTag, SemaphoreId};
 use crate::limits::DeviceSemaphore;
 use crate::queue::QueueShared;
 use crate::sync::atomic::{AtomicU32, Ordering};
@@ -94,6 +94,8 @@ pub(crate) enum Blocker {
 
 /// The table: declared semaphores first, then the pool.
 pub(crate) struct SemaphoreTable {
+    /// The device's tag, which every id it hands out carries.
+    tag: DeviceTag,
     semaphores: Box<[DeviceSemaphore]>,
     generations: Box<[AtomicU32]>,
     /// Index of the first pooled slot.
@@ -107,6 +109,7 @@ impl SemaphoreTable {
     /// (the `initial` value is given at each creation). `Err` names the slot whose history
     /// size is unusable.
     pub(crate) fn new(
+        tag: DeviceTag,
         declared: &[SemaphoreConfig],
         pool: Option<(usize, SemaphoreConfig)>,
         queues: usize,
@@ -128,6 +131,7 @@ impl SemaphoreTable {
             .collect();
         let pool_start = declared.len();
         Ok(SemaphoreTable {
+            tag,
             semaphores: semaphores.into_boxed_slice(),
             generations,
             pool_start,
@@ -140,9 +144,9 @@ impl SemaphoreTable {
         })
     }
 
-    /// The ID of declared semaphore `index`.
-    pub(crate) fn declared(index: usize) -> SemaphoreId {
-        SemaphoreId::new(index as u32, 1)
+    /// The ID of declared semaphore `index` of the device tagged `tag`.
+    pub(crate) fn declared(tag: DeviceTag, index: usize) -> SemaphoreId {
+        SemaphoreId::new(tag, index as u32, 1)
     }
 
     /// Slots in all (declared and pooled).
@@ -158,9 +162,11 @@ impl SemaphoreTable {
     /// Whether `id` names a live semaphore.
     pub(crate) fn is_live(&self, id: SemaphoreId) -> bool {
         // Acquire pairs with the Release increment in `create`: the reset state is visible.
-        self.generations
-            .get(id.index())
-            .is_some_and(|word| word.load(Ordering::Acquire) == id.generation())
+        id.is_of(self.tag)
+            && self
+                .generations
+                .get(id.index())
+                .is_some_and(|word| word.load(Ordering::Acquire) == id.generation())
     }
 
     /// The live semaphore `id` names.
@@ -198,7 +204,7 @@ impl SemaphoreTable {
         // Release pairs with the Acquire load in `is_live`: the reset is visible to whoever
         // sees the new generation.
         let generation = word.fetch_add(1, Ordering::Release) + 1;
-        Ok(SemaphoreId::new(index, generation))
+        Ok(SemaphoreId::new(self.tag, index, generation))
     }
 
     /// The first retiring slot every operation before whose destruction has retired, taken
@@ -243,6 +249,9 @@ impl SemaphoreTable {
         id: SemaphoreId,
         queues: &[QueueShared],
     ) -> Result<(), SemaphoreError> {
+        if !id.is_of(self.tag) {
+            return Err(SemaphoreError::Unknown(id));
+        }
         if id.index() < self.pool_start {
             return Err(SemaphoreError::NotPooled(id));
         }
@@ -302,7 +311,7 @@ mod tests {
     /// A table of one pooled slot and no queues: nothing but host waiters can hold a slot.
     fn one_slot() -> SemaphoreTable {
         let config = SemaphoreConfig::new(0, Scope::DeviceLocal, HOME);
-        SemaphoreTable::new(&[], Some((1, config)), 0).unwrap()
+        SemaphoreTable::new(DeviceTag::next(), &[], Some((1, config)), 0).unwrap()
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::error::DeviceError;
 use crate::host_calls::{HostCallTable, DEFAULT_SPARE_HOST_CALLS};
 use crate::ids::DriverId;
 use crate::ids::SemaphoreId;
-use crate::ids::{allocate_axis, HostCall, HostCallId, QueueId};
+use crate::ids::{allocate_axis, DeviceTag, HostCall, HostCallId, QueueId, MAX_SEMAPHORE_SLOTS};
 use crate::memory::MemoryPool;
 use crate::op::{Invocation, Observer};
 use crate::queue::{DriverKernels, QueueShared};
@@ -40,6 +40,8 @@ pub struct DeviceBuilder {
     semaphore_pool: Option<(usize, SemaphoreConfig)>,
     host_calls: Vec<HostCall>,
     spare_host_calls: usize,
+    /// What every semaphore id of this device carries (see `ids`).
+    tag: DeviceTag,
     backends: Vec<Box<dyn DynBackend>>,
     buffers: usize,
     quota: u64,
@@ -57,6 +59,7 @@ impl DeviceBuilder {
             semaphore_pool: None,
             host_calls: Vec::new(),
             spare_host_calls: DEFAULT_SPARE_HOST_CALLS,
+            tag: DeviceTag::next(),
             backends: Vec::new(),
             buffers: 0,
             quota: 0,
@@ -93,7 +96,7 @@ impl DeviceBuilder {
     /// Adds a semaphore as `config` describes (its history size included).
     pub fn semaphore_config(&mut self, config: SemaphoreConfig) -> SemaphoreId {
         self.semaphores.push(config);
-        SemaphoreTable::declared(self.semaphores.len() - 1)
+        SemaphoreTable::declared(self.tag, self.semaphores.len() - 1)
     }
 
     /// Gives the device `count` more semaphore slots, configured as `config` (scope, home,
@@ -150,6 +153,10 @@ impl DeviceBuilder {
 
     /// Starts the pool and the queue processes.
     pub fn build(mut self) -> Result<Device, DeviceError> {
+        let slots = self.semaphores.len() + self.semaphore_pool.map_or(0, |(count, _)| count);
+        if slots > MAX_SEMAPHORE_SLOTS {
+            return Err(DeviceError::TooManySemaphores { slots, max: MAX_SEMAPHORE_SLOTS });
+        }
         let mut queues = Vec::with_capacity(self.queues.len());
         let mut opened = Vec::with_capacity(self.queues.len());
         let mut endpoints = Vec::with_capacity(self.queues.len());
@@ -199,9 +206,10 @@ impl DeviceBuilder {
         barrier::prepare();
         let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
         let semaphores =
-            SemaphoreTable::new(&self.semaphores, self.semaphore_pool, self.queues.len()).map_err(
-                |(index, error)| DeviceError::History(SemaphoreTable::declared(index), error),
-            )?;
+            SemaphoreTable::new(self.tag, &self.semaphores, self.semaphore_pool, self.queues.len())
+                .map_err(|(index, error)| {
+                    DeviceError::History(SemaphoreTable::declared(self.tag, index), error)
+                })?;
         let shared = Box::new(DeviceShared {
             queues: queues.into_boxed_slice(),
             endpoints: endpoints.into_boxed_slice(),

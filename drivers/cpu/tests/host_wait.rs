@@ -1,6 +1,6 @@
 //! `Device::wait`, the host's one wait on a device's semaphores: the value once reached, the
 //! failure of the work that would have signalled it, a timeout with the value seen, and a
-//! semaphore the device does not have.
+//! semaphore of another device, refused there as unknown by `wait` and by `submit` alike.
 #![cfg(not(loom))]
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Device, HostWaitError, Invocation, Op, QueueConfig, SemaphoreWaitError, Work,
+    Device, HostWaitError, Invocation, Op, QueueConfig, SemaphoreWaitError, SubmitError, Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::PoolConfig;
@@ -39,14 +39,27 @@ fn device_wait_reports_the_value_a_failure_a_timeout_or_an_unknown_semaphore() {
     let timed_out = device.wait(never, 1, Some(Duration::from_millis(10)));
     assert_eq!(timed_out, Err(SemaphoreWaitError::Wait(HostWaitError::TimedOut { value: 0 })));
 
-    // A semaphore of another device: this one has only three.
+    // Semaphores of another device, slot numbers this device has too: refused, not confused
+    // with this device's own.
     let mut other = Device::builder(PoolConfig::with_workers(1));
     let other_cpu = other.driver(CpuBackend::new());
     let other_queue = other.queue(QueueConfig::on(other_cpu));
     let other_home = other.endpoint(other_queue).expect("the queue has an axis");
-    let ids = [(); 4].map(|()| other.semaphore(0, Scope::DeviceLocal, other_home));
-    let unknown = device.wait(ids[3], 1, PATIENCE).expect_err("no fourth semaphore here");
-    assert_eq!(unknown, SemaphoreWaitError::UnknownSemaphore(ids[3]));
-    assert!(unknown.to_string().contains("no semaphore"), "{unknown}");
+    let foreign = [(); 4].map(|()| other.semaphore(0, Scope::DeviceLocal, other_home));
+    assert_eq!(foreign[0].index(), reached.index(), "the same slot on both devices");
+    for id in foreign {
+        let unknown = device.wait(id, 1, PATIENCE).expect_err("another device's semaphore");
+        assert_eq!(unknown, SemaphoreWaitError::UnknownSemaphore(id));
+        assert!(unknown.to_string().contains("no semaphore"), "{unknown}");
+        assert!(device.semaphore(id).is_none());
+        let signals = [(id, 1)];
+        let op = Op { signals: &signals, ..Op::default() };
+        assert!(
+            matches!(device.submit(queue, &op), Err(SubmitError::UnknownSemaphore(bad)) if bad == id)
+        );
+    }
+    let other = other.build().expect("the other device starts");
+    assert!(other.semaphore(reached).is_none(), "and this device's are unknown there");
+    other.shutdown(Duration::from_secs(10));
     device.shutdown(Duration::from_secs(10));
 }
