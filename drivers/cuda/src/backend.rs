@@ -44,7 +44,7 @@ use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
     Kernel, MemoryOp, NativeBlocks, OpStatus, QueueConfig, QueueId,
 };
-use cudarc::driver::sys;
+use cudarc::driver::{sys, CudaContext, CudaStream};
 
 use crate::error::{check, CudaError};
 use crate::events::{EventTable, WaitPlan};
@@ -154,6 +154,9 @@ pub struct CudaQueue {
 struct QueueState {
     queue: QueueId,
     stream: Handle<sys::CUstream>,
+    /// The application's stream when it lent one ([`CudaBackend::on_context`]): kept alive
+    /// here and never destroyed by the backend; `None` for a stream the backend created.
+    lent_stream: Option<Arc<CudaStream>>,
     /// Its timeline word (stream memory operations only).
     word: Option<WordIndex>,
     /// Epochs whose host function has been enqueued and has not run, in stream order.
@@ -179,6 +182,12 @@ enum Recorded {
 /// [`DeviceBuilder::driver`](causeway_device::DeviceBuilder::driver).
 pub struct CudaBackend {
     context: Handle<sys::CUcontext>,
+    /// The application's context when it lent one ([`CudaBackend::on_context`]): kept alive
+    /// here, never released by the backend; `None` when `open` retained the primary context.
+    lent_context: Option<Arc<CudaContext>>,
+    /// Streams the application lent for this driver's queues, taken in queue order by
+    /// `open_queue`.
+    lent_streams: VecDeque<Arc<CudaStream>>,
     device: sys::CUdevice,
     emulation: Emulation,
     module: Handle<sys::CUmodule>,
@@ -209,13 +218,60 @@ impl CudaBackend {
         let ordinal_c = i32::try_from(ordinal).map_err(|_| CudaError::NoDevice(ordinal))?;
         let mut device: sys::CUdevice = 0;
         let mut context: sys::CUcontext = std::ptr::null_mut();
-        let mut can_mem_ops = 0;
         // SAFETY: the library is present (checked above); every out-pointer is a live local.
         unsafe {
             check("cuInit", sys::cuInit(0))?;
             check("cuDeviceGet", sys::cuDeviceGet(&mut device, ordinal_c))?;
             check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut context, device))?;
-            check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context))?;
+        }
+        let backend = CudaBackend::on_raw_context(Handle(context), device, choice);
+        if backend.is_err() {
+            // SAFETY: retained just above, and nothing else holds this retain.
+            unsafe {
+                let _ = sys::cuDevicePrimaryCtxRelease_v2(device);
+            }
+        }
+        backend
+    }
+
+    /// Builds the backend on the context the application made with cudarc, for an
+    /// application that already owns its CUDA device: causeway's queues run on `streams`, in
+    /// the order this driver's queues are created (a queue beyond them gets a stream the
+    /// backend creates), beside the application's own work on the same context.
+    ///
+    /// Ownership: the backend keeps `context` and the streams alive while it lives and never
+    /// destroys them (the application does, after dropping the device that holds the
+    /// backend); it creates and destroys only what it makes — its modules, events, timeline
+    /// words, memory blocks and the streams it creates. Work the application puts on a lent
+    /// stream is ordered with causeway's operations on that queue, and causeway knows nothing
+    /// of it: signal a causeway semaphore from the host (`signal_external`) for causeway work
+    /// that must wait for it.
+    pub fn on_context(
+        context: &Arc<CudaContext>,
+        streams: Vec<Arc<CudaStream>>,
+        choice: EmulationChoice,
+    ) -> Result<CudaBackend, CudaError> {
+        if streams.iter().any(|stream| stream.context().cu_ctx() != context.cu_ctx()) {
+            return Err(CudaError::ForeignStream);
+        }
+        let mut backend =
+            CudaBackend::on_raw_context(Handle(context.cu_ctx()), context.cu_device(), choice)?;
+        backend.lent_context = Some(Arc::clone(context));
+        backend.lent_streams = streams.into();
+        Ok(backend)
+    }
+
+    /// Loads the kernels and the timeline words on `context`, a context of `device` that the
+    /// caller keeps alive for the backend's life.
+    fn on_raw_context(
+        context: Handle<sys::CUcontext>,
+        device: sys::CUdevice,
+        choice: EmulationChoice,
+    ) -> Result<CudaBackend, CudaError> {
+        let mut can_mem_ops = 0;
+        // SAFETY: the context is live (the caller's contract); the out-pointer is a live local.
+        unsafe {
+            check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context.0))?;
             check(
                 "cuDeviceGetAttribute",
                 sys::cuDeviceGetAttribute(
@@ -271,7 +327,9 @@ impl CudaBackend {
             }
         }
         Ok(CudaBackend {
-            context: Handle(context),
+            context,
+            lent_context: None,
+            lent_streams: VecDeque::new(),
             device,
             emulation,
             module: Handle(module),
@@ -379,7 +437,8 @@ impl CudaBackend {
 
     /// Makes the device's context current on the calling thread.
     fn current(&self) -> Result<(), CudaError> {
-        // SAFETY: the context was retained in `open` and is released only in `drop`.
+        // SAFETY: the context was retained in `open` and is released only in `drop`, or the
+        // application lent it and `lent_context` keeps it alive.
         check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.context.0) })
     }
 
@@ -655,18 +714,29 @@ impl Backend for CudaBackend {
             }
             Emulation::Events => None,
         };
-        let mut stream: sys::CUstream = std::ptr::null_mut();
-        // SAFETY: the context is current; the out-pointer is a live local.
-        check("cuStreamCreate", unsafe {
-            sys::cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-        })
-        .map_err(error)?;
+        let lent_stream = self.lent_streams.pop_front();
+        let stream = match &lent_stream {
+            Some(lent) => lent.cu_stream(),
+            None => {
+                let mut stream: sys::CUstream = std::ptr::null_mut();
+                // SAFETY: the context is current; the out-pointer is a live local.
+                check("cuStreamCreate", unsafe {
+                    sys::cuStreamCreate(
+                        &mut stream,
+                        sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+                    )
+                })
+                .map_err(error)?;
+                stream
+            }
+        };
         if self.queues.len() <= queue.0 {
             self.queues.resize_with(queue.0 + 1, || None);
         }
         let state = Arc::new(QueueState {
             queue,
             stream: Handle(stream),
+            lent_stream,
             word,
             launched: Mutex::new(VecDeque::new()),
             completed: AtomicU64::new(0),
@@ -789,12 +859,15 @@ impl Drop for CudaBackend {
         if self.current().is_err() {
             return;
         }
-        // SAFETY: every handle below was created in `open`, `open_queue` or `enqueue` and is
-        // destroyed once, here; the driver defers destroying a stream or event still in use.
+        // SAFETY: every handle below was created in `open`, `on_raw_context`, `open_queue` or
+        // `enqueue` and is destroyed once, here; the driver defers destroying a stream or event
+        // still in use. What the application lent (its context, its streams) is left alone.
         // Results are ignored: nothing more can be done about a failed teardown.
         unsafe {
             for state in self.queues.iter().flatten() {
-                let _ = sys::cuStreamDestroy_v2(state.stream.0);
+                if state.lent_stream.is_none() {
+                    let _ = sys::cuStreamDestroy_v2(state.stream.0);
+                }
             }
             if let Some(events) = self.events.get() {
                 for event in events.lock().all_events() {
@@ -806,7 +879,9 @@ impl Drop for CudaBackend {
             }
             let _ = sys::cuModuleUnload(self.module.0);
             let _ = sys::cuModuleUnload(self.compute_module.0);
-            let _ = sys::cuDevicePrimaryCtxRelease_v2(self.device);
+            if self.lent_context.is_none() {
+                let _ = sys::cuDevicePrimaryCtxRelease_v2(self.device);
+            }
         }
     }
 }

@@ -51,6 +51,9 @@ pub enum CudaError {
         /// Its epoch.
         epoch: u64,
     },
+    /// A stream lent to [`CudaBackend::on_context`](crate::CudaBackend::on_context) belongs to
+    /// another context than the one lent with it.
+    ForeignStream,
 }
 
 impl fmt::Display for CudaError {
@@ -72,6 +75,9 @@ impl fmt::Display for CudaError {
             }
             CudaError::Unrecorded { queue, epoch } => {
                 write!(f, "operation {epoch} of queue {queue} has no event recorded")
+            }
+            CudaError::ForeignStream => {
+                f.write_str("a lent stream belongs to another context than the one lent with it")
             }
         }
     }

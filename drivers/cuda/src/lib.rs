@@ -33,6 +33,9 @@ pub use backend::{
     driver_present, CudaBackend, CudaCounts, CudaQueue, CudaTally, Emulation, EmulationChoice,
     MAX_QUEUES, SPIN_PTX,
 };
+/// The cudarc types an application lends its context and streams with
+/// ([`CudaBackend::on_context`]), re-exported so both sides use the same cudarc.
+pub use cudarc::driver::{CudaContext, CudaStream};
 pub use error::{CudaError, NO_DRIVER};
 pub use events::{EventError, EventSlot, EventTable, WaitPlan};
 pub use memory::{ComputeKernel, DeviceBuffer, COMPUTE_PTX};

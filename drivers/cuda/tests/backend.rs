@@ -195,3 +195,53 @@ fn gpu_compute_and_copy_on_the_best_emulation() {
 fn gpu_compute_and_copy_on_events() {
     compute_and_copy(EmulationChoice::Events);
 }
+
+/// The backend on the application's own context and streams: causeway's CPU → CUDA → CPU
+/// chain runs on the lent stream beside the application's work, and when the device is gone
+/// the application's context and stream still work (the backend destroyed neither).
+#[test]
+fn gpu_on_the_applications_context_and_stream_which_outlive_the_backend() {
+    use causeway_driver_cuda::CudaContext;
+
+    if !driver_present() {
+        println!("skipped: {NO_DRIVER}");
+        return;
+    }
+    let context = CudaContext::new(0).expect("a CUDA driver is present: device 0 opens");
+    let lent = context.new_stream().expect("a stream of the application's");
+    let other = CudaContext::new(0).expect("a second context");
+    let foreign = other.new_stream().expect("a stream of the second context");
+    // Two contexts of one device may be the same primary context: only a distinct one is
+    // foreign.
+    if context.cu_ctx() != other.cu_ctx() {
+        let refused = CudaBackend::on_context(&context, vec![foreign], EmulationChoice::Best);
+        assert_eq!(refused.err(), Some(CudaError::ForeignStream));
+    }
+    let mut cuda = CudaBackend::on_context(&context, vec![lent.clone()], EmulationChoice::Best)
+        .expect("the backend builds on the lent context");
+    let tiles = Work::Execute(cuda.command_buffer(vec![(4, Duration::from_micros(10))]).unwrap());
+    let mut builder: DeviceBuilder = Device::builder(PoolConfig::with_workers(2));
+    let cpu = builder.driver(CpuBackend::new());
+    let cuda = builder.driver(cuda);
+    let (before, on_gpu, after) = (
+        builder.queue(QueueConfig::on(cpu)),
+        builder.queue(QueueConfig::on(cuda)),
+        builder.queue(QueueConfig::on(cpu)),
+    );
+    let home = builder.endpoint(before).unwrap();
+    let [uploaded, computed, done]: [SemaphoreId; 3] =
+        [(); 3].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    let device = builder.build().unwrap();
+    device.submit(before, &Op { signals: &[(uploaded, 1)], ..Op::default() }).unwrap();
+    let compute =
+        Op { waits: &[(uploaded, 1)], signals: &[(computed, 1)], work: tiles, ..Op::default() };
+    device.submit(on_gpu, &compute).unwrap();
+    let check = Op { waits: &[(computed, 1)], signals: &[(done, 1)], ..Op::default() };
+    device.submit(after, &check).unwrap();
+    assert_eq!(device.wait(done, 1, Some(HANG_GUARD)), Ok(1));
+    let report = device.shutdown(HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    // The application's stream and context are still its own, and alive.
+    lent.synchronize().expect("the lent stream survives the backend");
+    context.new_stream().expect("the lent context survives the backend");
+}
