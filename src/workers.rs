@@ -93,4 +93,26 @@ impl Runtime {
     pub fn shutdown(self) -> usize {
         self.pool.shutdown()
     }
+
+    /// Hands the runtime's workers to a device: the device's queues run on them beside every
+    /// process already submitted, one pool instead of two on the same cores. The device owns
+    /// the workers from then on (its shutdown stops them); its
+    /// [`executor`](causeway_device::Device::executor) is this runtime's.
+    ///
+    /// ```
+    /// use causeway::device::{Op, QueueConfig};
+    /// use causeway::Runtime;
+    ///
+    /// let runtime = Runtime::builder().workers(2).build()?;
+    /// let mut builder = runtime.into_device_builder();
+    /// let cpu = builder.driver(causeway::cpu::CpuBackend::new());
+    /// let queue = builder.queue(QueueConfig::on(cpu));
+    /// let device = builder.build()?;
+    /// device.submit(queue, &Op::default())?;
+    /// assert_eq!(device.executor().workers(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn into_device_builder(self) -> causeway_device::DeviceBuilder {
+        causeway_device::DeviceBuilder::on_pool(self.pool)
+    }
 }

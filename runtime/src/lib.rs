@@ -265,6 +265,11 @@ impl CpuPool {
         &self.executor
     }
 
+    /// Its worker threads.
+    pub fn workers(&self) -> usize {
+        self.threads.len()
+    }
+
     /// Another handle to the executor, for state that must reach it from worker threads (a
     /// device's queues wake each other through it).
     pub fn shared_executor(&self) -> Arc<HostExecutor<'static>> {

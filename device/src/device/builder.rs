@@ -34,7 +34,7 @@ use crate::{Resource, Work, DEFAULT_SEMAPHORE_HISTORY};
 ///
 /// [`build`]: DeviceBuilder::build
 pub struct DeviceBuilder {
-    pool: PoolConfig,
+    workers: Workers,
     queues: Vec<(QueueConfig, Result<Endpoint, AxisError>)>,
     semaphores: Vec<SemaphoreConfig>,
     semaphore_pool: Option<(usize, SemaphoreConfig)>,
@@ -49,11 +49,32 @@ pub struct DeviceBuilder {
     observer: Option<Arc<dyn Observer>>,
 }
 
+/// Where a device's workers come from.
+enum Workers {
+    /// A pool the device starts.
+    Start(PoolConfig),
+    /// A pool already running, handed over.
+    Running(CpuPool),
+}
+
 impl DeviceBuilder {
     /// A device run by a pool built from `pool`, with nothing in it yet.
     pub fn new(pool: PoolConfig) -> DeviceBuilder {
+        DeviceBuilder::with_workers(Workers::Start(pool))
+    }
+
+    /// A device run by `pool`, a pool already running (a runtime's): one set of workers runs
+    /// the device's queues and whatever else was submitted to the pool, instead of two pools
+    /// on the same cores. The device owns the pool from now on: its shutdown stops the pool,
+    /// and the pool's executor stays reachable through [`Device::executor`]. A build that
+    /// fails shuts the pool down with the rest of the builder.
+    pub fn on_pool(pool: CpuPool) -> DeviceBuilder {
+        DeviceBuilder::with_workers(Workers::Running(pool))
+    }
+
+    fn with_workers(workers: Workers) -> DeviceBuilder {
         DeviceBuilder {
-            pool,
+            workers,
             queues: Vec::new(),
             semaphores: Vec::new(),
             semaphore_pool: None,
@@ -200,11 +221,14 @@ impl DeviceBuilder {
             ));
             endpoints.push(endpoint);
         }
-        let workers = self.pool.workers;
         // Before any queue process runs: the rings' free-slot handshake uses the asymmetric
         // barrier (see `queue`), which is a fence on both sides until this has registered it.
         barrier::prepare();
-        let pool = CpuPool::start(self.pool).map_err(DeviceError::Pool)?;
+        let pool = match self.workers {
+            Workers::Start(config) => CpuPool::start(config).map_err(DeviceError::Pool)?,
+            Workers::Running(pool) => pool,
+        };
+        let workers = pool.workers();
         let semaphores =
             SemaphoreTable::new(self.tag, &self.semaphores, self.semaphore_pool, self.queues.len())
                 .map_err(|(index, error)| {
