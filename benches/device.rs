@@ -111,7 +111,8 @@ impl SignalBench {
             tag: r,
             ..Default::default()
         };
-        self.device.submit(QueueId(1), &dependent).expect("room in the ring");
+        let [first, second] = [0, 1].map(|index| self.device.queue(index).expect("two queues"));
+        self.device.submit(second, &dependent).expect("room in the ring");
         let signaller = Op {
             waits: &[],
             signals: &signal_s,
@@ -119,7 +120,7 @@ impl SignalBench {
             tag: r,
             ..Default::default()
         };
-        self.device.submit(QueueId(0), &signaller).expect("room in the ring");
+        self.device.submit(first, &signaller).expect("room in the ring");
         let done = self.device.semaphore(self.done).expect("declared");
         host::wait(done, r, Some(Duration::from_secs(10))).expect("the round completes");
         let latency = self.started.load(Ordering::Relaxed) - self.signalled.load(Ordering::Relaxed);

@@ -26,7 +26,7 @@ const BATCH: u64 = 16;
 /// One round: queue 0 waits for queue 1's previous pong and pings; queue 1 waits for the ping
 /// and pongs. Every `BATCH` rounds the host blocks until the device caught up.
 fn rounds(device: &Device, ping: SemaphoreId, pong: SemaphoreId, range: std::ops::Range<u64>) {
-    let queues = [causeway::device::QueueId(0), causeway::device::QueueId(1)];
+    let queues = [0, 1].map(|index| device.queue(index).expect("the device has two queues"));
     for round in range {
         let after_pong = [(pong, round - 1)];
         let signal_ping = [(ping, round)];

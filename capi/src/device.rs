@@ -457,10 +457,10 @@ impl DeviceEntry {
 
     fn queue(&self, queue: u32) -> Result<QueueId, Error> {
         let index = queue as usize;
-        if index >= self.queues {
-            return Err(HostedError::NoQueue { queue, queues: self.queues }.into());
+        match self.device.queue(index) {
+            Some(id) if index < self.queues => Ok(id),
+            _ => Err(HostedError::NoQueue { queue, queues: self.queues }.into()),
         }
-        Ok(QueueId(index))
     }
 }
 
@@ -532,13 +532,15 @@ pub unsafe extern "C" fn cw_device_create(
         pool.name = String::from("causeway-capi-worker");
         let mut builder = Device::builder(pool);
         builder.driver(CpuBackend::new());
+        let mut first = None;
         for _ in 0..queues {
             let mut queue = QueueConfig::default();
             queue.capacity = capacity;
-            builder.queue(queue);
+            first = first.or(Some(builder.queue(queue)));
         }
-        let home =
-            builder.endpoint(QueueId(0)).ok_or(HostedError::Config("no axis left for a queue"))?;
+        let home = first
+            .and_then(|first| builder.endpoint(first))
+            .ok_or(HostedError::Config("no axis left for a queue"))?;
         if config.semaphores > 0 {
             let mut semaphore = SemaphoreConfig::new(0, Scope::DeviceLocal, home);
             semaphore.history = config.semaphore_history as usize;
@@ -669,8 +671,7 @@ pub unsafe extern "C" fn cw_device_query_stats(
         require(out, "out")?;
         let entry = self::device(device)?;
         let mut stats = CwDeviceStats::default();
-        for queue in 0..entry.queues {
-            let queue = QueueId(queue);
+        for queue in (0..entry.queues).filter_map(|index| entry.device.queue(index)) {
             if let Some(counts) = entry.device.resolution_counts(queue) {
                 stats.waits_elided += counts.elided;
                 stats.waits_satisfied += counts.satisfied;

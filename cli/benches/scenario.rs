@@ -243,11 +243,15 @@ fn read_ops(scenario: &Scenario) -> u64 {
 fn device_submit(scenario: &Scenario, plan: &Plan) -> u64 {
     let mut builder = Device::builder(PoolConfig::with_workers(scenario.workers));
     builder.driver(CpuBackend::new());
-    for &slots in &plan.queue_slots {
-        let mut config = QueueConfig::default();
-        config.capacity = slots;
-        builder.queue(config);
-    }
+    let queues: Vec<QueueId> = plan
+        .queue_slots
+        .iter()
+        .map(|&slots| {
+            let mut config = QueueConfig::default();
+            config.capacity = slots;
+            builder.queue(config)
+        })
+        .collect();
     let ids: Vec<SemaphoreId> = scenario
         .semaphores
         .iter()
@@ -256,7 +260,7 @@ fn device_submit(scenario: &Scenario, plan: &Plan) -> u64 {
             let Home::Queue(home) = semaphore.home else {
                 unreachable!("generated homes are queues")
             };
-            let home = builder.endpoint(QueueId(home)).expect("declared queues have endpoints");
+            let home = builder.endpoint(queues[home]).expect("declared queues have endpoints");
             let mut config = SemaphoreConfig::new(semaphore.initial, semaphore.scope, home);
             config.history = history;
             builder.semaphore_config(config)
@@ -278,7 +282,7 @@ fn device_submit(scenario: &Scenario, plan: &Plan) -> u64 {
             tag: index as u64,
             ..Default::default()
         };
-        device.submit(QueueId(queue), &op).expect("room frees as the device runs");
+        device.submit(queues[queue], &op).expect("room frees as the device runs");
     }
     for (&id, &value) in ids.iter().zip(&last) {
         let semaphore = device.semaphore(id).expect("built semaphores exist");

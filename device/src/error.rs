@@ -48,12 +48,17 @@ impl fmt::Display for DeviceError {
         match self {
             DeviceError::Pool(error) => write!(f, "worker pool: {error}"),
             DeviceError::Axis(error) => write!(f, "queue axis: {error}"),
-            DeviceError::ZeroCapacity(queue) => write!(f, "queue {} has capacity 0", queue.0),
+            DeviceError::ZeroCapacity(queue) => write!(f, "queue {} has capacity 0", queue.index()),
             DeviceError::History(id, error) => write!(f, "{id}: {error}"),
             DeviceError::UnknownDriver(queue, driver) => {
-                write!(f, "queue {} names driver {}, which is not registered", queue.0, driver.0)
+                write!(
+                    f,
+                    "queue {} names driver {}, which is not registered",
+                    queue.index(),
+                    driver.0
+                )
             }
-            DeviceError::Driver(queue, error) => write!(f, "queue {}: {error}", queue.0),
+            DeviceError::Driver(queue, error) => write!(f, "queue {}: {error}", queue.index()),
             DeviceError::TooManySemaphores { slots, max } => {
                 write!(f, "{slots} semaphore slots asked for; a device has at most {max}")
             }
@@ -163,7 +168,11 @@ impl fmt::Display for Stall {
             "{}, and no submitted work can free it: operation tagged {} on queue {} waits for \
              {} to reach {}, which no submitted operation signals (submit that signal first, \
              give the resource more room, or wait for another thread's signal with a timeout)",
-            self.resource, self.tag, self.queue.0, self.semaphore, self.value
+            self.resource,
+            self.tag,
+            self.queue.index(),
+            self.semaphore,
+            self.value
         )
     }
 }
@@ -219,7 +228,7 @@ pub enum SubmitError {
 impl fmt::Display for SubmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            SubmitError::UnknownQueue(queue) => write!(f, "no queue {}", queue.0),
+            SubmitError::UnknownQueue(queue) => write!(f, "no queue {}", queue.index()),
             SubmitError::UnknownSemaphore(semaphore) => write!(f, "no live {semaphore}"),
             SubmitError::UnknownHostCall(call) => write!(f, "no host function {}", call.0),
             SubmitError::UnknownCommandBuffer(id) => write!(f, "no command buffer {}", id.0),
@@ -354,7 +363,7 @@ impl fmt::Display for DriverFault {
         };
         write!(f, "{} driver {violation} in {:?}", self.driver, self.call)?;
         if let Some(queue) = self.queue {
-            write!(f, " on queue {}", queue.0)?;
+            write!(f, " on queue {}", queue.index())?;
         }
         if let Some(tag) = self.tag {
             write!(f, " (operation tagged {tag})")?;

@@ -29,9 +29,37 @@ pub fn allocate_axis(machine: u16, domain: Domain) -> Result<Axis, AxisError> {
     Axis::try_new(machine, domain, ordinal).ok_or(AxisError::Exhausted { domain })
 }
 
-/// A queue of a device (its index in creation order).
+/// A queue of a device: its index in creation order, and the tag of the device that made it,
+/// so another device refuses it instead of taking it for one of its own queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct QueueId(pub usize);
+pub struct QueueId {
+    index: u32,
+    device: DeviceTag,
+}
+
+impl QueueId {
+    /// Queue `index` of the device tagged `device`.
+    pub(crate) const fn new(device: DeviceTag, index: usize) -> QueueId {
+        QueueId { index: index as u32, device }
+    }
+
+    /// Its index in its device's creation order (from 0): what a driver indexes its own
+    /// per-queue state by.
+    pub const fn index(self) -> usize {
+        self.index as usize
+    }
+
+    /// Whether the device tagged `device` made it.
+    pub(crate) const fn is_of(self, device: DeviceTag) -> bool {
+        self.device.0 == device.0
+    }
+}
+
+impl fmt::Display for QueueId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "queue {}", self.index)
+    }
+}
 
 /// A registered host function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,7 +92,7 @@ const DEVICE_TAGS: u32 = 1 << (u32::BITS - SLOT_BITS);
 
 /// Which device builder handed out a name: every id a device gives out carries it, so an id of
 /// another device is refused as unknown instead of naming one of this device's semaphores.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct DeviceTag(u32);
 
 impl DeviceTag {

@@ -87,7 +87,7 @@ impl OneQueueGpu {
     }
 
     fn timeline(hardware: &Hardware, queue: QueueId) -> u64 {
-        hardware.timelines.get(&queue.0).copied().unwrap_or(0)
+        hardware.timelines.get(&queue.index()).copied().unwrap_or(0)
     }
 
     /// The hardware queue: runs the front operation once every origin it waits on completed,
@@ -105,8 +105,8 @@ impl OneQueueGpu {
                     drop(hardware);
                     thread::sleep(op.duration);
                     hardware = self.hardware.lock().unwrap();
-                    hardware.timelines.insert(op.queue.0, op.epoch);
-                    *hardware.in_flight.get_mut(&op.queue.0).unwrap() -= 1;
+                    hardware.timelines.insert(op.queue.index(), op.epoch);
+                    *hardware.in_flight.get_mut(&op.queue.index()).unwrap() -= 1;
                     self.changed.notify_all();
                     drop(hardware);
                     device.wake(op.queue);
@@ -162,7 +162,7 @@ impl Backend for Driver {
         }
         let mut hardware = self.0.hardware.lock().unwrap();
         hardware.native_waits += waits.len() as u64;
-        let in_flight = hardware.in_flight.entry(queue.0).or_default();
+        let in_flight = hardware.in_flight.entry(queue.index()).or_default();
         *in_flight += 1;
         let in_flight = *in_flight;
         hardware.most_in_flight = hardware.most_in_flight.max(in_flight);
@@ -173,7 +173,7 @@ impl Backend for Driver {
 
     fn poll(&'static self, &queue: &'static QueueId, epoch: u64, _: Kernel) -> Option<OpStatus> {
         let hardware = self.0.hardware.lock().unwrap();
-        let failed = hardware.failing.contains(&(queue.0, epoch));
+        let failed = hardware.failing.contains(&(queue.index(), epoch));
         (OneQueueGpu::timeline(&hardware, queue) >= epoch).then_some(if failed {
             OpStatus::Failed(Failure::DeviceLost)
         } else {
@@ -183,14 +183,18 @@ impl Backend for Driver {
 
     fn completed_on_host(&'static self, &queue: &'static QueueId, epoch: u64) {
         let mut hardware = self.0.hardware.lock().unwrap();
-        assert_eq!(hardware.in_flight.get(&queue.0).copied().unwrap_or(0), 0, "nothing issued");
+        assert_eq!(
+            hardware.in_flight.get(&queue.index()).copied().unwrap_or(0),
+            0,
+            "nothing issued"
+        );
         assert!(OneQueueGpu::timeline(&hardware, queue) < epoch, "the timeline only advances");
-        hardware.timelines.insert(queue.0, epoch);
+        hardware.timelines.insert(queue.index(), epoch);
         self.0.changed.notify_all();
     }
 
     fn is_running(&self, queue: &QueueId, _: Kernel, _workers_abandoned: bool) -> bool {
-        self.0.hardware.lock().unwrap().in_flight.get(&queue.0).is_some_and(|&n| n > 0)
+        self.0.hardware.lock().unwrap().in_flight.get(&queue.index()).is_some_and(|&n| n > 0)
     }
 
     fn stop(&self, deadline: Instant) -> bool {
@@ -258,7 +262,7 @@ struct Events(Mutex<Vec<(usize, u64, OpEvent)>>);
 
 impl Observer for Events {
     fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
-        let queue = observed.id.0;
+        let queue = observed.id.index();
         self.0.lock().unwrap().push((queue, tag, event));
     }
 }
@@ -544,7 +548,7 @@ fn a_device_error_reached_natively_fails_the_waiter_though_the_device_ran_it() {
     let Rig { device, gpu, gpu_queues: [a, b], semaphores, .. } = rig(2);
     let (s, out) = (semaphores[0], semaphores[1]);
     let quick = Work::Spin(Duration::from_micros(100));
-    gpu.hardware.lock().unwrap().failing.push((a.0, 1));
+    gpu.hardware.lock().unwrap().failing.push((a.index(), 1));
     gpu.pause();
     device
         .submit(

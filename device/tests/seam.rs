@@ -76,7 +76,7 @@ impl ThreadDriver {
                 thread::sleep(duration);
                 hardware = self.hardware.lock().unwrap();
                 hardware.running = None;
-                hardware.finished.insert(queue.0, OpStatus::Ok);
+                hardware.finished.insert(queue.index(), OpStatus::Ok);
                 drop(hardware);
                 device.wake(queue);
                 hardware = self.hardware.lock().unwrap();
@@ -134,7 +134,7 @@ impl Backend for ThreadDriver {
     }
 
     fn poll(&'static self, queue: &'static QueueId, _epoch: u64, _: Kernel) -> Option<OpStatus> {
-        self.hardware.lock().unwrap().finished.remove(&queue.0)
+        self.hardware.lock().unwrap().finished.remove(&queue.index())
     }
 
     fn is_running(&self, &queue: &QueueId, _: Kernel, _workers_abandoned: bool) -> bool {
@@ -162,7 +162,7 @@ struct Events(Mutex<Vec<(usize, u64, OpEvent)>>);
 
 impl Observer for Events {
     fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
-        let queue = observed.id.0;
+        let queue = observed.id.index();
         self.0.lock().unwrap().push((queue, tag, event));
     }
 }
@@ -323,16 +323,21 @@ fn work_a_driver_has_no_kernel_for_is_refused_at_submission() {
 fn a_queue_of_an_unregistered_driver_or_one_its_driver_refuses_fails_the_build() {
     let mut builder = Device::builder(PoolConfig::with_workers(1));
     builder.driver(ThreadDriver::new("thread", true));
-    builder.queue(QueueConfig::on(DriverId(1)));
-    assert!(matches!(builder.build(), Err(DeviceError::UnknownDriver(QueueId(0), DriverId(1)))));
+    let queue = builder.queue(QueueConfig::on(DriverId(1)));
+    assert!(matches!(
+        builder.build(),
+        Err(DeviceError::UnknownDriver(refused, DriverId(1))) if refused == queue
+    ));
 
     let mut builder = Device::builder(PoolConfig::with_workers(1));
     let driver = builder.driver(ThreadDriver::new("thread", true));
     let mut config = QueueConfig::on(driver);
     config.capacity = 4096;
-    builder.queue(config);
+    let queue = builder.queue(config);
     let error = builder.build().unwrap_err();
-    assert!(matches!(&error, DeviceError::Driver(QueueId(0), e) if e.driver() == "thread"));
+    assert!(
+        matches!(&error, DeviceError::Driver(refused, e) if *refused == queue && e.driver() == "thread")
+    );
     assert_eq!(error.to_string(), "queue 0: thread driver: at most 1024 operations in flight");
 }
 

@@ -527,6 +527,7 @@ impl<'s, 'p> Runner<'s, 'p> {
         }
         let registered = drivers.register(&mut builder, scenario.workers);
         let mut queues = Vec::with_capacity(scenario.queues.len());
+        let mut queue_ids = Vec::with_capacity(scenario.queues.len());
         for ((queue, &slots), &hosted) in
             scenario.queues.iter().zip(&sizes.queue_slots).zip(&hosted)
         {
@@ -541,13 +542,14 @@ impl<'s, 'p> Runner<'s, 'p> {
             let (driver, id, adapter) = registered.driver(kind);
             config.driver = id;
             queues.push(QueueRecord { driver, adapter });
-            builder.queue(config);
+            queue_ids.push(builder.queue(config));
         }
         let mut semaphore_ids = Vec::with_capacity(scenario.semaphores.len());
         for (semaphore, &history) in scenario.semaphores.iter().zip(&sizes.history_slots) {
             let home = match semaphore.home {
-                Home::Queue(queue) => builder
-                    .endpoint(QueueId(queue))
+                Home::Queue(queue) => queue_ids
+                    .get(queue)
+                    .and_then(|&id| builder.endpoint(id))
                     .ok_or_else(|| fail(format!("queue {queue} got no axis")))?,
                 Home::Host => host_endpoint(host_axis),
             };
@@ -573,7 +575,10 @@ impl<'s, 'p> Runner<'s, 'p> {
         let device = builder.build().map_err(|e| fail(format!("cannot start the device: {e}")))?;
         let host_timeline = HostTimeline::new(host_axis, host_endpoint(host_axis));
         let queue_axes = scenario.queues.iter().enumerate().filter_map(|(index, queue)| {
-            device.axis(QueueId(index)).map(|axis| (axis, queue.name.clone()))
+            device
+                .queue(index)
+                .and_then(|id| device.axis(id))
+                .map(|axis| (axis, queue.name.clone()))
         });
         let host_axis = (host_timeline.axis(), super::parse::HOST.to_string());
         let channel_axis = (channel.axis(), super::parse::COLLECTIVE.to_string());
@@ -713,12 +718,18 @@ impl<'s, 'p> Runner<'s, 'p> {
         let request =
             Op { waits: &waits, signals: &signals, work, tag: index as u64, ..Default::default() };
         // A full ring or history makes the submission wait for earlier work, up to the deadline.
+        let queue_id = self.device.queue(queue).ok_or_else(|| {
+            Halt::Stuck(format!(
+                "op `{}` names queue {queue}, which the device has not got",
+                self.scenario.op_name(op)
+            ))
+        })?;
         let submitted = match (self.peers, deadline) {
-            (Some(peers), _) => peers.submit(QueueId(queue), &request, remaining(deadline)),
+            (Some(peers), _) => peers.submit(queue_id, &request, remaining(deadline)),
             (None, Some(deadline)) => {
-                self.device.submit_timeout(QueueId(queue), &request, remaining(Some(deadline)))
+                self.device.submit_timeout(queue_id, &request, remaining(Some(deadline)))
             }
-            (None, None) => self.device.submit(QueueId(queue), &request),
+            (None, None) => self.device.submit(queue_id, &request),
         };
         let receipt = match submitted {
             Ok(receipt) => receipt,
@@ -955,7 +966,7 @@ impl<'s, 'p> Runner<'s, 'p> {
             }
         }
         if let Some((queue, after)) = op.cancel {
-            if let Some(axis) = self.device.axis(QueueId(queue)) {
+            if let Some(axis) = self.device.queue(queue).and_then(|id| self.device.axis(id)) {
                 self.device.cancel_speculative(Rejection::new(axis, after));
             }
         }

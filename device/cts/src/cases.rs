@@ -259,7 +259,7 @@ pub fn a_foreign_failure_fails_this_drivers_waiters<D: DriverUnderTest>(driver: 
     rig.ledger.wait_for_finishes(4, WAIT_BUDGET, "the failed operations");
     for (queue, tag) in [(first, waiter), (second, chained_waiter), (first, late)] {
         let seen = rig.ledger.seen(queue, tag);
-        let what = format!("op {tag} of queue {}", queue.0);
+        let what = format!("op {tag} of queue {}", queue.index());
         assert_eq!(seen.status(&what), OpStatus::Failed(PEER_FAILURE), "{what}");
         // With host-written waits the first two wait natively — on the driver's mirror of the
         // peer's queue, and on the first queue — so they may be on the device once the peer's
@@ -523,7 +523,7 @@ fn assert_every_operation_ended(rig: &Rig, in_flight: &InFlight) {
     assert_eq!(rig.ledger.finishes(), count, "every operation ended exactly once");
     for &(queue, tag) in &in_flight.ops {
         let seen: Seen = rig.ledger.seen(queue, tag);
-        let what = format!("op {tag} of queue {}", queue.0);
+        let what = format!("op {tag} of queue {}", queue.index());
         let status = seen.status(&what);
         if in_flight.gated.contains(&(queue, tag)) {
             // Cancelled where it stood, or failed by its cancelled predecessor's signal.
@@ -646,7 +646,7 @@ pub fn speculation_rejected_cancels_exactly_the_dependent_work<D: DriverUnderTes
     rig.ledger.wait_for_finishes(total, WAIT_BUDGET, "every operation after the rejection");
     for (queue, tag, dependent) in expectations {
         let seen = rig.ledger.seen(queue, tag);
-        let what = format!("op {tag} of queue {}", queue.0);
+        let what = format!("op {tag} of queue {}", queue.index());
         if dependent {
             assert_eq!(seen.status(&what), OpStatus::Cancelled, "{what}");
             assert_eq!(seen.speculative, Some((Dependence::Rejected, false)), "{what}");

@@ -59,7 +59,7 @@ impl Ledger {
 
     /// What was seen of the operation tagged `tag` on `queue` (nothing yet: the default).
     pub fn seen(&self, queue: QueueId, tag: u64) -> Seen {
-        self.lock().by_op.get(&(queue.0, tag)).cloned().unwrap_or_default()
+        self.lock().by_op.get(&(queue.index(), tag)).cloned().unwrap_or_default()
     }
 
     /// Every operation seen, by `(queue index, tag)`.
@@ -89,7 +89,7 @@ impl Ledger {
     pub fn wait_for_start(&self, queue: QueueId, tag: u64, budget: Duration, what: &str) {
         let deadline = Instant::now() + budget;
         let mut ops = self.lock();
-        while ops.by_op.get(&(queue.0, tag)).and_then(|seen| seen.started_ns).is_none() {
+        while ops.by_op.get(&(queue.index(), tag)).and_then(|seen| seen.started_ns).is_none() {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(!left.is_zero(), "{what}: it never started");
             ops = self.changed.wait_timeout(ops, left).unwrap_or_else(PoisonError::into_inner).0;
@@ -99,7 +99,7 @@ impl Ledger {
 
 impl Observer for Ledger {
     fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
-        let queue = observed.id.0;
+        let queue = observed.id.index();
         let mut ops = self.lock();
         let seen = ops.by_op.entry((queue, tag)).or_default();
         match event {

@@ -138,7 +138,7 @@ impl PeerBackend {
                 };
                 engine = self.lock_engine();
                 engine.running = None;
-                if let Some(ended) = engine.ended.get_mut(queue.0) {
+                if let Some(ended) = engine.ended.get_mut(queue.index()) {
                     *ended = Some(status);
                 }
                 drop(engine);
@@ -176,8 +176,8 @@ impl Backend for PeerBackend {
         _config: &QueueConfig,
     ) -> Result<QueueId, DriverError> {
         let engine = self.engine.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if engine.ended.len() <= queue.0 {
-            engine.ended.resize(queue.0 + 1, None);
+        if engine.ended.len() <= queue.index() {
+            engine.ended.resize(queue.index() + 1, None);
         }
         Ok(queue)
     }
@@ -201,7 +201,7 @@ impl Backend for PeerBackend {
     }
 
     fn poll(&'static self, queue: &'static QueueId, _epoch: u64, _: Kernel) -> Option<OpStatus> {
-        self.lock_engine().ended.get_mut(queue.0).and_then(Option::take)
+        self.lock_engine().ended.get_mut(queue.index()).and_then(Option::take)
     }
 
     fn is_running(&self, &queue: &QueueId, _: Kernel, _workers_abandoned: bool) -> bool {

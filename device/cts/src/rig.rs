@@ -200,7 +200,9 @@ impl Rig {
         let op = Op { waits, signals, work, tag, ..Default::default() };
         match self.device().submit_timeout(queue, &op, WAIT_BUDGET) {
             Ok(receipt) => (tag, receipt),
-            Err(error) => panic!("submitting {work:?} (tag {tag}) to queue {}: {error}", queue.0),
+            Err(error) => {
+                panic!("submitting {work:?} (tag {tag}) to queue {}: {error}", queue.index())
+            }
         }
     }
 

@@ -18,8 +18,12 @@ pub struct DeviceContext {
 /// The device behind a [`DeviceContext`]: the device layer implements it for its shared state
 /// (`device::shared`), so that the seam names nothing of the layer's internals.
 pub(crate) trait ContextDevice: Sync {
-    /// Wakes queue `queue`'s process; an unknown queue is ignored.
+    /// Wakes queue `queue`'s process; an unknown queue (another device's) is ignored.
     fn wake(&'static self, queue: QueueId);
+    /// Wakes the process of the queue at `index`; an index past the last queue is ignored.
+    fn wake_at(&'static self, index: usize);
+    /// The id of the queue at `index`.
+    fn queue_id(&self, index: usize) -> Option<QueueId>;
     /// Queues of the device, every driver's.
     fn queues(&self) -> usize;
     /// Worker threads of the device's pool.
@@ -36,6 +40,12 @@ impl DeviceContext {
     /// an unknown queue is ignored.
     pub fn wake(&self, queue: QueueId) {
         self.device.wake(queue);
+    }
+
+    /// The id of the device's queue at `index` ([`QueueId::index`]), for a driver that keeps
+    /// queues by index (a word holding the owner of a resource).
+    pub fn queue(&self, index: usize) -> Option<QueueId> {
+        self.device.queue_id(index)
     }
 
     /// Queues of the device, every driver's.
@@ -82,7 +92,7 @@ impl QueueWaiters {
 
     /// Queue `queue` waits for the resource.
     pub fn register(&mut self, queue: QueueId) {
-        if let Some(waiting) = self.waiting.get_mut(queue.0) {
+        if let Some(waiting) = self.waiting.get_mut(queue.index()) {
             *waiting = true;
         }
     }
@@ -92,7 +102,7 @@ impl QueueWaiters {
     pub fn wake_all(&mut self, device: DeviceContext) {
         for (queue, waiting) in self.waiting.iter_mut().enumerate() {
             if std::mem::take(waiting) {
-                device.wake(QueueId(queue));
+                device.device.wake_at(queue);
             }
         }
     }

@@ -161,7 +161,7 @@ impl Issue<'_> {
 impl fmt::Debug for Issue<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Issue")
-            .field("queue", &self.queue.0)
+            .field("queue", &self.queue.index())
             .field("tag", &self.tag)
             .field("kernel", &self.kernel)
             .field("worker", &self.worker)

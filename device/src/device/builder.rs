@@ -99,13 +99,14 @@ impl DeviceBuilder {
             queue: axis.to_bits(),
         });
         self.queues.push((config, endpoint));
-        QueueId(self.queues.len() - 1)
+        QueueId::new(self.tag, self.queues.len() - 1)
     }
 
     /// Where queue `id` will sit (for semaphore homes); `None` for an unknown queue or one
     /// that got no axis.
     pub fn endpoint(&self, id: QueueId) -> Option<Endpoint> {
-        self.queues.get(id.0).and_then(|(_, endpoint)| endpoint.as_ref().ok().copied())
+        let (_, endpoint) = self.queues.get(id.index()).filter(|_| id.is_of(self.tag))?;
+        endpoint.as_ref().ok().copied()
     }
 
     /// Adds a semaphore at `initial`, visible within `scope` of `home`, with
@@ -183,8 +184,9 @@ impl DeviceBuilder {
         let mut endpoints = Vec::with_capacity(self.queues.len());
         let mut queue_names = Vec::with_capacity(self.queues.len());
         for (index, (config, endpoint)) in self.queues.iter().enumerate() {
+            let id = QueueId::new(self.tag, index);
             if config.capacity == 0 {
-                return Err(DeviceError::ZeroCapacity(QueueId(index)));
+                return Err(DeviceError::ZeroCapacity(id));
             }
             let endpoint = (*endpoint).map_err(DeviceError::Axis)?;
             let axis = Axis::from_bits(endpoint.queue)
@@ -193,10 +195,9 @@ impl DeviceBuilder {
             let backend = self
                 .backends
                 .get_mut(driver)
-                .ok_or(DeviceError::UnknownDriver(QueueId(index), config.driver))?;
-            let driver_queue = backend
-                .open_queue(QueueId(index), config)
-                .map_err(|error| DeviceError::Driver(QueueId(index), error))?;
+                .ok_or(DeviceError::UnknownDriver(id, config.driver))?;
+            let driver_queue =
+                backend.open_queue(id, config).map_err(|error| DeviceError::Driver(id, error))?;
             opened.push(driver_queue);
             queue_names.push(match config.name {
                 Some(name) => Box::from(name),
@@ -211,7 +212,7 @@ impl DeviceBuilder {
                 command_buffers: backend.command_buffers(),
             };
             queues.push(QueueShared::new(
-                index,
+                id,
                 driver,
                 kernels,
                 native,
@@ -235,6 +236,7 @@ impl DeviceBuilder {
                     DeviceError::History(SemaphoreTable::declared(self.tag, index), error)
                 })?;
         let shared = Box::new(DeviceShared {
+            tag: self.tag,
             queues: queues.into_boxed_slice(),
             endpoints: endpoints.into_boxed_slice(),
             semaphores,

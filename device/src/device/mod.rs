@@ -105,24 +105,32 @@ impl Device {
         self.shared().semaphores.get(id)
     }
 
+    /// The id of the device's queue at `index` (creation order, from 0), for code that keeps
+    /// queues by index.
+    pub fn queue(&self, index: usize) -> Option<QueueId> {
+        self.shared().queues.get(index).map(|queue| queue.id)
+    }
+
     /// Where queue `id` sits (for scope decisions and its axis).
     pub fn endpoint(&self, id: QueueId) -> Option<Endpoint> {
-        self.shared().endpoints.get(id.0).copied()
+        let shared = self.shared();
+        shared.queue(id)?;
+        shared.endpoints.get(id.index()).copied()
     }
 
     /// Queue `id`'s axis.
     pub fn axis(&self, id: QueueId) -> Option<Axis> {
-        self.shared().queues.get(id.0).map(QueueShared::submit_axis)
+        self.shared().queue(id).map(QueueShared::submit_axis)
     }
 
     /// Queue `id`'s wait-resolution totals over the operations submitted to it.
     pub fn resolution_counts(&self, id: QueueId) -> Option<ResolutionCounts> {
-        self.shared().queues.get(id.0).map(|queue| queue.lock_submit().counts)
+        self.shared().queue(id).map(|queue| queue.lock_submit().counts)
     }
 
     /// Operations submitted to queue `id` that have not finished.
     pub fn in_flight(&self, id: QueueId) -> Option<u64> {
-        self.shared().queues.get(id.0).map(QueueShared::in_flight)
+        self.shared().queue(id).map(QueueShared::in_flight)
     }
 
     /// Stream-ordered memory totals.

@@ -17,7 +17,7 @@ use super::process::QueueProcess;
 use crate::backend::{ContextDevice, DeviceContext, DynBackend, MemoryOp, QueueWaiters};
 use crate::error::{DriverCall, DriverFault, Violation};
 use crate::host_calls::HostCallTable;
-use crate::ids::QueueId;
+use crate::ids::{DeviceTag, QueueId};
 use crate::memory::{AllocationId, MemoryPool, Unbacking};
 use crate::op::{ObservedQueue, Observer, OpEvent, OpStatus};
 use crate::queue::QueueShared;
@@ -34,6 +34,8 @@ pub(crate) struct MemoryState {
 /// Everything the queue processes reach; leaked while the device lives (see
 /// [`Device`](super::Device)).
 pub(crate) struct DeviceShared {
+    /// What every id this device hands out carries (see `ids`).
+    pub(crate) tag: DeviceTag,
     pub(crate) queues: Box<[QueueShared]>,
     pub(crate) endpoints: Box<[Endpoint]>,
     pub(crate) semaphores: SemaphoreTable,
@@ -84,10 +86,19 @@ impl DeviceShared {
         }
     }
 
+    /// Queue `id`, when this device made it.
+    pub(crate) fn queue(&self, id: QueueId) -> Option<&QueueShared> {
+        if id.is_of(self.tag) {
+            self.queues.get(id.index())
+        } else {
+            None
+        }
+    }
+
     /// Queue `queue` as an observer sees it.
     pub(crate) fn observed_queue(&self, queue: usize) -> ObservedQueue<'_> {
         let name = self.queue_names.get(queue).map_or("", |name| &**name);
-        ObservedQueue { id: QueueId(queue), name }
+        ObservedQueue { id: self.queues[queue].id, name }
     }
 
     /// [`Backend::memory`](crate::Backend::memory) of driver `driver`, contained: a panic is
@@ -222,7 +233,17 @@ impl DeviceShared {
 
 impl ContextDevice for DeviceShared {
     fn wake(&'static self, queue: QueueId) {
-        if let Some(queue) = self.queues.get(queue.0) {
+        if queue.is_of(self.tag) {
+            self.wake_at(queue.index());
+        }
+    }
+
+    fn queue_id(&self, index: usize) -> Option<QueueId> {
+        self.queues.get(index).map(|queue| queue.id)
+    }
+
+    fn wake_at(&'static self, index: usize) {
+        if let Some(queue) = self.queues.get(index) {
             queue.wake();
         }
     }

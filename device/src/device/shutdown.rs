@@ -33,12 +33,12 @@ impl Device {
             panicked_workers: pool.panicked,
             ..ShutdownReport::default()
         };
-        for (index, queue) in shared.queues.iter().enumerate() {
+        for queue in shared.queues.iter() {
             match queue.tear_down(shared, abandoned, deadline) {
                 Teardown::Done { cancelled, stuck } => {
                     report.cancelled += cancelled;
                     report.stuck.extend(stuck.into_iter().map(|running| StuckOp {
-                        queue: QueueId(index),
+                        queue: queue.id,
                         tag: running.tag,
                         worker: (running.worker != usize::MAX).then_some(running.worker),
                         running: Duration::from_nanos(
@@ -46,7 +46,7 @@ impl Device {
                         ),
                     }));
                 }
-                Teardown::Busy => report.busy_queues.push(QueueId(index)),
+                Teardown::Busy => report.busy_queues.push(queue.id),
             }
         }
         // Every backend, even when the state will be kept anyway: each ends what it runs.

@@ -72,7 +72,7 @@ impl Device {
         let room = match resource {
             // The head's retirement frees a slot.
             Resource::QueueSlots { .. } => {
-                let queue = shared.queues.get(queue.0)?;
+                let queue = shared.queue(queue)?;
                 // Acquire pairs with the Release store of `head` in `free_head`, as in
                 // `free_slot`; the one of `tail`, with the Release store in `publish`.
                 let head = queue.head.load(Ordering::Acquire);
@@ -156,7 +156,7 @@ impl Device {
                     WaitEnd::Unsignalled => {
                         return Some(Stall {
                             resource,
-                            queue: QueueId(owner.index),
+                            queue: owner.id,
                             tag: waits.tag,
                             semaphore,
                             value,

@@ -52,7 +52,7 @@ pub struct DriverStats {
 impl DeviceStats {
     /// The counts of queue `queue`.
     pub fn queue(&self, queue: QueueId) -> Option<&QueueStats> {
-        self.queues.get(queue.0)
+        self.queues.get(queue.index()).filter(|stats| stats.queue == queue)
     }
 
     /// Driver `name`'s counter `counter`, summed over drivers of that name.
@@ -84,11 +84,10 @@ impl Device {
         let queues = shared
             .queues
             .iter()
-            .enumerate()
-            .map(|(index, queue)| {
+            .map(|queue| {
                 let resolutions = queue.lock_submit().counts;
                 QueueStats {
-                    queue: QueueId(index),
+                    queue: queue.id,
                     driver: DriverId(queue.driver as u32),
                     submitted: queue.submitted_under_lock(),
                     in_flight: queue.in_flight(),

@@ -142,7 +142,7 @@ impl Device {
     ) -> bool {
         let shared = self.shared();
         match resource {
-            Resource::QueueSlots { .. } => match shared.queues.get(queue.0) {
+            Resource::QueueSlots { .. } => match shared.queue(queue) {
                 Some(queue) => queue.wait_for_slot(deadline),
                 None => true,
             },
@@ -170,7 +170,7 @@ impl Device {
     /// One submission attempt; see the [module documentation](self).
     fn submit_now(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
         let shared = self.shared();
-        let queue = shared.queues.get(queue.0).ok_or(SubmitError::UnknownQueue(queue))?;
+        let queue = shared.queue(queue).ok_or(SubmitError::UnknownQueue(queue))?;
         self.check(queue, op)?;
         let mut side = queue.lock_submit();
         // Under the submit lock: a semaphore destroyed concurrently is either seen dead here, or
@@ -204,8 +204,8 @@ impl Device {
                         other.driver == queue.driver
                             || (queue.host_written && other.mirrored_for(shared, queue.driver))
                     });
-                    origins[wait] = origin_queue
-                        .map(|other| Origin { queue: QueueId(other.index), epoch: origin.epoch });
+                    origins[wait] =
+                        origin_queue.map(|other| Origin { queue: other.id, epoch: origin.epoch });
                     origins[wait].is_some()
                 };
                 submission

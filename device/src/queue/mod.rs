@@ -112,6 +112,7 @@ use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
 
 use crate::backend::{BackendCapabilities, DynQueue, QueueWaiters};
 use crate::hand_off;
+use crate::ids::QueueId;
 use crate::prefetch;
 use crate::speculation::{LineageCell, LineageFrontier, LineageSignals, LineageWaits};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -142,6 +143,8 @@ pub(crate) struct DriverKernels {
 /// One queue: its clock, its ring of operations and its process.
 pub(crate) struct QueueShared {
     pub(crate) index: usize,
+    /// Its id, as its device hands it out (index and device tag).
+    pub(crate) id: QueueId,
     /// Its driver's index in the device's backends.
     pub(crate) driver: usize,
     /// The driver's queue object, bound to its backend (see `backend::erased`); set once when
@@ -213,7 +216,7 @@ pub(crate) struct QueueShared {
 
 impl QueueShared {
     pub(crate) fn new(
-        index: usize,
+        id: QueueId,
         driver: usize,
         kernels: DriverKernels,
         capabilities: BackendCapabilities,
@@ -224,7 +227,8 @@ impl QueueShared {
         let point = causeway_core::frontier::Point::new(clock.axis(), 0);
         let ring = capacity.checked_next_power_of_two().expect("a queue's ring fits in memory");
         QueueShared {
-            index,
+            index: id.index(),
+            id,
             driver,
             driver_queue: OnceLock::new(),
             kernels,

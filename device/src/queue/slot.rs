@@ -97,9 +97,9 @@ impl OpBody {
     /// Otherwise registers the queue with the first origin queue that is behind, to be woken
     /// when it issues, starts or retires more.
     pub(crate) fn origins_issued(&self, queues: &[QueueShared], waiter: QueueId) -> bool {
-        let driver = queues[waiter.0].driver;
+        let driver = queues[waiter.index()].driver;
         self.origins.iter().flatten().all(|origin| {
-            let origin_queue = &queues[origin.queue.0];
+            let origin_queue = &queues[origin.queue.index()];
             if origin_queue.driver == driver {
                 origin_queue.has_issued_or_waits(origin.epoch, waiter)
             } else {
@@ -114,7 +114,7 @@ impl OpBody {
         self.origins
             .iter()
             .flatten()
-            .all(|origin| queues[origin.queue.0].has_retired_or_waits(origin.epoch, waiter))
+            .all(|origin| queues[origin.queue.index()].has_retired_or_waits(origin.epoch, waiter))
     }
 }
 

@@ -180,7 +180,7 @@ impl Execution {
             waiting.register(queue);
             return Issue::Busy;
         }
-        self.owner.store(queue.0, Ordering::Relaxed);
+        self.owner.store(queue.index(), Ordering::Relaxed);
         drop(waiting);
         self.outcome.store(PENDING, Ordering::Relaxed);
         let (Some(processor), Some(process), Some(device)) =
@@ -223,7 +223,7 @@ impl Execution {
             SUCCEEDED => OpStatus::Ok,
             word => OpStatus::Failed(Failure::from_word(word).unwrap_or(Failure::Aborted)),
         };
-        debug_assert_eq!(self.owner.load(Ordering::Relaxed), queue.0);
+        debug_assert_eq!(self.owner.load(Ordering::Relaxed), queue.index());
         let mut waiting = self.lock_waiting();
         self.owner.store(IDLE, Ordering::Relaxed);
         if let Some(&device) = self.device.get() {
@@ -239,8 +239,10 @@ impl OnFinish for Execution {
         // Release pairs with the Acquire load in `poll`.
         self.outcome.store(word, Ordering::Release);
         let owner = self.owner.load(Ordering::Relaxed);
-        if let (Some(device), true) = (self.device.get(), owner != IDLE) {
-            device.wake(QueueId(owner));
+        if let Some(device) = self.device.get() {
+            if let Some(owner) = device.queue(owner) {
+                device.wake(owner);
+            }
         }
     }
 }

@@ -24,7 +24,7 @@ struct Finishes(Mutex<Vec<(usize, u64, OpStatus)>>, Mutex<Vec<u64>>);
 
 impl Observer for Finishes {
     fn op_event(&self, observed: ObservedQueue<'_>, tag: u64, event: OpEvent) {
-        let queue = observed.id.0;
+        let queue = observed.id.index();
         match event {
             OpEvent::Started { .. } => self.1.lock().unwrap().push(tag),
             OpEvent::Finished { status, .. } => self.0.lock().unwrap().push((queue, tag, status)),
@@ -167,20 +167,28 @@ fn bad_submissions_are_refused_without_side_effects() {
     assert!(matches!(not_advancing, Err(SubmitError::Signal { signal: 0, .. })));
     let out_of_scope = device.submit(q[0], &op(&[(far, 1)], &[], 1));
     assert_eq!(out_of_scope.unwrap_err(), SubmitError::WaitOutOfScope { wait: 0 });
-    // The tenth semaphore of another device's description: no such slot here.
+    // The tenth semaphore of another device's description: no such slot here; and another
+    // device's first semaphore and first queue, whose slots this device has too.
     let mut other = Device::builder(PoolConfig::with_workers(1));
     other.driver(CpuBackend::new());
-    let elsewhere = (0..10).map(|_| other.semaphore(0, Scope::DeviceLocal, HOME)).last().unwrap();
+    let other_queue = other.queue(QueueConfig::default());
+    let other_first = other.semaphore(0, Scope::DeviceLocal, HOME);
+    let elsewhere = (1..10).map(|_| other.semaphore(0, Scope::DeviceLocal, HOME)).last().unwrap();
+    let unknown = device.submit(q[0], &op(&[(other_first, 1)], &[], 1));
+    assert_eq!(unknown.unwrap_err(), SubmitError::UnknownSemaphore(other_first));
+    assert_eq!(other_queue.index(), q[0].index());
+    assert_eq!(
+        device.submit(other_queue, &op(&[], &[], 1)).unwrap_err(),
+        SubmitError::UnknownQueue(other_queue)
+    );
+    assert_eq!(device.endpoint(other_queue), None);
+    assert_eq!(device.in_flight(other_queue), None);
     let unknown = device.submit(q[0], &op(&[(elsewhere, 1)], &[], 1));
     assert_eq!(unknown.unwrap_err(), SubmitError::UnknownSemaphore(elsewhere));
     let too_big = Op { work: Work::Alloca { buffer: BufferId(0), bytes: 101 }, ..op(&[], &[], 1) };
     assert_eq!(
         device.submit(q[0], &too_big).unwrap_err(),
         SubmitError::Memory(MemoryError::TooLarge { bytes: 101, quota: 100 })
-    );
-    assert_eq!(
-        device.submit(QueueId(4), &op(&[], &[], 1)).unwrap_err(),
-        SubmitError::UnknownQueue(QueueId(4))
     );
     // Nothing above advanced the queue.
     let fine = device.submit(q[0], &op(&[], &[(s, 6)], 1)).unwrap();
@@ -606,6 +614,6 @@ fn observer_events_name_their_queue_as_configured_or_after_driver_and_index() {
     let seen = seen.0.lock().unwrap();
     assert_eq!(
         *seen,
-        [(named, "uploads".to_owned(), 10), (unnamed, format!("cpu:{}", unnamed.0), 20)]
+        [(named, "uploads".to_owned(), 10), (unnamed, format!("cpu:{}", unnamed.index()), 20)]
     );
 }

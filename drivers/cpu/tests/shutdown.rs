@@ -23,7 +23,7 @@ struct Finishes(Mutex<Vec<(usize, u64, OpStatus)>>);
 
 impl Observer for Finishes {
     fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
-        let queue = observed.id.0;
+        let queue = observed.id.index();
         if let OpEvent::Finished { status, .. } = event {
             self.0.lock().unwrap().push((queue, tag, status));
         }
@@ -114,9 +114,9 @@ fn a_host_function_that_never_returns_is_abandoned_and_everything_else_cancelled
     assert_eq!(report.abandoned_workers.len(), 1);
     assert!(report.leaked);
     let expected = vec![
-        (q0.0, 10, OpStatus::Failed(Failure::Aborted)),
-        (q0.0, 11, OpStatus::Cancelled),
-        (q1.0, 20, OpStatus::Cancelled),
+        (q0.index(), 10, OpStatus::Failed(Failure::Aborted)),
+        (q0.index(), 11, OpStatus::Cancelled),
+        (q1.index(), 20, OpStatus::Cancelled),
     ];
     assert_eq!(finishes.sorted(), expected);
 

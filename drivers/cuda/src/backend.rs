@@ -432,7 +432,7 @@ impl CudaBackend {
 
     /// The state of queue `queue`, when it is one of this driver's (a device wait's origin).
     fn queue(&self, queue: QueueId) -> Option<&QueueState> {
-        self.queues.get(queue.0)?.as_deref()
+        self.queues.get(queue.index())?.as_deref()
     }
 
     /// Makes the device's context current on the calling thread.
@@ -476,7 +476,7 @@ impl CudaBackend {
                     let address = self
                         .queue(origin.queue)
                         .and_then(|origin| self.word_address(origin))
-                        .ok_or(CudaError::NotThisDriver { queue: origin.queue.0 })?;
+                        .ok_or(CudaError::NotThisDriver { queue: origin.queue.index() })?;
                     // SAFETY: the stream and the word buffer live as long as the backend; the
                     // word is the origin queue's, allocated in `open_queue`.
                     check("cuStreamWaitValue64_v2", unsafe {
@@ -491,7 +491,7 @@ impl CudaBackend {
                 }
                 Emulation::Events => {
                     let events = self.events.get().ok_or(CudaError::NotStarted)?;
-                    let plan = events.lock().wait(origin.queue.0, origin.epoch)?;
+                    let plan = events.lock().wait(origin.queue.index(), origin.epoch)?;
                     match plan {
                         WaitPlan::Satisfied => {
                             counters.completed.fetch_add(1, Ordering::Relaxed);
@@ -510,7 +510,7 @@ impl CudaBackend {
                         // which recorded its event: this is a broken invariant, not a wait.
                         WaitPlan::Unrecorded => {
                             return Err(CudaError::Unrecorded {
-                                queue: origin.queue.0,
+                                queue: origin.queue.index(),
                                 epoch: origin.epoch,
                             })
                         }
@@ -557,7 +557,7 @@ impl CudaBackend {
             Emulation::StreamMemOps => {
                 let address = self
                     .word_address(state)
-                    .ok_or(CudaError::NotThisDriver { queue: issue.queue().0 })?;
+                    .ok_or(CudaError::NotThisDriver { queue: issue.queue().index() })?;
                 // SAFETY: as for the wait above; the word is this queue's.
                 check("cuStreamWriteValue64_v2", unsafe {
                     sys::cuStreamWriteValue64_v2(stream, address, epoch, 0)
@@ -584,7 +584,7 @@ impl CudaBackend {
                 // SAFETY: the slot is free (not recorded, no pins), so no waiter names it; the
                 // stream lives as long as the backend.
                 check("cuEventRecord", unsafe { sys::cuEventRecord(event.0, stream) })?;
-                table.record(issue.queue().0, epoch, slot)?;
+                table.record(issue.queue().index(), epoch, slot)?;
             }
         }
         state.launched.lock().push_back(epoch);
@@ -730,8 +730,8 @@ impl Backend for CudaBackend {
                 stream
             }
         };
-        if self.queues.len() <= queue.0 {
-            self.queues.resize_with(queue.0 + 1, || None);
+        if self.queues.len() <= queue.index() {
+            self.queues.resize_with(queue.index() + 1, || None);
         }
         let state = Arc::new(QueueState {
             queue,
@@ -743,7 +743,7 @@ impl Backend for CudaBackend {
             issued: AtomicU64::new(0),
             device: OnceLock::new(),
         });
-        self.queues[queue.0] = Some(Arc::clone(&state));
+        self.queues[queue.index()] = Some(Arc::clone(&state));
         Ok(CudaQueue { state })
     }
 
@@ -775,7 +775,7 @@ impl Backend for CudaBackend {
         // Acquire: pairs with the release in `completion`.
         if state.completed.load(Ordering::Acquire) >= epoch {
             if let Some(events) = self.events.get() {
-                if events.lock().complete(state.queue.0, epoch).is_err() {
+                if events.lock().complete(state.queue.index(), epoch).is_err() {
                     return Some(self.lose());
                 }
             }
@@ -805,7 +805,7 @@ impl Backend for CudaBackend {
             }
         }
         if let Some(events) = self.events.get() {
-            if events.lock().complete(state.queue.0, epoch).is_err() {
+            if events.lock().complete(state.queue.index(), epoch).is_err() {
                 self.lost.store(true, Ordering::Relaxed);
             }
         }

@@ -431,7 +431,7 @@ impl NpuBackend {
     fn mirror_slot(&self, queue: QueueId) -> Option<u32> {
         let queues = *self.device_queues.get()?;
         let rings = self.queue_of.len();
-        (queue.0 < queues).then(|| u32::try_from(rings + queue.0).ok()).flatten()
+        (queue.index() < queues).then(|| u32::try_from(rings + queue.index()).ok()).flatten()
     }
 
     fn lose(&self) -> OpStatus {
@@ -453,13 +453,14 @@ impl NpuBackend {
         for wait in issue.waits() {
             match (wait.resolution, wait.origin) {
                 (Resolution::DeviceWait, Some(origin)) => {
-                    let origin_slot = match self.ring_of.get(origin.queue.0).copied().flatten() {
-                        Some(progress) => progress,
-                        None => {
-                            counts.host_written += 1;
-                            self.mirror_slot(origin.queue)?
-                        }
-                    };
+                    let origin_slot =
+                        match self.ring_of.get(origin.queue.index()).copied().flatten() {
+                            Some(progress) => progress,
+                            None => {
+                                counts.host_written += 1;
+                                self.mirror_slot(origin.queue)?
+                            }
+                        };
                     let command = Command::Wait { slot: origin_slot, value: origin.epoch };
                     chain(&mut descriptors, Descriptor::new(command))?;
                     counts.emitted += 1;
@@ -617,10 +618,10 @@ impl Backend for NpuBackend {
     ) -> Result<NpuQueue, DriverError> {
         let ring = u32::try_from(self.queue_of.len())
             .map_err(|_| DriverError::new("npu", NpuError::TooManyQueues))?;
-        if self.ring_of.len() <= queue.0 {
-            self.ring_of.resize(queue.0 + 1, None);
+        if self.ring_of.len() <= queue.index() {
+            self.ring_of.resize(queue.index() + 1, None);
         }
-        self.ring_of[queue.0] = Some(ring);
+        self.ring_of[queue.index()] = Some(ring);
         self.queue_of.push(queue);
         Ok(NpuQueue { ring })
     }

@@ -510,7 +510,7 @@ struct Ends {
 
 impl Observer for Ends {
     fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
-        let queue = observed.id.0;
+        let queue = observed.id.index();
         if let OpEvent::Finished { status, .. } = event {
             if status == OpStatus::Failed(Failure::Aborted) {
                 self.gate.open();
@@ -592,11 +592,11 @@ fn shutdown_with_npu_work_in_flight_ends_every_operation_and_waiter() {
     // Every operation ended exactly once: ran, aborted on the device, or cancelled.
     let ends = ends.ends.lock().unwrap();
     assert_eq!(ends.len() as u64, 2 * (ROUNDS - 1) + 3, "{ends:?}");
-    assert!(ends.contains(&(first.0, 1, OpStatus::Failed(Failure::Aborted))), "{ends:?}");
-    assert!(ends.contains(&(second.0, 100, OpStatus::Cancelled)), "{ends:?}");
-    assert!(ends
-        .iter()
-        .any(|&(queue, tag, status)| queue == cpu_queue.0 && tag == 99 && status != OpStatus::Ok));
+    assert!(ends.contains(&(first.index(), 1, OpStatus::Failed(Failure::Aborted))), "{ends:?}");
+    assert!(ends.contains(&(second.index(), 100, OpStatus::Cancelled)), "{ends:?}");
+    assert!(ends.iter().any(|&(queue, tag, status)| queue == cpu_queue.index()
+        && tag == 99
+        && status != OpStatus::Ok));
 }
 
 #[test]

@@ -63,7 +63,7 @@ struct Ends(Mutex<Vec<(usize, u64, OpStatus)>>);
 
 impl Observer for Ends {
     fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
-        let queue = observed.id.0;
+        let queue = observed.id.index();
         if let OpEvent::Finished { status, .. } = event {
             self.0.lock().unwrap().push((queue, tag, status));
         }
@@ -361,9 +361,9 @@ fn a_cpu_draft_rejected_before_it_started_cancels_its_npu_dependent_which_was_ne
     assert_eq!((counts.emitted, counts.host_written), (0, 0), "{counts:?}");
     shut_down_clean(device);
     let ends = ends.0.lock().unwrap();
-    assert!(ends.contains(&(draft_queue.0, 1, OpStatus::Cancelled)), "{ends:?}");
-    assert!(ends.contains(&(npu_queue.0, 2, OpStatus::Cancelled)), "{ends:?}");
-    assert!(ends.contains(&(npu_queue.0, 3, OpStatus::Ok)), "{ends:?}");
+    assert!(ends.contains(&(draft_queue.index(), 1, OpStatus::Cancelled)), "{ends:?}");
+    assert!(ends.contains(&(npu_queue.index(), 2, OpStatus::Cancelled)), "{ends:?}");
+    assert!(ends.contains(&(npu_queue.index(), 3, OpStatus::Ok)), "{ends:?}");
 }
 
 #[test]
@@ -410,7 +410,10 @@ fn a_cpu_draft_rejected_while_it_runs_leaves_its_issued_npu_dependent_running() 
     shut_down_clean(device);
     let ends = ends.0.lock().unwrap();
     assert_eq!(outcome, Ok(1), "{ends:?}");
-    assert_eq!(*ends, [(draft_queue.0, 1, OpStatus::Ok), (npu_queue.0, 2, OpStatus::Ok)]);
+    assert_eq!(
+        *ends,
+        [(draft_queue.index(), 1, OpStatus::Ok), (npu_queue.index(), 2, OpStatus::Ok)]
+    );
 }
 
 #[test]
@@ -478,7 +481,11 @@ fn an_npu_dependent_cancelled_as_its_cpu_origin_starts_never_ends_before_the_ori
         }
         let ends = ends.0.lock().unwrap();
         let order: Vec<_> = ends.iter().filter(|&&(_, tag, _)| tag == round).collect();
-        assert_eq!(order[0], &(draft_queue.0, round, OpStatus::Ok), "round {round}: {order:?}");
+        assert_eq!(
+            order[0],
+            &(draft_queue.index(), round, OpStatus::Ok),
+            "round {round}: {order:?}"
+        );
     }
     println!("{cancelled} of {ROUNDS} NPU dependents cancelled before their issue");
     shut_down_clean(device);
@@ -556,7 +563,7 @@ fn shutdown_with_npu_waits_on_cpu_work_not_started_ends_every_operation_unissued
     assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
     let ends = ends.0.lock().unwrap();
     assert_eq!(ends.len(), 4, "every operation ended once: {ends:?}");
-    assert!(ends.contains(&(cpu_queue.0, 1, OpStatus::Cancelled)), "{ends:?}");
+    assert!(ends.contains(&(cpu_queue.index(), 1, OpStatus::Cancelled)), "{ends:?}");
     let status_of = |tag: u64| ends.iter().find(|end| end.1 == tag).map(|end| end.2);
     // The NPU operations were never issued: cancelled at shutdown, not failed on the device.
     assert_eq!(status_of(2), Some(OpStatus::Cancelled), "{ends:?}");

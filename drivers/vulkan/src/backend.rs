@@ -147,7 +147,7 @@ impl VulkanBackend {
 
     /// The state of queue `queue`, when it is one of this driver's (a device wait's origin).
     fn queue(&self, queue: QueueId) -> Option<&QueueState> {
-        self.queues.get(queue.0).and_then(Option::as_deref)
+        self.queues.get(queue.index()).and_then(Option::as_deref)
     }
 
     /// The command buffer `buffer` names: one this backend recorded (the layer hands a driver
@@ -275,8 +275,8 @@ impl Backend for VulkanBackend {
         _config: &QueueConfig,
     ) -> Result<VulkanQueue, DriverError> {
         let timeline = Timeline::new(&self.gpu, 0).map_err(|e| DriverError::new("vulkan", e))?;
-        if self.queues.len() <= queue.0 {
-            self.queues.resize_with(queue.0 + 1, || None);
+        if self.queues.len() <= queue.index() {
+            self.queues.resize_with(queue.index() + 1, || None);
         }
         let vk_queue = self.opened % self.gpu.queue_count();
         self.opened += 1;
@@ -286,7 +286,7 @@ impl Backend for VulkanBackend {
             issued: AtomicU64::new(0),
             watching: AtomicBool::new(false),
         });
-        self.queues[queue.0] = Some(Arc::clone(&state));
+        self.queues[queue.index()] = Some(Arc::clone(&state));
         Ok(VulkanQueue { id: queue, state })
     }
 
@@ -299,7 +299,10 @@ impl Backend for VulkanBackend {
         // reported but not yet taken out when the next one arrives.
         let capacity = 2 * self.queues.len().max(1);
         let wake = move |token: u64, reported: Result<(), VulkanError>| {
-            let queue = QueueId(token as usize);
+            let Some(queue) = usize::try_from(token).ok().and_then(|index| device.queue(index))
+            else {
+                return;
+            };
             // A device error fails what the queue has pending (its poll sees the loss). A stop
             // only ends the watch: whatever still runs is the shutdown's.
             if let Err(error) = reported {
@@ -379,7 +382,7 @@ impl Backend for VulkanBackend {
         if !state.watching.swap(true, Ordering::Relaxed) {
             let registered =
                 self.watcher.get().ok_or(VulkanError::WatcherStopped).and_then(|watcher| {
-                    watcher.register(&state.timeline, epoch, queue.id.0 as u64)
+                    watcher.register(&state.timeline, epoch, queue.id.index() as u64)
                 });
             match registered {
                 Ok(Registration::Watching) => {}

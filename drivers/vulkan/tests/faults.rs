@@ -231,7 +231,7 @@ struct Ends(Mutex<Vec<(usize, u64, OpStatus)>>);
 
 impl Observer for Ends {
     fn op_event(&self, observed: causeway_device::ObservedQueue<'_>, tag: u64, event: OpEvent) {
-        let queue = observed.id.0;
+        let queue = observed.id.index();
         if let OpEvent::Finished { status, .. } = event {
             self.0.lock().unwrap().push((queue, tag, status));
         }

@@ -326,7 +326,7 @@ impl Backend for DmaBackend {
             let (engine, memory) = (Arc::clone(channel), Arc::clone(&self.memory));
             let bandwidth = self.bandwidth;
             let spawned = thread::Builder::new()
-                .name(format!("dma-channel-{}", channel.queue.0))
+                .name(format!("dma-channel-{}", channel.queue.index()))
                 .spawn(move || engine.run(&memory, bandwidth, device));
             match spawned {
                 Ok(thread) => *lock(&channel.thread) = Some(thread),

@@ -11,7 +11,6 @@ use crate::backend::MemoryOp;
 use crate::clock;
 use crate::device::DeviceShared;
 use crate::hand_off::{self, Collector};
-use crate::ids::QueueId;
 use crate::memory::{AllocationId, Backing, Commit};
 use crate::op::{Invocation, LayerWork, OpEvent, OpStatus, Work};
 use crate::prefetch;
@@ -147,16 +146,14 @@ impl QueueShared {
         // Failing or cancelling an operation that was not issued ends it without its native
         // device waits reached: it ends only once their origins have (it imported them, and
         // the operations after it rely on that), as it would have had it run.
-        let origins_ended = |body: &OpBody| {
-            !self.native || body.origins_retired(&device.queues, QueueId(self.index))
-        };
+        let origins_ended =
+            |body: &OpBody| !self.native || body.origins_retired(&device.queues, self.id);
         let status = if let Some(kernel) = issued {
             // Retired only after the operations it waited on natively, so that a failure of
             // theirs is seen (below) before it completes what it signals.
             // SAFETY: as above; shared and short-lived.
             let origins_retired = !self.native
-                || unsafe { &*slot.body.get() }
-                    .origins_retired(&device.queues, QueueId(self.index));
+                || unsafe { &*slot.body.get() }.origins_retired(&device.queues, self.id);
             // The driver runs it: done only when it says so.
             let polled = if origins_retired {
                 issued_status.or_else(|| self.driver_poll(device, epoch, kernel, tag))
@@ -309,7 +306,7 @@ impl QueueShared {
                 // SAFETY: the slot is in [head, tail), owned by this queue process (see
                 // `step`); the arguments are copied out.
                 let args = unsafe { &*slot.body.get() }.args;
-                let invocation = Invocation { queue: QueueId(self.index), tag, args };
+                let invocation = Invocation { queue: self.id, tag, args };
                 // Submission checked that the function is registered, and a slot once set
                 // stays set; `Aborted` stands for the impossible rather than a panic.
                 let Some(call) = device.host_calls.get(call) else {
@@ -341,7 +338,7 @@ impl QueueShared {
             Commit::OverQuota => {
                 // Registered under the same lock a decommit takes before waking, so the wake
                 // cannot slip between this check and the registration.
-                memory.waiting.register(QueueId(self.index));
+                memory.waiting.register(self.id);
                 return None;
             }
             Commit::Released => {

@@ -16,7 +16,6 @@ use crate::backend::DynQueue;
 use crate::backend::{Issue, Issued, IssuingQueue};
 use crate::device::DeviceShared;
 use crate::error::{DriverCall, DriverFault, Violation};
-use crate::ids::QueueId;
 use crate::op::{Kernel, OpEvent, OpStatus};
 use crate::queue::QueueShared;
 use crate::sync::atomic::Ordering;
@@ -43,7 +42,7 @@ impl QueueShared {
         self.driver_faulted.store(true, Ordering::Relaxed);
         device.record_fault(DriverFault {
             driver: device.backends[self.driver].name(),
-            queue: Some(QueueId(self.index)),
+            queue: Some(self.id),
             tag,
             call,
             violation,

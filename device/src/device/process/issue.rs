@@ -38,7 +38,6 @@ use super::driver::IssuingFrom;
 use crate::backend::{Issue, Issued};
 use crate::clock;
 use crate::device::DeviceShared;
-use crate::ids::QueueId;
 use crate::op::{Kernel, OpStatus};
 use crate::queue::run_claim::RunClaim;
 use crate::queue::slot::OpSlot;
@@ -84,7 +83,7 @@ impl QueueShared {
             // SAFETY: the slot is in [head, tail), owned by the queue process (see `step`); the
             // shared reference ends with this block, before any user work runs.
             let body = unsafe { &*slot.body.get() };
-            if self.native && !body.origins_issued(&device.queues, QueueId(self.index)) {
+            if self.native && !body.origins_issued(&device.queues, self.id) {
                 // Registered with the origin's queue, which wakes this one when it moves on.
                 return Issuing::NotYet;
             }
@@ -98,7 +97,7 @@ impl QueueShared {
         if let Some(failure) = failed {
             // It imported its origins: it fails once they have ended, as if it had run.
             // SAFETY: as above.
-            if !unsafe { &*slot.body.get() }.origins_retired(&device.queues, QueueId(self.index)) {
+            if !unsafe { &*slot.body.get() }.origins_retired(&device.queues, self.id) {
                 return Issuing::NotYet;
             }
             // Failing counts as starting, as in `step`.
@@ -114,7 +113,7 @@ impl QueueShared {
             // the queue is registered with the first that has not.
             // SAFETY: as above; shared and short-lived.
             let body = unsafe { &*slot.body.get() };
-            if self.native && !body.origins_retired(&device.queues, QueueId(self.index)) {
+            if self.native && !body.origins_retired(&device.queues, self.id) {
                 return Issuing::NotYet;
             }
             return Issuing::Cancelled;
@@ -122,7 +121,7 @@ impl QueueShared {
         let issuing = IssuingFrom { device, queue: self };
         let mut issue = Issue {
             issuing: &issuing,
-            queue: QueueId(self.index),
+            queue: self.id,
             tag,
             args,
             kernel,

@@ -98,7 +98,6 @@ use causeway_runtime::contain::contain;
 use crate::backend::QueueWaiters;
 use crate::device::DeviceShared;
 use crate::error::{DriverCall, DriverFault, Violation};
-use crate::ids::QueueId;
 use crate::queue::run_claim::RunClaim;
 use crate::queue::QueueShared;
 use crate::sync::atomic::Ordering;
@@ -232,7 +231,7 @@ impl QueueShared {
             }
             *last = epoch;
             let backend = &device.backends[*driver];
-            let origin = QueueId(self.index);
+            let origin = self.id;
             if contain(|| backend.mirror_progress(origin, epoch)).is_err() {
                 device.record_fault(DriverFault {
                     driver: backend.name(),
