@@ -7,10 +7,10 @@
 //!     cargo run -p causeway-driver-vulkan --example wgpu_interop
 //! ```
 //!
-//! 1. A wgpu instance restricted to Vulkan (with `InstanceFlags::VALIDATION | DEBUG`, so the
-//!    Khronos layer and wgpu-hal's debug messenger, when `CAUSEWAY_VULKAN_VALIDATION` is on; synchronization
-//!    validation is asked of the layer through `VK_LAYER_ENABLES`), and the adapter whose name
-//!    contains `CAUSEWAY_VULKAN_ADAPTER` (case-insensitive; unset: the first).
+//! 1. A wgpu instance restricted to Vulkan (with `InstanceFlags::VALIDATION | DEBUG` when
+//!    `CAUSEWAY_VULKAN_VALIDATION` is on: the Khronos layer and wgpu-hal's debug messenger;
+//!    synchronization validation is asked of the layer through `VK_LAYER_ENABLES`), and the
+//!    adapter whose name contains `CAUSEWAY_VULKAN_ADAPTER` (case-insensitive; unset: the first).
 //! 2. The device, created from wgpu-hal's own extension list and feature chain
 //!    (`required_device_extensions`, `physical_device_features`) plus what causeway needs that
 //!    wgpu does not ask for (`synchronization2`; wgpu-hal already enables `timelineSemaphore` on a
@@ -21,9 +21,10 @@
 //!    the handles pass as they are.
 //! 4. A causeway device with a CPU driver and a `VulkanBackend` on that `Gpu` runs upload (CPU)
 //!    → add kernel (Vulkan) → check (CPU), its last wait on the upload elided across drivers,
-//!    while wgpu submits compute passes (a WGSL kernel, then a copy to a readback buffer) to the
-//!    same `VkQueue` — always inside `gpu.with_queue`, so causeway's lock serialises the two
-//!    (Vulkan requires host access to a queue to be externally synchronized; lavapipe has one).
+//!    while wgpu submits compute passes (a WGSL kernel, handed over as naga IR, then a copy to a
+//!    readback buffer) to the same `VkQueue` — always inside `gpu.with_queue`, so causeway's lock
+//!    serialises the two (Vulkan requires host access to a queue to be externally synchronized;
+//!    lavapipe has one).
 //! 5. Both results are checked, everything is dropped in the order below, and the validation
 //!    layer's messages (logged by wgpu-hal's messenger, gathered here through `log`) are counted.
 //!
@@ -115,11 +116,21 @@ impl log::Log for Messages {
             return;
         }
         let message = record.args().to_string();
-        let validation =
-            record.target() == "wgpu_hal::vulkan::instance" && from_messenger(&message);
+        if record.target() == "wgpu_hal::vulkan::instance" && from_messenger(&message) {
+            let mut validation =
+                self.validation.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            // A label line belongs to the message before it: one message, one entry.
+            match validation.last_mut() {
+                Some(last) if message.starts_with('\t') => {
+                    last.push('\n');
+                    last.push_str(&message);
+                }
+                _ => validation.push(format!("{}: {message}", record.level())),
+            }
+            return;
+        }
         let text = format!("{} {}: {message}", record.level(), record.target());
-        let list = if validation { &self.validation } else { &self.other };
-        list.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(text);
+        self.other.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(text);
     }
 
     fn flush(&self) {}
@@ -605,7 +616,8 @@ fn run_both(gpu: &Gpu, wgpu: &WgpuWork) -> Result<(String, u32), String> {
     }
     Ok((
         format!(
-            "causeway: CPU upload -> Vulkan add -> CPU check, {ELEMENTS} sums right, the check's wait on the upload elided"
+            "causeway: CPU upload -> Vulkan add -> CPU check, {ELEMENTS} sums right, \
+             the check's wait on the upload elided"
         ),
         rounds,
     ))
