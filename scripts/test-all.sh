@@ -100,12 +100,19 @@ step "the guide: the mdBook in docs/ built (warnings fail), every link of the bo
 ./scripts/book.sh
 passed
 
-step "tiers 1 and 3: every crate's unit, property and integration tests (Vulkan on lavapipe under validation, the CUDA driver's bookkeeping, real MPI ranks under mpirun -n 2, 4 and 8)"
+step "tiers 1 and 3: every crate's unit, property and integration tests (Vulkan on lavapipe under validation, wgpu beside causeway on one VkDevice, the CUDA driver's bookkeeping, real MPI ranks under mpirun -n 2, 4 and 8)"
 # One command for every crate: the Vulkan driver on lavapipe with validation and
 # synchronization validation on, the CUDA driver's bookkeeping (its GPU tests where libcuda.so
 # is installed), causeway-distributed and the CLI on Open MPI ranks (every mpirun under
 # timeout; scripts/vulkan.sh, cuda.sh and mpi.sh run the same tests one tier at a time).
 cargo test "${WORKSPACE[@]}" --no-fail-fast
+# wgpu's Vulkan device, opened through wgpu-hal and lent to causeway, with wgpu's compute passes
+# and a causeway CPU -> Vulkan -> CPU chain on its one queue, on lavapipe under validation
+# (drivers/vulkan/examples/wgpu_interop.rs; any validation message fails it). `cargo test` just
+# built it; it runs in well under a second.
+./target/debug/examples/wgpu_interop | tee target/wgpu-interop.out
+grep -q '^wgpu and causeway agree on one VkDevice$' target/wgpu-interop.out ||
+  die "the wgpu_interop example did not report agreement"
 passed
 
 step "CUDA: the GPU tests' outcome, printed (run where libcuda.so is installed, skipped with a reason elsewhere)"

@@ -6,7 +6,8 @@
 # Installs what it needs when missing (mesa-vulkan-drivers, vulkan-validationlayers, libvulkan1,
 # glslang-tools through apt-get), then checks that lavapipe's ICD manifest and the validation
 # layer's manifest are where the loader looks, and fails with a clear message when something
-# cannot be had: nothing is skipped. Then runs the driver's tests on lavapipe.
+# cannot be had: nothing is skipped. Then runs the driver's tests on lavapipe, and the example
+# that lends wgpu's device to causeway (examples/wgpu_interop.rs) under validation.
 #
 # Usage: scripts/vulkan.sh [--setup-only]   (--setup-only: install and check, run no test)
 set -euo pipefail
@@ -41,3 +42,10 @@ fi
 export CAUSEWAY_VULKAN_ADAPTER=${CAUSEWAY_VULKAN_ADAPTER:-llvmpipe}
 note "testing on adapter '$CAUSEWAY_VULKAN_ADAPTER'"
 cargo test -p causeway-driver-vulkan
+# wgpu's device lent to causeway, both working on its queue (drivers/vulkan/examples/
+# wgpu_interop.rs), under validation; `cargo test` built it.
+interop=$(CAUSEWAY_VULKAN_VALIDATION=1 "${CARGO_TARGET_DIR:-target}/debug/examples/wgpu_interop") ||
+  die "the wgpu_interop example failed"
+printf '%s\n' "$interop"
+grep -q '^wgpu and causeway agree on one VkDevice$' <<<"$interop" ||
+  die "the wgpu_interop example did not report agreement"

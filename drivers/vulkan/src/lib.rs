@@ -16,7 +16,8 @@
 //!   adds no validation messenger, and the application submits to the queues it lent only
 //!   inside [`Gpu::with_queue`], under causeway's lock for that queue. The `unsafe` contract (the
 //!   handles belong together, the features were enabled, the instance and device outlive every
-//!   `Gpu` clone) is in its `# Safety` section and in `docs/src/caller-owned-devices.md`.
+//!   `Gpu` clone) is in its `# Safety` section and in `docs/src/caller-owned-devices.md`;
+//!   `examples/wgpu_interop.rs` lends a wgpu device this way, through wgpu-hal.
 //! - [`Timeline`] is a timeline semaphore. The driver keeps **one per causeway queue**: its
 //!   value is the epoch (1, 2, 3 …) of the queue's last completed operation, so a causeway wait
 //!   resolved as a device wait becomes a native wait on the signalling queue's timeline
