@@ -125,6 +125,12 @@ step "causeway as a dependency: a fresh crate outside the repository runs the RE
 ./scripts/dependent.sh
 passed
 
+step "packaging: published crates' metadata; every crate packaged and built from its package (default and all features); each checked with its rust-version's compiler"
+# After the tiers above: their builds fetched every dependency (this step builds offline) and
+# left the dependencies it reuses in target/debug; the rust-version checks build in target/msrv.
+./scripts/packages.sh
+passed
+
 step "tier 2: executor stress, zero-allocation tests and the 10^5-operation soak, optimised"
 cargo test --release "${WORKSPACE[@]}" --test executor_stress --test no_alloc --test device_no_alloc \
   --test no_alloc_stream --test block_no_alloc --test soak
