@@ -100,6 +100,12 @@ step "the guide: the mdBook in docs/ built (warnings fail), every link of the bo
 ./scripts/book.sh
 passed
 
+step "public API: every published crate's API against its baseline in api/ (rustdoc JSON of the pinned nightly)"
+# Deliberate API changes land with their baselines: CAUSEWAY_BLESS=1 scripts/public_api.sh
+# rewrites them. Its own target folder (target/public-api): nightly rustdoc JSON and the lister.
+./scripts/public_api.sh
+passed
+
 step "tiers 1 and 3: every crate's unit, property and integration tests (Vulkan on lavapipe under validation, the CUDA driver's bookkeeping, real MPI ranks under mpirun -n 2, 4 and 8)"
 # One command for every crate: the Vulkan driver on lavapipe with validation and
 # synchronization validation on, the CUDA driver's bookkeeping (its GPU tests where libcuda.so
