@@ -23,9 +23,9 @@
 # packaged: causeway-cli-browser (never published: a test tier that reaches the CLI through a
 # path dependency without a version).
 #
-# Builds offline from cargo's cache (the workspace's builds before it fetched every dependency)
-# into the workspace's target folder, with the workspace's dev profile (line tables for the
-# crates, no debug info for dependencies), so the dependencies the test tiers built are reused.
+# Builds offline (after one `cargo fetch` of everything the lockfile names) into the workspace's
+# target folder, with the workspace's dev profile (line tables for the crates, no debug info for
+# dependencies), so the dependencies the test tiers built are reused.
 #
 # Usage: scripts/packages.sh
 set -euo pipefail
@@ -60,6 +60,10 @@ fi
 note "$published published crates have their metadata, README and license files"
 
 # --- package and build -------------------------------------------------------------------------
+# Everything the lockfile names, for every target: the packages are resolved and built offline,
+# and with all features on they need optional dependencies (critical-section for core's
+# `isr-safe`) that the host builds before this step never downloaded.
+cargo fetch --locked --quiet || die "cargo fetch could not download the lockfile's dependencies"
 package=(cargo package --workspace --exclude causeway-cli-browser --locked --offline --allow-dirty
   --no-metadata --config 'profile.dev.package."*".debug=false')
 export CARGO_PROFILE_DEV_DEBUG=line-tables-only
