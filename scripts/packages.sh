@@ -23,9 +23,15 @@
 # packaged: causeway-cli-browser (never published: a test tier that reaches the CLI through a
 # path dependency without a version).
 #
-# Builds offline (after one `cargo fetch` of everything the lockfile names) into the workspace's
-# target folder, with the workspace's dev profile (line tables for the crates, no debug info for
-# dependencies), so the dependencies the test tiers built are reused.
+# Builds offline (after one `cargo fetch` of everything the lockfile names) into a target folder
+# of its own, target/packages. Cargo takes a package of a registry as unchanging once it has one
+# of that version: it unpacks it once (into $CARGO_HOME/registry/src/-<hash>/, for the local
+# registry cargo package makes of the workspace's packages in target/packages/package) and never
+# rebuilds it. A second run after a change would then build the crates on last run's copies of
+# the crates they depend on (stale, found when a crate started calling a function new in its
+# dependency). So every run first removes those unpacked copies (found through the dep-info of
+# the last run's builds) and everything built from the workspace's packages in target/packages;
+# the other dependencies' builds stay.
 #
 # Usage: scripts/packages.sh
 set -euo pipefail
@@ -64,7 +70,17 @@ note "$published published crates have their metadata, README and license files"
 # and with all features on they need optional dependencies (critical-section for core's
 # `isr-safe`) that the host builds before this step never downloaded.
 cargo fetch --locked --quiet || die "cargo fetch could not download the lockfile's dependencies"
-package=(cargo package --workspace --exclude causeway-cli-browser --locked --offline --allow-dirty
+target=${CARGO_TARGET_DIR:-$PWD/target}
+packages_target=$target/packages
+if [[ -d $packages_target/debug/deps ]]; then
+  # Last run's unpacked copies of the workspace's packages, named in its dep-info files.
+  while read -r unpacked; do
+    [[ $unpacked =~ /registry/src/-[0-9a-f]+$ ]] && rm -rf "$unpacked"
+  done < <(grep -ohE '/[^ :]*/registry/src/-[0-9a-f]+/causeway' "$packages_target"/debug/deps/*.d \
+    2>/dev/null | sed 's|/causeway$||' | sort -u)
+fi
+rm -rf "$packages_target/package" "$packages_target"/debug/{deps,.fingerprint,build}/*causeway*
+package=(env CARGO_TARGET_DIR="$packages_target" cargo package --workspace --exclude causeway-cli-browser --locked --offline --allow-dirty
   --no-metadata --config 'profile.dev.package."*".debug=false')
 export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 note "default features"
@@ -98,15 +114,15 @@ for version in "${!crates_of[@]}"; do
   fi
   note "rust-version $version:${crates_of[$version]//-p /}"
   # shellcheck disable=SC2086 # a list of -p arguments
-  CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/msrv cargo "+$toolchain" check --locked --offline \
+  CARGO_TARGET_DIR=$target/msrv cargo "+$toolchain" check --locked --offline \
     ${crates_of[$version]} --all-features ||
     die "a crate does not build with Rust $toolchain, the rust-version it declares"
 done
 facade=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml | head -n1).0
 cuda=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' drivers/cuda/Cargo.toml).0
 note "rust-version: causeway with its features but cuda on $facade, with all of them on $cuda"
-CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/msrv cargo "+$facade" check --locked --offline \
+CARGO_TARGET_DIR=$target/msrv cargo "+$facade" check --locked --offline \
   -p causeway --features cpu,vulkan,npu,mpi || die "causeway does not build with Rust $facade"
-CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/msrv cargo "+$cuda" check --locked --offline \
+CARGO_TARGET_DIR=$target/msrv cargo "+$cuda" check --locked --offline \
   -p causeway --all-features || die "causeway with feature cuda does not build with Rust $cuda"
 note "every published crate builds with the compiler its rust-version names"

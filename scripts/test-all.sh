@@ -132,8 +132,9 @@ step "causeway as a dependency: a fresh crate outside the repository runs the RE
 passed
 
 step "packaging: published crates' metadata; every crate packaged and built from its package (default and all features); each checked with its rust-version's compiler"
-# After the tiers above: it reuses the dependencies they left in target/debug (the packages
-# build offline, after a `cargo fetch`); the rust-version checks build in target/msrv.
+# After the tiers above, which fetched nearly every dependency (it builds offline, after one
+# `cargo fetch`). Target folders of its own: target/packages, and target/msrv for the
+# rust-version checks.
 ./scripts/packages.sh
 passed
 
