@@ -100,6 +100,12 @@ step "the guide: the mdBook in docs/ built (warnings fail), every link of the bo
 ./scripts/book.sh
 passed
 
+step "public API: every published crate's API against its baseline in api/ (rustdoc JSON of the pinned nightly)"
+# Deliberate API changes land with their baselines: CAUSEWAY_BLESS=1 scripts/public_api.sh
+# rewrites them. Its own target folder (target/public-api): nightly rustdoc JSON and the lister.
+./scripts/public_api.sh
+passed
+
 step "tiers 1 and 3: every crate's unit, property and integration tests (Vulkan on lavapipe under validation, wgpu beside causeway on one VkDevice, the CUDA driver's bookkeeping, real MPI ranks under mpirun -n 2, 4 and 8)"
 # One command for every crate: the Vulkan driver on lavapipe with validation and
 # synchronization validation on, the CUDA driver's bookkeeping (its GPU tests where libcuda.so
@@ -130,6 +136,13 @@ step "causeway as a dependency: a fresh crate outside the repository runs the RE
 # The lockfile's dependencies are in cargo's cache by now; its own target folder
 # (target/dependent), since the facade's features there are a user's, not the workspace's.
 ./scripts/dependent.sh
+passed
+
+step "packaging: published crates' metadata; every crate packaged and built from its package (default and all features); each checked with its rust-version's compiler"
+# After the tiers above, which fetched nearly every dependency (it builds offline, after one
+# `cargo fetch`). Target folders of its own: target/packages, and target/msrv for the
+# rust-version checks.
+./scripts/packages.sh
 passed
 
 step "tier 2: executor stress, zero-allocation tests and the 10^5-operation soak, optimised"

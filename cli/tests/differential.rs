@@ -88,8 +88,8 @@ const OPTIONS: RunOptions = RunOptions { timeout: TIMEOUT, progress: false, all_
 /// times in four (chosen by different bits of the seed, so every pairing occurs).
 fn mix(seed: u64) -> Mix {
     Mix {
-        npu: (seed / 4) % 4 != 0,
-        vulkan: VULKAN && seed % 4 == 0,
+        npu: !(seed / 4).is_multiple_of(4),
+        vulkan: VULKAN && seed.is_multiple_of(4),
         cancel: true,
         max_ops: MAX_OPS,
     }

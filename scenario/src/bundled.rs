@@ -36,7 +36,9 @@ macro_rules! bundled {
         &[$(Bundled {
             name: $name,
             file: concat!($folder, "/", $name, ".toml"),
-            source: include_str!(concat!("../../", $folder, "/", $name, ".toml")),
+            // `scenario/scenarios` and `scenario/graphs` link to the repository's folders, so
+            // the files are inside this package and ship with it.
+            source: include_str!(concat!("../", $folder, "/", $name, ".toml")),
         }),*]
     };
 }

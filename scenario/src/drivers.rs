@@ -72,7 +72,7 @@ const COPY_WORDS_PER_TILE: usize = 1 << 12;
 
 /// The bytes of `copy` work, if it can run.
 pub fn check_copy(bytes: u64) -> Result<u32, String> {
-    if bytes == 0 || bytes % 4 != 0 {
+    if bytes == 0 || !bytes.is_multiple_of(4) {
         return Err(format!("copy work moves whole 4-byte words, at least one: {bytes} bytes"));
     }
     if bytes > MAX_COPY_BYTES {
