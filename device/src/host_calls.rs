@@ -15,7 +15,15 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use crate::ids::{HostCall, HostCallId};
+use causeway_core::semaphore::Failure;
+
+use crate::ids::HostCallId;
+use crate::op::Invocation;
+#[cfg(doc)]
+use crate::Work;
+
+/// A host function a [`Work::Host`] operation calls, with the operation's tag and arguments.
+pub type HostCall = Box<dyn Fn(&Invocation) -> Result<(), Failure> + Send + Sync>;
 
 /// Host functions a device takes beyond those its builder registered, unless the builder says
 /// otherwise ([`DeviceBuilder::spare_host_calls`](crate::DeviceBuilder::spare_host_calls)).

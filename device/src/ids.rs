@@ -5,11 +5,6 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use causeway_core::axis::{Axis, AxisAllocator, AxisError, Domain};
-use causeway_core::semaphore::Failure;
-
-use crate::op::Invocation;
-#[cfg(doc)]
-use crate::Work;
 
 /// Axes are never reused within a process, across devices included.
 #[cfg(not(loom))]
@@ -72,9 +67,6 @@ pub struct CommandBufferId(pub u32);
 /// A stream-ordered buffer name (index below the device's buffer count).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BufferId(pub u32);
-
-/// A host function a [`Work::Host`] operation calls, with the operation's tag and arguments.
-pub type HostCall = Box<dyn Fn(&Invocation) -> Result<(), Failure> + Send + Sync>;
 
 /// A driver registered with a device ([`DeviceBuilder::driver`](crate::DeviceBuilder::driver));
 /// queues name theirs in [`QueueConfig::driver`](crate::QueueConfig::driver).

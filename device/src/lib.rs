@@ -101,9 +101,9 @@ pub use error::{
     SemaphoreWaitError, Stall, SubmitError, Violation,
 };
 pub use host::{CommittedStep, HostStep, HostTimeline, StepTimedOut};
-pub use host_calls::DEFAULT_SPARE_HOST_CALLS;
+pub use host_calls::{HostCall, DEFAULT_SPARE_HOST_CALLS};
 pub use ids::{
-    allocate_axis, BufferId, CommandBufferId, DriverId, HostCall, HostCallId, QueueId, SemaphoreId,
+    allocate_axis, BufferId, CommandBufferId, DriverId, HostCallId, QueueId, SemaphoreId,
     MAX_SEMAPHORE_SLOTS,
 };
 pub use limits::{
