@@ -8,9 +8,10 @@
 # test command's tiers 1 and 3, not here.
 #
 # Installs what it needs when missing: mdbook, by `cargo install --locked` of the pinned version
-# into $CAUSEWAY_TOOLS/mdbook-<version> (default target/tools; no root needed, about two and a
-# half minutes of compiling on a two-core machine, once), and python3 through apt-get. Fails with
-# a clear message when something cannot be had.
+# into $CAUSEWAY_TOOLS/mdbook-<version> (default $CARGO_HOME/causeway-tools, so a fresh checkout
+# finds it installed; no root needed, about two and a half minutes of compiling on a two-core
+# machine, once), and python3 through apt-get. Fails with a clear message when something cannot
+# be had.
 #
 # Usage: scripts/book.sh [--setup-only]   (--setup-only: install and check, build nothing)
 # Then open target/book/index.html.
@@ -27,7 +28,8 @@ tier_arguments scripts/book.sh "$@"
 # Raise it in its own commit, after building the book with the new version: book.toml's keys
 # and the warnings mdbook gives change between releases.
 MDBOOK_VERSION=0.5.4
-tools=${CAUSEWAY_TOOLS:-target/tools}
+# Beside cargo's own tools, so a fresh checkout of the repository finds it installed.
+tools=${CAUSEWAY_TOOLS:-${CARGO_HOME:-$HOME/.cargo}/causeway-tools}
 [[ $tools == /* ]] || tools=$PWD/$tools
 mdbook=$tools/mdbook-$MDBOOK_VERSION/bin/mdbook
 BOOK=target/book
