@@ -14,7 +14,8 @@ pub enum TaskBenchError {
     ZeroSteps,
     /// A run on no worker threads.
     ZeroWorkers,
-    /// A sweep with no kernel iterations to measure.
+    /// A sweep that would measure nothing: no kernel iteration counts (the largest below the
+    /// smallest), no blocks or no runs per point.
     EmptySweep,
     /// A radix pattern with radix 0.
     ZeroRadix {
@@ -98,9 +99,10 @@ impl fmt::Display for TaskBenchError {
                 f.write_str("steps 0: a graph needs at least one timestep")
             }
             TaskBenchError::ZeroWorkers => f.write_str("workers 0: a run needs a worker thread"),
-            TaskBenchError::EmptySweep => {
-                f.write_str("no kernel iterations to sweep: the largest is below the smallest")
-            }
+            TaskBenchError::EmptySweep => f.write_str(
+                "the sweep would measure nothing: the largest iteration count is below the \
+                 smallest, or blocks or repeats is 0",
+            ),
             TaskBenchError::ZeroRadix { pattern } => {
                 write!(f, "pattern {pattern}: a radix of 0 names no dependency")
             }
@@ -123,7 +125,11 @@ impl fmt::Display for TaskBenchError {
                  nearest_<radix>, spread_<radix>, all_to_all)"
             ),
             TaskBenchError::UnknownSystem { name } => {
-                write!(f, "unknown system {name:?} (executor, queues, rayon, tokio, threads)")
+                write!(
+                    f,
+                    "unknown system {name:?} (executor, executor_prebuilt, queues, rayon, tokio, \
+                 threads)"
+                )
             }
             TaskBenchError::BadArgument { reason } => f.write_str(reason),
             TaskBenchError::ChecksumMismatch { expected, found } => write!(

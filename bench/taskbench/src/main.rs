@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use causeway_taskbench::pattern::Pattern;
-use causeway_taskbench::report::{case_svg, metg_table, waits_table};
+use causeway_taskbench::report::{case_svg, metg_table, points_csv, waits_table};
 use causeway_taskbench::sweep::{run_sweep, SweepConfig};
 use causeway_taskbench::systems::{Limits, System};
 use causeway_taskbench::TaskBenchError;
@@ -18,9 +18,12 @@ usage: causeway-taskbench [options]
   --patterns LIST      comma-separated patterns (default: trivial,no_comm,stencil_1d,fft,tree,
                        nearest_3,nearest_5,spread_3,all_to_all)
   --widths LIST        graph widths (default: the worker count and 8)
-  --steps N            timesteps per graph (default 500)
-  --systems LIST       executor,queues,rayon,tokio,threads (default: all)
+  --steps N            timesteps per graph at most (default 1000)
+  --work N             kernel iterations per run in all, which sets a graph's timesteps
+                       between 32 and --steps (default 4194304)
+  --systems LIST       executor,executor_prebuilt,queues,rayon,tokio,threads (default: all)
   --blocks N           alternating blocks (default 3)
+  --repeats N          runs per point, the fastest counting (default 5)
   --max-iterations N   kernel iterations per task at the start of the sweep (default 32768)
   --min-iterations N   ... at its end, halving from the start (default 4)
   --workers N          worker threads per system (default: the machine's cores)
@@ -48,9 +51,11 @@ fn parse(arguments: impl Iterator<Item = String>) -> Result<Option<Options>, Tas
     let mut config = SweepConfig {
         patterns: Pattern::STANDARD.to_vec(),
         widths: vec![workers as u32, 8],
-        steps: 500,
+        steps: 1000,
+        work_per_run: 1 << 22,
         systems: System::ALL.to_vec(),
         blocks: 3,
+        repeats: 5,
         max_iterations: 1 << 15,
         min_iterations: 4,
         limits: Limits { workers, max_queues: 64 },
@@ -75,8 +80,10 @@ fn parse(arguments: impl Iterator<Item = String>) -> Result<Option<Options>, Tas
                 widths_given = true;
             }
             "--steps" => config.steps = number(&flag, &value)?,
+            "--work" => config.work_per_run = number(&flag, &value)?,
             "--systems" => config.systems = list(&value)?,
             "--blocks" => config.blocks = number(&flag, &value)?,
+            "--repeats" => config.repeats = number(&flag, &value)?,
             "--max-iterations" => config.max_iterations = number(&flag, &value)?,
             "--min-iterations" => config.min_iterations = number(&flag, &value)?,
             "--workers" => config.limits.workers = number(&flag, &value)?,
@@ -117,13 +124,15 @@ fn main() -> ExitCode {
     };
     let config = &options.config;
     let mut text = format!(
-        "Task Bench METG(50 %): {} workers, {} steps, kernel iterations {} down to {} \
-         (halving), {} alternating blocks; peak per block (kernel iterations/s): {}\n\n",
+        "Task Bench METG(50 %): {} workers, {} kernel iterations per run in 32 to {} steps, \
+         kernel iterations per task {} down to {} (halving), {} alternating blocks, fastest of {} runs per point; peak per block (kernel iterations/s): {}\n\n",
         config.limits.workers,
+        config.work_per_run,
         config.steps,
         config.max_iterations,
         config.min_iterations,
         config.blocks,
+        config.repeats,
         result.peaks.iter().map(|peak| format!("{peak:.3e}")).collect::<Vec<_>>().join(", ")
     );
     text.push_str(&metg_table(&result));
@@ -145,6 +154,7 @@ fn write_files(
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("metg.md"), text)?;
+    std::fs::write(out.join("points.csv"), points_csv(result))?;
     for case in &result.cases {
         let name = format!("{}-w{}.svg", case.pattern, case.width);
         std::fs::write(out.join(name), case_svg(case))?;

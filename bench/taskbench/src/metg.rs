@@ -21,6 +21,8 @@ use std::time::Duration;
 pub struct SweepPoint {
     /// Kernel iterations per task.
     pub iterations: u32,
+    /// Tasks in the run.
+    pub tasks: u64,
     /// Core time per task, in nanoseconds.
     pub granularity_ns: f64,
     /// Useful work rate over the peak, 0 to about 1.
@@ -40,7 +42,7 @@ impl SweepPoint {
         let seconds = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
         let granularity_ns = seconds * 1e9 * workers as f64 / tasks as f64;
         let efficiency = tasks as f64 * f64::from(iterations) / seconds / peak;
-        SweepPoint { iterations, granularity_ns, efficiency }
+        SweepPoint { iterations, tasks, granularity_ns, efficiency }
     }
 }
 

@@ -1,4 +1,5 @@
-//! The sweep's results as text: the METG table and the queues variant's waits (Markdown), and
+//! The sweep's results as text: the METG table and the queues variant's waits (Markdown), every
+//! measured point (CSV), and
 //! one plot per case (SVG, written by hand: efficiency against task granularity on a log
 //! axis, one line per system, the 50 % threshold dashed).
 
@@ -74,6 +75,32 @@ pub fn waits_table(result: &SweepResult) -> String {
     table
 }
 
+/// Every measured point, one line each: `pattern,width,system,block,iterations,tasks,granularity_ns,efficiency`.
+pub fn points_csv(result: &SweepResult) -> String {
+    let mut csv =
+        String::from("pattern,width,system,block,iterations,tasks,granularity_ns,efficiency\n");
+    for case in &result.cases {
+        for system in &case.systems {
+            for (block, sweep) in system.sweeps.iter().enumerate() {
+                for point in sweep {
+                    let _ = writeln!(
+                        csv,
+                        "{},{},{},{block},{},{},{:.1},{:.4}",
+                        case.pattern,
+                        case.width,
+                        system.system,
+                        point.iterations,
+                        point.tasks,
+                        point.granularity_ns,
+                        point.efficiency
+                    );
+                }
+            }
+        }
+    }
+    csv
+}
+
 /// Per iteration count, the median granularity and efficiency over blocks: the line plotted.
 fn median_line(system: &SystemResult) -> Vec<(f64, f64)> {
     let Some(first) = system.sweeps.first() else { return Vec::new() };
@@ -124,11 +151,10 @@ pub fn case_svg(case: &CaseResult) -> String {
     let _ = writeln!(svg, r#"<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#);
     let _ = writeln!(
         svg,
-        r#"<text x="{}" y="18" text-anchor="middle" font-size="14">{} — width {}, {} tasks</text>"#,
+        r#"<text x="{}" y="18" text-anchor="middle" font-size="14">{} — width {}</text>"#,
         (LEFT + WIDTH - RIGHT) / 2.0,
         case.pattern,
-        case.width,
-        case.tasks
+        case.width
     );
     // Axes, gridlines and ticks: a decade per x tick, 10 % per y tick.
     let (x0, x1, y0, y1) = (LEFT, WIDTH - RIGHT, y(0.0), y(TOP_EFFICIENCY));

@@ -5,7 +5,7 @@ use std::time::Duration;
 use causeway_taskbench::metg::{median_and_range, metg, Metg, SweepPoint};
 
 fn point(granularity_ns: f64, efficiency: f64) -> SweepPoint {
-    SweepPoint { iterations: 0, granularity_ns, efficiency }
+    SweepPoint { iterations: 0, tasks: 0, granularity_ns, efficiency }
 }
 
 #[test]

@@ -99,8 +99,10 @@ fn a_tiny_sweep_reports_every_system() {
         patterns: vec![Pattern::Stencil1d, Pattern::AllToAll],
         widths: vec![2, 9],
         steps: 4,
+        work_per_run: 1 << 10,
         systems: System::ALL.to_vec(),
         blocks: 2,
+        repeats: 1,
         max_iterations: 64,
         min_iterations: 16,
         limits: LIMITS,
@@ -119,6 +121,8 @@ fn a_tiny_sweep_reports_every_system() {
     }
     let bad = SweepConfig { min_iterations: 128, ..config.clone() };
     assert_eq!(run_sweep(&bad, |_| {}), Err(TaskBenchError::EmptySweep));
+    let no_repeats = SweepConfig { repeats: 0, ..config.clone() };
+    assert_eq!(run_sweep(&no_repeats, |_| {}), Err(TaskBenchError::EmptySweep));
     let empty = SweepConfig { widths: vec![0], ..config };
     assert_eq!(run_sweep(&empty, |_| {}), Err(TaskBenchError::ZeroWidth));
 }

@@ -1,7 +1,8 @@
 //! The systems measured, each running a [`TaskGraph`] its own way:
 //!
 //! - [`executor`]: causeway's cooperative executor, one process per task, each dependency an
-//!   edge from the producing process to its dependents;
+//!   edge from the producing process to its dependents; timed with the graph's wiring
+//!   (`executor`) and without it (`executor_prebuilt`);
 //! - [`queues`]: a causeway device, one CPU queue per column, each task an operation on its
 //!   column's queue and each dependency a timeline-semaphore wait on the producing column's
 //!   semaphore;
@@ -31,8 +32,10 @@ use crate::TaskBenchError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum System {
-    /// causeway's executor: a process per task.
+    /// causeway's executor: a process per task, wired and submitted inside the timed part.
     Executor,
+    /// causeway's executor, the graph wired and submitted before the timer.
+    ExecutorPrebuilt,
     /// causeway's device: a CPU queue per column, a semaphore wait per dependency.
     Queues,
     /// rayon: a scope per timestep.
@@ -45,13 +48,20 @@ pub enum System {
 
 impl System {
     /// Every system, in table order.
-    pub const ALL: [System; 5] =
-        [System::Executor, System::Queues, System::Rayon, System::Tokio, System::Threads];
+    pub const ALL: [System; 6] = [
+        System::Executor,
+        System::ExecutorPrebuilt,
+        System::Queues,
+        System::Rayon,
+        System::Tokio,
+        System::Threads,
+    ];
 
     /// The system's name in tables and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             System::Executor => "executor",
+            System::ExecutorPrebuilt => "executor_prebuilt",
             System::Queues => "queues",
             System::Rayon => "rayon",
             System::Tokio => "tokio",
@@ -82,10 +92,17 @@ impl System {
         self.validate(graph, limits)?;
         let outputs = Arc::new(Outputs::new(graph));
         let outcome = match self {
-            System::Executor => RunOutcome {
-                elapsed: executor::run(graph, &outputs, iterations, limits.workers)?,
-                waits: None,
-            },
+            System::Executor | System::ExecutorPrebuilt => {
+                let wiring = if self == System::Executor {
+                    executor::Wiring::Timed
+                } else {
+                    executor::Wiring::BeforeTimer
+                };
+                RunOutcome {
+                    elapsed: executor::run(graph, &outputs, iterations, limits.workers, wiring)?,
+                    waits: None,
+                }
+            }
             System::Queues => queues::run(graph, &outputs, iterations, limits.workers)?,
             System::Rayon => RunOutcome {
                 elapsed: peers::run_rayon(graph, &outputs, iterations, limits.workers)?,
