@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use causeway_taskbench::pattern::Pattern;
-use causeway_taskbench::report::{case_svg, metg_table, points_csv, waits_table};
+use causeway_taskbench::report::{case_svg, metg_summary, metg_table, points_csv, waits_table};
 use causeway_taskbench::sweep::{run_sweep, SweepConfig};
 use causeway_taskbench::systems::{Limits, System};
 use causeway_taskbench::TaskBenchError;
@@ -135,6 +135,12 @@ fn main() -> ExitCode {
         config.repeats,
         result.peaks.iter().map(|peak| format!("{peak:.3e}")).collect::<Vec<_>>().join(", ")
     );
+    text.push_str(
+        "METG(50 %) in µs of core time per task, median over blocks (range); — where no block \
+         reached 50 %:\n\n",
+    );
+    text.push_str(&metg_summary(&result));
+    text.push_str("\nPer system, with the blocks that reached 50 %:\n\n");
     text.push_str(&metg_table(&result));
     text.push_str("\nQueues variant, waits of one run (the last block's, fewest iterations):\n\n");
     text.push_str(&waits_table(&result));

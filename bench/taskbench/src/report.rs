@@ -8,6 +8,44 @@ use std::fmt::Write;
 use crate::metg::{median_and_range, Metg, SweepPoint};
 use crate::sweep::{CaseResult, SweepResult, SystemResult, THRESHOLD};
 
+/// The summary: a row per case, a column per system, each cell the median METG over blocks in
+/// microseconds and its range (`≤` where a block's sweep never fell below 50 %, `—` where no
+/// block reached 50 %, `refused` where the system cannot run the case).
+pub fn metg_summary(result: &SweepResult) -> String {
+    let Some(first) = result.cases.first() else { return String::new() };
+    let mut table = String::from("| pattern | width |");
+    let mut rule = String::from("| --- | ---: |");
+    for system in &first.systems {
+        let _ = write!(table, " {} |", system.system);
+        rule.push_str(" ---: |");
+    }
+    let _ = writeln!(table, "\n{rule}");
+    for case in &result.cases {
+        let _ = write!(table, "| {} | {} |", case.pattern, case.width);
+        for system in &case.systems {
+            let cell =
+                if system.refused.is_some() { "refused".to_owned() } else { summary_cell(system) };
+            let _ = write!(table, " {cell} |");
+        }
+        table.push('\n');
+    }
+    table
+}
+
+/// One system's median METG in microseconds with its range over blocks.
+fn summary_cell(system: &SystemResult) -> String {
+    let metgs = system.metgs();
+    let bounded = metgs.iter().any(|metg| matches!(metg, Metg::AtMost(_)));
+    let mut nanoseconds: Vec<f64> = metgs.iter().filter_map(|metg| metg.nanoseconds()).collect();
+    match median_and_range(&mut nanoseconds) {
+        Some((median, min, max)) => {
+            let at_most = if bounded { "≤ " } else { "" };
+            format!("{at_most}{:.2} ({:.2}–{:.2})", median / 1e3, min / 1e3, max / 1e3)
+        }
+        None => "—".to_owned(),
+    }
+}
+
 /// The METG table: a row per case and system with the median METG over blocks, its range, and
 /// how many blocks reached 50 % at all.
 pub fn metg_table(result: &SweepResult) -> String {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use causeway_taskbench::graph::{Outputs, TaskGraph};
 use causeway_taskbench::pattern::Pattern;
+use causeway_taskbench::report::{case_svg, metg_summary, metg_table, points_csv, waits_table};
 use causeway_taskbench::sweep::{run_sweep, SweepConfig};
 use causeway_taskbench::systems::{Limits, System};
 use causeway_taskbench::TaskBenchError;
@@ -119,6 +120,18 @@ fn a_tiny_sweep_reports_every_system() {
             assert!(system.sweeps.iter().all(|sweep| sweep.len() == 3));
         }
     }
+    // The reports name every case and system; the plot is one SVG document with a line per
+    // system that ran.
+    let summary = metg_summary(&result);
+    assert_eq!(summary.lines().count(), 2 + result.cases.len());
+    assert!(summary.contains("| all_to_all | 9 |") && summary.contains("refused"), "{summary}");
+    assert_eq!(metg_table(&result).lines().count(), 2 + 4 * System::ALL.len());
+    assert_eq!(waits_table(&result).lines().count(), 2 + 2);
+    assert_eq!(points_csv(&result).lines().count(), 1 + (4 * System::ALL.len() - 2) * 2 * 3);
+    let svg = case_svg(&result.cases[0]);
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<polyline").count(), System::ALL.len());
+
     let bad = SweepConfig { min_iterations: 128, ..config.clone() };
     assert_eq!(run_sweep(&bad, |_| {}), Err(TaskBenchError::EmptySweep));
     let no_repeats = SweepConfig { repeats: 0, ..config.clone() };
