@@ -10,9 +10,12 @@
 //!   dependencies, no scheduling).
 //!
 //! Sweeping the iterations downward, the granularity falls and, once overhead dominates, so
-//! does the efficiency. METG(50 %) is the granularity where the efficiency crosses 50 %,
-//! interpolated linearly in log-granularity between the last point at or above and the first
-//! below.
+//! does the efficiency. METG(50 %) is the smallest granularity at which the efficiency is still
+//! 50 %: below the smallest-granularity point at or above 50 %, interpolated linearly in
+//! log-granularity between it and the next point (which is below). A dip below 50 % at a larger
+//! granularity does not end the search: on a shared machine interference only ever lowers a
+//! run's efficiency, so a point at or above 50 % is evidence of what the system can do and a
+//! point below it is not evidence of what it cannot.
 
 use std::time::Duration;
 
@@ -54,7 +57,7 @@ pub enum Metg {
     Interpolated(f64),
     /// Never fell below the threshold: the METG is at most the smallest granularity measured.
     AtMost(f64),
-    /// Below the threshold already at the largest granularity measured.
+    /// Below the threshold at every granularity measured.
     NotReached,
 }
 
@@ -72,20 +75,17 @@ impl Metg {
 /// The METG at `threshold` (0.5 for the paper's figure) of a sweep given from the largest
 /// granularity down; an empty sweep never reaches it.
 pub fn metg(sweep: &[SweepPoint], threshold: f64) -> Metg {
-    let Some(first) = sweep.first() else { return Metg::NotReached };
-    if first.efficiency < threshold {
+    let Some(last_effective) = sweep.iter().rposition(|point| point.efficiency >= threshold) else {
         return Metg::NotReached;
-    }
-    for pair in sweep.windows(2) {
-        let (above, below) = (pair[0], pair[1]);
-        if below.efficiency < threshold {
-            let (log_above, log_below) = (above.granularity_ns.ln(), below.granularity_ns.ln());
-            let share = (above.efficiency - threshold) / (above.efficiency - below.efficiency);
-            return Metg::Interpolated((log_above + share * (log_below - log_above)).exp());
-        }
-    }
-    let smallest = sweep.iter().map(|point| point.granularity_ns).fold(f64::INFINITY, f64::min);
-    Metg::AtMost(smallest)
+    };
+    let Some(&below) = sweep.get(last_effective + 1) else {
+        let smallest = sweep.iter().map(|point| point.granularity_ns).fold(f64::INFINITY, f64::min);
+        return Metg::AtMost(smallest);
+    };
+    let above = sweep[last_effective];
+    let (log_above, log_below) = (above.granularity_ns.ln(), below.granularity_ns.ln());
+    let share = (above.efficiency - threshold) / (above.efficiency - below.efficiency);
+    Metg::Interpolated((log_above + share * (log_below - log_above)).exp())
 }
 
 /// The median, minimum and maximum of `values` (which it sorts); `None` when empty.

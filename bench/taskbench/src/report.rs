@@ -158,10 +158,10 @@ const COLOURS: [&str; 6] = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#7f7f7f
 
 /// The plot of one case: efficiency (0 to 110 %) against task granularity (log scale).
 pub fn case_svg(case: &CaseResult) -> String {
-    const WIDTH: f64 = 640.0;
+    const WIDTH: f64 = 680.0;
     const HEIGHT: f64 = 400.0;
     const LEFT: f64 = 60.0;
-    const RIGHT: f64 = 130.0;
+    const RIGHT: f64 = 160.0;
     const TOP: f64 = 30.0;
     const BOTTOM: f64 = 50.0;
     const TOP_EFFICIENCY: f64 = 1.1;
@@ -196,16 +196,15 @@ pub fn case_svg(case: &CaseResult) -> String {
     );
     // Axes, gridlines and ticks: a decade per x tick, 10 % per y tick.
     let (x0, x1, y0, y1) = (LEFT, WIDTH - RIGHT, y(0.0), y(TOP_EFFICIENCY));
-    let _ =
-        writeln!(svg, r#"<path d="M{x0},{y1} L{x0},{y0} L{x1},{y0}" fill="none" stroke="black"/>"#);
     for tenth in 0..=11 {
         let e = f64::from(tenth) / 10.0;
         let _ = writeln!(
             svg,
-            r##"<line x1="{x0}" y1="{0}" x2="{x1}" y2="{0}" stroke="#eee"/><text x="{1}" y="{2}" text-anchor="end">{tenth}0%</text>"##,
+            r##"<line x1="{x0}" y1="{0:.1}" x2="{x1}" y2="{0:.1}" stroke="#eee"/><text x="{1}" y="{2:.1}" text-anchor="end">{3}%</text>"##,
             y(e),
             x0 - 5.0,
-            y(e) + 4.0
+            y(e) + 4.0,
+            tenth * 10
         );
     }
     let mut decade = decade_low;
@@ -218,12 +217,17 @@ pub fn case_svg(case: &CaseResult) -> String {
         };
         let _ = writeln!(
             svg,
-            r##"<line x1="{0}" y1="{y1}" x2="{0}" y2="{y0}" stroke="#eee"/><text x="{0}" y="{1}" text-anchor="middle">{label}</text>"##,
+            r##"<line x1="{0:.1}" y1="{y1:.1}" x2="{0:.1}" y2="{y0:.1}" stroke="#eee"/><text x="{0:.1}" y="{1:.1}" text-anchor="middle">{label}</text>"##,
             x(g),
             y0 + 16.0
         );
         decade += 1.0;
     }
+    // The axes over the gridlines.
+    let _ = writeln!(
+        svg,
+        r#"<path d="M{x0},{y1:.1} L{x0},{y0:.1} L{x1},{y0:.1}" fill="none" stroke="black"/>"#
+    );
     let _ = writeln!(
         svg,
         r#"<text x="{}" y="{}" text-anchor="middle">task granularity (core time per task, log scale)</text>"#,
@@ -238,7 +242,7 @@ pub fn case_svg(case: &CaseResult) -> String {
     );
     let _ = writeln!(
         svg,
-        r#"<line x1="{x0}" y1="{0}" x2="{x1}" y2="{0}" stroke="black" stroke-dasharray="4 4"/>"#,
+        r#"<line x1="{x0}" y1="{0:.1}" x2="{x1}" y2="{0:.1}" stroke="black" stroke-dasharray="4 4"/>"#,
         y(THRESHOLD)
     );
     for (index, (system, line)) in lines.iter().enumerate() {
