@@ -140,18 +140,6 @@ impl Pattern {
         }
         into.truncate(kept);
     }
-
-    /// The most dependencies any task of a graph `width` wide has.
-    pub fn max_dependencies(self, width: u32) -> u32 {
-        match self {
-            Pattern::Trivial => 0,
-            Pattern::NoComm | Pattern::Tree => 1,
-            Pattern::Stencil1d => width.min(3),
-            Pattern::Fft => width.min(2),
-            Pattern::Nearest { radix } | Pattern::Spread { radix } => width.min(radix),
-            Pattern::AllToAll => width,
-        }
-    }
 }
 
 /// `⌈log₂ width⌉`, at least 1: the butterfly's stages and the tree's depth.
