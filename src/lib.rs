@@ -145,6 +145,8 @@ mod guide {
     struct Crates;
     #[doc = include_str!("../docs/src/performance.md")]
     struct Performance;
+    #[doc = include_str!("../docs/src/taskbench.md")]
+    struct TaskBench;
     #[doc = include_str!("../docs/src/testing.md")]
     struct Testing;
 }

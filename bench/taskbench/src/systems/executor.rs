@@ -1,0 +1,164 @@
+//! causeway's executor: one immediate process per task. A task's process is a dependent of each
+//! of its dependencies' processes ([`Process::set_dependents`]): it holds one suspension per
+//! dependency and becomes runnable when the last of them completes, on the worker that
+//! completed it when that worker is free (the executor's hand-off), with no other
+//! synchronisation.
+//!
+//! Two timings ([`Wiring`]): with the graph's wiring and submission inside the timed part, done
+//! by the thread timing the run while the workers already run the first tasks (as rayon and
+//! tokio create their tasks while they run); and with the graph wired and submitted before the
+//! timer, the tasks without dependencies held and released when it starts (how a graph built
+//! once and run many times is timed): the executor's dependency resolution and scheduling
+//! alone.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use causeway::executor::{Class, Drain, DrainContext, Drained, Process};
+use causeway::{Failure, Runtime};
+
+use super::{system_error, System};
+use crate::graph::{Outputs, TaskGraph};
+use crate::TaskBenchError;
+
+/// What every task's process shares: the graph, its outputs, and the count of tasks not yet
+/// finished, whose last decrement wakes the thread timing the run.
+struct Shared<'g> {
+    graph: &'g TaskGraph,
+    outputs: &'g Outputs,
+    iterations: u32,
+    remaining: AtomicU64,
+    failed: AtomicBool,
+    timer: Thread,
+}
+
+/// One task's drain.
+struct TaskDrain<'g> {
+    shared: &'g Shared<'g>,
+    step: u32,
+    point: u32,
+}
+
+impl Drain for TaskDrain<'_> {
+    fn drain(&self, _: &mut DrainContext<'_, '_>) -> Drained {
+        let shared = self.shared;
+        shared.graph.run_task(shared.outputs, self.step, self.point, shared.iterations);
+        Drained::Done(Ok(()))
+    }
+
+    fn finish(&self, outcome: Result<(), Failure>) {
+        if outcome.is_err() {
+            self.shared.failed.store(true, Ordering::Relaxed);
+        }
+        // AcqRel: the timer's Acquire load of zero sees every task's outputs.
+        if self.shared.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.timer.unpark();
+        }
+    }
+}
+
+/// What the timed part of a run includes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wiring {
+    /// Wiring every dependency and submitting every process, then running.
+    Timed,
+    /// Only running: the graph is wired and submitted before the timer starts.
+    BeforeTimer,
+}
+
+/// Runs `graph` on a causeway runtime of `workers` workers; the time until the last task's
+/// end, from wiring the first dependency or from releasing the first task (`wiring`).
+pub fn run(
+    graph: &TaskGraph,
+    outputs: &Outputs,
+    iterations: u32,
+    workers: usize,
+    wiring: Wiring,
+) -> Result<Duration, TaskBenchError> {
+    let system = match wiring {
+        Wiring::Timed => System::Executor,
+        Wiring::BeforeTimer => System::ExecutorPrebuilt,
+    };
+    let failed = |error: &dyn std::fmt::Display| system_error(system, error);
+    let shared = Shared {
+        graph,
+        outputs,
+        iterations,
+        remaining: AtomicU64::new(graph.tasks()),
+        failed: AtomicBool::new(false),
+        timer: thread::current(),
+    };
+    // Processes in timestep order; `process_of[cell]` is the cell's process, if it holds a task.
+    let mut drains = Vec::with_capacity(graph.tasks() as usize);
+    let mut process_of = vec![usize::MAX; graph.index(graph.steps(), 0)];
+    // The processes of tasks without dependencies, which start the graph.
+    let mut roots = Vec::new();
+    for step in 0..graph.steps() {
+        for &point in graph.active(step) {
+            process_of[graph.index(step, point)] = drains.len();
+            if graph.dependencies(step, point).is_empty() {
+                roots.push(drains.len());
+            }
+            drains.push(TaskDrain { shared: &shared, step, point });
+        }
+    }
+    let processes: Vec<Process> =
+        drains.iter().map(|drain| Process::new(drain, Class::Immediate)).collect();
+    let mut dependents: Vec<Vec<&Process>> = vec![Vec::new(); processes.len()];
+    for step in 1..graph.steps() {
+        for &point in graph.active(step) {
+            let consumer = &processes[process_of[graph.index(step, point)]];
+            for &column in graph.dependencies(step, point) {
+                dependents[process_of[graph.index(step - 1, column)]].push(consumer);
+            }
+        }
+    }
+
+    let elapsed = Runtime::builder()
+        .workers(workers)
+        .thread_name("taskbench-executor")
+        .scope(|executor| -> Result<Duration, TaskBenchError> {
+            // Every edge is wired before its producer or consumer is submitted, as the
+            // executor requires; a process whose dependencies completed before its own
+            // submission is activated by that submission.
+            let wire_and_submit = || -> Result<(), TaskBenchError> {
+                for (process, dependents) in processes.iter().zip(&dependents) {
+                    process.set_dependents(dependents).map_err(|error| failed(&error))?;
+                }
+                if wiring == Wiring::BeforeTimer {
+                    for &root in &roots {
+                        executor.hold(&processes[root]).map_err(|error| failed(&error))?;
+                    }
+                }
+                for process in &processes {
+                    executor.submit(process).map_err(|error| failed(&error))?;
+                }
+                Ok(())
+            };
+            let start = match wiring {
+                Wiring::Timed => {
+                    let start = Instant::now();
+                    wire_and_submit()?;
+                    start
+                }
+                Wiring::BeforeTimer => {
+                    wire_and_submit()?;
+                    let start = Instant::now();
+                    for &root in &roots {
+                        executor.release(&processes[root]).map_err(|error| failed(&error))?;
+                    }
+                    start
+                }
+            };
+            while shared.remaining.load(Ordering::Acquire) != 0 {
+                thread::park();
+            }
+            Ok(start.elapsed())
+        })
+        .map_err(|error| failed(&error))??;
+    if shared.failed.load(Ordering::Relaxed) {
+        return Err(failed(&"a task's process failed"));
+    }
+    Ok(elapsed)
+}
