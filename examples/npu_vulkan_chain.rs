@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use causeway::cpu::CpuBackend;
-use causeway::device::{Args, Device, Op, QueueConfig, Work};
+use causeway::device::{Args, Device, Op, QueueConfig, SemaphoreId, Work};
 use causeway::npu::NpuBackend;
 use causeway::vulkan::{Buffer, Gpu, GpuOptions, Kernel, Step, VulkanBackend};
 use causeway::{Failure, PoolConfig, Scope};
@@ -76,7 +76,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let device = builder.build()?;
 
     // Each operation waits on the one before it; all three are submitted before any runs.
-    type Signal = (causeway::device::SemaphoreId, u64);
+    type Signal = (SemaphoreId, u64);
     let submit = |queue, tag, waits: &[Signal], signals: &[Signal], work| {
         device.submit(queue, &Op { waits, signals, work, tag, ..Default::default() })
     };

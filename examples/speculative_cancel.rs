@@ -26,10 +26,13 @@ use causeway::{Dependence, Failure, PoolConfig, Rejection, Scope};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What the observer saw of each operation, by tag: its speculation verdict and how it ended.
+/// What the observer saw of one operation: its speculation verdict, if any, and how it ended.
+type Verdict = (Option<Dependence>, Option<OpStatus>);
+
+/// What the observer saw of each operation, by tag.
 #[derive(Default)]
 struct Seen {
-    ops: Mutex<BTreeMap<u64, (Option<Dependence>, Option<OpStatus>)>>,
+    ops: Mutex<BTreeMap<u64, Verdict>>,
 }
 
 impl Observer for Seen {
