@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use causeway::cpu::CpuBackend;
 use causeway::device::{
@@ -33,6 +33,14 @@ type Verdict = (Option<Dependence>, Option<OpStatus>);
 #[derive(Default)]
 struct Seen {
     ops: Mutex<BTreeMap<u64, Verdict>>,
+}
+
+impl Seen {
+    /// How many operations have finished.
+    fn finished(&self) -> usize {
+        let ops = self.ops.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        ops.values().filter(|(_, status)| status.is_some()).count()
+    }
 }
 
 impl Observer for Seen {
@@ -101,11 +109,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Err(error) => format!("{error}"),
     };
     println!("wait on consumed >= 2: reached; on consumed >= 3: {outcome}");
-    // Every submitted operation has ended once its queue is empty.
-    for queue in [draft, consumer, other] {
-        while device.in_flight(queue) != Some(0) {
-            std::thread::sleep(Duration::from_millis(1));
+    // Wait until the observer has seen all 12 operations finish, cancelled ones included.
+    let deadline = Instant::now() + TIMEOUT;
+    while seen.finished() < 12 {
+        if Instant::now() > deadline {
+            return Err("operations still unfinished after 30 s".into());
         }
+        std::thread::sleep(Duration::from_millis(1));
     }
 
     let ops = seen.ops.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
