@@ -255,17 +255,17 @@ step "browser: the HTML view of every bundled scenario in headless Chromium (chr
 ./scripts/browser.sh
 passed
 
+step "examples: every program in examples/ built optimised and run, its output checked (CPU pipeline, NPU → Vulkan on lavapipe, buffer reuse, speculation, a static schedule, two MPI ranks)"
+# Seconds: the release tiers above built the dependencies with the same selection.
+./scripts/examples.sh
+passed
+
 step "main job: every bundled scenario through the causeway CLI, expectations checked"
 cargo build --release -p causeway-cli --bin causeway
 for scenario in scenarios/*.toml; do
   ./target/release/causeway run "$scenario" --quiet --report target/scenario-report.json \
     --trace target/scenario-trace.json || die "scenario $scenario failed"
 done
-cargo run --release --example causal_walkthrough
-# A library user's pipeline: per-submission arguments, beside three threads and mpsc channels.
-cargo run --release --quiet --example chunk_pipeline | tee target/chunk-pipeline.out
-grep -q '^both match the expected total$' target/chunk-pipeline.out ||
-  die "the chunk_pipeline example did not report matching totals"
 passed
 
 printf '\ntiers: %d passed, 0 failed\n' "$tiers_passed"
