@@ -5,7 +5,9 @@
 //! operation's wait on the first elided across the drivers) and the validation layer reports
 //! nothing, not even a leaked object when the test destroys the device after causeway let go
 //! of it. Handles causeway cannot use (a queue family that does not exist,
-//! no queue, an instance created for Vulkan 1.1) are typed errors.
+//! no queue, an instance created for Vulkan 1.1) are typed errors. The application's device
+//! lost in the middle of a run fails causeway's work on it and every waiter, the device goes
+//! on, and the application destroys its handles afterwards as usual.
 
 mod common;
 
@@ -18,7 +20,7 @@ use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{Device, Op, QueueConfig, WaitOutcome, Work};
 use causeway_driver_cpu::CpuBackend;
-use causeway_driver_vulkan::{Buffer, Gpu, Kernel, Step, VulkanBackend, VulkanError};
+use causeway_driver_vulkan::{Buffer, FaultPoint, Gpu, Kernel, Step, VulkanBackend, VulkanError};
 use causeway_runtime::blocking::wait;
 use causeway_runtime::PoolConfig;
 use common::app::AppVulkan;
@@ -179,6 +181,54 @@ fn an_instance_created_for_vulkan_1_1_is_a_typed_error() {
         }
         other => panic!("expected AdapterUnsuitable, got {other:?}"),
     }
+    let messages = app.destroy();
+    assert!(
+        messages.is_empty(),
+        "{} validation messages:\n{}",
+        messages.len(),
+        messages.join("\n")
+    );
+}
+
+#[test]
+fn the_applications_device_lost_mid_run_fails_the_work_on_it_and_its_waiters_and_nothing_hangs() {
+    let app = AppVulkan::create(vk::API_VERSION_1_3, true);
+    // SAFETY: as in the first test: `app`'s handles, from one another, with the features
+    // causeway needs; `app` destroys them after every causeway object below is dropped.
+    let gpu = unsafe { Gpu::from_raw_handles(app.handles(app.family, vec![app.queue])) }
+        .unwrap_or_else(|error| panic!("cannot lend the device: {error}"));
+    let mut backend = VulkanBackend::new(gpu.clone());
+    let buffers = [(); 3].map(|()| Buffer::new(&gpu, BYTES).expect("buffer"));
+    let [a, b, c] = &buffers;
+    let add = Kernel::add(&gpu).expect("add").launch(&[a, b, c], ELEMENTS as u32, 4, 0.0);
+    let add = backend.command_buffer(vec![vec![Step::Dispatch(add.expect("launch"))]]);
+    let add = Work::Execute(add.expect("record"));
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let vulkan = builder.driver(backend);
+    let cpu = builder.driver(CpuBackend::new());
+    let (gpu_queue, cpu_queue) =
+        (builder.queue(QueueConfig::on(vulkan)), builder.queue(QueueConfig::on(cpu)));
+    let home = builder.endpoint(cpu_queue).unwrap();
+    let [first, downstream, later, cpu_alone] =
+        [(); 4].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    let device = builder.build().unwrap();
+    let lost = Err(causeway_runtime::blocking::HostWaitError::Failed(Failure::DeviceLost));
+
+    // The first submission meets a lost device.
+    gpu.inject_fault(FaultPoint::QueueSubmit, vk::Result::ERROR_DEVICE_LOST);
+    device.submit(gpu_queue, &Op { signals: &[(first, 1)], work: add, ..Op::default() }).unwrap();
+    let waiter = Op { waits: &[(first, 1)], signals: &[(downstream, 1)], ..Op::default() };
+    device.submit(cpu_queue, &waiter).unwrap();
+    assert_eq!(wait(device.semaphore(first).unwrap(), 1, Some(HANG_GUARD)), lost);
+    assert_eq!(wait(device.semaphore(downstream).unwrap(), 1, Some(HANG_GUARD)), lost);
+    // Later work on the lost device fails too; the CPU queue goes on.
+    device.submit(gpu_queue, &Op { signals: &[(later, 1)], work: add, ..Op::default() }).unwrap();
+    device.submit(cpu_queue, &Op { signals: &[(cpu_alone, 1)], ..Op::default() }).unwrap();
+    assert_eq!(wait(device.semaphore(later).unwrap(), 1, Some(HANG_GUARD)), lost);
+    assert_eq!(wait(device.semaphore(cpu_alone).unwrap(), 1, Some(HANG_GUARD)), Ok(1));
+    let report = device.shutdown(HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    drop((buffers, gpu));
     let messages = app.destroy();
     assert!(
         messages.is_empty(),
