@@ -29,6 +29,18 @@ use common::HANG_GUARD;
 const ELEMENTS: usize = 4096;
 const BYTES: u64 = ELEMENTS as u64 * 4;
 
+/// Destroys the application's Vulkan objects, as the application would once causeway let go,
+/// and fails on any message its validation layer reported over the test.
+fn destroy_without_messages(app: AppVulkan) {
+    let messages = app.destroy();
+    assert!(
+        messages.is_empty(),
+        "{} validation messages:\n{}",
+        messages.len(),
+        messages.join("\n")
+    );
+}
+
 #[test]
 fn cpu_to_vulkan_to_cpu_on_the_applications_own_device_is_right_and_validation_clean() {
     let app = AppVulkan::create(vk::API_VERSION_1_3, true);
@@ -133,13 +145,7 @@ fn cpu_to_vulkan_to_cpu_on_the_applications_own_device_is_right_and_validation_c
 
     drop(buffers);
     drop(gpu);
-    let messages = app.destroy();
-    assert!(
-        messages.is_empty(),
-        "{} validation messages:\n{}",
-        messages.len(),
-        messages.join("\n")
-    );
+    destroy_without_messages(app);
 }
 
 #[test]
@@ -158,13 +164,7 @@ fn a_queue_family_that_does_not_exist_and_no_queues_are_typed_errors() {
     // SAFETY: as above, with the device's own compute family.
     let refused = unsafe { Gpu::from_raw_handles(app.handles(app.family, Vec::new())) };
     assert_eq!(refused.unwrap_err(), VulkanError::NoSuchQueue(0));
-    let messages = app.destroy();
-    assert!(
-        messages.is_empty(),
-        "{} validation messages:\n{}",
-        messages.len(),
-        messages.join("\n")
-    );
+    destroy_without_messages(app);
 }
 
 #[test]
@@ -181,13 +181,7 @@ fn an_instance_created_for_vulkan_1_1_is_a_typed_error() {
         }
         other => panic!("expected AdapterUnsuitable, got {other:?}"),
     }
-    let messages = app.destroy();
-    assert!(
-        messages.is_empty(),
-        "{} validation messages:\n{}",
-        messages.len(),
-        messages.join("\n")
-    );
+    destroy_without_messages(app);
 }
 
 #[test]
@@ -229,11 +223,5 @@ fn the_applications_device_lost_mid_run_fails_the_work_on_it_and_its_waiters_and
     let report = device.shutdown(HANG_GUARD);
     assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
     drop((buffers, gpu));
-    let messages = app.destroy();
-    assert!(
-        messages.is_empty(),
-        "{} validation messages:\n{}",
-        messages.len(),
-        messages.join("\n")
-    );
+    destroy_without_messages(app);
 }
