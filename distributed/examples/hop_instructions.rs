@@ -276,9 +276,21 @@ fn run(rank: i32) -> Result<(), String> {
                 round += 1;
                 let signals = [(there, round)];
                 let waits = if k == 0 { &start[..] } else { &[] };
-                submit(&Op { waits, signals: &signals, work: Work::Host(s), tag: round })?;
+                submit(&Op {
+                    waits,
+                    signals: &signals,
+                    work: Work::Host(s),
+                    tag: round,
+                    ..Op::default()
+                })?;
                 let (waits, signals) = ([(back, round)], [(done, round)]);
-                submit(&Op { waits: &waits, signals: &signals, work: Work::Host(d), tag: round })?;
+                submit(&Op {
+                    waits: &waits,
+                    signals: &signals,
+                    work: Work::Host(d),
+                    tag: round,
+                    ..Op::default()
+                })?;
             }
             // Rank 1 has every announcement of the batch and has submitted its operations.
             node.await_announced(LinkId(1), last, LONG).map_err(|e| e.to_string())?;
@@ -291,7 +303,13 @@ fn run(rank: i32) -> Result<(), String> {
             for _ in 0..BATCH {
                 round += 1;
                 let (waits, signals) = ([(there, round)], [(back, round)]);
-                submit(&Op { waits: &waits, signals: &signals, work: Work::Host(r), tag: round })?;
+                submit(&Op {
+                    waits: &waits,
+                    signals: &signals,
+                    work: Work::Host(r),
+                    tag: round,
+                    ..Op::default()
+                })?;
             }
             node.wait(LinkId(1), last, LONG).map_err(|e| e.to_string())?;
         }
