@@ -70,10 +70,10 @@ enum Consumer {
 
 impl PipelineBench {
     fn new() -> PipelineBench {
-        let mut cpu = CpuBackend::new();
+        let cpu = CpuBackend::new();
         let cpu_kernel =
             cpu.command_buffer(vec![(1, Box::new(|_tile: u32, _: &Args| {}))]).expect("one tile");
-        let mut npu = NpuBackend::new();
+        let npu = NpuBackend::new();
         let npu_kernel =
             npu.command_buffer(vec![(1, Box::new(|_tile: u32, _: &Args| {}))]).expect("one tile");
         let mut builder = Device::builder(PoolConfig::with_workers(2));

@@ -40,7 +40,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // The NPU kernel, one tile per quarter: b = 2·a. A tile that cannot reach the buffers
     // leaves b unwritten, which the final check catches.
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let double = npu.command_buffer(vec![(
         TILES,
         Box::new({

@@ -69,6 +69,7 @@ mod sync;
 // reach the device through crate-private traits the device layer implements.
 pub mod backend;
 pub mod native_blocks;
+pub mod recorded;
 
 // A queue's state and its own protocols (ring, slots, run claims, wait counts, ownership, in a
 // folder of its own), knowing nothing of the device; the semaphore table.
@@ -115,6 +116,7 @@ pub use op::{
     Args, Invocation, Kernel, ObservedQueue, Observer, Op, OpEvent, OpStatus, Work, ARG_WORDS,
 };
 pub use receipt::{Receipt, WaitOutcome};
+pub use recorded::Recorded;
 pub use semaphores::SemaphoreError;
 pub use speculation::CancelReport;
 

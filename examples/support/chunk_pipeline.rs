@@ -86,7 +86,7 @@ impl DevicePipeline {
         let total = Arc::new(AtomicU64::new(0));
 
         // One command buffer for every chunk: the operation's arguments say which buffer.
-        let mut cpu = CpuBackend::new();
+        let cpu = CpuBackend::new();
         let transform = cpu.command_buffer(vec![(
             TILES,
             Box::new({

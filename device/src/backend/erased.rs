@@ -26,6 +26,8 @@ pub(crate) trait DynBackend: Send + Sync {
     fn name(&self) -> &'static str;
     fn capabilities(&self) -> BackendCapabilities;
     fn command_buffers(&self) -> u32;
+    /// The backend itself, for [`Device::backend`](crate::Device::backend) to downcast.
+    fn as_any(&self) -> &dyn Any;
     fn counters(&self) -> Vec<(&'static str, u64)>;
     fn open_queue(
         &mut self,
@@ -70,6 +72,10 @@ impl<B: Backend> DynBackend for Driver<B> {
 
     fn command_buffers(&self) -> u32 {
         self.0.command_buffers()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        &self.0
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

@@ -226,7 +226,10 @@ pub trait Backend: Send + Sync + 'static {
     fn capabilities(&self) -> BackendCapabilities;
 
     /// How many command buffers it has recorded: [`Kernel::Execute`] names one below this
-    /// (the layer refuses any other at submission). The default is none.
+    /// (the layer refuses any other at submission). Asked at every submission of an
+    /// `Execute`, so a driver may record while the device runs, provided every buffer below
+    /// the count it returns is complete and ready to issue ([`Recorded`](crate::Recorded)
+    /// keeps that promise). The default is none.
     fn command_buffers(&self) -> u32 {
         0
     }

@@ -207,10 +207,7 @@ impl DeviceBuilder {
             let capabilities = Capabilities {
                 wait_before_signal: config.wait_before_signal && native.wait_before_signal,
             };
-            let kernels = DriverKernels {
-                timed: native.timed_kernels,
-                command_buffers: backend.command_buffers(),
-            };
+            let kernels = DriverKernels { timed: native.timed_kernels };
             queues.push(QueueShared::new(
                 id,
                 driver,

@@ -25,10 +25,11 @@ pub(crate) use shared::DeviceShared;
 pub use shutdown::{ShutdownReport, StuckOp, BOOKKEEPING_GRACE, DROP_GRACE};
 pub use stats::{DeviceStats, DriverStats, QueueStats};
 
+use crate::backend::Backend;
 use crate::error::{DriverFault, HostCallsFull, SemaphoreWaitError};
 use crate::hand_off;
 use crate::ids::QueueId;
-use crate::ids::{HostCallId, SemaphoreId};
+use crate::ids::{DriverId, HostCallId, SemaphoreId};
 use crate::limits::DeviceSemaphore;
 use crate::memory::MemoryStats;
 use crate::op::Invocation;
@@ -83,6 +84,13 @@ impl Device {
         table
             .register(Box::new(call))
             .map_err(|_refused| HostCallsFull { capacity: table.capacity() })
+    }
+
+    /// The backend registered as `driver`, if it is a `B`: how an application reaches its
+    /// driver while the device runs — to record a command buffer, say, where the driver
+    /// allows it (the CPU and NPU drivers do; see their `command_buffer`).
+    pub fn backend<B: Backend>(&self, driver: DriverId) -> Option<&B> {
+        self.shared().backends.get(driver.0 as usize)?.as_any().downcast_ref::<B>()
     }
 
     /// Blocks the calling thread until semaphore `id` reaches `value` (returning the value

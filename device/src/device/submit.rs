@@ -347,7 +347,10 @@ impl Device {
                     let driver = self.shared().backends[queue.driver].name();
                     Err(SubmitError::Unsupported { driver })
                 }
-                Kernel::Execute(buffer) if buffer.0 >= queue.kernels.command_buffers => {
+                // Asked each time: a driver may record command buffers while the device runs.
+                Kernel::Execute(buffer)
+                    if buffer.0 >= self.shared().backends[queue.driver].command_buffers() =>
+                {
                     Err(SubmitError::UnknownCommandBuffer(buffer))
                 }
                 _ => queue.driver_check(self.shared(), kernel),

@@ -131,13 +131,12 @@ pub(crate) struct SubmitSide {
 }
 
 /// Which kernels a queue's driver runs, read at submission (kept here rather than asked of the
-/// driver on every submission).
+/// driver on every submission; its command buffers, which may be recorded while the device
+/// runs, are asked of it).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DriverKernels {
     /// Whether it runs the timed stand-ins, spin and sleep.
     pub(crate) timed: bool,
-    /// Its command buffers: an `Execute` names one below this.
-    pub(crate) command_buffers: u32,
 }
 
 /// One queue: its clock, its ring of operations and its process.

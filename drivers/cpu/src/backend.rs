@@ -1,6 +1,8 @@
 //! The CPU driver's [`Backend`]: spin and sleep kernels on the issuing worker, command
 //! buffers on the block processor (see the crate documentation).
 
+use std::fmt;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use causeway_core::semaphore::Failure;
@@ -8,20 +10,25 @@ use causeway_core::semaphore::Failure;
 use causeway_device::Work;
 use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
-    Kernel, OpStatus, QueueConfig, QueueId,
+    Kernel, OpStatus, QueueConfig, QueueId, Recorded,
 };
 use causeway_runtime::spin_for;
 
 use crate::block::BlockError;
 use crate::execute::{self, DeviceKernel, Execution};
 
-/// The CPU driver's backend: register it with [`DeviceBuilder::driver`] after recording its
-/// command buffers.
+/// The CPU driver's backend: register it with [`DeviceBuilder::driver`]; record its command
+/// buffers before (on the backend) or after the device is built (on
+/// [`Device::backend`]`::<CpuBackend>`).
 ///
 /// [`DeviceBuilder::driver`]: causeway_device::DeviceBuilder::driver
-#[derive(Debug, Default)]
+/// [`Device::backend`]: causeway_device::Device::backend
+#[derive(Default)]
 pub struct CpuBackend {
-    executions: Vec<Execution>,
+    executions: Recorded<Execution>,
+    /// The backend at its final address and its device, once started: a command buffer
+    /// recorded from then on is linked to the device before it is counted.
+    started: OnceLock<(&'static CpuBackend, DeviceContext)>,
 }
 
 impl CpuBackend {
@@ -33,18 +40,34 @@ impl CpuBackend {
     /// Records a command buffer for [`Work::Execute`] on this driver's queues: regions of
     /// `(tiles, kernel)` tiled dispatches, run in order with a barrier between regions by every
     /// worker at once. Refused when the recording is unusable (an empty region, too many).
+    ///
+    /// Before the device is built or while it runs, from any thread: the id is usable as soon
+    /// as this returns (the buffer is linked to the device before the layer counts it).
     pub fn command_buffer(
-        &mut self,
+        &self,
         regions: Vec<(u32, DeviceKernel)>,
     ) -> Result<CommandBufferId, BlockError> {
-        self.executions.push(Execution::new(regions)?);
-        Ok(CommandBufferId(self.executions.len() as u32 - 1))
+        let execution = Execution::new(regions)?;
+        let recorded = match self.started.get() {
+            Some(&(this, device)) => this.executions.push(execution, |new| new.link(device)),
+            None => self.executions.push(execution, |_| {}),
+        };
+        recorded.map(CommandBufferId).map_err(|_| BlockError::TooManyCommandBuffers)
     }
 
     /// The command buffer `buffer` names: one this backend recorded (the layer hands a driver
     /// only buffers below its [`command_buffers`](Backend::command_buffers)).
-    fn execution(&self, buffer: CommandBufferId) -> &Execution {
-        &self.executions[buffer.0 as usize]
+    fn execution(&self, buffer: CommandBufferId) -> Option<&Execution> {
+        self.executions.get(buffer.0)
+    }
+}
+
+impl fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("command_buffers", &self.executions.len())
+            .field("started", &self.started.get().is_some())
+            .finish()
     }
 }
 
@@ -61,7 +84,7 @@ impl Backend for CpuBackend {
     }
 
     fn command_buffers(&self) -> u32 {
-        self.executions.len() as u32
+        self.executions.len()
     }
 
     fn open_queue(
@@ -73,7 +96,10 @@ impl Backend for CpuBackend {
     }
 
     fn start(&'static self, device: DeviceContext) {
-        for execution in &self.executions {
+        // Recording needs the backend, which the device owns from here on: no command buffer
+        // is recorded between these two lines (see `command_buffer`).
+        let _ = self.started.set((self, device));
+        for execution in self.executions.iter() {
             execution.link(device);
         }
     }
@@ -88,9 +114,14 @@ impl Backend for CpuBackend {
                 std::thread::sleep(duration);
                 OpStatus::Ok
             }),
-            Kernel::Execute(buffer) => match self.execution(buffer).issue(queue.id, issue.args()) {
-                execute::Issue::Issued => Issued::Pending,
-                execute::Issue::Busy => Issued::Busy,
+            Kernel::Execute(buffer) => match self.execution(buffer) {
+                Some(execution) => match execution.issue(queue.id, issue.args()) {
+                    execute::Issue::Issued => Issued::Pending,
+                    execute::Issue::Busy => Issued::Busy,
+                },
+                // The layer counted it, so it is recorded (see `Recorded`); should that ever
+                // not hold, the operation fails rather than the worker.
+                None => issue.run_here(|| OpStatus::Failed(Failure::Aborted)),
             },
         }
     }
@@ -102,7 +133,10 @@ impl Backend for CpuBackend {
         kernel: Kernel,
     ) -> Option<OpStatus> {
         match kernel {
-            Kernel::Execute(buffer) => self.execution(buffer).poll(queue.id),
+            Kernel::Execute(buffer) => match self.execution(buffer) {
+                Some(execution) => execution.poll(queue.id),
+                None => Some(OpStatus::Failed(Failure::Aborted)),
+            },
             // Spin and sleep run to their end in `issue` and are never pending: a poll for one
             // finds nothing running.
             _ => Some(OpStatus::Failed(Failure::Aborted)),
@@ -112,7 +146,9 @@ impl Backend for CpuBackend {
     /// Kernels run on the pool's workers: with every worker joined, none runs.
     fn is_running(&self, _queue: &CpuQueue, kernel: Kernel, workers_abandoned: bool) -> bool {
         match kernel {
-            Kernel::Execute(buffer) => workers_abandoned && self.execution(buffer).is_running(),
+            Kernel::Execute(buffer) => {
+                workers_abandoned && self.execution(buffer).is_some_and(Execution::is_running)
+            }
             // Run to their end in `issue`, never pending.
             _ => false,
         }

@@ -29,7 +29,7 @@
 //! use causeway_driver_cpu::CpuBackend;
 //! use causeway_runtime::PoolConfig;
 //!
-//! let mut cpu = CpuBackend::new();
+//! let cpu = CpuBackend::new();
 //! let tiles = cpu.command_buffer(vec![(64, Box::new(|_tile: u32, _: &Args| {}))])?;
 //! let mut builder = Device::builder(PoolConfig::with_workers(2));
 //! let cpu = builder.driver(cpu);

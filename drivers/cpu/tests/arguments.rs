@@ -1,7 +1,7 @@
 //! Per-submission arguments: every operation's tag, queue and [`Args`] reach its host function
 //! or its command buffer's tiles, for each submission apart, with one function or one buffer
-//! registered for all of them; host functions registered while the device runs; a full
-//! host-function table and an id never handed out refused with typed errors.
+//! registered for all of them; host functions and command buffers registered while the device
+//! runs; a full host-function table and an id never handed out refused with typed errors.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -11,7 +11,8 @@ use std::time::Duration;
 use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Args, Device, HostCallId, HostCallsFull, Invocation, Op, QueueConfig, SubmitError, Work,
+    Args, CommandBufferId, Device, HostCallId, HostCallsFull, Invocation, Op, QueueConfig,
+    SubmitError, Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_runtime::blocking::wait;
@@ -83,7 +84,7 @@ fn every_tile_of_each_execution_sees_that_executions_arguments() {
     // calls whose second argument did not match the first.
     let sums: Arc<Vec<AtomicU64>> = Arc::new((0..TILES).map(|_| AtomicU64::new(0)).collect());
     let wrong = Arc::new(AtomicU64::new(0));
-    let mut cpu = CpuBackend::new();
+    let cpu = CpuBackend::new();
     let buffer = cpu
         .command_buffer(vec![(
             TILES,
@@ -168,5 +169,58 @@ fn host_functions_registered_while_the_device_runs_are_called_until_the_table_is
     }
     wait(device.semaphore(done).expect("declared"), 4, PATIENCE).expect("all four ran");
     assert_eq!(total.load(Relaxed), 10 + 20 + 30);
+    device.shutdown(Duration::from_secs(10));
+}
+
+#[test]
+fn command_buffers_recorded_while_the_device_runs_execute_with_their_arguments() {
+    const BUFFERS: u64 = 1_000;
+    const TILES: u32 = 4;
+    let mut builder = Device::builder(PoolConfig::with_workers(2));
+    let cpu = builder.driver(CpuBackend::new());
+    let queues = [(); 2].map(|()| builder.queue(QueueConfig::on(cpu).capacity(64)));
+    let home = builder.endpoint(queues[0]).expect("the queue has an axis");
+    let done = [(); 2].map(|()| builder.semaphore(0, Scope::DeviceLocal, home));
+    let device = builder.build().expect("the device starts");
+    let backend = device.backend::<CpuBackend>(cpu).expect("the driver is the CPU backend");
+
+    // Nothing is recorded yet: the first id is refused, not queued.
+    let unrecorded = Op { work: Work::Execute(CommandBufferId(0)), ..Op::default() };
+    assert!(matches!(
+        device.submit(queues[0], &unrecorded),
+        Err(SubmitError::UnknownCommandBuffer(CommandBufferId(0)))
+    ));
+
+    // Each buffer, recorded while earlier ones execute, adds its own number times the
+    // execution's argument to every tile's cell: the totals show which buffer ran with which
+    // arguments, and that each ran once.
+    let cells: Arc<Vec<AtomicU64>> = Arc::new((0..TILES).map(|_| AtomicU64::new(0)).collect());
+    for number in 0..BUFFERS {
+        let cells = Arc::clone(&cells);
+        let buffer = backend
+            .command_buffer(vec![(
+                TILES,
+                Box::new(move |tile: u32, args: &Args| {
+                    cells[tile as usize].fetch_add(number * args.u64(0), Relaxed);
+                }),
+            )])
+            .expect("a recordable buffer");
+        assert_eq!(u64::from(buffer.0), number, "ids are handed out in order");
+        let parity = (number % 2) as usize;
+        let signals = [(done[parity], number / 2 + 1)];
+        let args = Args::from_u64s([number + 1]);
+        let op = Op { signals: &signals, work: Work::Execute(buffer), args, ..Op::default() };
+        device.submit_timeout(queues[parity], &op, SUBMIT_PATIENCE).expect("the queue takes it");
+    }
+    for done in done {
+        wait(device.semaphore(done).expect("declared"), BUFFERS / 2, PATIENCE)
+            .expect("every buffer ran");
+    }
+    // Σ n·(n + 1) for n below BUFFERS.
+    let expected = (0..BUFFERS).map(|number| number * (number + 1)).sum::<u64>();
+    for (tile, cell) in cells.iter().enumerate() {
+        assert_eq!(cell.load(Relaxed), expected, "tile {tile}");
+    }
+    assert_eq!(device.backend::<CpuBackend>(causeway_device::DriverId(1)).map(|_| ()), None);
     device.shutdown(Duration::from_secs(10));
 }

@@ -28,7 +28,7 @@ impl DriverUnderTest for Cpu {
     }
 
     fn instance(&self) -> DriverInstance<CpuBackend> {
-        let mut backend = CpuBackend::new();
+        let backend = CpuBackend::new();
         // A kernel panicking on its worker is contained there and fails its execution as
         // `Failure::PANICKED`.
         let panics: causeway_driver_cpu::DeviceKernel = Box::new(|_tile: u32, _: &Args| {

@@ -332,7 +332,7 @@ fn a_panicking_kernel_fails_its_execution_and_the_buffer_runs_again() {
             tiles_run.fetch_add(1, Ordering::Relaxed);
         })
     };
-    let mut cpu = CpuBackend::new();
+    let cpu = CpuBackend::new();
     let buffer = cpu.command_buffer(vec![(64, kernel)]).unwrap();
     let (mut builder, q, _) = builder_with(cpu, 1);
     let s = builder.semaphore(0, Scope::DeviceLocal, HOME);
@@ -376,7 +376,7 @@ fn command_buffers_run_on_every_worker_between_the_queue_s_waits_and_signals() {
             })
         }),
     ];
-    let mut cpu = CpuBackend::new();
+    let cpu = CpuBackend::new();
     let buffer = cpu.command_buffer(regions).unwrap();
     let (mut builder, q, finishes) = builder_with(cpu, 2);
     let ready = builder.semaphore(0, Scope::DeviceLocal, HOME);

@@ -137,7 +137,7 @@ fn a_kernel_that_never_returns_is_reported_with_its_command_buffer_op() {
             }
         })
     };
-    let mut cpu = CpuBackend::new();
+    let cpu = CpuBackend::new();
     let buffer = cpu.command_buffer(vec![(4, kernel)]).unwrap();
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     builder.driver(cpu);

@@ -193,7 +193,7 @@ fn a_long_random_workload_ends_as_the_model_says_in_flat_memory() {
     println!("soak: {ops} operations, seed {seed}");
     let home = Endpoint { machine: 0, process: 0, device_group: 0, device: 0, queue: 0 };
     let checker = Arc::new(Checker::new());
-    let mut cpu = CpuBackend::new();
+    let cpu = CpuBackend::new();
     let kernel_ok: DeviceKernel = Box::new(|_tile: u32, _: &Args| std::hint::black_box(()));
     let kernel_panicking: DeviceKernel = Box::new(|tile: u32, _: &Args| {
         if tile == 0 {

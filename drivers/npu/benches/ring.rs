@@ -27,7 +27,7 @@ fn model(c: &mut Criterion) {
         black_box((arguments, tile));
     });
     let config = ModelConfig { engines: 1, ring_order: RING_ORDER, semaphore_slots: 1 };
-    let model = DeviceModel::start(config, vec![trivial]).unwrap();
+    let model = DeviceModel::start(config, Arc::new(vec![trivial].into())).unwrap();
     let mut ring = model.ring(0).unwrap();
     let exec = Descriptor::new(Command::Exec { kernel: 0, tiles: 1, arguments: [0; 8] });
     let mut group = c.benchmark_group("model");

@@ -85,14 +85,16 @@ use causeway_core::unpoisoned::Mutex;
 use causeway_device::Work;
 use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
-    Kernel, OpStatus, QueueConfig, QueueId, MAX_WAITS,
+    Kernel, OpStatus, QueueConfig, QueueId, Recorded, MAX_WAITS,
 };
 use causeway_driver_cpu::DeviceKernel;
 use causeway_platform_linux::HostFutex;
 use heapless::Vec as FixedVec;
 
 use crate::descriptor::{Command, CompletionStatus, Descriptor, RawDescriptor, EXEC_ARGUMENTS};
-use crate::model::{DeviceModel, ExecKernel, HostRing, ModelConfig, ModelRegisters, TileKernel};
+use crate::model::{
+    DeviceModel, ExecKernel, HostRing, KernelTable, ModelConfig, ModelRegisters, TileKernel,
+};
 use crate::producer::Reaped;
 use crate::registers::{Register, RegisterIo};
 use crate::ring::MAX_RING_ORDER;
@@ -321,9 +323,10 @@ pub struct NpuQueue {
 /// [`DeviceBuilder::driver`]: causeway_device::DeviceBuilder::driver
 pub struct NpuBackend {
     ring_order: u32,
-    programs: Vec<Program>,
-    /// The kernel table the model starts with (EXEC's kernel index selects one).
-    kernels: Mutex<Vec<Box<dyn ExecKernel>>>,
+    programs: Recorded<Program>,
+    /// The model's kernel table (EXEC's kernel index selects one), filled as command buffers
+    /// are recorded, before the model starts and while it runs.
+    kernels: Arc<KernelTable>,
     /// By causeway queue index: its ring, `None` for other drivers' queues.
     ring_of: Vec<Option<u32>>,
     /// By ring: its causeway queue.
@@ -346,8 +349,8 @@ impl NpuBackend {
     pub fn new() -> NpuBackend {
         NpuBackend {
             ring_order: DEFAULT_RING_ORDER,
-            programs: Vec::new(),
-            kernels: Mutex::new(Vec::new()),
+            programs: Recorded::new(),
+            kernels: Arc::new(KernelTable::new()),
             ring_of: Vec::new(),
             queue_of: Vec::new(),
             device_queues: OnceLock::new(),
@@ -382,42 +385,49 @@ impl NpuBackend {
     /// Records a command buffer for [`Work::Execute`] on this driver's queues: one EXEC per
     /// `(tiles, kernel)` region, run in order by the queue's engine (each region's tiles in
     /// order, after the previous region's). The kernels are the CPU driver's.
+    ///
+    /// Before the device is built or while it runs (through
+    /// [`Device::backend`](causeway_device::Device::backend)), from any thread: the kernels are
+    /// loaded into the device's table first, so the id is usable as soon as this returns.
     pub fn command_buffer(
-        &mut self,
+        &self,
         regions: Vec<(u32, DeviceKernel)>,
     ) -> Result<CommandBufferId, NpuError> {
         if regions.is_empty() || regions.len() > MAX_REGIONS {
             return Err(NpuError::Regions(regions.len()));
         }
-        let mut kernels = self.kernels.lock();
-        let first = u32::try_from(kernels.len()).map_err(|_| NpuError::TooManyCommandBuffers)?;
-        let mut execs = Vec::with_capacity(regions.len());
-        for (index, (tiles, kernel)) in (first..).zip(regions) {
-            let running = Arc::clone(&self.running_kernels);
-            kernels.push(Box::new(CountedKernel { kernel: TileKernel(kernel), tiles, running }));
-            execs.push((index, tiles));
-        }
-        drop(kernels);
-        self.record(Program::Regions(execs.into_boxed_slice()))
+        let tiles: Vec<u32> = regions.iter().map(|&(tiles, _)| tiles).collect();
+        let kernels: Vec<Box<dyn ExecKernel>> = regions
+            .into_iter()
+            .map(|(tiles, kernel)| {
+                let running = Arc::clone(&self.running_kernels);
+                Box::new(CountedKernel { kernel: TileKernel(kernel), tiles, running })
+                    as Box<dyn ExecKernel>
+            })
+            .collect();
+        let loaded = self.kernels.push_all(kernels).map_err(|_| NpuError::TooManyCommandBuffers)?;
+        let execs = loaded.zip(tiles).collect();
+        self.record(Program::Regions(execs))
     }
 
     /// Records a command buffer whose work is `raw`, pushed as it is: any bit pattern,
     /// well-formed or not — an EXEC of a kernel the device has not got, a malformed descriptor —
     /// which the device judges. For fault injection and for descriptors built elsewhere.
-    pub fn raw_command(&mut self, raw: RawDescriptor) -> Result<CommandBufferId, NpuError> {
+    pub fn raw_command(&self, raw: RawDescriptor) -> Result<CommandBufferId, NpuError> {
         self.record(Program::Raw(raw))
     }
 
-    fn record(&mut self, program: Program) -> Result<CommandBufferId, NpuError> {
-        let id = u32::try_from(self.programs.len()).map_err(|_| NpuError::TooManyCommandBuffers)?;
-        self.programs.push(program);
-        Ok(CommandBufferId(id))
+    fn record(&self, program: Program) -> Result<CommandBufferId, NpuError> {
+        self.programs
+            .push(program, |_| {})
+            .map(CommandBufferId)
+            .map_err(|_| NpuError::TooManyCommandBuffers)
     }
 
     /// The program `buffer` names: one this backend recorded (the layer hands a driver only
     /// buffers below its [`command_buffers`](Backend::command_buffers)).
-    fn program(&self, buffer: CommandBufferId) -> &Program {
-        &self.programs[buffer.0 as usize]
+    fn program(&self, buffer: CommandBufferId) -> Option<&Program> {
+        self.programs.get(buffer.0)
     }
 
     /// `queue`'s ring; `None` when the model did not start (the device is lost).
@@ -499,8 +509,7 @@ impl NpuBackend {
             ring_order: self.ring_order,
             semaphore_slots: slots,
         };
-        let kernels = std::mem::take(&mut *self.kernels.lock());
-        let model = DeviceModel::start(config, kernels).ok()?;
+        let model = DeviceModel::start(config, Arc::clone(&self.kernels)).ok()?;
         let model = self.model.get_or_init(|| model);
         let mut started = Vec::with_capacity(self.queue_of.len());
         for (index, &queue) in self.queue_of.iter().enumerate() {
@@ -596,7 +605,7 @@ impl Backend for NpuBackend {
 
     fn command_buffers(&self) -> u32 {
         // `record` refuses a buffer past `u32::MAX`.
-        self.programs.len() as u32
+        self.programs.len()
     }
 
     /// The [`NpuCounts`], by field name.
@@ -657,7 +666,11 @@ impl Backend for NpuBackend {
         let Some(ring) = self.ring(queue).filter(|_| !self.lost.load(Ordering::Relaxed)) else {
             return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
         };
-        let program = self.program(buffer);
+        // The layer counted the buffer, so it is recorded (see `Recorded`); should that ever not
+        // hold, the operation fails rather than the worker.
+        let Some(program) = self.program(buffer) else {
+            return Issued::Finished(OpStatus::Failed(Failure::Aborted));
+        };
         let Some((descriptors, counts)) = self.descriptors(issue, queue.ring, program) else {
             // A wait the ring cannot order (the layer never hands one over). The operation's
             // SIGNAL would never move the queue's progress slot, stalling every later WAIT on

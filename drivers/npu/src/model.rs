@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use causeway_core::executor::{Futex, FutexWord};
+use causeway_device::Recorded;
 use causeway_platform_linux::HostFutex;
 
 use crate::descriptor::{CompletionError, DESCRIPTOR_BYTES, EXEC_ARGUMENTS};
@@ -48,6 +49,11 @@ impl<F: Fn(&[u32; EXEC_ARGUMENTS], u32) + Send + Sync> ExecKernel for F {
         self(arguments, tile);
     }
 }
+
+/// The model's kernel table: EXEC's kernel index selects one. Kernels are loaded into it
+/// before the model starts and while it runs; an index the table does not hold fails its EXEC
+/// ([`CompletionError::UnknownKernel`]).
+pub type KernelTable = Recorded<Box<dyn ExecKernel>>;
 
 /// A CPU-driver kernel ([`causeway_driver_cpu::DeviceKernel`]) as a model kernel: it reads the
 /// EXEC's argument words as the operation's [`Args`](causeway_device::Args), the same 32 bytes
@@ -112,7 +118,7 @@ struct Shared {
     memory: Box<[FutexWord]>,
     registers: Box<[ModelRegisters]>,
     layouts: Box<[RingLayout]>,
-    kernels: Box<[Box<dyn ExecKernel>]>,
+    kernels: Arc<KernelTable>,
     /// Bumped after every write to the semaphore table; stalled engines sleep on it.
     semaphore_generation: FutexWord,
     stopping: AtomicBool,
@@ -172,11 +178,12 @@ impl fmt::Debug for DeviceModel {
 
 impl DeviceModel {
     /// Starts a device shaped by `config` with kernel table `kernels` (EXEC's kernel index
-    /// selects one): one engine thread per ring, each asleep on its doorbell until the host
-    /// starts its ring ([`ring`](Self::ring)).
+    /// selects one; kernels loaded into the table later are found as well): one engine thread
+    /// per ring, each asleep on its doorbell until the host starts its ring
+    /// ([`ring`](Self::ring)).
     pub fn start(
         config: ModelConfig,
-        kernels: Vec<Box<dyn ExecKernel>>,
+        kernels: Arc<KernelTable>,
     ) -> Result<DeviceModel, ModelError> {
         if config.engines == 0 || config.ring_order > MAX_RING_ORDER {
             return Err(ModelError::BadShape);
@@ -190,7 +197,7 @@ impl DeviceModel {
             memory: (0..words).map(|_| FutexWord::new(0)).collect(),
             registers: (0..config.engines).map(|_| ModelRegisters::default()).collect(),
             layouts: layouts.into_boxed_slice(),
-            kernels: kernels.into_boxed_slice(),
+            kernels,
             semaphore_generation: FutexWord::new(0),
             stopping: AtomicBool::new(false),
         });
@@ -358,8 +365,7 @@ fn run_engine(shared: &Shared, ring: usize) {
 
 /// Runs an EXEC's kernel over its tiles, containing a panic as the descriptor's failure.
 fn run_exec(shared: &Shared, request: &ExecRequest) -> Result<(), CompletionError> {
-    let kernel = usize::try_from(request.kernel).ok().and_then(|index| shared.kernels.get(index));
-    let Some(kernel) = kernel else {
+    let Some(kernel) = shared.kernels.get(request.kernel) else {
         return Err(CompletionError::UnknownKernel);
     };
     let tiles = || (0..request.tiles).for_each(|tile| kernel.run(&request.arguments, tile));

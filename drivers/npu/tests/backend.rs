@@ -111,7 +111,7 @@ fn resolved_waits(device: &Device, queues: &[QueueId]) -> (u64, u64, u64) {
 
 #[test]
 fn cpu_to_npu_to_cpu_the_results_are_right_and_knowledge_crosses_transitively() {
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let (a, b, c, y) = (buffer(|_| 0.0), buffer(|_| 0.0), buffer(|_| 0.0), buffer(|_| 1.0));
     let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
     let scale = Work::Execute(npu.command_buffer(vec![(TILES, saxpy(&c, &y))]).unwrap());
@@ -268,7 +268,7 @@ fn each_exec_carries_its_operations_arguments_through_the_ring_to_the_kernel() {
             wrong.fetch_add(u64::from(!matches), Ordering::Relaxed);
         }
     });
-    let mut npu = NpuBackend::new().with_ring_order(MIN_RING_ORDER).unwrap();
+    let npu = NpuBackend::new().with_ring_order(MIN_RING_ORDER).unwrap();
     let buffer = Work::Execute(npu.command_buffer(vec![(TILES, kernel)]).unwrap());
     let mut builder = builder();
     let npu = builder.driver(npu);
@@ -293,9 +293,46 @@ fn each_exec_carries_its_operations_arguments_through_the_ring_to_the_kernel() {
 }
 
 #[test]
+fn command_buffers_recorded_while_the_device_runs_load_their_kernels_and_execute() {
+    // 200 buffers of two regions each, recorded one by one while the engine runs the earlier
+    // ones: each region adds its buffer's number times the argument to every tile's cell, so
+    // the totals show each kernel ran once per tile with its execution's arguments.
+    const BUFFERS: u64 = 200;
+    let cells: Arc<[AtomicU64]> = (0..TILES).map(|_| AtomicU64::new(0)).collect();
+    let mut builder = builder();
+    let npu = builder.driver(NpuBackend::new().with_ring_order(MIN_RING_ORDER).unwrap());
+    let queue = builder.queue(QueueConfig::on(npu));
+    let [done] = semaphores(&mut builder, queue);
+    let device = builder.build().unwrap();
+    assert!(device.backend::<CpuBackend>(npu).is_none(), "the driver is not a CPU backend");
+    let backend = device.backend::<NpuBackend>(npu).expect("the driver is the NPU backend");
+    let region = |number: u64| -> (u32, DeviceKernel) {
+        let cells = Arc::clone(&cells);
+        let kernel = move |tile: u32, args: &Args| {
+            cells[tile as usize].fetch_add(number * args.u64(0), Ordering::Relaxed);
+        };
+        (TILES, Box::new(kernel))
+    };
+    for number in 0..BUFFERS {
+        let buffer = backend.command_buffer(vec![region(number), region(number)]).unwrap();
+        let signals = [(done, number + 1)];
+        let args = Args::from_u64s([number + 1]);
+        let op = Op { signals: &signals, work: Work::Execute(buffer), args, ..Op::default() };
+        device.submit_timeout(queue, &op, HANG_GUARD).unwrap();
+    }
+    assert_eq!(wait(device.semaphore(done).unwrap(), BUFFERS, Some(HANG_GUARD)), Ok(BUFFERS));
+    let expected = 2 * (0..BUFFERS).map(|number| number * (number + 1)).sum::<u64>();
+    for (tile, cell) in cells.iter().enumerate() {
+        assert_eq!(cell.load(Ordering::Relaxed), expected, "tile {tile}");
+    }
+    let report = device.shutdown(HANG_GUARD);
+    assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+}
+
+#[test]
 fn a_full_ring_is_backpressure_and_loses_nothing() {
     let gate = Arc::new(KernelGate::default());
-    let mut npu = NpuBackend::new().with_ring_order(MIN_RING_ORDER).unwrap();
+    let npu = NpuBackend::new().with_ring_order(MIN_RING_ORDER).unwrap();
     let blocked = Work::Execute(npu.command_buffer(vec![(1, gate.kernel())]).unwrap());
     let (a, b, c) = (buffer(|_| 1.0), buffer(|_| 2.0), buffer(|_| 0.0));
     let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
@@ -337,7 +374,7 @@ fn a_full_ring_is_backpressure_and_loses_nothing() {
 
 #[test]
 fn a_failed_cpu_operation_fails_the_npu_work_waiting_on_it_and_the_queues_go_on() {
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let (a, b, c, y) = (buffer(|_| 1.0), buffer(|_| 2.0), buffer(|_| 0.0), buffer(|_| 0.0));
     let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
     let scale = Work::Execute(npu.command_buffer(vec![(TILES, saxpy(&c, &y))]).unwrap());
@@ -414,7 +451,7 @@ fn a_failed_cpu_operation_fails_the_npu_work_waiting_on_it_and_the_queues_go_on(
 
 #[test]
 fn an_npu_failure_fails_the_operation_its_signals_and_the_work_waiting_on_it() {
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let unknown_kernel =
         Descriptor::new(Command::Exec { kernel: 999, tiles: 1, arguments: [0; 8] });
     let unknown_kernel = Work::Execute(npu.raw_command(unknown_kernel.encode()).unwrap());
@@ -523,7 +560,7 @@ impl Observer for Ends {
 #[test]
 fn shutdown_with_npu_work_in_flight_ends_every_operation_and_waiter() {
     let gate = Arc::new(KernelGate::default());
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let blocked = Work::Execute(npu.command_buffer(vec![(1, gate.kernel())]).unwrap());
     let (a, b, c) = (buffer(|_| 1.0), buffer(|_| 2.0), buffer(|_| 0.0));
     let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
@@ -602,7 +639,7 @@ fn shutdown_with_npu_work_in_flight_ends_every_operation_and_waiter() {
 #[test]
 fn a_kernel_that_does_not_return_by_the_deadline_leaves_the_npu_busy_instead_of_hanging_shutdown() {
     let gate = Arc::new(KernelGate::default());
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let blocked = Work::Execute(npu.command_buffer(vec![(1, gate.kernel())]).unwrap());
     let mut builder = builder();
     let npu = builder.driver(npu);
@@ -625,7 +662,7 @@ fn a_kernel_that_does_not_return_by_the_deadline_leaves_the_npu_busy_instead_of_
 
 #[test]
 fn an_operation_retired_on_the_host_moves_its_queue_s_progress_for_device_waits_on_it() {
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let (a, b, c) = (buffer(|_| 1.0), buffer(|_| 2.0), buffer(|_| 0.0));
     let sum = Work::Execute(npu.command_buffer(vec![(TILES, add(&a, &b, &c))]).unwrap());
     let tally = npu.tally();

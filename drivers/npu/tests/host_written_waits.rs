@@ -86,7 +86,7 @@ struct CpuAndNpu {
 }
 
 fn cpu_and_npu() -> CpuAndNpu {
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let kernel =
         Work::Execute(npu.command_buffer(vec![(1, Box::new(|_tile: u32, _: &Args| {}))]).unwrap());
     let tally = npu.tally();
@@ -147,7 +147,7 @@ fn an_npu_wait_on_a_cpu_operation_is_on_the_ring_before_the_cpu_operation_ends()
     let produced = Arc::new(AtomicBool::new(false));
     // 0: the kernel has not run; 1: it ran after the CPU operation; 2: it ran before.
     let observed = Arc::new(AtomicU32::new(0));
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let (seen, watched) = (Arc::clone(&observed), Arc::clone(&produced));
     let consume = npu
         .command_buffer(vec![(
@@ -577,7 +577,7 @@ fn ten_thousand_operations_of_cpu_npu_ping_pong_wait_natively_every_time() {
     const ROUNDS: u64 = 5_000;
     let (cpu_count, npu_count, out_of_order) =
         (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let mut npu = NpuBackend::new();
+    let npu = NpuBackend::new();
     let (cpu_seen, npu_done, bad) =
         (Arc::clone(&cpu_count), Arc::clone(&npu_count), Arc::clone(&out_of_order));
     let pong_kernel = npu.command_buffer(vec![(

@@ -106,7 +106,7 @@ fn a_hundred_thousand_descriptors_across_two_rings_compute_the_right_answer() {
     };
     let kernels = vec![saxpy, observe, Box::new(TileKernel(add)) as Box<dyn ExecKernel>];
     let config = ModelConfig { engines: 2, ring_order: 6, semaphore_slots: 4 };
-    let model = DeviceModel::start(config, kernels).unwrap();
+    let model = DeviceModel::start(config, Arc::new(kernels.into())).unwrap();
 
     let mut completed = [0u64; 2];
     std::thread::scope(|scope| {
@@ -180,7 +180,7 @@ fn every_malformed_descriptor_fails_alone_and_the_ring_goes_on() {
     let panicking: Box<dyn ExecKernel> =
         Box::new(|_: &[u32; EXEC_ARGUMENTS], _: u32| panic!("a kernel that fails"));
     let config = ModelConfig { engines: 1, ring_order: 3, semaphore_slots: 2 };
-    let model = DeviceModel::start(config, vec![panicking]).unwrap();
+    let model = DeviceModel::start(config, Arc::new(vec![panicking].into())).unwrap();
 
     let mut unknown_opcode = Descriptor::new(Command::Barrier).encode();
     unknown_opcode.0[0] = 0x7F;
@@ -286,7 +286,7 @@ fn a_full_ring_refuses_then_waits_and_loses_nothing() {
         })
     };
     let config = ModelConfig { engines: 1, ring_order: 2, semaphore_slots: 1 };
-    let model = DeviceModel::start(config, vec![kernel]).unwrap();
+    let model = DeviceModel::start(config, Arc::new(vec![kernel].into())).unwrap();
     let mut ring = model.ring(0).unwrap();
     let arguments = |sequence: u64| [sequence as u32, 0, 0, 0, 0, 0, 0, 0];
     for sequence in 1..=4 {
@@ -316,9 +316,11 @@ fn a_full_ring_refuses_then_waits_and_loses_nothing() {
 
 #[test]
 fn a_wait_is_released_by_a_value_the_host_mirrors() {
-    let model =
-        DeviceModel::start(ModelConfig { engines: 1, ring_order: 2, semaphore_slots: 2 }, vec![])
-            .unwrap();
+    let model = DeviceModel::start(
+        ModelConfig { engines: 1, ring_order: 2, semaphore_slots: 2 },
+        Arc::new(vec![].into()),
+    )
+    .unwrap();
     let mut ring = model.ring(0).unwrap();
     ring.producer().try_push(&wait(1, 7)).unwrap();
     ring.producer().try_push(&signal(0, 1).chained().with_interrupt()).unwrap();
@@ -364,7 +366,7 @@ fn the_engine_refuses_a_layout_outside_its_window_and_raises_the_interrupt() {
 #[test]
 fn a_model_stops_with_an_engine_stalled_on_a_wait_never_reached() {
     let config = ModelConfig { engines: 2, ring_order: 1, semaphore_slots: 1 };
-    let model = DeviceModel::start(config, vec![]).unwrap();
+    let model = DeviceModel::start(config, Arc::new(vec![].into())).unwrap();
     {
         let mut ring = model.ring(0).unwrap();
         ring.producer().try_push(&wait(0, 1)).unwrap();

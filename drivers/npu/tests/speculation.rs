@@ -133,7 +133,7 @@ fn drivers(
     downstream: Downstream,
 ) -> (causeway_device::DriverId, causeway_device::DriverId, Work) {
     let cpu = builder.driver(CpuBackend::new());
-    let mut npu_backend = NpuBackend::new();
+    let npu_backend = NpuBackend::new();
     let npu_kernel =
         npu_backend.command_buffer(vec![(2, Box::new(|_tile: u32, _: &Args| {}))]).unwrap();
     let npu = builder.driver(npu_backend);

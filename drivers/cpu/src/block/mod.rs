@@ -205,6 +205,8 @@ pub enum BlockError {
     NoWorkers,
     /// The processor has not finished an execution since it was built or last reset.
     NotFinished,
+    /// A backend has recorded as many command buffers as a 32-bit id names.
+    TooManyCommandBuffers,
 }
 
 impl fmt::Display for BlockError {
@@ -215,6 +217,9 @@ impl fmt::Display for BlockError {
             }
             BlockError::NoWorkers => f.write_str("a block processor needs at least one worker"),
             BlockError::NotFinished => f.write_str("the block processor has not finished"),
+            BlockError::TooManyCommandBuffers => {
+                f.write_str("the backend has recorded as many command buffers as an id names")
+            }
         }
     }
 }
