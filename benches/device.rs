@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use causeway::cpu::CpuBackend;
 use causeway::device::{Device, Op, QueueConfig, QueueId, SemaphoreId, Work};
 use causeway::executor::SpinPolicy;
-use causeway::host;
+use causeway::runtime::blocking;
 use causeway::runtime::spin_for;
 use causeway::scope::{Endpoint, Scope};
 use causeway::PoolConfig;
@@ -122,7 +122,7 @@ impl SignalBench {
         };
         self.device.submit(first, &signaller).expect("room in the ring");
         let done = self.device.semaphore(self.done).expect("declared");
-        host::wait(done, r, Some(Duration::from_secs(10))).expect("the round completes");
+        blocking::wait(done, r, Some(Duration::from_secs(10))).expect("the round completes");
         let latency = self.started.load(Ordering::Relaxed) - self.signalled.load(Ordering::Relaxed);
         Duration::from_nanos(latency)
     }
@@ -221,7 +221,7 @@ impl StreamBench {
             self.device.submit(self.queue, &op).expect("a slot, after waiting");
         }
         let progress = self.device.semaphore(self.progress).expect("declared");
-        host::wait(progress, self.value, Some(Duration::from_secs(10))).expect("the stream ends");
+        blocking::wait(progress, self.value, Some(Duration::from_secs(10))).expect("the stream ends");
         start.elapsed()
     }
 }

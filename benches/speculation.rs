@@ -115,7 +115,7 @@ impl CancelBench {
         };
         let drafted = [(self.drafted, round)];
         device.submit(self.draft, &op(&[], &drafted)).expect("room");
-        causeway::host::wait(device.semaphore(self.drafted).unwrap(), round, None).expect("ran");
+        device.wait(self.drafted, round, None).expect("ran");
         let gate = [(self.gate, round)];
         device.submit(self.consumer, &op(&gate, &[])).expect("room");
         for k in 0..self.ops {

@@ -57,8 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let receipt = device.submit(compute, &add_op)?;
 
-    let done = device.semaphore(added).expect("declared");
-    causeway::host::wait(done, 1, Some(Duration::from_secs(30)))?;
+    device.wait(added, 1, Some(Duration::from_secs(30)))?;
     assert_eq!(c.read_f32(0, 1024)?, vec![3.0; 1024]);
     // The Vulkan operation's frontier names both queues: whoever waits on `added` knows the
     // upload happened, on whichever driver it waits.

@@ -60,7 +60,8 @@ use causeway::executor::{
     SpinPolicy, Worker,
 };
 use causeway::scope::{Endpoint, Scope};
-use causeway::{host, Failure, PoolConfig};
+use causeway::runtime::blocking;
+use causeway::{Failure, PoolConfig};
 
 #[path = "support/callgrind.rs"]
 mod callgrind;
@@ -456,7 +457,7 @@ fn signal_causeway() -> Duration {
             ..Default::default()
         };
         device.submit(a, &signaller).expect("room in the ring");
-        host::wait(done_semaphore, round, Some(Duration::from_secs(60)))
+        blocking::wait(done_semaphore, round, Some(Duration::from_secs(60)))
             .expect("the round completes");
         if measured {
             let latency = started.load(Ordering::Relaxed) - signalled.load(Ordering::Relaxed);

@@ -1,8 +1,8 @@
 //! # causeway
 //!
 //! The crate a hosted program depends on. It gathers causeway's layers under one name, grouped
-//! by concern, and adds what only a hosted process has: blocking host waits ([`host`]) and the
-//! [`Runtime`] (the executor with its worker threads). It has no command-line dependencies: the
+//! by concern, and adds what only a hosted process has: the [`Runtime`] (the executor with its
+//! worker threads). It has no command-line dependencies: the
 //! `causeway` CLI and its scenario runner are the `causeway-cli` crate (`cli/`), built on this
 //! one.
 //!
@@ -14,7 +14,9 @@
 //!   ([`reuse`]).
 //! - **The executor**: cooperative processes ([`executor`]) and the host's executor on the
 //!   platform futex ([`HostExecutor`], [`HostFutex`]).
-//! - **Host waits**: a host thread blocked until a semaphore reaches a value ([`host`]).
+//! - **Host waits**: one per kind of semaphore. A device's semaphore, named by its id:
+//!   [`Device::wait`](device::Device::wait). A semaphore of your own, outside any device:
+//!   [`runtime::blocking`] (`wait`, with a timeout, and `wait_until`, with a deadline).
 //! - **The hosted runtime**: [`Runtime`] and its [`RuntimeBuilder`], the pool underneath
 //!   ([`PoolConfig`], [`PoolError`]) and the rest of the runtime — coroutines, awaitable waits,
 //!   invocations, streams — in [`runtime`].
@@ -66,9 +68,6 @@ pub use causeway_core::{
 pub use causeway_core::executor;
 #[doc(inline)]
 pub use causeway_runtime::{HostExecutor, HostFutex};
-
-// Host waits.
-pub mod host;
 
 // The hosted runtime.
 #[doc(inline)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use causeway::cpu::CpuBackend;
 use causeway::device::{Device, Op, QueueConfig, SemaphoreId, Work};
-use causeway::host;
+use causeway::runtime::blocking;
 use causeway::scope::{Endpoint, Scope};
 use causeway::PoolConfig;
 use support::ALLOCATIONS;
@@ -50,7 +50,7 @@ fn rounds(device: &Device, ping: SemaphoreId, pong: SemaphoreId, range: std::ops
         device.submit(queues[1], &second).expect("ring and history have room");
         if round % BATCH == 0 {
             let pong = device.semaphore(pong).expect("declared");
-            host::wait(pong, round, Some(Duration::from_secs(30))).expect("the device keeps up");
+            blocking::wait(pong, round, Some(Duration::from_secs(30))).expect("the device keeps up");
         }
     }
 }

@@ -5,9 +5,10 @@ use std::time::Duration;
 use causeway::axis::{AxisAllocator, Domain};
 use causeway::queue::WaitError;
 use causeway::reuse::{Acquire, BlockId, DeathRecord, FreeBlock, ReuseDecision, ReusePool};
+use causeway::runtime::blocking;
 use causeway::semaphore::{Arm, Failure, Notify, Outcome, Timepoint};
 use causeway::{
-    host, Capabilities, CollectiveChannel, Endpoint, Fence, Frontier, Point, QueueClock,
+    Capabilities, CollectiveChannel, Endpoint, Fence, Frontier, Point, QueueClock,
     Resolution, Scope, Semaphore, FRONTIER_CAPACITY,
 };
 
@@ -332,7 +333,7 @@ fn failure_reaches_current_and_later_waiters_and_propagates() {
         other => panic!("{other:?}"),
     }
     assert_eq!(downstream.begin().wait(&next, 1), Err(WaitError::Failed(Failure::DeviceLost)));
-    assert_eq!(host::wait(&next, 1, None), Err(host::HostWaitError::Failed(Failure::DeviceLost)));
+    assert_eq!(blocking::wait(&next, 1, None), Err(blocking::HostWaitError::Failed(Failure::DeviceLost)));
 }
 
 #[test]
@@ -352,11 +353,11 @@ fn host_wait_returns_at_its_value_not_at_a_later_pending_one() {
     std::thread::scope(|scope| {
         // Each queue runs its op on its own thread once the gate opens.
         scope.spawn(|| {
-            host::wait(&gate1, 1, Some(Duration::from_secs(30))).unwrap();
+            blocking::wait(&gate1, 1, Some(Duration::from_secs(30))).unwrap();
             s.complete_signal(1).unwrap();
         });
         scope.spawn(|| {
-            host::wait(&gate2, 1, Some(Duration::from_secs(30))).unwrap();
+            blocking::wait(&gate2, 1, Some(Duration::from_secs(30))).unwrap();
             s.complete_signal(2).unwrap();
         });
 
@@ -365,11 +366,11 @@ fn host_wait_returns_at_its_value_not_at_a_later_pending_one() {
             gate.signal(1, done.point, &done.frontier).unwrap();
         };
         host_signal(&mut host_clock, &gate1);
-        let reached = host::wait(&s, 1, Some(Duration::from_secs(30)));
+        let reached = blocking::wait(&s, 1, Some(Duration::from_secs(30)));
         assert_eq!(reached, Ok(1), "S >= 1 returns when A signals, without B's gate");
         assert_eq!(gate2.value(), 0);
         host_signal(&mut host_clock, &gate2);
-        assert_eq!(host::wait(&s, 2, Some(Duration::from_secs(30))), Ok(2));
+        assert_eq!(blocking::wait(&s, 2, Some(Duration::from_secs(30))), Ok(2));
     });
 }
 
@@ -378,8 +379,8 @@ fn host_wait_times_out_with_the_current_value() {
     let w = World::new();
     let s = w.semaphore();
     assert_eq!(
-        host::wait(&s, 1, Some(Duration::from_millis(20))),
-        Err(host::HostWaitError::TimedOut { value: 0 })
+        blocking::wait(&s, 1, Some(Duration::from_millis(20))),
+        Err(blocking::HostWaitError::TimedOut { value: 0 })
     );
     assert!(!s.has_waiters());
 }

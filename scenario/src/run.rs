@@ -24,7 +24,7 @@ use causeway::device::{
     Observer, Op, OpEvent, OpStatus, QueueConfig, QueueId, Receipt, SemaphoreConfig, SemaphoreId,
     SubmitError, WaitOutcome, Work, DEFAULT_SEMAPHORE_HISTORY,
 };
-use causeway::host::{self, HostWaitError};
+use causeway::runtime::blocking::{self, HostWaitError};
 use causeway::runtime::spin_for;
 use causeway::{PoolConfig, FRONTIER_CAPACITY};
 use causeway_core::axis::{Axis, Domain};
@@ -1023,7 +1023,7 @@ impl<'s, 'p> Runner<'s, 'p> {
             } else {
                 Resolution::DeviceWait
             };
-            let resolved = match host::wait_until(device_semaphore, value, deadline) {
+            let resolved = match blocking::wait_until(device_semaphore, value, deadline) {
                 Ok(_) => Some(WaitResolution { resolution, tainted: false, aged_out: false }),
                 Err(HostWaitError::Failed(_)) => {
                     failed = true;
