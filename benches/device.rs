@@ -221,7 +221,8 @@ impl StreamBench {
             self.device.submit(self.queue, &op).expect("a slot, after waiting");
         }
         let progress = self.device.semaphore(self.progress).expect("declared");
-        blocking::wait(progress, self.value, Some(Duration::from_secs(10))).expect("the stream ends");
+        blocking::wait(progress, self.value, Some(Duration::from_secs(10)))
+            .expect("the stream ends");
         start.elapsed()
     }
 }

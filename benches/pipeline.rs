@@ -25,8 +25,8 @@ use causeway::cpu::CpuBackend;
 use causeway::device::{
     Args, Device, DriverId, Op, QueueConfig, QueueId, SemaphoreConfig, SemaphoreId, Work,
 };
-use causeway::runtime::blocking;
 use causeway::npu::NpuBackend;
+use causeway::runtime::blocking;
 use causeway::scope::{Endpoint, Scope};
 use causeway::PoolConfig;
 use criterion::{criterion_main, Criterion, SamplingMode};
@@ -141,7 +141,8 @@ impl PipelineBench {
             self.device.submit(stage.queue, &consume).expect("the consumer takes the item");
         }
         let consumed = self.device.semaphore(stage.consumed).expect("declared");
-        blocking::wait(consumed, stage.items, Some(Duration::from_secs(30))).expect("the block ends");
+        blocking::wait(consumed, stage.items, Some(Duration::from_secs(30)))
+            .expect("the block ends");
         start.elapsed()
     }
 

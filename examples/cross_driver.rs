@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = Gpu::open(&GpuOptions::from_env()?)?;
     let [a, b, c] = [(); 3].map(|()| Buffer::new(&gpu, 4096));
     let (a, b, c) = (a?, b?, c?);
-    let mut vulkan = VulkanBackend::new(gpu.clone());
+    let vulkan = VulkanBackend::new(gpu.clone());
     let launch = Kernel::add(&gpu)?.launch(&[&a, &b, &c], 1024, 4, 0.0)?;
     let add = vulkan.command_buffer(vec![vec![Step::Dispatch(launch)]])?;
 

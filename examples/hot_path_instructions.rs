@@ -59,8 +59,8 @@ use causeway::executor::{
     Class, Drain, DrainContext, Drained, Executor, Futex, FutexWord, Process, RoundRobin,
     SpinPolicy, Worker,
 };
-use causeway::scope::{Endpoint, Scope};
 use causeway::runtime::blocking;
+use causeway::scope::{Endpoint, Scope};
 use causeway::{Failure, PoolConfig};
 
 #[path = "support/callgrind.rs"]

@@ -34,7 +34,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let [a, b, c] = [(); 3].map(|()| Buffer::new(&gpu, (ELEMENTS * 4) as u64));
     let (a, b, c) = (a?, b?, c?);
 
-    let mut vulkan = VulkanBackend::new(gpu.clone());
+    let vulkan = VulkanBackend::new(gpu.clone());
     let launch = Kernel::add(&gpu)?.launch(&[&a, &b, &c], ELEMENTS as u32, TILES, 0.0)?;
     let add = vulkan.command_buffer(vec![vec![Step::Dispatch(launch)]])?;
 

@@ -50,7 +50,8 @@ fn rounds(device: &Device, ping: SemaphoreId, pong: SemaphoreId, range: std::ops
         device.submit(queues[1], &second).expect("ring and history have room");
         if round % BATCH == 0 {
             let pong = device.semaphore(pong).expect("declared");
-            blocking::wait(pong, round, Some(Duration::from_secs(30))).expect("the device keeps up");
+            blocking::wait(pong, round, Some(Duration::from_secs(30)))
+                .expect("the device keeps up");
         }
     }
 }

@@ -8,8 +8,8 @@ use causeway::reuse::{Acquire, BlockId, DeathRecord, FreeBlock, ReuseDecision, R
 use causeway::runtime::blocking;
 use causeway::semaphore::{Arm, Failure, Notify, Outcome, Timepoint};
 use causeway::{
-    Capabilities, CollectiveChannel, Endpoint, Fence, Frontier, Point, QueueClock,
-    Resolution, Scope, Semaphore, FRONTIER_CAPACITY,
+    Capabilities, CollectiveChannel, Endpoint, Fence, Frontier, Point, QueueClock, Resolution,
+    Scope, Semaphore, FRONTIER_CAPACITY,
 };
 
 const TIMELINE: Capabilities = Capabilities { wait_before_signal: true };
@@ -333,7 +333,10 @@ fn failure_reaches_current_and_later_waiters_and_propagates() {
         other => panic!("{other:?}"),
     }
     assert_eq!(downstream.begin().wait(&next, 1), Err(WaitError::Failed(Failure::DeviceLost)));
-    assert_eq!(blocking::wait(&next, 1, None), Err(blocking::HostWaitError::Failed(Failure::DeviceLost)));
+    assert_eq!(
+        blocking::wait(&next, 1, None),
+        Err(blocking::HostWaitError::Failed(Failure::DeviceLost))
+    );
 }
 
 #[test]

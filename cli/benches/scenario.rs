@@ -286,7 +286,8 @@ fn device_submit(scenario: &Scenario, plan: &Plan) -> u64 {
     }
     for (&id, &value) in ids.iter().zip(&last) {
         let semaphore = device.semaphore(id).expect("built semaphores exist");
-        causeway::runtime::blocking::wait(semaphore, value, None).expect("generated scenarios finish");
+        causeway::runtime::blocking::wait(semaphore, value, None)
+            .expect("generated scenarios finish");
     }
     last.iter().sum()
 }

@@ -29,8 +29,7 @@ impl DriverUnderTest for Npu {
     }
 
     fn instance(&self) -> DriverInstance<NpuBackend> {
-        let backend =
-            NpuBackend::new().with_ring_order(MIN_RING_ORDER).expect("the smallest ring");
+        let backend = NpuBackend::new().with_ring_order(MIN_RING_ORDER).expect("the smallest ring");
         let short = backend.command_buffer(vec![(1, Box::new(|_tile: u32, _: &Args| {}))]);
         let long = backend.command_buffer(vec![(
             1,

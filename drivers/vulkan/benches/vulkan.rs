@@ -89,7 +89,7 @@ struct Rig {
 
 fn rig(semaphores: usize) -> Rig {
     let gpu = gpu();
-    let mut backend = VulkanBackend::new(gpu.clone());
+    let backend = VulkanBackend::new(gpu.clone());
     let kernels = recordings(&gpu)
         .into_iter()
         .map(|regions| Work::Execute(backend.command_buffer(regions).unwrap()))

@@ -507,7 +507,7 @@ impl WgpuWork {
 /// Every causeway object made here is dropped before it returns, except `gpu` (the caller's).
 fn run_both(gpu: &Gpu, wgpu: &WgpuWork) -> Result<(String, u32), String> {
     let vk_error = |error: causeway_driver_vulkan::VulkanError| error.to_string();
-    let mut backend = VulkanBackend::new(gpu.clone());
+    let backend = VulkanBackend::new(gpu.clone());
     let buffers = [(); 3].map(|()| Buffer::new(gpu, BYTES));
     let [a, b, c] = buffers;
     let (a, b, c) = (a.map_err(vk_error)?, b.map_err(vk_error)?, c.map_err(vk_error)?);

@@ -56,7 +56,7 @@ use causeway_core::unpoisoned::Mutex;
 use causeway_device::Work;
 use causeway_device::{
     Backend, BackendCapabilities, CommandBufferId, DeviceContext, DriverError, Issue, Issued,
-    Kernel, MemoryOp, NativeBlocks, OpStatus, QueueConfig, QueueId, QueueWaiters,
+    Kernel, MemoryOp, NativeBlocks, OpStatus, QueueConfig, QueueId, QueueWaiters, Recorded,
 };
 
 use crate::memory::DeviceBlock;
@@ -87,7 +87,7 @@ struct QueueState {
 }
 
 /// A recorded command buffer and the queues waiting for its pending submission to end.
-struct Recorded {
+struct Recording {
     commands: CommandBuffer,
     waiting: OnceLock<Mutex<QueueWaiters>>,
 }
@@ -98,7 +98,7 @@ struct Recorded {
 /// [`DeviceBuilder::driver`]: causeway_device::DeviceBuilder::driver
 pub struct VulkanBackend {
     gpu: Gpu,
-    recorded: Vec<Recorded>,
+    recorded: Recorded<Recording>,
     /// By causeway queue index: `None` for other drivers' queues.
     queues: Vec<Option<Arc<QueueState>>>,
     opened: usize,
@@ -114,7 +114,7 @@ impl VulkanBackend {
     pub fn new(gpu: Gpu) -> VulkanBackend {
         VulkanBackend {
             gpu,
-            recorded: Vec::new(),
+            recorded: Recorded::new(),
             queues: Vec::new(),
             opened: 0,
             watcher: OnceLock::new(),
@@ -136,13 +136,24 @@ impl VulkanBackend {
 
     /// Records a command buffer for [`Work::Execute`] on this driver's queues: `regions` of
     /// steps, in order, with a barrier between consecutive regions.
-    pub fn command_buffer(
-        &mut self,
-        regions: Vec<Vec<Step>>,
-    ) -> Result<CommandBufferId, VulkanError> {
+    ///
+    /// Before the device is built or while it runs (through
+    /// [`Device::backend`](causeway_device::Device::backend)), from any thread: the id is
+    /// usable as soon as this returns.
+    pub fn command_buffer(&self, regions: Vec<Vec<Step>>) -> Result<CommandBufferId, VulkanError> {
         let commands = CommandBuffer::record(&self.gpu, regions)?;
-        self.recorded.push(Recorded { commands, waiting: OnceLock::new() });
-        Ok(CommandBufferId(self.recorded.len() as u32 - 1))
+        let recording = Recording { commands, waiting: OnceLock::new() };
+        // Once started, the queues' waiting list is made before the buffer is counted (before
+        // that, `start` makes it).
+        let ready = |new: &Recording| {
+            if let Some(device) = self.device.get() {
+                let _ = new.waiting.set(Mutex::new(QueueWaiters::new(device.queues())));
+            }
+        };
+        self.recorded
+            .push(recording, ready)
+            .map(CommandBufferId)
+            .map_err(|_| VulkanError::InvalidLaunch("more command buffers than an id names"))
     }
 
     /// The state of queue `queue`, when it is one of this driver's (a device wait's origin).
@@ -152,8 +163,8 @@ impl VulkanBackend {
 
     /// The command buffer `buffer` names: one this backend recorded (the layer hands a driver
     /// only buffers below its [`command_buffers`](Backend::command_buffers)).
-    fn recorded(&self, buffer: CommandBufferId) -> &Recorded {
-        &self.recorded[buffer.0 as usize]
+    fn recorded(&self, buffer: CommandBufferId) -> Option<&Recording> {
+        self.recorded.get(buffer.0)
     }
 
     /// Marks the device lost after `error` (see the module documentation) and returns the
@@ -180,7 +191,7 @@ impl VulkanBackend {
     }
 
     /// Submits `issue`'s operation: `Busy` when its command buffer is still pending.
-    fn submit(&self, issue: &Issue<'_>, state: &QueueState, recorded: &Recorded) -> Issued {
+    fn submit(&self, issue: &Issue<'_>, state: &QueueState, recorded: &Recording) -> Issued {
         let mut waits: heapless::Vec<(&Timeline, u64), MAX_NATIVE_WAITS> = heapless::Vec::new();
         for wait in issue.waits() {
             match (wait.resolution, wait.origin) {
@@ -203,7 +214,8 @@ impl VulkanBackend {
             // Without a watcher nothing would report its completion.
             return Issued::Finished(self.lose(&VulkanError::WatcherStopped));
         };
-        match watcher.submit(state.vk_queue, Some(&recorded.commands), &waits, signal) {
+        let commands = Some((&recorded.commands, issue.args()));
+        match watcher.submit_with_arguments(state.vk_queue, commands, &waits, signal) {
             Ok(()) => {
                 state.issued.store(issue.epoch(), Ordering::Relaxed);
                 Issued::Pending
@@ -215,7 +227,7 @@ impl VulkanBackend {
 
     /// A queue waits for `recorded` to be released: its pending submission's completion is
     /// needed now, not when the batch in flight completes (see the watcher's wake policy).
-    fn need_released(&self, recorded: &Recorded) {
+    fn need_released(&self, recorded: &Recording) {
         if let (Some(watcher), Some((timeline, value))) =
             (self.watcher.get(), recorded.commands.last_signal())
         {
@@ -226,7 +238,7 @@ impl VulkanBackend {
     /// Wakes the queues waiting for command buffer `buffer`.
     fn release(&self, buffer: CommandBufferId) {
         let Some(device) = self.device.get() else { return };
-        if let Some(waiting) = self.recorded(buffer).waiting.get() {
+        if let Some(waiting) = self.recorded(buffer).and_then(|recorded| recorded.waiting.get()) {
             waiting.lock().wake_all(*device);
         }
     }
@@ -257,7 +269,7 @@ impl Backend for VulkanBackend {
 
     fn command_buffers(&self) -> u32 {
         // `command_buffer` numbers them with `u32`s.
-        self.recorded.len() as u32
+        self.recorded.len()
     }
 
     /// Native timeline waits submitted ([`Gpu::native_waits`]) and validation messages kept
@@ -292,7 +304,7 @@ impl Backend for VulkanBackend {
 
     fn start(&'static self, device: DeviceContext) {
         let _ = self.device.set(device);
-        for recorded in &self.recorded {
+        for recorded in self.recorded.iter() {
             let _ = recorded.waiting.set(Mutex::new(QueueWaiters::new(device.queues())));
         }
         // One registration per queue at a time (see `poll`), and as many again for those
@@ -329,7 +341,12 @@ impl Backend for VulkanBackend {
         let Kernel::Execute(buffer) = issue.kernel() else {
             return Issued::Finished(OpStatus::Failed(Failure::Aborted));
         };
-        let (state, recorded) = (&*queue.state, self.recorded(buffer));
+        let state = &*queue.state;
+        // The layer counted the buffer, so it is recorded (see `Recorded`); should that ever
+        // not hold, the operation fails rather than the worker.
+        let Some(recorded) = self.recorded(buffer) else {
+            return Issued::Finished(OpStatus::Failed(Failure::Aborted));
+        };
         if self.lost.load(Ordering::Relaxed) {
             return Issued::Finished(OpStatus::Failed(Failure::DeviceLost));
         }

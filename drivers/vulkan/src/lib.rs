@@ -26,11 +26,12 @@
 //! - [`Kernel`] and [`Launch`]: compute pipelines built from the GLSL in `shaders/` (the
 //!   compiled SPIR-V ships beside each source) and their tiled launches.
 //! - [`Buffer`]: host-visible storage buffers, mapped for upload and readback.
-//! - [`CommandBuffer`] records regions of [`Step`]s (dispatches, copies) separated by pipeline
-//!   barriers, push constants included, so a recorded buffer runs the same work every time: an
-//!   operation's per-submission arguments (`Op::args`) do not reach it (the CPU and NPU drivers
-//!   hand them to their kernels); work that varies per submission reads its parameters from a
-//!   buffer the host writes first; [`submit`](submit()) sends one batch — native timeline waits, optional commands, one
+//! - [`CommandBuffer`] records regions of [`Step`]s (dispatches, copies, and
+//!   [`Step::Arguments`]) separated by pipeline barriers. Launches and push constants are fixed
+//!   when recorded; what varies per submission arrives through `Step::Arguments`, which copies
+//!   the executing operation's arguments (`Op::args`, written by the driver into a small buffer
+//!   of the command buffer's own before each submission) into a buffer later regions read.
+//!   [`submit`](submit()) sends one batch — native timeline waits, optional commands, one
 //!   timeline signal — through `vkQueueSubmit2`, counting the native waits
 //!   ([`Gpu::native_waits`]).
 //! - [`Watcher`]: one thread per device that follows the submissions made through it, one

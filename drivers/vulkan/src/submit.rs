@@ -6,11 +6,15 @@ use std::time::Duration;
 
 use ash::vk;
 use causeway_core::unpoisoned::Mutex;
+use causeway_device::{Args, ARG_WORDS};
 
 use crate::{Buffer, Gpu, Launch, Timeline, VulkanError};
 
 /// The most native waits one [`submit`] takes (the device layer's `MAX_WAITS`, with room).
 pub const MAX_NATIVE_WAITS: usize = 16;
+
+/// The bytes of an operation's arguments ([`Args`]) a [`Step::Arguments`] copies.
+const ARGUMENT_BYTES: u64 = (ARG_WORDS * 4) as u64;
 
 /// One piece of work in a region of a [`CommandBuffer`].
 #[derive(Debug)]
@@ -18,6 +22,20 @@ pub const MAX_NATIVE_WAITS: usize = 16;
 pub enum Step {
     /// A kernel's tiled dispatches.
     Dispatch(Launch),
+    /// The arguments of the operation executing the command buffer (`Op::args`: 32 bytes,
+    /// eight 32-bit words) into `destination` at byte `offset`, for later regions' kernels and
+    /// copies to read: the one way per-submission values reach recorded work, whose launches
+    /// and push constants are fixed when recorded. Each submission writes its words into a
+    /// small host-visible buffer of the command buffer's own before it is submitted (one
+    /// submission of a command buffer is pending at a time, so the words are stable while it
+    /// runs), and this step copies them on the device. A submission made with [`submit`]
+    /// itself, not through a causeway queue, carries zeros.
+    Arguments {
+        /// Written to.
+        destination: Buffer,
+        /// Where in `destination` the 32 bytes go.
+        offset: u64,
+    },
     /// `bytes` bytes from the start of `source` to the start of `destination`.
     Copy {
         /// Read from.
@@ -59,6 +77,9 @@ pub struct CommandBuffer {
     buffer: vk::CommandBuffer,
     /// Kept alive for the device: the launches' descriptor sets and pipelines, the buffers.
     _regions: Vec<Vec<Step>>,
+    /// Where each submission's arguments are written before it is submitted, when a step
+    /// copies them ([`Step::Arguments`]).
+    arguments: Option<Buffer>,
     /// The signal of its last submission: it is pending until that timeline reaches the value.
     last_submission: Mutex<Option<(Timeline, u64)>>,
 }
@@ -72,6 +93,11 @@ impl CommandBuffer {
             ));
         }
         for step in regions.iter().flatten() {
+            if let Step::Arguments { destination, offset } = step {
+                if offset.checked_add(ARGUMENT_BYTES).is_none_or(|end| end > destination.size()) {
+                    return Err(VulkanError::InvalidLaunch("arguments copied past a buffer's end"));
+                }
+            }
             if let Step::Copy { source, destination, bytes } = step {
                 if *bytes == 0 || source.size() < *bytes || destination.size() < *bytes {
                     return Err(VulkanError::InvalidLaunch(
@@ -85,6 +111,10 @@ impl CommandBuffer {
                 }
             }
         }
+        let takes_arguments =
+            regions.iter().flatten().any(|step| matches!(step, Step::Arguments { .. }));
+        let arguments =
+            if takes_arguments { Some(Buffer::new(gpu, ARGUMENT_BYTES)?) } else { None };
         let device = gpu.device();
         let pool_info =
             vk::CommandPoolCreateInfo::default().queue_family_index(gpu.shared.queue_family);
@@ -97,6 +127,7 @@ impl CommandBuffer {
             pool,
             buffer: vk::CommandBuffer::null(),
             _regions: Vec::new(),
+            arguments,
             last_submission: Mutex::new(None),
         };
         let allocate_info = vk::CommandBufferAllocateInfo::default()
@@ -122,6 +153,17 @@ impl CommandBuffer {
             for step in region {
                 match step {
                     Step::Dispatch(launch) => launch.record(device, buffer),
+                    Step::Arguments { destination, offset } => {
+                        let copy =
+                            [vk::BufferCopy::default().dst_offset(*offset).size(ARGUMENT_BYTES)];
+                        // The buffer exists: a step asked for it above.
+                        let Some(source) = &recorded.arguments else { continue };
+                        // SAFETY: recording; both buffers are live, held by `recorded`, and the
+                        // copy is inside both (checked above; the source is exactly its size).
+                        unsafe {
+                            device.cmd_copy_buffer(buffer, source.raw(), destination.raw(), &copy)
+                        };
+                    }
                     Step::Copy { source, destination, bytes } => {
                         let copy = [vk::BufferCopy::default().size(*bytes)];
                         // SAFETY: recording; both buffers are live, held by `recorded` with the
@@ -225,15 +267,17 @@ pub fn submit(
     waits: &[(&Timeline, u64)],
     signal: (&Timeline, u64),
 ) -> Result<(), VulkanError> {
+    let commands = commands.map(|commands| (commands, Args::NONE));
     submit_then(gpu, queue, commands, waits, signal, || {})
 }
 
-/// [`submit`], calling `submitted` after a successful `vkQueueSubmit2` with the VkQueue's lock
-/// still held: what `submitted` records is in the VkQueue's submission order.
+/// [`submit`] with the command buffer's arguments (see [`Step::Arguments`]), calling
+/// `submitted` after a successful `vkQueueSubmit2` with the VkQueue's lock still held: what
+/// `submitted` records is in the VkQueue's submission order.
 pub(crate) fn submit_then(
     gpu: &Gpu,
     queue: usize,
-    commands: Option<&CommandBuffer>,
+    commands: Option<(&CommandBuffer, Args)>,
     waits: &[(&Timeline, u64)],
     signal: (&Timeline, u64),
     submitted: impl FnOnce(),
@@ -253,8 +297,9 @@ pub(crate) fn submit_then(
         .semaphore(signal.0.raw())
         .value(signal.1)
         .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)];
-    let command_infos = commands
-        .map(|commands| [vk::CommandBufferSubmitInfo::default().command_buffer(commands.buffer)]);
+    let command_infos = commands.map(|(commands, _)| {
+        [vk::CommandBufferSubmitInfo::default().command_buffer(commands.buffer)]
+    });
     let mut submit_info = vk::SubmitInfo2::default()
         .wait_semaphore_infos(&wait_infos[..waits.len()])
         .signal_semaphore_infos(&signal_infos);
@@ -264,12 +309,22 @@ pub(crate) fn submit_then(
     // Held across the submission: two submissions of one command buffer cannot race past the
     // pending check. Taken before the queue lock, the only order both are taken in.
     let mut last_submission = match commands {
-        Some(commands) => {
+        Some((commands, args)) => {
             let last = commands.last_submission.lock();
             if let Some((timeline, value)) = &*last {
                 if timeline.value()? < *value {
                     return Err(VulkanError::CommandBufferPending);
                 }
+            }
+            // Not pending (checked above, under the lock every submission of it takes): no
+            // execution reads the words while they are written. The memory is host-coherent,
+            // and `vkQueueSubmit2` makes host writes before it visible to the work it submits.
+            if let Some(arguments) = &commands.arguments {
+                let mut bytes = [0; ARG_WORDS * 4];
+                for (chunk, word) in bytes.chunks_exact_mut(4).zip(args.words()) {
+                    chunk.copy_from_slice(&word.to_ne_bytes());
+                }
+                arguments.write(0, &bytes)?;
             }
             Some(last)
         }

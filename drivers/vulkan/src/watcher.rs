@@ -107,6 +107,7 @@ use std::time::{Duration, Instant};
 
 use ash::vk;
 use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
+use causeway_device::Args;
 
 use crate::submit::submit_then;
 use crate::{CommandBuffer, Gpu, Timeline, VulkanError};
@@ -261,6 +262,23 @@ impl Watcher {
         &self,
         queue: usize,
         commands: Option<&CommandBuffer>,
+        waits: &[(&Timeline, u64)],
+        signal: (&Timeline, u64),
+    ) -> Result<(), VulkanError> {
+        self.submit_with_arguments(
+            queue,
+            commands.map(|commands| (commands, Args::NONE)),
+            waits,
+            signal,
+        )
+    }
+
+    /// [`submit`](Self::submit), the command buffer's [`Step::Arguments`](crate::Step::Arguments)
+    /// copying `args`.
+    pub(crate) fn submit_with_arguments(
+        &self,
+        queue: usize,
+        commands: Option<(&CommandBuffer, Args)>,
         waits: &[(&Timeline, u64)],
         signal: (&Timeline, u64),
     ) -> Result<(), VulkanError> {

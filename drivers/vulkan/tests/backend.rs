@@ -1,7 +1,8 @@
 //! The Vulkan driver behind the device layer's seam, on lavapipe with validation, with the real
 //! CPU driver beside it: the results of CPU → Vulkan → CPU work are right, knowledge crosses
 //! drivers transitively (and no wait is native between a CPU and a Vulkan queue), work the
-//! driver has no kernel for is refused, and failures cross drivers. The contract every driver
+//! driver has no kernel for is refused, failures cross drivers, and a command buffer recorded
+//! while the device runs copies each operation's arguments for its kernel. The contract every driver
 //! keeps (native-wait ping-pong between Vulkan queues counted exactly, held waits, failures,
 //! elision, memory, backpressure, shutdown with work in flight, speculation, 10^5 operations)
 //! is the conformance suite's, in `tests/conformance.rs`.
@@ -16,7 +17,8 @@ use causeway_core::queue::Resolution;
 use causeway_core::scope::Scope;
 use causeway_core::semaphore::Failure;
 use causeway_device::{
-    Device, DeviceBuilder, Op, QueueConfig, QueueId, SemaphoreId, SubmitError, WaitOutcome, Work,
+    Args, Device, DeviceBuilder, Op, QueueConfig, QueueId, SemaphoreId, SubmitError, WaitOutcome,
+    Work,
 };
 use causeway_driver_cpu::CpuBackend;
 use causeway_driver_vulkan::{Buffer, Gpu, Kernel, Step, VulkanBackend};
@@ -213,5 +215,53 @@ fn a_failed_cpu_operation_fails_the_vulkan_work_waiting_on_it_and_what_that_sign
     assert_eq!(wait(device.semaphore(fresh).unwrap(), 1, Some(common::HANG_GUARD)), Ok(1));
     let report = device.shutdown(common::HANG_GUARD);
     assert!(!report.leaked && report.busy_drivers.is_empty(), "{report:?}");
+    common::assert_validation_clean(&gpu);
+}
+
+#[test]
+fn a_command_buffer_recorded_while_the_device_runs_reads_each_operations_arguments() {
+    // acc += x, where x is copied from the executing operation's arguments: 200 executions of
+    // one buffer recorded after the device started, execution k carrying (k + j) as f32 in
+    // word j, leave acc[j] = Σk (k + j).
+    const EXECUTIONS: u64 = 200;
+    const WORDS: usize = 8;
+    let (mut builder, gpu, backend) = builder();
+    let vulkan = builder.driver(backend);
+    let queue = builder.queue(QueueConfig::on(vulkan));
+    let [done] = semaphores(&mut builder, queue);
+    let device = builder.build().expect("the device starts");
+    let backend = device.backend::<VulkanBackend>(vulkan).expect("the driver is Vulkan's");
+    assert!(device.backend::<CpuBackend>(vulkan).is_none());
+
+    let bytes = (WORDS * 4) as u64;
+    let [x, acc] = [(); 2].map(|()| Buffer::new(&gpu, bytes).expect("buffer"));
+    let add = Kernel::add(&gpu).expect("add").launch(&[&x, &acc, &acc], WORDS as u32, 1, 0.0);
+    let past_the_end = Step::Arguments { destination: x.clone(), offset: 4 };
+    assert!(backend.command_buffer(vec![vec![past_the_end]]).is_err(), "32 bytes do not fit");
+    let accumulate = backend
+        .command_buffer(vec![
+            vec![Step::Arguments { destination: x.clone(), offset: 0 }],
+            vec![Step::Dispatch(add.expect("launch"))],
+        ])
+        .expect("record");
+    for execution in 0..EXECUTIONS {
+        let words = std::array::from_fn(|word| (execution as f32 + word as f32).to_bits());
+        let signals = [(done, execution + 1)];
+        let op = Op {
+            signals: &signals,
+            work: Work::Execute(accumulate),
+            args: Args::from_words(words),
+            ..Op::default()
+        };
+        device.submit(queue, &op).expect("the queue takes it");
+    }
+    device.wait(done, EXECUTIONS, Some(Duration::from_secs(120))).expect("every execution ran");
+    let sums = acc.read_f32(0, WORDS).expect("read");
+    let executions = EXECUTIONS as f32;
+    let expected: Vec<f32> = (0..WORDS)
+        .map(|word| executions * (executions - 1.0) / 2.0 + executions * word as f32)
+        .collect();
+    assert_eq!(sums, expected);
+    device.shutdown(Duration::from_secs(10));
     common::assert_validation_clean(&gpu);
 }

@@ -52,7 +52,7 @@ fn cpu_to_vulkan_to_cpu_on_the_applications_own_device_is_right_and_validation_c
     assert_eq!(gpu.queue_count(), 1);
     assert!(!gpu.adapter_name().is_empty());
 
-    let mut backend = VulkanBackend::new(gpu.clone());
+    let backend = VulkanBackend::new(gpu.clone());
     let buffers = [(); 3].map(|()| Buffer::new(&gpu, BYTES).expect("buffer"));
     let [a, b, c] = buffers.clone();
     let add = Kernel::add(&gpu).expect("add").launch(&[&a, &b, &c], ELEMENTS as u32, 4, 0.0);
@@ -191,7 +191,7 @@ fn the_applications_device_lost_mid_run_fails_the_work_on_it_and_its_waiters_and
     // causeway needs; `app` destroys them after every causeway object below is dropped.
     let gpu = unsafe { Gpu::from_raw_handles(app.handles(app.family, vec![app.queue])) }
         .unwrap_or_else(|error| panic!("cannot lend the device: {error}"));
-    let mut backend = VulkanBackend::new(gpu.clone());
+    let backend = VulkanBackend::new(gpu.clone());
     let buffers = [(); 3].map(|()| Buffer::new(&gpu, BYTES).expect("buffer"));
     let [a, b, c] = &buffers;
     let add = Kernel::add(&gpu).expect("add").launch(&[a, b, c], ELEMENTS as u32, 4, 0.0);

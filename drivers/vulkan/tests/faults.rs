@@ -64,7 +64,7 @@ fn rig_built(
     configure: impl FnOnce(&mut DeviceBuilder),
 ) -> Rig {
     let gpu = common::open();
-    let mut backend = VulkanBackend::new(gpu.clone());
+    let backend = VulkanBackend::new(gpu.clone());
     let add = Kernel::add(&gpu).expect("add kernel");
     let mut kernels = Vec::new();
     for _ in 0..vulkan_queues {

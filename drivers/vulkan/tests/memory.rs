@@ -72,13 +72,13 @@ fn allocas_on_one_vulkan_queue_reuse_one_block_of_device_memory() {
 /// fresh memory, and none per reuse.
 #[test]
 fn device_memory_follows_the_layers_reuse_decisions_across_queues() {
-    let (mut builder, gpu, mut backend) = builder();
+    let (mut builder, gpu, backend) = builder();
     // A command buffer per queue: one shared by both would have each queue read the other's
     // timeline while that queue signals it from the host, which the validation layer 1.3.239
     // misreports (see the watcher's module documentation).
     let vk_gpu = backend.gpu().clone();
     let add = Kernel::add(&vk_gpu).expect("add");
-    let mut kernel = || {
+    let kernel = || {
         let [a, b, c] = [(); 3].map(|()| Buffer::new(&vk_gpu, 4096 * 4).expect("buffer"));
         let launch = add.launch(&[&a, &b, &c], 4096, 4, 0.0).expect("launch");
         Work::Execute(backend.command_buffer(vec![vec![Step::Dispatch(launch)]]).expect("record"))
@@ -209,7 +209,7 @@ fn an_alloca_larger_than_the_heap_fails_with_out_of_memory_and_the_device_goes_o
 /// `VK_ERROR_DEVICE_LOST` fails it with `DeviceLost`, and every later kernel of the driver too.
 #[test]
 fn vulkan_refusing_device_memory_fails_the_alloca_with_what_vulkan_said() {
-    let (mut builder, gpu, mut backend) = builder();
+    let (mut builder, gpu, backend) = builder();
     let vk_gpu = backend.gpu().clone();
     let [a, b, c] = [(); 3].map(|()| Buffer::new(&vk_gpu, 4096).expect("buffer"));
     let add = Kernel::add(&vk_gpu).expect("add").launch(&[&a, &b, &c], 1024, 1, 0.0);
