@@ -19,7 +19,6 @@ use crate::op::{Kernel, LayerWork, Op, Work};
 use crate::queue::slot::{OpBody, OpSlot};
 use crate::queue::QueueShared;
 use crate::receipt::{Receipt, WaitOutcome};
-use crate::speculation::LineageWaits;
 #[cfg(doc)]
 use crate::{config::QueueConfig, config::SemaphoreConfig, DeviceBuilder};
 
@@ -251,38 +250,49 @@ impl Device {
         // outside [head, tail) and, by the ring protocol (`queue`, invariant 1), only this
         // thread touches its body until `publish`.
         let body = unsafe { &mut *slot.body.get() };
-        *body = OpBody {
-            tag: op.tag,
-            args: op.args,
-            point: submitted.point,
-            work: op.work,
-            allocation,
-            waits: op.waits.iter().copied().collect(),
-            resolutions: [None; MAX_WAITS],
-            origins,
-            armed: [false; MAX_WAITS],
-            signals: op.signals.iter().copied().collect(),
-            issued: None,
-            issued_status: None,
-            issued_ns: 0,
-        };
+        // Field by field, in place: a body built apart and then assigned is a second copy of
+        // its half-kilobyte, its wait and signal lists each built and copied once more. The
+        // pattern names every field, so none is left from the slot's previous operation.
+        let OpBody {
+            tag,
+            args,
+            point,
+            work,
+            allocation: body_allocation,
+            waits: body_waits,
+            resolutions,
+            origins: body_origins,
+            armed,
+            signals: body_signals,
+            issued,
+            issued_status,
+            issued_ns,
+        } = body;
+        *tag = op.tag;
+        *args = op.args;
+        *point = submitted.point;
+        *work = op.work;
+        *body_allocation = allocation;
+        fill(body_waits, op.waits);
+        *resolutions = [None; MAX_WAITS];
+        *body_origins = origins;
+        *armed = [false; MAX_WAITS];
+        fill(body_signals, op.signals);
+        *issued = None;
+        *issued_status = None;
+        *issued_ns = 0;
         let (frontier, signals) = queue.lineage(index);
         // What it waits for before it ends (see `stall`): nothing when it is doomed, except a
         // dealloca, which waits for every wait to end (below).
         let waits_before_end = failure.is_none() || matches!(op.work, Work::Dealloca(_));
-        let lineage_waits = LineageWaits {
-            tag: op.tag,
-            waits: if waits_before_end {
-                op.waits.iter().copied().collect()
-            } else {
-                FixedVec::new()
-            },
-        };
-        // SAFETY: as for the body: the submit lock is held and the slot is unpublished.
+        // SAFETY: as for the body: the submit lock is held and the slot is unpublished; the
+        // references end before `publish`.
         unsafe {
             frontier.write(submitted.frontier);
-            signals.write(op.signals.iter().copied().collect());
-            queue.lineage_waits(index).write(lineage_waits);
+            fill(signals.get_mut(), op.signals);
+            let lineage_waits = queue.lineage_waits(index).get_mut();
+            lineage_waits.tag = op.tag;
+            fill(&mut lineage_waits.waits, if waits_before_end { op.waits } else { &[] });
         }
         queue.claim(index).reset();
         // The submission hold keeps the gate shut while timepoints are armed.
@@ -361,6 +371,9 @@ impl Device {
         work: Work,
         driver: usize,
     ) -> Result<Option<AllocationId>, SubmitError> {
+        if !matches!(work, Work::Alloca { .. } | Work::Dealloca(_)) {
+            return Ok(None);
+        }
         let mut memory = self.shared().lock_memory();
         match work {
             Work::Alloca { buffer, bytes } => match memory.pool.reserve(buffer.0, bytes, driver) {
@@ -442,4 +455,10 @@ impl Device {
             }
         }
     }
+}
+
+/// Makes `list` hold `items`, in place; `check` bounded their number by the list's capacity.
+fn fill<T: Copy, const N: usize>(list: &mut FixedVec<T, N>, items: &[T]) {
+    list.clear();
+    let _ = list.extend_from_slice(items);
 }
