@@ -184,9 +184,16 @@ impl Device {
             .free_slot()
             .ok_or(SubmitError::Full(Resource::QueueSlots { capacity: queue.capacity() }))?;
         let allocation = self.reserve_memory(op.work, queue.driver)?;
+        let slot = queue.slot(index);
+        // SAFETY: `free_slot` returned `index` with the submit lock held, so the slot is
+        // outside [head, tail) and, by the ring protocol (`queue`, invariant 1), only this
+        // thread touches its body until `publish`. A submission refused below leaves it
+        // half-written and unpublished; the next one writes every field again.
+        let body = unsafe { &mut *slot.body.get() };
+        // The waits' origins are written where the queue process reads them.
+        body.origins = [None; MAX_WAITS];
         let mut submission = side.clock.begin();
         let mut waits = FixedVec::new();
-        let mut origins = [None; MAX_WAITS];
         for (wait, &(id, value)) in op.waits.iter().enumerate() {
             let semaphore = &shared.semaphores[id];
             let resolved = if queue.native {
@@ -203,9 +210,9 @@ impl Device {
                         other.driver == queue.driver
                             || (queue.host_written && other.mirrored_for(shared, queue.driver))
                     });
-                    origins[wait] =
+                    body.origins[wait] =
                         origin_queue.map(|other| Origin { queue: other.id, epoch: origin.epoch });
-                    origins[wait].is_some()
+                    body.origins[wait].is_some()
                 };
                 submission
                     .wait_on_origin(semaphore, value, native)
@@ -225,9 +232,11 @@ impl Device {
             let _ = waits.push(outcome);
         }
         let signals = op.signals.iter().map(|&(id, value)| (&shared.semaphores[id], value));
-        let submitted = match submission.commit_signalling(signals) {
+        // Borrowed where it lies: each move of the result is a copy of its frontier.
+        let committed = submission.commit_signalling(signals);
+        let submitted = match &committed {
             Ok(submitted) => submitted,
-            Err(SignalRefused { index: signal, error }) => {
+            &Err(SignalRefused { index: signal, error }) => {
                 self.unreserve_memory(op.work, allocation);
                 return Err(match error {
                     SignalError::HistoryFull { capacity } => {
@@ -237,22 +246,18 @@ impl Device {
                 });
             }
         };
-        self.place_memory(op.work, allocation, &submitted);
+        self.place_memory(op.work, allocation, submitted);
         // The invariant `QueueShared::tail` documents: epochs count the queue's submissions.
         debug_assert_eq!(submitted.point.epoch, index + 1);
         let failure = submitted.failure;
         if failure.is_some() {
             // A doomed operation imported nothing: it waits for no origin.
-            origins = [None; MAX_WAITS];
+            body.origins = [None; MAX_WAITS];
         }
-        let slot = queue.slot(index);
-        // SAFETY: `free_slot` returned `index` with the submit lock held, so the slot is
-        // outside [head, tail) and, by the ring protocol (`queue`, invariant 1), only this
-        // thread touches its body until `publish`.
-        let body = unsafe { &mut *slot.body.get() };
         // Field by field, in place: a body built apart and then assigned is a second copy of
         // its half-kilobyte, its wait and signal lists each built and copied once more. The
-        // pattern names every field, so none is left from the slot's previous operation.
+        // pattern names every field, so none is left from the slot's previous operation (the
+        // origins were written above).
         let OpBody {
             tag,
             args,
@@ -261,7 +266,7 @@ impl Device {
             allocation: body_allocation,
             waits: body_waits,
             resolutions,
-            origins: body_origins,
+            origins: _,
             armed,
             signals: body_signals,
             issued,
@@ -275,7 +280,6 @@ impl Device {
         *body_allocation = allocation;
         fill(body_waits, op.waits);
         *resolutions = [None; MAX_WAITS];
-        *body_origins = origins;
         *armed = [false; MAX_WAITS];
         fill(body_signals, op.signals);
         *issued = None;
