@@ -198,6 +198,38 @@ pub enum Lookup<const N: usize> {
     Failed(Failure),
 }
 
+/// A [`Lookup`] whose tracked frontier is borrowed from the history. Its own variants rather
+/// than a [`Lookup`] inside for the others: that would make every answer as large as a frontier,
+/// and each move of one a copy of it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LookupRef<'h, const N: usize> {
+    /// As [`Lookup::Initial`].
+    Initial,
+    /// As [`Lookup::Unsignalled`].
+    Unsignalled,
+    /// As [`Lookup::Tracked`].
+    Tracked { origin: Point, frontier: &'h Frontier<N>, reached: bool, aged_out: bool },
+    /// As [`Lookup::External`].
+    External { reached: bool },
+    /// As [`Lookup::Failed`].
+    Failed(Failure),
+}
+
+impl<const N: usize> LookupRef<'_, N> {
+    /// The answer with its frontier copied out.
+    pub(crate) fn to_owned(self) -> Lookup<N> {
+        match self {
+            LookupRef::Initial => Lookup::Initial,
+            LookupRef::Unsignalled => Lookup::Unsignalled,
+            LookupRef::Tracked { origin, frontier, reached, aged_out } => {
+                Lookup::Tracked { origin, frontier: *frontier, reached, aged_out }
+            }
+            LookupRef::External { reached } => Lookup::External { reached },
+            LookupRef::Failed(failure) => Lookup::Failed(failure),
+        }
+    }
+}
+
 /// Bounded frontier history of one timeline, in the slots `S` (by default an inline array of
 /// `H` slots; with other storage `H` is unused). 2..=65535 slots.
 #[derive(Clone, Debug)]
@@ -638,18 +670,24 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     /// The entry of the *first* signal to reach ≥ `value` — not the latest — because the waiter
     /// depends on "S reached `value`", not on whatever advanced S further.
     pub fn lookup(&mut self, value: u64) -> Lookup<N> {
+        self.lookup_ref(value).to_owned()
+    }
+
+    /// [`lookup`](Self::lookup), a tracked entry's frontier borrowed where it lies rather than
+    /// copied out: a wait merges it from there (`crate::queue`).
+    pub(crate) fn lookup_ref(&mut self, value: u64) -> LookupRef<'_, N> {
         // A value reached before the failure keeps what reached it; only values beyond the
         // reached one fail.
         if let Some(failure) = self.failure.filter(|_| value > self.reached) {
-            return Lookup::Failed(failure);
+            return LookupRef::Failed(failure);
         }
         if value <= self.initial {
-            return Lookup::Initial;
+            return LookupRef::Initial;
         }
         let k = self.first_at_or_above(value);
         // A reservation carries nothing yet (invariant 4).
         if k == usize::from(self.len) || self.entry(k).reserved {
-            return Lookup::Unsignalled;
+            return LookupRef::Unsignalled;
         }
         let aged_out = value <= self.evicted_through;
         #[cfg(any(test, feature = "signal-cancellation"))]
@@ -661,13 +699,13 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         }
         let entry = self.entry(k);
         match entry.origin {
-            Some(origin) => Lookup::Tracked {
+            Some(origin) => LookupRef::Tracked {
                 origin,
-                frontier: entry.frontier,
+                frontier: &entry.frontier,
                 reached: entry.reached,
                 aged_out,
             },
-            None => Lookup::External { reached: entry.reached },
+            None => LookupRef::External { reached: entry.reached },
         }
     }
 
@@ -793,16 +831,21 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
     /// What [`lookup`](Self::lookup) answers instead when the entry it landed on (`k`, the
     /// first retained at or above `value`) tells of a cancellation; `None` otherwise.
     #[cfg(any(test, feature = "signal-cancellation"))]
-    fn cancelled_lookup(&self, k: usize, aged_out: bool, value: u64) -> Option<Lookup<N>> {
+    fn cancelled_lookup(
+        &self,
+        k: usize,
+        aged_out: bool,
+        value: u64,
+    ) -> Option<LookupRef<'static, N>> {
         if aged_out && value <= self.cancelled_evicted_through
             || !aged_out && self.entry(k).cancelled
         {
-            return Some(Lookup::Failed(Failure::Cancelled));
+            return Some(LookupRef::Failed(Failure::Cancelled));
         }
         // Aged out above every evicted cancellation: the signal that reached `value` was
         // evicted, and the oldest retained entry, which a plain aged-out lookup imports
         // instead, was cancelled. Its frontier is of work that never ran: import nothing.
-        (aged_out && self.entry(k).cancelled).then_some(Lookup::External { reached: true })
+        (aged_out && self.entry(k).cancelled).then_some(LookupRef::External { reached: true })
     }
 
     /// Extends the settled prefix over the cancelled entries that follow it: the first entry
