@@ -526,13 +526,15 @@ impl<const N: usize> Submission<'_, N> {
                 Err(error) => return Err(refuse(index, error)),
             }
         }
-        // Nothing can be refused from here on.
-        let submitted = self.seal(point, failed_signal);
+        // Nothing can be refused from here on. The reservations are filled with the final
+        // frontier before the clock commits it (nobody reads the clock meanwhile: this
+        // submission holds it), so that the result is built where it is returned: built first,
+        // it was copied out once more, its frontier with it.
         for (semaphore, value) in reserved {
             // No reservation exists where reserving found the timeline failed.
-            semaphore.fill_signal(value, point, &submitted.frontier);
+            semaphore.fill_signal(value, point, &self.frontier);
         }
-        Ok(submitted)
+        Ok(self.seal(point, failed_signal))
     }
 
     /// Drops what the waits imported: the operation is doomed and will not wait for what they
@@ -551,6 +553,7 @@ impl<const N: usize> Submission<'_, N> {
     }
 
     /// Commits the operation at `point` (from [`own_point`](Self::own_point)).
+    #[inline(always)]
     fn seal(self, point: Point, failed_signal: Option<(usize, Failure)>) -> Submitted<N> {
         self.clock.epoch = point.epoch;
         self.clock.frontier = self.frontier;
