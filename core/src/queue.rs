@@ -80,7 +80,7 @@ use crate::collective::CollectiveRound;
 use crate::fence::Fence;
 use crate::frontier::{Frontier, Point};
 use crate::scope::Endpoint;
-use crate::semaphore::{Failure, HistorySlots, Lookup, Semaphore, SignalError};
+use crate::semaphore::{Failure, HistorySlots, Lookup, LookupRef, Semaphore, SignalError};
 
 /// How one wait was resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -256,17 +256,28 @@ pub fn resolve<'l, const K: usize, const N: usize>(
             (WaitResolution { resolution, tainted: true, aged_out: false }, None)
         }
         Lookup::Tracked { origin, ref frontier, reached, aged_out } => {
-            let resolution = if knowledge.knows(origin) {
-                Resolution::Elided
-            } else if reached {
-                Resolution::Satisfied
-            } else {
-                Resolution::DeviceWait
-            };
-            let import = (resolution != Resolution::Elided).then_some((origin, frontier));
-            (WaitResolution { resolution, tainted: false, aged_out }, import)
+            resolve_tracked(knowledge, origin, frontier, reached, aged_out)
         }
     })
+}
+
+/// [`resolve`] for a tracked signal: the operation at `origin`, which knew `frontier`.
+fn resolve_tracked<'l, const K: usize, const N: usize>(
+    knowledge: &Frontier<K>,
+    origin: Point,
+    frontier: &'l Frontier<N>,
+    reached: bool,
+    aged_out: bool,
+) -> (WaitResolution, Import<'l, N>) {
+    let resolution = if knowledge.knows(origin) {
+        Resolution::Elided
+    } else if reached {
+        Resolution::Satisfied
+    } else {
+        Resolution::DeviceWait
+    };
+    let import = (resolution != Resolution::Elided).then_some((origin, frontier));
+    (WaitResolution { resolution, tainted: false, aged_out }, import)
 }
 
 /// One queue's causal clock.
@@ -382,34 +393,45 @@ impl<const N: usize> Submission<'_, N> {
         if !semaphore.admits(&self.clock.endpoint) {
             return Err(WaitError::OutOfScope);
         }
-        // The lookup's frontier is merged where it lies: each further move of a frontier is a
-        // bulk copy that waits for the previous copy's stores.
-        let lookup = semaphore.lookup(value);
-        let (mut resolution, import) =
-            match resolve(&self.frontier, &lookup, self.clock.capabilities) {
-                Ok(resolved) => resolved,
-                Err(error) => {
-                    if let WaitError::Failed(failure) = error {
-                        self.failure = self.failure.or(Some(failure));
-                        self.forget_imports();
-                    }
-                    return Err(error);
+        // The lookup's frontier is merged where it lies, in the history, under the semaphore's
+        // lock: a copy out of the history (two, returned through the lookups) cost about as
+        // much as the merge, and each further move of a frontier is a bulk copy that waits for
+        // the previous copy's stores. `native` is asked after the lock is released (it may
+        // take the device's locks).
+        let capabilities = self.clock.capabilities;
+        let resolved = semaphore.with_lookup(value, |lookup| {
+            let (resolution, import) = match lookup {
+                LookupRef::Tracked { origin, frontier, reached, aged_out } => {
+                    resolve_tracked(&self.frontier, origin, frontier, reached, aged_out)
                 }
+                // No frontier, so nothing to import: resolved as any other answer.
+                other => (resolve(&self.frontier, &other.to_owned(), capabilities)?.0, None),
             };
-        let origin = import.map(|(origin, _)| origin);
+            if let (Some((origin, frontier)), None) = (import, self.failure) {
+                self.frontier.merge(frontier);
+                // The origin is normally inside its own frontier already; it is re-added only
+                // when that frontier evicted it.
+                if !self.frontier.knows(origin) {
+                    self.frontier.insert_or_raise(origin.axis, origin.epoch);
+                }
+            }
+            Ok((resolution, import.map(|(origin, _)| origin)))
+        });
+        let (mut resolution, origin) = match resolved {
+            Ok(resolved) => resolved,
+            Err(error) => {
+                if let WaitError::Failed(failure) = error {
+                    self.failure = self.failure.or(Some(failure));
+                    self.forget_imports();
+                }
+                return Err(error);
+            }
+        };
         let mut device_origin = None;
         if let (Resolution::DeviceWait, Some(native)) = (resolution.resolution, native) {
             match origin {
                 Some(origin) if native(origin) => device_origin = Some(origin),
                 _ => resolution.resolution = Resolution::Held,
-            }
-        }
-        if let (Some((origin, frontier)), None) = (import, self.failure) {
-            self.frontier.merge(frontier);
-            // The origin is normally inside its own frontier already; it is re-added only
-            // when that frontier evicted it.
-            if !self.frontier.knows(origin) {
-                self.frontier.insert_or_raise(origin.axis, origin.epoch);
             }
         }
         self.held += u32::from(resolution.resolution == Resolution::Held);
@@ -504,13 +526,15 @@ impl<const N: usize> Submission<'_, N> {
                 Err(error) => return Err(refuse(index, error)),
             }
         }
-        // Nothing can be refused from here on.
-        let submitted = self.seal(point, failed_signal);
+        // Nothing can be refused from here on. The reservations are filled with the final
+        // frontier before the clock commits it (nobody reads the clock meanwhile: this
+        // submission holds it), so that the result is built where it is returned: built first,
+        // it was copied out once more, its frontier with it.
         for (semaphore, value) in reserved {
             // No reservation exists where reserving found the timeline failed.
-            semaphore.fill_signal(value, point, &submitted.frontier);
+            semaphore.fill_signal(value, point, &self.frontier);
         }
-        Ok(submitted)
+        Ok(self.seal(point, failed_signal))
     }
 
     /// Drops what the waits imported: the operation is doomed and will not wait for what they
@@ -529,6 +553,7 @@ impl<const N: usize> Submission<'_, N> {
     }
 
     /// Commits the operation at `point` (from [`own_point`](Self::own_point)).
+    #[inline(always)]
     fn seal(self, point: Point, failed_signal: Option<(usize, Failure)>) -> Submitted<N> {
         self.clock.epoch = point.epoch;
         self.clock.frontier = self.frontier;

@@ -122,6 +122,18 @@ impl<T> LineageCell<T> {
         unsafe { *self.0.get() = lineage };
     }
 
+    /// The lineage of the operation about to be published, to write in place (a value built
+    /// apart and then written costs a copy of it).
+    ///
+    /// # Safety
+    /// As for [`write`](Self::write), and the reference is dropped before the slot is
+    /// published.
+    #[allow(clippy::mut_from_ref, reason = "the submit lock makes the access exclusive")]
+    pub(crate) unsafe fn get_mut(&self) -> &mut T {
+        // SAFETY: the caller's contract: nobody else reads or writes it until it is published.
+        unsafe { &mut *self.0.get() }
+    }
+
     /// The lineage of a published operation.
     ///
     /// # Safety

@@ -76,6 +76,7 @@ use crate::frontier::{Frontier, Point};
 use crate::scope::{Endpoint, Scope};
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use crate::sync::Lock;
+pub(crate) use history::LookupRef;
 use timepoint::{FiredChain, WaiterList};
 
 /// Why a timeline failed: one vocabulary across every driver. The first failure of a semaphore
@@ -769,14 +770,22 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     /// A signal that [`queue::retire`](crate::queue::retire) has settled but not yet published
     /// reads as not reached: its operation is still settling its other signals.
     pub fn lookup(&self, value: u64) -> Lookup<N> {
+        self.with_lookup(value, |lookup| lookup.to_owned())
+    }
+
+    /// Runs `f` over [`lookup`](Self::lookup)'s answer, its frontier borrowed from the history,
+    /// under the lock (keep `f` short: a wait merges the frontier there instead of copying it
+    /// out and merging the copy).
+    #[inline]
+    pub(crate) fn with_lookup<R>(&self, value: u64, f: impl FnOnce(LookupRef<'_, N>) -> R) -> R {
         self.state.with(|state| {
-            let mut lookup = state.history.lookup(value);
-            if let Lookup::Tracked { ref mut reached, .. } | Lookup::External { ref mut reached } =
-                lookup
+            let mut lookup = state.history.lookup_ref(value);
+            if let LookupRef::Tracked { ref mut reached, .. }
+            | LookupRef::External { ref mut reached } = lookup
             {
                 *reached &= value <= self.published();
             }
-            lookup
+            f(lookup)
         })
     }
 

@@ -19,7 +19,6 @@ use crate::op::{Kernel, LayerWork, Op, Work};
 use crate::queue::slot::{OpBody, OpSlot};
 use crate::queue::QueueShared;
 use crate::receipt::{Receipt, WaitOutcome};
-use crate::speculation::LineageWaits;
 #[cfg(doc)]
 use crate::{config::QueueConfig, config::SemaphoreConfig, DeviceBuilder};
 
@@ -185,9 +184,16 @@ impl Device {
             .free_slot()
             .ok_or(SubmitError::Full(Resource::QueueSlots { capacity: queue.capacity() }))?;
         let allocation = self.reserve_memory(op.work, queue.driver)?;
+        let slot = queue.slot(index);
+        // SAFETY: `free_slot` returned `index` with the submit lock held, so the slot is
+        // outside [head, tail) and, by the ring protocol (`queue`, invariant 1), only this
+        // thread touches its body until `publish`. A submission refused below leaves it
+        // half-written and unpublished; the next one writes every field again.
+        let body = unsafe { &mut *slot.body.get() };
+        // The waits' origins are written where the queue process reads them.
+        body.origins = [None; MAX_WAITS];
         let mut submission = side.clock.begin();
         let mut waits = FixedVec::new();
-        let mut origins = [None; MAX_WAITS];
         for (wait, &(id, value)) in op.waits.iter().enumerate() {
             let semaphore = &shared.semaphores[id];
             let resolved = if queue.native {
@@ -204,9 +210,9 @@ impl Device {
                         other.driver == queue.driver
                             || (queue.host_written && other.mirrored_for(shared, queue.driver))
                     });
-                    origins[wait] =
+                    body.origins[wait] =
                         origin_queue.map(|other| Origin { queue: other.id, epoch: origin.epoch });
-                    origins[wait].is_some()
+                    body.origins[wait].is_some()
                 };
                 submission
                     .wait_on_origin(semaphore, value, native)
@@ -226,9 +232,11 @@ impl Device {
             let _ = waits.push(outcome);
         }
         let signals = op.signals.iter().map(|&(id, value)| (&shared.semaphores[id], value));
-        let submitted = match submission.commit_signalling(signals) {
+        // Borrowed where it lies: each move of the result is a copy of its frontier.
+        let committed = submission.commit_signalling(signals);
+        let submitted = match &committed {
             Ok(submitted) => submitted,
-            Err(SignalRefused { index: signal, error }) => {
+            &Err(SignalRefused { index: signal, error }) => {
                 self.unreserve_memory(op.work, allocation);
                 return Err(match error {
                     SignalError::HistoryFull { capacity } => {
@@ -238,51 +246,57 @@ impl Device {
                 });
             }
         };
-        self.place_memory(op.work, allocation, &submitted);
+        self.place_memory(op.work, allocation, submitted);
         // The invariant `QueueShared::tail` documents: epochs count the queue's submissions.
         debug_assert_eq!(submitted.point.epoch, index + 1);
         let failure = submitted.failure;
         if failure.is_some() {
             // A doomed operation imported nothing: it waits for no origin.
-            origins = [None; MAX_WAITS];
+            body.origins = [None; MAX_WAITS];
         }
-        let slot = queue.slot(index);
-        // SAFETY: `free_slot` returned `index` with the submit lock held, so the slot is
-        // outside [head, tail) and, by the ring protocol (`queue`, invariant 1), only this
-        // thread touches its body until `publish`.
-        let body = unsafe { &mut *slot.body.get() };
-        *body = OpBody {
-            tag: op.tag,
-            args: op.args,
-            point: submitted.point,
-            work: op.work,
-            allocation,
-            waits: op.waits.iter().copied().collect(),
-            resolutions: [None; MAX_WAITS],
-            origins,
-            armed: [false; MAX_WAITS],
-            signals: op.signals.iter().copied().collect(),
-            issued: None,
-            issued_status: None,
-            issued_ns: 0,
-        };
+        // Field by field, in place: a body built apart and then assigned is a second copy of
+        // its half-kilobyte, its wait and signal lists each built and copied once more. The
+        // pattern names every field, so none is left from the slot's previous operation (the
+        // origins were written above).
+        let OpBody {
+            tag,
+            args,
+            point,
+            work,
+            allocation: body_allocation,
+            waits: body_waits,
+            resolutions,
+            origins: _,
+            armed,
+            signals: body_signals,
+            issued,
+            issued_status,
+            issued_ns,
+        } = body;
+        *tag = op.tag;
+        *args = op.args;
+        *point = submitted.point;
+        *work = op.work;
+        *body_allocation = allocation;
+        fill(body_waits, op.waits);
+        *resolutions = [None; MAX_WAITS];
+        *armed = [false; MAX_WAITS];
+        fill(body_signals, op.signals);
+        *issued = None;
+        *issued_status = None;
+        *issued_ns = 0;
         let (frontier, signals) = queue.lineage(index);
         // What it waits for before it ends (see `stall`): nothing when it is doomed, except a
         // dealloca, which waits for every wait to end (below).
         let waits_before_end = failure.is_none() || matches!(op.work, Work::Dealloca(_));
-        let lineage_waits = LineageWaits {
-            tag: op.tag,
-            waits: if waits_before_end {
-                op.waits.iter().copied().collect()
-            } else {
-                FixedVec::new()
-            },
-        };
-        // SAFETY: as for the body: the submit lock is held and the slot is unpublished.
+        // SAFETY: as for the body: the submit lock is held and the slot is unpublished; the
+        // references end before `publish`.
         unsafe {
             frontier.write(submitted.frontier);
-            signals.write(op.signals.iter().copied().collect());
-            queue.lineage_waits(index).write(lineage_waits);
+            fill(signals.get_mut(), op.signals);
+            let lineage_waits = queue.lineage_waits(index).get_mut();
+            lineage_waits.tag = op.tag;
+            fill(&mut lineage_waits.waits, if waits_before_end { op.waits } else { &[] });
         }
         queue.claim(index).reset();
         // The submission hold keeps the gate shut while timepoints are armed.
@@ -364,6 +378,9 @@ impl Device {
         work: Work,
         driver: usize,
     ) -> Result<Option<AllocationId>, SubmitError> {
+        if !matches!(work, Work::Alloca { .. } | Work::Dealloca(_)) {
+            return Ok(None);
+        }
         let mut memory = self.shared().lock_memory();
         match work {
             Work::Alloca { buffer, bytes } => match memory.pool.reserve(buffer.0, bytes, driver) {
@@ -445,4 +462,10 @@ impl Device {
             }
         }
     }
+}
+
+/// Makes `list` hold `items`, in place; `check` bounded their number by the list's capacity.
+fn fill<T: Copy, const N: usize>(list: &mut FixedVec<T, N>, items: &[T]) {
+    list.clear();
+    let _ = list.extend_from_slice(items);
 }
