@@ -11,6 +11,11 @@
 # harness (`--help` lists them: patterns, widths, systems, blocks, repeats, iterations, workers).
 # The default run takes some minutes on a two-core machine.
 #
+# Outside peers (Task Bench's OpenMP and MPI implementations, and a Taskflow implementation) run
+# in the same blocks when named with --peer NAME=PATH; scripts/taskbench_peers.sh builds them
+# outside the repository and prints those options. Each MPI run starts mpirun (a fraction of a
+# second), so a sweep with the peers takes a few times longer.
+#
 # Usage: scripts/taskbench.sh [--docs] [harness options]
 set -euo pipefail
 cd "$(dirname "$0")/.."

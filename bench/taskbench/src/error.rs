@@ -82,6 +82,18 @@ pub enum TaskBenchError {
         /// Why.
         error: Box<TaskBenchError>,
     },
+    /// A `--peer` argument that names no outside peer or no program.
+    BadPeer {
+        /// The argument.
+        spec: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// An outside peer was asked to run, but no program was given for it.
+    MissingPeer {
+        /// The peer.
+        peer: &'static str,
+    },
     /// A system could not be set up or failed while running.
     System {
         /// The system.
@@ -139,6 +151,18 @@ impl fmt::Display for TaskBenchError {
             ),
             TaskBenchError::InRun { system, pattern, width, error } => {
                 write!(f, "{system} on {pattern} width {width}: {error}")
+            }
+            TaskBenchError::BadPeer { spec, reason } => {
+                write!(
+                    f,
+                    "--peer {spec}: {reason} (expected openmp=PATH, mpi=PATH or taskflow=PATH)"
+                )
+            }
+            TaskBenchError::MissingPeer { peer } => {
+                write!(
+                    f,
+                    "outside peer {peer} requested, but no program given (--peer {peer}=PATH)"
+                )
             }
             TaskBenchError::System { system, reason } => write!(f, "{system}: {reason}"),
         }

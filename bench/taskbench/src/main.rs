@@ -9,6 +9,7 @@ use std::str::FromStr;
 use causeway_taskbench::pattern::Pattern;
 use causeway_taskbench::report::{case_svg, metg_summary, metg_table, points_csv, waits_table};
 use causeway_taskbench::sweep::{run_sweep, SweepConfig};
+use causeway_taskbench::systems::outside::OutsidePeer;
 use causeway_taskbench::systems::{Limits, System};
 use causeway_taskbench::TaskBenchError;
 
@@ -28,6 +29,9 @@ usage: causeway-taskbench [options]
   --min-iterations N   ... at its end, halving from the start (default 4)
   --workers N          worker threads per system (default: the machine's cores)
   --max-queues N       most queues the queues variant may create (default 64)
+  --peer NAME=PATH     also run an outside peer built by scripts/taskbench_peers.sh, in the
+                       same blocks: NAME is openmp, mpi (run with mpirun -n WORKERS) or
+                       taskflow; repeat the option for each (default: none)
   --out DIR            where the table and plots go (default target/taskbench)
 ";
 
@@ -58,7 +62,7 @@ fn parse(arguments: impl Iterator<Item = String>) -> Result<Option<Options>, Tas
         repeats: 5,
         max_iterations: 1 << 15,
         min_iterations: 4,
-        limits: Limits { workers, max_queues: 64 },
+        limits: Limits { workers, max_queues: 64, outside: Vec::new() },
     };
     let mut widths_given = false;
     let mut out = PathBuf::from("target/taskbench");
@@ -88,6 +92,16 @@ fn parse(arguments: impl Iterator<Item = String>) -> Result<Option<Options>, Tas
             "--min-iterations" => config.min_iterations = number(&flag, &value)?,
             "--workers" => config.limits.workers = number(&flag, &value)?,
             "--max-queues" => config.limits.max_queues = number(&flag, &value)?,
+            "--peer" => {
+                let peer: OutsidePeer = value.parse()?;
+                if config.limits.peer(peer.kind).is_ok() {
+                    return Err(TaskBenchError::BadPeer {
+                        spec: value,
+                        reason: format!("{} given twice", peer.kind),
+                    });
+                }
+                config.limits.outside.push(peer);
+            }
             "--out" => out = PathBuf::from(value),
             _ => {
                 return Err(TaskBenchError::BadArgument {
@@ -96,6 +110,8 @@ fn parse(arguments: impl Iterator<Item = String>) -> Result<Option<Options>, Tas
             }
         }
     }
+    // The outside peers after the harness's own systems, in the order given.
+    config.systems.extend(config.limits.outside.iter().map(|peer| System::Outside(peer.kind)));
     if !widths_given {
         config.widths = vec![config.limits.workers as u32, 8];
         config.widths.dedup();
@@ -125,7 +141,7 @@ fn main() -> ExitCode {
     let config = &options.config;
     let mut text = format!(
         "Task Bench METG(50 %): {} workers, {} kernel iterations per run in 32 to {} steps, \
-         kernel iterations per task {} down to {} (halving), {} alternating blocks, fastest of {} runs per point; peak per block (kernel iterations/s): {}\n\n",
+         kernel iterations per task {} down to {} (halving), {} alternating blocks, fastest of {} runs per point; peak per block (kernel iterations/s): {}{}\n\n",
         config.limits.workers,
         config.work_per_run,
         config.steps,
@@ -133,7 +149,8 @@ fn main() -> ExitCode {
         config.min_iterations,
         config.blocks,
         config.repeats,
-        result.peaks.iter().map(|peak| format!("{peak:.3e}")).collect::<Vec<_>>().join(", ")
+        result.peaks.iter().map(|peak| format!("{peak:.3e}")).collect::<Vec<_>>().join(", "),
+        outside_peaks(&result.outside_peaks, &config.limits.outside)
     );
     text.push_str(
         "METG(50 %) in µs of core time per task, median over blocks (range); — where no block \
@@ -153,6 +170,20 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The outside peers' programs and their kernel's peaks, for the table's heading.
+fn outside_peaks(peaks: &[f64], peers: &[OutsidePeer]) -> String {
+    if peers.is_empty() {
+        return String::new();
+    }
+    let programs: Vec<String> =
+        peers.iter().map(|peer| format!("{} {}", peer.kind, peer.binary.display())).collect();
+    format!(
+        "; outside peers ({}) rated against Task Bench's kernel, peak per block (its iterations/s): {}",
+        programs.join(", "),
+        peaks.iter().map(|peak| format!("{peak:.3e}")).collect::<Vec<_>>().join(", ")
+    )
+}
+
 fn write_files(
     out: &std::path::Path,
     text: &str,
@@ -166,4 +197,44 @@ fn write_files(
         std::fs::write(out.join(name), case_svg(case))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_taskbench::systems::outside::OutsideKind;
+
+    fn arguments(line: &str) -> impl Iterator<Item = String> + '_ {
+        line.split_whitespace().map(str::to_owned)
+    }
+
+    #[test]
+    fn peers_join_the_systems_after_the_harness_s_own() {
+        let program = std::env::current_exe().expect("the test's own program");
+        let line = format!("--systems rayon --peer mpi={0} --peer taskflow={0}", program.display());
+        let options = parse(arguments(&line)).expect("parses").expect("not --help");
+        assert_eq!(
+            options.config.systems,
+            [
+                System::Rayon,
+                System::Outside(OutsideKind::Mpi),
+                System::Outside(OutsideKind::Taskflow)
+            ]
+        );
+        assert_eq!(options.config.limits.outside.len(), 2);
+        let without = parse(arguments("--systems rayon")).expect("parses").expect("not --help");
+        assert_eq!(without.config.systems, [System::Rayon]);
+    }
+
+    #[test]
+    fn bad_peer_arguments_are_refused() {
+        let program = std::env::current_exe().expect("the test's own program");
+        let refused =
+            |line: &str| matches!(parse(arguments(line)), Err(TaskBenchError::BadPeer { .. }));
+        assert!(refused("--peer openmp"));
+        assert!(refused("--peer legion=/bin/sh"));
+        assert!(refused("--peer openmp=/nonexistent/openmp/main"));
+        assert!(refused(&format!("--peer mpi={0} --peer mpi={0}", program.display())));
+        assert!(matches!(parse(arguments("--peer")), Err(TaskBenchError::BadArgument { .. })));
+    }
 }

@@ -13,6 +13,15 @@
 //! run in an order rotated by one from the block before. Every run's checksum is compared with
 //! the reference computed once per graph and iteration count before the first block: a
 //! mismatch ends the sweep with [`TaskBenchError::ChecksumMismatch`].
+//!
+//! Outside peers ([`System::Outside`]) run in the same blocks and turns, on graphs of the same
+//! pattern, width, timesteps and iteration counts, but with Task Bench's kernel, whose
+//! iterations cost more than the harness's: their runs are rated against a peak of that kernel,
+//! measured per block the same way — Task Bench's `trivial` graph, as wide as there are
+//! workers, at the sweep's largest iteration count, run by the first outside peer given (the
+//! fastest of twice `repeats` runs; every task a long kernel call, no dependency), or the best
+//! rate any outside run of the block reached, whichever is higher. Their own core checks their
+//! runs; a failed check aborts the program and ends the sweep.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -22,6 +31,7 @@ use std::time::{Duration, Instant};
 use crate::graph::{kernel, TaskGraph};
 use crate::metg::{metg, Metg, SweepPoint};
 use crate::pattern::Pattern;
+use crate::systems::outside::OutsidePeer;
 use crate::systems::{Limits, System, WaitCounts};
 use crate::TaskBenchError;
 
@@ -93,6 +103,11 @@ impl SweepConfig {
         if self.iteration_counts().is_empty() || self.blocks == 0 || self.repeats == 0 {
             return Err(TaskBenchError::EmptySweep);
         }
+        for system in &self.systems {
+            if let System::Outside(kind) = *system {
+                self.limits.peer(kind)?;
+            }
+        }
         for &pattern in &self.patterns {
             for &width in &self.widths {
                 TaskGraph::new(pattern, width, self.steps)?;
@@ -139,6 +154,9 @@ pub struct SweepResult {
     /// Per block, the peak in kernel iterations per second on all workers (see the module
     /// docs).
     pub peaks: Vec<f64>,
+    /// Per block, the peak of Task Bench's kernel, in its iterations per second on all
+    /// workers; empty when no outside peer ran.
+    pub outside_peaks: Vec<f64>,
     /// Per case, in pattern-then-width order.
     pub cases: Vec<CaseResult>,
 }
@@ -169,6 +187,31 @@ fn peak_window(workers: usize, iterations: u32) -> f64 {
     });
     done as f64 * f64::from(iterations) / start.elapsed().as_secs_f64()
 }
+
+/// The peak of Task Bench's kernel through `peer`: its `trivial` graph, one column per
+/// worker, at `iterations` per task, the fastest of `runs` runs; Task Bench's kernel
+/// iterations per second on all workers.
+fn measure_outside_peak(
+    peer: &OutsidePeer,
+    config: &SweepConfig,
+    iterations: u32,
+    runs: usize,
+) -> Result<f64, TaskBenchError> {
+    let width = config.limits.workers as u32;
+    let graph = TaskGraph::new(Pattern::Trivial, width, config.steps_for(width, iterations))?;
+    let mut best = 0.0f64;
+    for _ in 0..runs {
+        let report = peer
+            .run(&graph, iterations, config.limits.workers)
+            .map_err(|error| in_case(error, System::Outside(peer.kind), &graph))?;
+        let work = report.tasks as f64 * f64::from(iterations);
+        best = best.max(work / report.elapsed.as_secs_f64());
+    }
+    Ok(best)
+}
+
+/// The fastest of a point's runs and the tasks it ran.
+type FastestRun = (Duration, u64);
 
 /// One graph of a case's sweep, with the checksum its runs must reach.
 struct SweepGraph {
@@ -220,13 +263,26 @@ pub fn run_sweep(
         .collect();
 
     let mut peaks = Vec::with_capacity(config.blocks);
+    let mut outside_peaks = Vec::new();
+    // The outside peer whose program measures Task Bench's kernel, if any runs.
+    let outside_gauge = config.systems.iter().find_map(|system| match *system {
+        System::Outside(kind) => config.limits.peer(kind).ok(),
+        _ => None,
+    });
     for block in 0..config.blocks {
         let kernel_peak =
             measure_peak(config.limits.workers, config.max_iterations, 2 * config.repeats);
+        let outside_kernel_peak = match outside_gauge {
+            Some(peer) => {
+                measure_outside_peak(peer, config, config.max_iterations, 2 * config.repeats)?
+            }
+            None => 0.0,
+        };
         // Per case and system, the fastest run of each graph; rated once the block is over,
         // against the higher of the kernel's peak and the best rate any run reached.
-        let mut fastest_runs: Vec<Vec<Option<Vec<Duration>>>> = Vec::with_capacity(cases.len());
+        let mut fastest_runs: Vec<Vec<Option<Vec<FastestRun>>>> = Vec::with_capacity(cases.len());
         let mut best_rate = 0.0f64;
+        let mut best_outside_rate = 0.0f64;
         for (sweep, case) in graphs.iter().zip(&mut cases) {
             let systems = case.systems.len();
             let mut case_runs = vec![None; systems];
@@ -239,17 +295,24 @@ pub fn run_sweep(
                 let mut runs = Vec::with_capacity(sweep.len());
                 for point in sweep {
                     let mut fastest = Duration::MAX;
+                    let mut tasks = point.graph.tasks();
                     for _ in 0..config.repeats {
                         let outcome = result
                             .system
                             .run(&point.graph, point.iterations, &config.limits, point.reference)
                             .map_err(|error| in_case(error, result.system, &point.graph))?;
                         fastest = fastest.min(outcome.elapsed);
+                        tasks = outcome.tasks;
                         result.waits = outcome.waits.or(result.waits);
                     }
-                    let work = point.graph.tasks() as f64 * f64::from(point.iterations);
-                    best_rate = best_rate.max(work / fastest.as_secs_f64().max(f64::MIN_POSITIVE));
-                    runs.push(fastest);
+                    let work = tasks as f64 * f64::from(point.iterations);
+                    let rate = work / fastest.as_secs_f64().max(f64::MIN_POSITIVE);
+                    if matches!(result.system, System::Outside(_)) {
+                        best_outside_rate = best_outside_rate.max(rate);
+                    } else {
+                        best_rate = best_rate.max(rate);
+                    }
+                    runs.push((fastest, tasks));
                 }
                 case_runs[index] = Some(runs);
             }
@@ -262,13 +325,25 @@ pub fn run_sweep(
             config.blocks
         ));
         peaks.push(peak);
+        let outside_peak = outside_kernel_peak.max(best_outside_rate);
+        if outside_gauge.is_some() {
+            progress(&format!(
+                "block {} of {}: Task Bench kernel peak {outside_peak:.3e} iterations/s (trivial \
+                 graph alone {outside_kernel_peak:.3e})",
+                block + 1,
+                config.blocks
+            ));
+            outside_peaks.push(outside_peak);
+        }
         for ((sweep, case), case_runs) in graphs.iter().zip(&mut cases).zip(fastest_runs) {
             for (result, runs) in case.systems.iter_mut().zip(case_runs) {
                 let Some(runs) = runs else { continue };
-                let points = sweep.iter().zip(runs).map(|(point, elapsed)| {
+                let peak =
+                    if matches!(result.system, System::Outside(_)) { outside_peak } else { peak };
+                let points = sweep.iter().zip(runs).map(|(point, (elapsed, tasks))| {
                     SweepPoint::of_run(
                         point.iterations,
-                        point.graph.tasks(),
+                        tasks,
                         config.limits.workers,
                         elapsed,
                         peak,
@@ -278,7 +353,7 @@ pub fn run_sweep(
             }
         }
     }
-    Ok(SweepResult { peaks, cases })
+    Ok(SweepResult { peaks, outside_peaks, cases })
 }
 
 /// Names the system and graph in a run's error, so a checksum mismatch says where it happened.

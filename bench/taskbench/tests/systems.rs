@@ -10,7 +10,7 @@ use causeway_taskbench::sweep::{run_sweep, SweepConfig};
 use causeway_taskbench::systems::{Limits, System};
 use causeway_taskbench::TaskBenchError;
 
-const LIMITS: Limits = Limits { workers: 2, max_queues: 8 };
+const LIMITS: Limits = Limits { workers: 2, max_queues: 8, outside: Vec::new() };
 const ITERATIONS: u32 = 20;
 
 #[test]

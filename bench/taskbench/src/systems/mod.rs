@@ -8,13 +8,18 @@
 //!   semaphore;
 //! - [`peers`]: rayon (a scope per timestep), tokio (a spawned task per graph task, the
 //!   timestep's join handles awaited), and std threads meeting at a `Barrier` after every
-//!   timestep.
+//!   timestep;
+//! - [`outside`]: programs built outside the repository from other projects' sources (Task
+//!   Bench's OpenMP and MPI implementations, and a Taskflow implementation of Task Bench), run
+//!   with Task Bench's command line; they time their own graph and check it with Task Bench's
+//!   core.
 //!
-//! Every run starts from zeroed outputs, is timed from its first task's release to its last
+//! Every run of the harness's own systems starts from zeroed outputs, is timed from its first task's release to its last
 //! task's end (pools and devices are started before the timer and shut down after it), and
 //! is checked against the graph's reference checksum before its time counts.
 
 pub mod executor;
+pub mod outside;
 pub mod peers;
 pub mod queues;
 
@@ -25,6 +30,7 @@ use std::time::Duration;
 
 use causeway::core::queue::ResolutionCounts;
 
+use self::outside::{OutsideKind, OutsidePeer};
 use crate::graph::{Outputs, TaskGraph};
 use crate::TaskBenchError;
 
@@ -44,6 +50,9 @@ pub enum System {
     Tokio,
     /// std threads and a `Barrier` per timestep.
     Threads,
+    /// A program built outside the repository (see [`outside`]); not in [`System::ALL`]: it
+    /// runs only where [`Limits::outside`] gives its binary.
+    Outside(OutsideKind),
 }
 
 impl System {
@@ -66,6 +75,7 @@ impl System {
             System::Rayon => "rayon",
             System::Tokio => "tokio",
             System::Threads => "threads",
+            System::Outside(kind) => kind.name(),
         }
     }
 
@@ -76,12 +86,14 @@ impl System {
         }
         match self {
             System::Queues => queues::validate(graph, limits),
+            System::Outside(kind) => outside::validate(kind, graph),
             _ => Ok(()),
         }
     }
 
     /// Runs `graph` once with `iterations` kernel iterations per task and checks its checksum
-    /// against `expected`.
+    /// against `expected` (an outside peer checks its own graph with Task Bench's core: a
+    /// failed check ends it, and the run fails).
     pub fn run(
         self,
         graph: &Arc<TaskGraph>,
@@ -100,20 +112,33 @@ impl System {
                 };
                 RunOutcome {
                     elapsed: executor::run(graph, &outputs, iterations, limits.workers, wiring)?,
+                    tasks: graph.tasks(),
                     waits: None,
                 }
             }
             System::Queues => queues::run(graph, &outputs, iterations, limits.workers)?,
+            System::Outside(kind) => {
+                // Its outputs live in its own process, checked there.
+                let report = limits.peer(kind)?.run(graph, iterations, limits.workers)?;
+                return Ok(RunOutcome {
+                    elapsed: report.elapsed,
+                    tasks: report.tasks,
+                    waits: None,
+                });
+            }
             System::Rayon => RunOutcome {
                 elapsed: peers::run_rayon(graph, &outputs, iterations, limits.workers)?,
+                tasks: graph.tasks(),
                 waits: None,
             },
             System::Tokio => RunOutcome {
                 elapsed: peers::run_tokio(graph, &outputs, iterations, limits.workers)?,
+                tasks: graph.tasks(),
                 waits: None,
             },
             System::Threads => RunOutcome {
                 elapsed: peers::run_threads(graph, &outputs, iterations, limits.workers),
+                tasks: graph.tasks(),
                 waits: None,
             },
         };
@@ -140,12 +165,24 @@ impl FromStr for System {
 }
 
 /// What every system is given to run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Worker threads (one per core measured).
     pub workers: usize,
     /// Most device queues the queues variant may create (one per column).
     pub max_queues: u32,
+    /// The outside peers' programs.
+    pub outside: Vec<OutsidePeer>,
+}
+
+impl Limits {
+    /// The program of outside peer `kind`.
+    pub fn peer(&self, kind: OutsideKind) -> Result<&OutsidePeer, TaskBenchError> {
+        self.outside
+            .iter()
+            .find(|peer| peer.kind == kind)
+            .ok_or(TaskBenchError::MissingPeer { peer: kind.name() })
+    }
 }
 
 /// One timed run.
@@ -153,6 +190,9 @@ pub struct Limits {
 pub struct RunOutcome {
     /// From the first task's release to the last task's end.
     pub elapsed: Duration,
+    /// Tasks run: the graph's, or an outside peer's own count (Task Bench's tree is not the
+    /// harness's).
+    pub tasks: u64,
     /// The queues variant's waits: issued, and how the device resolved them.
     pub waits: Option<WaitCounts>,
 }

@@ -128,5 +128,9 @@ pub fn run(
     if report.cancelled != 0 || !report.stuck.is_empty() || report.panicked_workers != 0 {
         return Err(failed(&format_args!("the device shut down unclean: {report:?}")));
     }
-    Ok(RunOutcome { elapsed, waits: Some(WaitCounts { issued, resolutions }) })
+    Ok(RunOutcome {
+        elapsed,
+        tasks: graph.tasks(),
+        waits: Some(WaitCounts { issued, resolutions }),
+    })
 }
