@@ -22,8 +22,11 @@ use super::{system_error, System};
 use crate::graph::{Outputs, TaskGraph};
 use crate::TaskBenchError;
 
-/// What every task's process shares: the graph, its outputs, and the count of tasks not yet
-/// finished, whose last decrement wakes the thread timing the run.
+/// What every task's process shares: the graph, its outputs, and the count of sinks (tasks no
+/// other task depends on) not yet finished, whose last decrement wakes the thread timing the
+/// run. Sinks alone: every other task finishes before one of its dependents starts, so the
+/// graph is done when its sinks are, and the other tasks do not all contend for one counter
+/// (a cache line both workers would pass back and forth once per task).
 struct Shared<'g> {
     graph: &'g TaskGraph,
     outputs: &'g Outputs,
@@ -38,6 +41,8 @@ struct TaskDrain<'g> {
     shared: &'g Shared<'g>,
     step: u32,
     point: u32,
+    /// Whether no task depends on it (see [`Shared`]).
+    sink: bool,
 }
 
 impl Drain for TaskDrain<'_> {
@@ -51,7 +56,12 @@ impl Drain for TaskDrain<'_> {
         if outcome.is_err() {
             self.shared.failed.store(true, Ordering::Relaxed);
         }
-        // AcqRel: the timer's Acquire load of zero sees every task's outputs.
+        if !self.sink {
+            return;
+        }
+        // AcqRel: the timer's Acquire load of zero sees every sink's outputs, and each sink
+        // ran after its dependencies finished (the executor's dependency edges), so every
+        // task's outputs.
         if self.shared.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.shared.timer.unpark();
         }
@@ -81,28 +91,39 @@ pub fn run(
         Wiring::BeforeTimer => System::ExecutorPrebuilt,
     };
     let failed = |error: &dyn std::fmt::Display| system_error(system, error);
+    // Tasks in timestep order; `process_of[cell]` is the cell's task, if it holds one.
+    let mut tasks = Vec::with_capacity(graph.tasks() as usize);
+    let mut process_of = vec![usize::MAX; graph.index(graph.steps(), 0)];
+    // The tasks without dependencies, which start the graph.
+    let mut roots = Vec::new();
+    for step in 0..graph.steps() {
+        for &point in graph.active(step) {
+            process_of[graph.index(step, point)] = tasks.len();
+            if graph.dependencies(step, point).is_empty() {
+                roots.push(tasks.len());
+            }
+            tasks.push((step, point));
+        }
+    }
+    let mut sink = vec![true; tasks.len()];
+    for &(step, point) in tasks.iter().filter(|&&(step, _)| step > 0) {
+        for &column in graph.dependencies(step, point) {
+            sink[process_of[graph.index(step - 1, column)]] = false;
+        }
+    }
     let shared = Shared {
         graph,
         outputs,
         iterations,
-        remaining: AtomicU64::new(graph.tasks()),
+        remaining: AtomicU64::new(sink.iter().filter(|&&sink| sink).count() as u64),
         failed: AtomicBool::new(false),
         timer: thread::current(),
     };
-    // Processes in timestep order; `process_of[cell]` is the cell's process, if it holds a task.
-    let mut drains = Vec::with_capacity(graph.tasks() as usize);
-    let mut process_of = vec![usize::MAX; graph.index(graph.steps(), 0)];
-    // The processes of tasks without dependencies, which start the graph.
-    let mut roots = Vec::new();
-    for step in 0..graph.steps() {
-        for &point in graph.active(step) {
-            process_of[graph.index(step, point)] = drains.len();
-            if graph.dependencies(step, point).is_empty() {
-                roots.push(drains.len());
-            }
-            drains.push(TaskDrain { shared: &shared, step, point });
-        }
-    }
+    let drains: Vec<TaskDrain> = tasks
+        .iter()
+        .zip(&sink)
+        .map(|(&(step, point), &sink)| TaskDrain { shared: &shared, step, point, sink })
+        .collect();
     let processes: Vec<Process> =
         drains.iter().map(|drain| Process::new(drain, Class::Immediate)).collect();
     let mut dependents: Vec<Vec<&Process>> = vec![Vec::new(); processes.len()];
