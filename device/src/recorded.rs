@@ -143,26 +143,30 @@ mod tests {
     fn entries_are_counted_once_ready_in_order() {
         let table = Recorded::new();
         let mut readied = Vec::new();
-        for value in 0..1000u32 {
+        // Fewer under Miri, which interprets every step.
+        const COUNT: u32 = if cfg!(miri) { 100 } else { 1000 };
+        for value in 0..COUNT {
             let index = table.push(value, |item| readied.push(*item)).unwrap();
             assert_eq!(index, value);
             assert_eq!(table.len(), value + 1);
         }
-        assert_eq!(readied, (0..1000).collect::<Vec<_>>());
-        assert_eq!(table.push_all(vec![7, 8, 9]).unwrap(), 1000..1003);
-        assert_eq!(table.get(1001), Some(&8));
-        assert_eq!(table.get(1003), None);
-        assert_eq!(table.iter().count(), 1003);
+        assert_eq!(readied, (0..COUNT).collect::<Vec<_>>());
+        assert_eq!(table.push_all(vec![7, 8, 9]).unwrap(), COUNT..COUNT + 3);
+        assert_eq!(table.get(COUNT + 1), Some(&8));
+        assert_eq!(table.get(COUNT + 3), None);
+        assert_eq!(table.iter().count(), COUNT as usize + 3);
     }
 
     #[test]
     fn concurrent_recorders_fill_every_index_below_the_count() {
+        // Fewer under Miri, which interprets every step.
+        const PER_THREAD: u32 = if cfg!(miri) { 60 } else { 2_500 };
         let table = Arc::new(Recorded::new());
         let recorders: Vec<_> = (0..4u32)
             .map(|thread| {
                 let table = Arc::clone(&table);
                 std::thread::spawn(move || {
-                    for value in 0..2_500u32 {
+                    for value in 0..PER_THREAD {
                         table.push(thread * 10_000 + value, |_| {}).unwrap();
                         // The newest counted entry is complete, whoever stored it.
                         assert!(table.get(table.len() - 1).is_some());
@@ -173,10 +177,10 @@ mod tests {
         for recorder in recorders {
             recorder.join().unwrap();
         }
-        assert_eq!(table.len(), 10_000);
+        assert_eq!(table.len(), 4 * PER_THREAD);
         let mut values: Vec<u32> = table.iter().copied().collect();
         values.sort_unstable();
         values.dedup();
-        assert_eq!(values.len(), 10_000);
+        assert_eq!(values.len(), 4 * PER_THREAD as usize);
     }
 }
