@@ -510,12 +510,25 @@ impl<const N: usize> Submission<'_, N> {
         S: HistorySlots<M> + 's,
     {
         let signals = signals.into_iter();
+        // One signal, the common case: checked and recorded in one step (below, the list is
+        // walked once to check scopes, once to count and once each to reserve, record and
+        // fill, each step looking its semaphore up again). The size hint says so cheaply for
+        // most iterators; others take the general path, which is the same for one signal.
+        if let (1, Some(1)) = signals.size_hint() {
+            if let Some((semaphore, value)) = signals.clone().next() {
+                return self.commit_one(semaphore, value);
+            }
+        }
         let endpoint = self.clock.endpoint;
         if let Some(index) = signals.clone().position(|(semaphore, _)| !semaphore.admits(&endpoint))
         {
             return Err(SignalRefused { index, error: SignalError::OutOfScope });
         }
-        let last = signals.clone().count().checked_sub(1);
+        let count = match signals.size_hint() {
+            (least, Some(most)) if least == most => least,
+            _ => signals.clone().count(),
+        };
+        let last = count.checked_sub(1);
         let reserved = signals.clone().take(last.unwrap_or(0));
         let refuse = |index, error| {
             for (semaphore, value) in reserved.clone().take(index) {
@@ -561,6 +574,31 @@ impl<const N: usize> Submission<'_, N> {
             // No reservation exists where reserving found the timeline failed.
             semaphore.fill_signal(value, point, self.frontier());
         }
+        Ok(self.seal(point, failed_signal))
+    }
+
+    /// [`commit_signalling`](Self::commit_signalling) of an operation with one signal: there
+    /// is nothing to reserve, so the signal is recorded with the final frontier, or refused
+    /// with nothing committed; on a failed timeline the operation is committed doomed.
+    fn commit_one<const H: usize, const M: usize, S: HistorySlots<M>>(
+        mut self,
+        semaphore: &Semaphore<H, M, S>,
+        value: u64,
+    ) -> Result<Submitted<N>, SignalRefused> {
+        if !semaphore.admits(&self.clock.endpoint) {
+            return Err(SignalRefused { index: 0, error: SignalError::OutOfScope });
+        }
+        let point = self.own_point();
+        let failed_signal = match semaphore.submit_signal(value, point, self.frontier()) {
+            Ok(()) => None,
+            Err(SignalError::Failed(failure)) => {
+                // Doomed: it knows only what its queue knew and its own point.
+                self.forget_imports();
+                self.clock.working().insert_or_raise(point.axis, point.epoch);
+                Some((0, failure))
+            }
+            Err(error) => return Err(SignalRefused { index: 0, error }),
+        };
         Ok(self.seal(point, failed_signal))
     }
 
@@ -905,6 +943,21 @@ mod tests {
             assert_eq!((recorded.origin, recorded.frontier), (Some(done.point), done.frontier));
             assert!(!q.frontier().knows(elsewhere));
         }
+        // Its only signal on the failed timeline (the one-signal path): doomed, knowing its
+        // queue's knowledge and its own point, and the queue learns nothing more.
+        let known = *q.frontier();
+        let mut doomed = q.begin();
+        assert_eq!(doomed.wait(&pending, 1).unwrap().resolution, Resolution::DeviceWait);
+        let done = doomed.commit_signalling([(&failed, 3)]).unwrap();
+        assert_eq!(
+            (done.failure, done.failed_signal),
+            (Some(Failure::Aborted), Some((0, Failure::DeviceLost)))
+        );
+        let mut expected = known;
+        expected.insert_or_raise(done.point.axis, done.point.epoch);
+        assert_eq!(done.frontier, expected);
+        assert_eq!(*q.frontier(), expected);
+        assert!(!q.frontier().knows(elsewhere));
     }
 
     #[test]
