@@ -436,11 +436,10 @@ impl<const N: usize> Submission<'_, N> {
             };
             if let (Some((origin, frontier)), false) = (import, doomed) {
                 working.merge(frontier);
-                // The origin is normally inside its own frontier already; it is re-added only
-                // when that frontier evicted it.
-                if !working.knows(origin) {
-                    working.insert_or_raise(origin.axis, origin.epoch);
-                }
+                // The origin is normally inside its own frontier already; raising it then
+                // changes nothing, and re-adds it when that frontier evicted it (cheaper than
+                // asking first: a lookup scans every entry, a raise stops at the axis).
+                working.insert_or_raise(origin.axis, origin.epoch);
             }
             Ok((resolution, import.map(|(origin, _)| origin)))
         });
