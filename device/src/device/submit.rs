@@ -477,5 +477,10 @@ impl Device {
 /// Makes `list` hold `items`, in place; `check` bounded their number by the list's capacity.
 fn fill<T: Copy, const N: usize>(list: &mut FixedVec<T, N>, items: &[T]) {
     list.clear();
-    let _ = list.extend_from_slice(items);
+    // Pushed one by one, inlined: `extend_from_slice` is a call of its own, about as dear as
+    // the copy of an operation's one or two waits or signals. `check` kept `items` within
+    // the capacity; a push past it would be refused, not written.
+    for &item in items {
+        let _ = list.push(item);
+    }
 }
