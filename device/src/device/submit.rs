@@ -341,8 +341,12 @@ impl Device {
         }
         queue.publish(index);
         drop(side);
+        // Dropping the submission's hold: if that opens the gate, `release` wakes the queue;
+        // if an armed wait still holds it, the wait's timepoint wakes the queue when it opens
+        // it (`wait_count`, invariant 2). Until then the operation can neither run nor be
+        // issued ahead (both read its gate open first), so a wake here would only be a second
+        // one, or one for a drain that finds nothing new.
         slot.gate.release();
-        queue.wake();
         Ok(Receipt {
             point: submitted.point,
             frontier: submitted.frontier,
