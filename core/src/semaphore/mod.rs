@@ -376,6 +376,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     /// [`Failure::Cancelled`] when the signal that would have reached `minimum` was cancelled.
     /// A failed timeline never advances again and a cancellation is never taken back, so a
     /// `Some` is final, and so is a `None` for a failed timeline.
+    #[inline]
     pub fn failure_for(&self, minimum: u64) -> Option<Failure> {
         let failure = self.failure().filter(|_| self.value() < minimum);
         #[cfg(any(test, feature = "signal-cancellation"))]
