@@ -287,7 +287,14 @@ pub struct QueueClock<const N: usize = 8> {
     endpoint: Endpoint,
     capabilities: Capabilities,
     epoch: u64,
-    frontier: Frontier<N>,
+    /// The queue's frontier, `frontiers[current]`, and the working frontier of the operation
+    /// being submitted, the other one: [`begin`](Self::begin) copies the first into the
+    /// second, and a commit makes the second current instead of copying it back (a frontier
+    /// is a bulk copy; the submission itself then carries none, so moving it is cheap). A
+    /// submission dropped without committing leaves `current`, and so the queue's frontier,
+    /// as it was.
+    frontiers: [Frontier<N>; 2],
+    current: bool,
     counts: ResolutionCounts,
 }
 
@@ -299,7 +306,8 @@ impl<const N: usize> QueueClock<N> {
             endpoint,
             capabilities,
             epoch: 0,
-            frontier: Frontier::new(),
+            frontiers: [Frontier::new(); 2],
+            current: false,
             counts: ResolutionCounts::default(),
         }
     }
@@ -321,7 +329,12 @@ impl<const N: usize> QueueClock<N> {
 
     /// What the queue knows.
     pub fn frontier(&self) -> &Frontier<N> {
-        &self.frontier
+        &self.frontiers[usize::from(self.current)]
+    }
+
+    /// The working frontier of the submission in progress (see `frontiers`).
+    fn working(&mut self) -> &mut Frontier<N> {
+        &mut self.frontiers[usize::from(!self.current)]
     }
 
     /// Resolution totals of every wait resolved so far, including those of submissions
@@ -333,7 +346,19 @@ impl<const N: usize> QueueClock<N> {
 
     /// Starts submitting an operation.
     pub fn begin(&mut self) -> Submission<'_, N> {
-        Submission { frontier: self.frontier, held: 0, failure: None, clock: self }
+        self.restart_working();
+        Submission { held: 0, failure: None, clock: self }
+    }
+
+    /// Copies the queue's frontier over the working one, in place: the one copy a
+    /// submission makes of it.
+    fn restart_working(&mut self) {
+        let [first, second] = &mut self.frontiers;
+        if self.current {
+            *first = *second;
+        } else {
+            *second = *first;
+        }
     }
 }
 
@@ -349,8 +374,8 @@ impl<const N: usize> QueueClock<N> {
 /// drops its imports the same way.
 #[derive(Debug)]
 pub struct Submission<'q, const N: usize> {
+    /// The clock, whose working frontier (`QueueClock::working`) is this operation's.
     clock: &'q mut QueueClock<N>,
-    frontier: Frontier<N>,
     held: u32,
     /// The first failed wait's failure: imports are discarded (see above).
     failure: Option<Failure>,
@@ -399,21 +424,22 @@ impl<const N: usize> Submission<'_, N> {
         // the previous copy's stores. `native` is asked after the lock is released (it may
         // take the device's locks).
         let capabilities = self.clock.capabilities;
+        let doomed = self.failure.is_some();
+        let working = self.clock.working();
         let resolved = semaphore.with_lookup(value, |lookup| {
             let (resolution, import) = match lookup {
                 LookupRef::Tracked { origin, frontier, reached, aged_out } => {
-                    resolve_tracked(&self.frontier, origin, frontier, reached, aged_out)
+                    resolve_tracked(working, origin, frontier, reached, aged_out)
                 }
                 // No frontier, so nothing to import: resolved as any other answer.
-                other => (resolve(&self.frontier, &other.to_owned(), capabilities)?.0, None),
+                other => (resolve(working, &other.to_owned(), capabilities)?.0, None),
             };
-            if let (Some((origin, frontier)), None) = (import, self.failure) {
-                self.frontier.merge(frontier);
-                // The origin is normally inside its own frontier already; it is re-added only
-                // when that frontier evicted it.
-                if !self.frontier.knows(origin) {
-                    self.frontier.insert_or_raise(origin.axis, origin.epoch);
-                }
+            if let (Some((origin, frontier)), false) = (import, doomed) {
+                working.merge(frontier);
+                // The origin is normally inside its own frontier already; raising it then
+                // changes nothing, and re-adds it when that frontier evicted it (cheaper than
+                // asking first: a lookup scans every entry, a raise stops at the axis).
+                working.insert_or_raise(origin.axis, origin.epoch);
             }
             Ok((resolution, import.map(|(origin, _)| origin)))
         });
@@ -456,12 +482,12 @@ impl<const N: usize> Submission<'_, N> {
     /// Marks the operation as a participant of a collective round: one shared entry for all
     /// participants instead of one per participant queue.
     pub fn join_collective(&mut self, round: &CollectiveRound) {
-        self.frontier.insert_or_raise(round.point().axis, round.point().epoch);
+        self.clock.working().insert_or_raise(round.point().axis, round.point().epoch);
     }
 
     /// What the operation knows so far (before its own entry is added).
     pub fn frontier(&self) -> &Frontier<N> {
-        &self.frontier
+        &self.clock.frontiers[usize::from(!self.clock.current)]
     }
 
     /// Assigns the operation the next epoch and makes its frontier the queue's, for an
@@ -483,12 +509,25 @@ impl<const N: usize> Submission<'_, N> {
         S: HistorySlots<M> + 's,
     {
         let signals = signals.into_iter();
+        // One signal, the common case: checked and recorded in one step (below, the list is
+        // walked once to check scopes, once to count and once each to reserve, record and
+        // fill, each step looking its semaphore up again). The size hint says so cheaply for
+        // most iterators; others take the general path, which is the same for one signal.
+        if let (1, Some(1)) = signals.size_hint() {
+            if let Some((semaphore, value)) = signals.clone().next() {
+                return self.commit_one(semaphore, value);
+            }
+        }
         let endpoint = self.clock.endpoint;
         if let Some(index) = signals.clone().position(|(semaphore, _)| !semaphore.admits(&endpoint))
         {
             return Err(SignalRefused { index, error: SignalError::OutOfScope });
         }
-        let last = signals.clone().count().checked_sub(1);
+        let count = match signals.size_hint() {
+            (least, Some(most)) if least == most => least,
+            _ => signals.clone().count(),
+        };
+        let last = count.checked_sub(1);
         let reserved = signals.clone().take(last.unwrap_or(0));
         let refuse = |index, error| {
             for (semaphore, value) in reserved.clone().take(index) {
@@ -513,13 +552,13 @@ impl<const N: usize> Submission<'_, N> {
         let point = self.own_point();
         let last = last.and_then(|index| Some((index, signals.clone().nth(index)?)));
         if let Some((index, (semaphore, value))) = last {
-            match semaphore.submit_signal(value, point, &self.frontier) {
+            match semaphore.submit_signal(value, point, self.frontier()) {
                 Ok(()) => {}
                 Err(SignalError::Failed(failure)) => {
                     if failed_signal.is_none() {
                         // Nothing recorded its frontier yet: the reservations are filled below.
                         self.forget_imports();
-                        self.frontier.insert_or_raise(point.axis, point.epoch);
+                        self.clock.working().insert_or_raise(point.axis, point.epoch);
                     }
                     failed_signal = failed_signal.or(Some((index, failure)));
                 }
@@ -532,15 +571,40 @@ impl<const N: usize> Submission<'_, N> {
         // it was copied out once more, its frontier with it.
         for (semaphore, value) in reserved {
             // No reservation exists where reserving found the timeline failed.
-            semaphore.fill_signal(value, point, &self.frontier);
+            semaphore.fill_signal(value, point, self.frontier());
         }
+        Ok(self.seal(point, failed_signal))
+    }
+
+    /// [`commit_signalling`](Self::commit_signalling) of an operation with one signal: there
+    /// is nothing to reserve, so the signal is recorded with the final frontier, or refused
+    /// with nothing committed; on a failed timeline the operation is committed doomed.
+    fn commit_one<const H: usize, const M: usize, S: HistorySlots<M>>(
+        mut self,
+        semaphore: &Semaphore<H, M, S>,
+        value: u64,
+    ) -> Result<Submitted<N>, SignalRefused> {
+        if !semaphore.admits(&self.clock.endpoint) {
+            return Err(SignalRefused { index: 0, error: SignalError::OutOfScope });
+        }
+        let point = self.own_point();
+        let failed_signal = match semaphore.submit_signal(value, point, self.frontier()) {
+            Ok(()) => None,
+            Err(SignalError::Failed(failure)) => {
+                // Doomed: it knows only what its queue knew and its own point.
+                self.forget_imports();
+                self.clock.working().insert_or_raise(point.axis, point.epoch);
+                Some((0, failure))
+            }
+            Err(error) => return Err(SignalRefused { index: 0, error }),
+        };
         Ok(self.seal(point, failed_signal))
     }
 
     /// Drops what the waits imported: the operation is doomed and will not wait for what they
     /// name, so it knows only what its queue knew (see [`Submission`]).
     fn forget_imports(&mut self) {
-        self.frontier = self.clock.frontier;
+        self.clock.restart_working();
     }
 
     /// The operation's own point, the queue's next epoch, added to its frontier (raised in
@@ -548,7 +612,7 @@ impl<const N: usize> Submission<'_, N> {
     /// of a copy waits for the stores of the one before).
     fn own_point(&mut self) -> Point {
         let point = Point::new(self.clock.axis, self.clock.epoch + 1);
-        self.frontier.insert_or_raise(point.axis, point.epoch);
+        self.clock.working().insert_or_raise(point.axis, point.epoch);
         point
     }
 
@@ -556,10 +620,11 @@ impl<const N: usize> Submission<'_, N> {
     #[inline(always)]
     fn seal(self, point: Point, failed_signal: Option<(usize, Failure)>) -> Submitted<N> {
         self.clock.epoch = point.epoch;
-        self.clock.frontier = self.frontier;
+        // The working frontier becomes the queue's, where it lies.
+        self.clock.current = !self.clock.current;
         Submitted {
             point,
-            frontier: self.frontier,
+            frontier: *self.clock.frontier(),
             held: self.held,
             failure: self.failure.or(failed_signal.map(|_| Failure::Aborted)),
             failed_signal,
@@ -877,6 +942,21 @@ mod tests {
             assert_eq!((recorded.origin, recorded.frontier), (Some(done.point), done.frontier));
             assert!(!q.frontier().knows(elsewhere));
         }
+        // Its only signal on the failed timeline (the one-signal path): doomed, knowing its
+        // queue's knowledge and its own point, and the queue learns nothing more.
+        let known = *q.frontier();
+        let mut doomed = q.begin();
+        assert_eq!(doomed.wait(&pending, 1).unwrap().resolution, Resolution::DeviceWait);
+        let done = doomed.commit_signalling([(&failed, 3)]).unwrap();
+        assert_eq!(
+            (done.failure, done.failed_signal),
+            (Some(Failure::Aborted), Some((0, Failure::DeviceLost)))
+        );
+        let mut expected = known;
+        expected.insert_or_raise(done.point.axis, done.point.epoch);
+        assert_eq!(done.frontier, expected);
+        assert_eq!(*q.frontier(), expected);
+        assert!(!q.frontier().knows(elsewhere));
     }
 
     #[test]

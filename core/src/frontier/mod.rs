@@ -129,6 +129,25 @@ impl<const N: usize> Frontier<N> {
         frontier
     }
 
+    /// Makes this frontier hold `other`'s entries and taint, as [`clear`](Self::clear) then
+    /// [`merge`](Self::merge) would: in one pass of stores when `other` fits (its unused slots
+    /// hold the empty sentinels already, as every frontier's do), instead of clearing every
+    /// slot and then overwriting it (a semaphore's history taking a signaller's frontier).
+    #[inline]
+    pub(crate) fn assign<const M: usize>(&mut self, other: &Frontier<M>) {
+        if M <= N {
+            self.len = other.len;
+            self.tainted = other.tainted;
+            self.axes[..M].copy_from_slice(&other.axes);
+            self.axes[M..].fill(EMPTY);
+            self.epochs[..M].copy_from_slice(&other.epochs);
+            self.epochs[M..].fill(0);
+        } else {
+            self.clear();
+            self.merge(other);
+        }
+    }
+
     /// Maximum number of entries.
     pub const fn capacity(&self) -> usize {
         N

@@ -214,6 +214,30 @@ proptest! {
     }
 
     #[test]
+    fn assign_is_clear_then_merge(a in entries(12), b in entries(12), taint in any::<bool>()) {
+        // Into frontiers of larger, equal and smaller capacity, from full, tainted and empty
+        // ones, over a target that held entries of its own: the same frontier, slot for slot
+        // (unused slots included: later merges copy whole arrays).
+        let mut from: Frontier<8> = frontier(&b);
+        if taint {
+            from.taint();
+        }
+        fn check<const N: usize>(target: Frontier<N>, from: &Frontier<8>) -> bool {
+            let mut assigned = target;
+            assigned.assign(from);
+            let mut merged = target;
+            merged.clear();
+            merged.merge(from);
+            assigned == merged
+                && assigned.axes == merged.axes
+                && assigned.epochs == merged.epochs
+        }
+        prop_assert!(check::<8>(frontier(&a), &from));
+        prop_assert!(check::<16>(frontier(&a), &from));
+        prop_assert!(check::<3>(frontier(&a), &from));
+    }
+
+    #[test]
     fn mixed_capacities_interoperate(a in entries(8), b in entries(3)) {
         let fa: Frontier<8> = frontier(&a);
         let fb: Frontier<3> = frontier(&b);

@@ -405,9 +405,10 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> History<H, N, S> {
         // flight and waits for them (about 40 ns per signal on the development machine).
         entry.origin = origin;
         entry.reserved = false;
-        entry.frontier.clear();
         if origin.is_some() {
-            entry.frontier.merge(frontier);
+            entry.frontier.assign(frontier);
+        } else {
+            entry.frontier.clear();
         }
         Ok(())
     }

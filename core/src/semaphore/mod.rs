@@ -376,6 +376,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     /// [`Failure::Cancelled`] when the signal that would have reached `minimum` was cancelled.
     /// A failed timeline never advances again and a cancellation is never taken back, so a
     /// `Some` is final, and so is a `None` for a failed timeline.
+    #[inline]
     pub fn failure_for(&self, minimum: u64) -> Option<Failure> {
         let failure = self.failure().filter(|_| self.value() < minimum);
         #[cfg(any(test, feature = "signal-cancellation"))]
@@ -434,6 +435,18 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
     pub fn has_cancelled_signals(&self) -> bool {
         // Acquire pairs with the Release store in `cancel_signal`.
         self.cancelled.load(Ordering::Acquire) != 0
+    }
+
+    /// [`has_cancelled_signals`](Self::has_cancelled_signals) for a caller holding the lock,
+    /// which skips the history search of `History::cancels` on a timeline that never had a
+    /// signal cancelled. `false` means no entry of the history was ever marked cancelled,
+    /// retained or evicted, so `cancels` is `false` for every value: each history change that
+    /// marks one (`cancel_signal`, `mark_cancelled`, `settle_untold`) stores the flag in the
+    /// same hold of the lock, and `reset` clears both in one (the histories start empty).
+    /// Relaxed: the lock orders the load with those stores, all made under it.
+    #[cfg(any(test, feature = "signal-cancellation"))]
+    fn cancelled_locked(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed) != 0
     }
 
     /// Marks the signal to `value` as coming from an operation that depended on rejected
@@ -826,7 +839,7 @@ impl<const H: usize, const N: usize, S: HistorySlots<N>> Semaphore<H, N, S> {
             // the cancelled operation has ended; until then the wait stays armed (it is cut
             // out when that operation ends, never by a reach: see `reach_then_fire`).
             #[cfg(any(test, feature = "signal-cancellation"))]
-            if state.history.cancels(minimum) {
+            if self.cancelled_locked() && state.history.cancels(minimum) {
                 if !state.history.is_live_at(minimum) {
                     return Ok(Arm::Ready(Err(Failure::Cancelled)));
                 }

@@ -33,6 +33,8 @@ enum Patience {
     UnlessStalled,
     /// Until the deadline (`None`: for ever), whoever frees it ([`Device::submit_timeout`]).
     Until(Option<Instant>),
+    /// Not at all: a full resource refuses the operation ([`Device::try_submit`]).
+    Never,
 }
 
 impl Device {
@@ -82,7 +84,7 @@ impl Device {
                   the backpressure path"
     )]
     pub fn try_submit<'a>(&self, queue: QueueId, op: Op<'a>) -> Result<Receipt, Rejected<'a>> {
-        self.submit_now(queue, &op).map_err(|error| Rejected { op, error })
+        self.submit_waiting(queue, &op, Patience::Never).map_err(|error| Rejected { op, error })
     }
 
     /// Whether waiting for `resource`, found full by a submission of `op` to `queue`, would
@@ -101,9 +103,13 @@ impl Device {
         patience: Patience,
     ) -> Result<Receipt, SubmitError> {
         loop {
-            match self.submit_now(queue, op) {
+            // Returned as it came, not moved out of a match arm: a receipt holds a frontier, and
+            // a move of it is a bulk copy.
+            let attempt = self.submit_now(queue, op);
+            match attempt {
                 Err(SubmitError::Full(resource)) => {
                     let deadline = match patience {
+                        Patience::Never => return attempt,
                         Patience::UnlessStalled => {
                             // Room usually frees within microseconds: the walk over the work in
                             // flight (`stall`) is made only once a short wait found none, so a
@@ -125,7 +131,7 @@ impl Device {
                         return Err(SubmitError::TimedOut(resource));
                     }
                 }
-                done => return done,
+                _ => return attempt,
             }
         }
     }
@@ -166,7 +172,11 @@ impl Device {
         }
     }
 
-    /// One submission attempt; see the [module documentation](self).
+    /// One submission attempt; see the [module documentation](self). Inlined into its one
+    /// caller, `submit_waiting`, so the receipt is built where it is returned: returned from a
+    /// call, it was copied once more, its frontier with it (about 70 instructions a
+    /// submission in all).
+    #[inline(always)]
     fn submit_now(&self, queue: QueueId, op: &Op<'_>) -> Result<Receipt, SubmitError> {
         let shared = self.shared();
         let queue = shared.queue(queue).ok_or(SubmitError::UnknownQueue(queue))?;
@@ -331,8 +341,12 @@ impl Device {
         }
         queue.publish(index);
         drop(side);
+        // Dropping the submission's hold: if that opens the gate, `release` wakes the queue;
+        // if an armed wait still holds it, the wait's timepoint wakes the queue when it opens
+        // it (`wait_count`, invariant 2). Until then the operation can neither run nor be
+        // issued ahead (both read its gate open first), so a wake here would only be a second
+        // one, or one for a drain that finds nothing new.
         slot.gate.release();
-        queue.wake();
         Ok(Receipt {
             point: submitted.point,
             frontier: submitted.frontier,
@@ -467,5 +481,10 @@ impl Device {
 /// Makes `list` hold `items`, in place; `check` bounded their number by the list's capacity.
 fn fill<T: Copy, const N: usize>(list: &mut FixedVec<T, N>, items: &[T]) {
     list.clear();
-    let _ = list.extend_from_slice(items);
+    // Pushed one by one, inlined: `extend_from_slice` is a call of its own, about as dear as
+    // the copy of an operation's one or two waits or signals. `check` kept `items` within
+    // the capacity; a push past it would be refused, not written.
+    for &item in items {
+        let _ = list.push(item);
+    }
 }
