@@ -287,14 +287,7 @@ pub struct QueueClock<const N: usize = 8> {
     endpoint: Endpoint,
     capabilities: Capabilities,
     epoch: u64,
-    /// The queue's frontier, `frontiers[current]`, and the working frontier of the operation
-    /// being submitted, the other one: [`begin`](Self::begin) copies the first into the
-    /// second, and a commit makes the second current instead of copying it back (a frontier
-    /// is a bulk copy; the submission itself then carries none, so moving it is cheap). A
-    /// submission dropped without committing leaves `current`, and so the queue's frontier,
-    /// as it was.
-    frontiers: [Frontier<N>; 2],
-    current: bool,
+    frontier: Frontier<N>,
     counts: ResolutionCounts,
 }
 
@@ -306,8 +299,7 @@ impl<const N: usize> QueueClock<N> {
             endpoint,
             capabilities,
             epoch: 0,
-            frontiers: [Frontier::new(); 2],
-            current: false,
+            frontier: Frontier::new(),
             counts: ResolutionCounts::default(),
         }
     }
@@ -329,12 +321,7 @@ impl<const N: usize> QueueClock<N> {
 
     /// What the queue knows.
     pub fn frontier(&self) -> &Frontier<N> {
-        &self.frontiers[usize::from(self.current)]
-    }
-
-    /// The working frontier of the submission in progress (see `frontiers`).
-    fn working(&mut self) -> &mut Frontier<N> {
-        &mut self.frontiers[usize::from(!self.current)]
+        &self.frontier
     }
 
     /// Resolution totals of every wait resolved so far, including those of submissions
@@ -346,19 +333,7 @@ impl<const N: usize> QueueClock<N> {
 
     /// Starts submitting an operation.
     pub fn begin(&mut self) -> Submission<'_, N> {
-        self.restart_working();
-        Submission { held: 0, failure: None, clock: self }
-    }
-
-    /// Copies the queue's frontier over the working one, in place: the one copy a
-    /// submission makes of it.
-    fn restart_working(&mut self) {
-        let [first, second] = &mut self.frontiers;
-        if self.current {
-            *first = *second;
-        } else {
-            *second = *first;
-        }
+        Submission { frontier: self.frontier, held: 0, failure: None, clock: self }
     }
 }
 
@@ -374,8 +349,8 @@ impl<const N: usize> QueueClock<N> {
 /// drops its imports the same way.
 #[derive(Debug)]
 pub struct Submission<'q, const N: usize> {
-    /// The clock, whose working frontier (`QueueClock::working`) is this operation's.
     clock: &'q mut QueueClock<N>,
+    frontier: Frontier<N>,
     held: u32,
     /// The first failed wait's failure: imports are discarded (see above).
     failure: Option<Failure>,
@@ -424,22 +399,20 @@ impl<const N: usize> Submission<'_, N> {
         // the previous copy's stores. `native` is asked after the lock is released (it may
         // take the device's locks).
         let capabilities = self.clock.capabilities;
-        let doomed = self.failure.is_some();
-        let working = self.clock.working();
         let resolved = semaphore.with_lookup(value, |lookup| {
             let (resolution, import) = match lookup {
                 LookupRef::Tracked { origin, frontier, reached, aged_out } => {
-                    resolve_tracked(working, origin, frontier, reached, aged_out)
+                    resolve_tracked(&self.frontier, origin, frontier, reached, aged_out)
                 }
                 // No frontier, so nothing to import: resolved as any other answer.
-                other => (resolve(working, &other.to_owned(), capabilities)?.0, None),
+                other => (resolve(&self.frontier, &other.to_owned(), capabilities)?.0, None),
             };
-            if let (Some((origin, frontier)), false) = (import, doomed) {
-                working.merge(frontier);
+            if let (Some((origin, frontier)), None) = (import, self.failure) {
+                self.frontier.merge(frontier);
                 // The origin is normally inside its own frontier already; raising it then
                 // changes nothing, and re-adds it when that frontier evicted it (cheaper than
                 // asking first: a lookup scans every entry, a raise stops at the axis).
-                working.insert_or_raise(origin.axis, origin.epoch);
+                self.frontier.insert_or_raise(origin.axis, origin.epoch);
             }
             Ok((resolution, import.map(|(origin, _)| origin)))
         });
@@ -482,12 +455,12 @@ impl<const N: usize> Submission<'_, N> {
     /// Marks the operation as a participant of a collective round: one shared entry for all
     /// participants instead of one per participant queue.
     pub fn join_collective(&mut self, round: &CollectiveRound) {
-        self.clock.working().insert_or_raise(round.point().axis, round.point().epoch);
+        self.frontier.insert_or_raise(round.point().axis, round.point().epoch);
     }
 
     /// What the operation knows so far (before its own entry is added).
     pub fn frontier(&self) -> &Frontier<N> {
-        &self.clock.frontiers[usize::from(!self.clock.current)]
+        &self.frontier
     }
 
     /// Assigns the operation the next epoch and makes its frontier the queue's, for an
@@ -552,13 +525,13 @@ impl<const N: usize> Submission<'_, N> {
         let point = self.own_point();
         let last = last.and_then(|index| Some((index, signals.clone().nth(index)?)));
         if let Some((index, (semaphore, value))) = last {
-            match semaphore.submit_signal(value, point, self.frontier()) {
+            match semaphore.submit_signal(value, point, &self.frontier) {
                 Ok(()) => {}
                 Err(SignalError::Failed(failure)) => {
                     if failed_signal.is_none() {
                         // Nothing recorded its frontier yet: the reservations are filled below.
                         self.forget_imports();
-                        self.clock.working().insert_or_raise(point.axis, point.epoch);
+                        self.frontier.insert_or_raise(point.axis, point.epoch);
                     }
                     failed_signal = failed_signal.or(Some((index, failure)));
                 }
@@ -571,7 +544,7 @@ impl<const N: usize> Submission<'_, N> {
         // it was copied out once more, its frontier with it.
         for (semaphore, value) in reserved {
             // No reservation exists where reserving found the timeline failed.
-            semaphore.fill_signal(value, point, self.frontier());
+            semaphore.fill_signal(value, point, &self.frontier);
         }
         Ok(self.seal(point, failed_signal))
     }
@@ -588,12 +561,12 @@ impl<const N: usize> Submission<'_, N> {
             return Err(SignalRefused { index: 0, error: SignalError::OutOfScope });
         }
         let point = self.own_point();
-        let failed_signal = match semaphore.submit_signal(value, point, self.frontier()) {
+        let failed_signal = match semaphore.submit_signal(value, point, &self.frontier) {
             Ok(()) => None,
             Err(SignalError::Failed(failure)) => {
                 // Doomed: it knows only what its queue knew and its own point.
                 self.forget_imports();
-                self.clock.working().insert_or_raise(point.axis, point.epoch);
+                self.frontier.insert_or_raise(point.axis, point.epoch);
                 Some((0, failure))
             }
             Err(error) => return Err(SignalRefused { index: 0, error }),
@@ -604,7 +577,7 @@ impl<const N: usize> Submission<'_, N> {
     /// Drops what the waits imported: the operation is doomed and will not wait for what they
     /// name, so it knows only what its queue knew (see [`Submission`]).
     fn forget_imports(&mut self) {
-        self.clock.restart_working();
+        self.frontier = self.clock.frontier;
     }
 
     /// The operation's own point, the queue's next epoch, added to its frontier (raised in
@@ -612,7 +585,7 @@ impl<const N: usize> Submission<'_, N> {
     /// of a copy waits for the stores of the one before).
     fn own_point(&mut self) -> Point {
         let point = Point::new(self.clock.axis, self.clock.epoch + 1);
-        self.clock.working().insert_or_raise(point.axis, point.epoch);
+        self.frontier.insert_or_raise(point.axis, point.epoch);
         point
     }
 
@@ -620,11 +593,10 @@ impl<const N: usize> Submission<'_, N> {
     #[inline(always)]
     fn seal(self, point: Point, failed_signal: Option<(usize, Failure)>) -> Submitted<N> {
         self.clock.epoch = point.epoch;
-        // The working frontier becomes the queue's, where it lies.
-        self.clock.current = !self.clock.current;
+        self.clock.frontier = self.frontier;
         Submitted {
             point,
-            frontier: *self.clock.frontier(),
+            frontier: self.frontier,
             held: self.held,
             failure: self.failure.or(failed_signal.map(|_| Failure::Aborted)),
             failed_signal,
