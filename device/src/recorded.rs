@@ -115,12 +115,10 @@ impl<T> From<Vec<T>> for Recorded<T> {
     /// A table holding `items` at indices `0..`.
     fn from(items: Vec<T>) -> Recorded<T> {
         let table = Recorded::new();
-        if let Err(items) = table.push_all(items) {
-            // Longer than ids name: the table keeps the first `u32::MAX`.
-            for item in items {
-                if table.push(item, |_| {}).is_err() {
-                    break;
-                }
+        // Longer than ids name (`u32::MAX` entries), the table keeps the first `u32::MAX`.
+        for item in items {
+            if table.push(item, |_| {}).is_err() {
+                break;
             }
         }
         table

@@ -392,19 +392,20 @@ impl Device {
         work: Work,
         driver: usize,
     ) -> Result<Option<AllocationId>, SubmitError> {
-        if !matches!(work, Work::Alloca { .. } | Work::Dealloca(_)) {
-            return Ok(None);
-        }
-        let mut memory = self.shared().lock_memory();
+        // The memory lock only for work that allocates or frees.
         match work {
-            Work::Alloca { buffer, bytes } => match memory.pool.reserve(buffer.0, bytes, driver) {
-                Ok(Some(id)) => Ok(Some(id)),
-                Ok(None) => Err(SubmitError::Full(Resource::AllocationRecords {
-                    capacity: memory.pool.records(),
-                })),
-                Err(error) => Err(SubmitError::Memory(error)),
-            },
+            Work::Alloca { buffer, bytes } => {
+                let mut memory = self.shared().lock_memory();
+                match memory.pool.reserve(buffer.0, bytes, driver) {
+                    Ok(Some(id)) => Ok(Some(id)),
+                    Ok(None) => Err(SubmitError::Full(Resource::AllocationRecords {
+                        capacity: memory.pool.records(),
+                    })),
+                    Err(error) => Err(SubmitError::Memory(error)),
+                }
+            }
             Work::Dealloca(buffer) => {
+                let mut memory = self.shared().lock_memory();
                 memory.pool.release(buffer.0).map(Some).map_err(SubmitError::Memory)
             }
             _ => Ok(None),
