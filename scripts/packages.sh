@@ -29,9 +29,13 @@
 # registry cargo package makes of the workspace's packages in target/packages/package) and never
 # rebuilds it. A second run after a change would then build the crates on last run's copies of
 # the crates they depend on (stale, found when a crate started calling a function new in its
-# dependency). So every run first removes those unpacked copies (found through the dep-info of
-# the last run's builds) and everything built from the workspace's packages in target/packages;
-# the other dependencies' builds stay.
+# dependency). The dep-info of the last run's builds names those copies only when the target
+# folder survived: a clean checkout at a path where an earlier checkout ran (CI's) has no
+# target folder but the same registry hash, and built on a copy from days before (a crate
+# missing a type its dependency had gained since). So every run removes every unpacked copy of
+# a causeway package from every local registry, and everything built from the workspace's
+# packages in target/packages; the other dependencies' builds stay. A lock in $CARGO_HOME keeps
+# two checkouts' runs of this step from removing each other's copies mid-build.
 #
 # Usage: scripts/packages.sh
 set -euo pipefail
@@ -72,13 +76,13 @@ note "$published published crates have their metadata, README and license files"
 cargo fetch --locked --quiet || die "cargo fetch could not download the lockfile's dependencies"
 target=${CARGO_TARGET_DIR:-$PWD/target}
 packages_target=$target/packages
-if [[ -d $packages_target/debug/deps ]]; then
-  # Last run's unpacked copies of the workspace's packages, named in its dep-info files.
-  while read -r unpacked; do
-    [[ $unpacked =~ /registry/src/-[0-9a-f]+$ ]] && rm -rf "$unpacked"
-  done < <(grep -ohE '/[^ :]*/registry/src/-[0-9a-f]+/causeway' "$packages_target"/debug/deps/*.d \
-    2>/dev/null | sed 's|/causeway$||' | sort -u)
-fi
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+exec {lock}>"$cargo_home/causeway-packages.lock"
+flock "$lock"
+# Local registries' folders are named `-<hash>` (crates.io's starts with its host name).
+for unpacked in "$cargo_home"/registry/src/-*/causeway*; do
+  [[ -e $unpacked ]] && rm -rf "$unpacked"
+done
 rm -rf "$packages_target/package" "$packages_target"/debug/{deps,.fingerprint,build}/*causeway*
 package=(env CARGO_TARGET_DIR="$packages_target" cargo package --workspace --exclude causeway-cli-browser --locked --offline --allow-dirty
   --no-metadata --config 'profile.dev.package."*".debug=false')
