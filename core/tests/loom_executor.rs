@@ -25,6 +25,10 @@
 //!   its own worker; a wake of a compute process waiting on the overflow list, racing the
 //!   worker that frees a slot and claims it there, is seen by its first drain (or runs it
 //!   again);
+//! - homes: a submission queued on the home list of a worker that never runs still reaches a
+//!   parked worker, which takes it; two workers taking from their own home lists, the shared
+//!   list and each other's home lists (one dropped with part of a run in hand) drain every
+//!   process exactly once;
 //! - the per-worker completion count, written with a plain load and store by the worker's
 //!   thread only: a worker index dropped on one thread and taken again on another keeps
 //!   counting from where it was, so `live` reaches zero.
@@ -33,7 +37,8 @@
 //! summary: a retract without its re-check, a retract whose `fetch_and` is Relaxed, and a wake
 //! that announces before it makes the slot word runnable; for the hand-off: a dependent both
 //! handed off and queued, and likewise a deferred wake both kept by its worker and published;
-//! for runs: a dropped worker that keeps its run, and a turn that leaves the shared ready run
+//! for homes: a parking re-check that does not read the home lists, which sleeps through the
+//! submission; for runs: a dropped worker that keeps its run, and a turn that leaves the shared ready run
 //! pointing inside the run it cut; for the state word: a `Sleep` whose failed compare-exchange
 //! is Relaxed, a configuration that ends with a Relaxed store, and a submission whose state
 //! load in `release` is Relaxed, each a data race on what the other thread wrote, and a drain
@@ -139,6 +144,10 @@ fn process(drain: &'static dyn Drain, class: Class) -> &'static Process<'static>
     Box::leak(Box::new(Process::new(drain, class)))
 }
 
+fn homed(drain: &'static dyn Drain, home: usize) -> &'static Process<'static> {
+    Box::leak(Box::new(Process::new(drain, Class::Immediate).with_home(home)))
+}
+
 fn bounded(body: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(2);
@@ -221,23 +230,31 @@ fn concurrent_releases_activate_exactly_once() {
     });
 }
 
+/// Submits `work` (drained by `counted`) while worker 0 runs on another thread, parking when
+/// it finds nothing: a lost wake-up leaves the work queued and the worker asleep for good.
+fn reaches_a_parked_worker(
+    executor: &'static ModelExecutor,
+    work: &'static Process<'static>,
+    counted: &'static Counted,
+) {
+    let runner = thread::spawn(move || {
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        worker.run();
+    });
+    executor.submit(work).unwrap();
+    while !work.is_completed() {
+        thread::yield_now();
+    }
+    executor.shutdown();
+    runner.join().unwrap();
+    assert_eq!(counted.finishes.load(Ordering::Relaxed), 1);
+}
+
 #[test]
 fn a_submission_always_reaches_a_parked_worker() {
     bounded(|| {
-        let executor = executor(1);
         let counted = Counted::leaked(1);
-        let work = process(counted, Class::Immediate);
-        let runner = thread::spawn(move || {
-            let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
-            worker.run();
-        });
-        executor.submit(work).unwrap();
-        while !work.is_completed() {
-            thread::yield_now();
-        }
-        executor.shutdown();
-        runner.join().unwrap();
-        assert_eq!(counted.finishes.load(Ordering::Relaxed), 1);
+        reaches_a_parked_worker(executor(1), process(counted, Class::Immediate), counted);
     });
 }
 
@@ -337,31 +354,51 @@ fn cancellation_racing_a_hand_off_finishes_exactly_once() {
     });
 }
 
+/// Submits four processes, made by `make` from their drain and index, to a two-worker
+/// executor; worker 1 takes one step on another thread and is dropped (whatever it took and
+/// has not run goes back), worker 0 steps until nothing is left. Each is drained once.
+fn two_workers_drain_each_once(
+    make: impl Fn(&'static Counted, usize) -> &'static Process<'static>,
+) {
+    let executor = executor(2);
+    let drains: Vec<&'static Counted> = (0..4).map(|_| Counted::leaked(1)).collect();
+    for (index, &drain) in drains.iter().enumerate() {
+        executor.submit(make(drain, index)).unwrap();
+    }
+    let helper = thread::spawn(move || {
+        let mut worker = executor.worker::<RoundRobin>(1, SpinPolicy::Park).unwrap();
+        worker.step();
+    });
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+    worker.step();
+    worker.step();
+    helper.join().unwrap();
+    while worker.step() {}
+    assert_eq!(executor.live(), 0);
+    for drain in drains {
+        assert_eq!(drain.drains.load(Ordering::Relaxed), 1);
+        assert_eq!(drain.finishes.load(Ordering::Relaxed), 1);
+    }
+}
+
 #[test]
 fn two_workers_taking_runs_drain_every_process_once() {
+    // A backlog of four: the first turn cuts a run of two (its share), later turns one each.
+    bounded(|| two_workers_drain_each_once(|drain, _| process(drain, Class::Immediate)));
+}
+
+#[test]
+fn a_submission_homed_on_a_worker_that_never_runs_reaches_a_parked_one() {
     bounded(|| {
-        let executor = executor(2);
-        let drains: Vec<&'static Counted> = (0..4).map(|_| Counted::leaked(1)).collect();
-        // A backlog of four: the first turn cuts a run of two (its share), later turns one each.
-        for &drain in &drains {
-            executor.submit(process(drain, Class::Immediate)).unwrap();
-        }
-        let helper = thread::spawn(move || {
-            let mut worker = executor.worker::<RoundRobin>(1, SpinPolicy::Park).unwrap();
-            // One step, then the worker is dropped: whatever is left of its run goes back.
-            worker.step();
-        });
-        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
-        worker.step();
-        worker.step();
-        helper.join().unwrap();
-        while worker.step() {}
-        assert_eq!(executor.live(), 0);
-        for drain in drains {
-            assert_eq!(drain.drains.load(Ordering::Relaxed), 1);
-            assert_eq!(drain.finishes.load(Ordering::Relaxed), 1);
-        }
+        let counted = Counted::leaked(1);
+        reaches_a_parked_worker(executor(2), homed(counted, 1), counted);
     });
+}
+
+#[test]
+fn two_workers_taking_from_their_own_and_each_others_home_lists_drain_every_process_once() {
+    // Two at home on worker 1 (a run of one each turn), one on worker 0, one without.
+    bounded(|| two_workers_drain_each_once(|drain, index| homed(drain, [1, 1, 0, 2][index])));
 }
 
 /// On its first drain wakes `target` with a deferred wake and hands it to its own worker; then

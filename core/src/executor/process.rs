@@ -304,6 +304,8 @@ struct Core<'p> {
     dependents: UnsafeCell<&'p [&'p Process<'p>]>,
     class: Class,
     priority: u8,
+    /// The worker whose home list takes this process when it is queued, or [`NO_HOME`].
+    home: u8,
     // Activation.
     suspend: AtomicU32,
     state: State,
@@ -363,6 +365,9 @@ unsafe impl Send for Process<'_> {}
 
 const NO_FAILURE: u64 = 0;
 
+/// `Core::home` of a process without a home (executors have at most 64 workers).
+const NO_HOME: u8 = u8::MAX;
+
 impl<'p> Process<'p> {
     /// A created process of `class` running `drain`, with normal priority (128) and a wake
     /// budget of one.
@@ -388,6 +393,7 @@ impl<'p> Process<'p> {
                 dependents: UnsafeCell::new(&[]),
                 class,
                 priority,
+                home: NO_HOME,
                 suspend: AtomicU32::new(1),
                 state: State::new(),
                 failure: AtomicU64::new(NO_FAILURE),
@@ -407,6 +413,7 @@ impl<'p> Process<'p> {
                 dependents: UnsafeCell::new(&[]),
                 class,
                 priority,
+                home: NO_HOME,
                 suspend: AtomicU32::new(1),
                 state: State::new(),
                 failure: AtomicU64::new(NO_FAILURE),
@@ -421,6 +428,25 @@ impl<'p> Process<'p> {
     #[cfg_attr(not(target_os = "none"), inline)]
     pub fn class(&self) -> Class {
         self.core.0.class
+    }
+
+    /// This process with a home: worker `worker` of the executor it is submitted to. An
+    /// immediate process with a home is queued on its home worker's own list instead of the
+    /// shared one, so the work that one worker's processes do stays in that worker's cache;
+    /// a worker with nothing of its own takes from another's (see "Homes" in the
+    /// [executor docs](crate::executor)). A hint, never a pin: a `worker` at or beyond the
+    /// executor's worker count is no home, and compute processes ignore it (every worker scans
+    /// their slots).
+    pub const fn with_home(mut self, worker: usize) -> Process<'p> {
+        self.core.0.home = if worker < NO_HOME as usize { worker as u8 } else { NO_HOME };
+        self
+    }
+
+    /// The home worker given by [`with_home`](Self::with_home), if any.
+    #[cfg_attr(not(target_os = "none"), inline)]
+    pub fn home(&self) -> Option<usize> {
+        let home = self.core.0.home;
+        (home != NO_HOME).then_some(home as usize)
     }
 
     /// The scan priority fixed at creation.

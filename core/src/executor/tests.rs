@@ -906,3 +906,5 @@ fn an_immediate_process_s_budget_wakes_nobody() {
     assert_eq!(executor.idle_mask().load(SEQ), 0b1110);
     assert_eq!(executor.aggregate_budget().load(SEQ), 0, "not part of the aggregate");
 }
+
+mod homes;

@@ -1,5 +1,5 @@
-//! The worker loop: a hand-off, then immediate work (the worker's own run, then the list), then
-//! compute slots, then spin, then park.
+//! The worker loop: a hand-off, then immediate work (the worker's own run, then its home list,
+//! the shared list and other workers' home lists), then compute slots, then spin, then park.
 
 use super::list::Run;
 use super::process::state::TransitionToSleeping;
@@ -67,9 +67,11 @@ pub struct Worker<'e, 'p, F: Futex, P, const SLOTS: usize, const WORKERS: usize>
     /// (see "Hand-off" and "Wake hand-off" in the executor docs): claimed, that is RUNNING and
     /// held by this worker, and run before anything else.
     handed: Option<&'p Process<'p>>,
-    /// The immediate processes this worker took from the list in its last turn (see `list`),
-    /// run before the list is looked at again.
+    /// The immediate processes this worker took from a list in its last turn (see `list`),
+    /// run before the lists are looked at again.
     run: Run<'p>,
+    /// Turns taken at the immediate lists (see [`Executor::take_immediate`]).
+    turns: u32,
 }
 
 impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: usize>
@@ -92,6 +94,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
             local: [0; SLOTS],
             handed: None,
             run: Run::EMPTY,
+            turns: 0,
         }
     }
 
@@ -135,7 +138,8 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                 .run
                 .pop()
                 .or_else(|| {
-                    self.run = executor.immediate().pop_run(executor.workers());
+                    self.turns = self.turns.wrapping_add(1);
+                    self.run = executor.take_immediate(self.index, self.turns);
                     self.run.pop()
                 })
                 .map(|process| (process, Taken::Queued)),
@@ -215,20 +219,20 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
                 // drained process is queued behind it); otherwise it goes ahead of the drained
                 // process on the list, where another worker can take it now.
                 match offered {
-                    Some(woken) if may_hand_off && executor.immediate().looks_empty() => {
+                    Some(woken) if may_hand_off && executor.may_keep(woken, self.index) => {
                         self.handed = Some(woken);
                     }
                     Some(woken) => executor.give_back(woken),
                     None => {}
                 }
                 state.transition_to_queued_from_running();
-                executor.immediate().push(process);
+                executor.list_for(process).push(process);
                 return;
             }
             Drained::Sleep => {
                 // A wake that landed during the drain turns the sleep into a requeue.
                 if state.transition_to_sleeping() == TransitionToSleeping::Requeued {
-                    executor.immediate().push(process);
+                    executor.list_for(process).push(process);
                 }
             }
             Drained::Done(result) => {
@@ -247,7 +251,7 @@ impl<'e, 'p, F: Futex, P: ScanPolicy<SLOTS>, const SLOTS: usize, const WORKERS: 
     /// nothing may go before it; otherwise it is given back (QUEUED) and published like any wake.
     fn keep_or_publish(&mut self, woken: &'p Process<'p>, may_hand_off: bool) {
         let executor = self.executor;
-        if may_hand_off && self.handed.is_none() && executor.immediate().looks_empty() {
+        if may_hand_off && self.handed.is_none() && executor.may_keep(woken, self.index) {
             self.handed = Some(woken);
         } else {
             executor.give_back(woken);
