@@ -23,16 +23,20 @@ cd "$(dirname "$0")/.."
 die() { printf 'taskbench: error: %s\n' "$*" >&2; exit 1; }
 
 docs=false
+out=target/taskbench
 arguments=()
+previous=
 for argument in "$@"; do
   if [[ $argument == --docs ]]; then
     docs=true
   else
+    # The plots --docs copies are where the harness writes them: its --out, when given.
+    [[ $previous == --out ]] && out=$argument
     arguments+=("$argument")
   fi
+  previous=$argument
 done
 
-out=target/taskbench
 cargo build --release --quiet -p causeway-taskbench || die "the harness does not build"
 target=$(cargo metadata --format-version 1 --no-deps |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')

@@ -153,8 +153,12 @@ fn median_line(system: &SystemResult) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Line colours, one per system in table order.
-const COLOURS: [&str; 6] = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#7f7f7f", "#9467bd"];
+/// Line colours, one per system in table order: ten, so that the harness's six systems and
+/// the three outside peers each get their own.
+const COLOURS: [&str; 10] = [
+    "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#7f7f7f", "#9467bd", "#8c564b", "#17becf",
+    "#e377c2", "#bcbd22",
+];
 
 /// The plot of one case: efficiency (0 to 110 %) against task granularity (log scale).
 pub fn case_svg(case: &CaseResult) -> String {
@@ -270,4 +274,21 @@ pub fn case_svg(case: &CaseResult) -> String {
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::COLOURS;
+    use crate::systems::outside::OutsideKind;
+    use crate::systems::System;
+
+    #[test]
+    fn every_system_and_outside_peer_gets_a_colour_of_its_own() {
+        // A plot has a line per system that ran: the harness's own and every outside peer.
+        let lines = System::ALL.len() + OutsideKind::ALL.len();
+        assert!(COLOURS.len() >= lines, "{} colours for {lines} lines", COLOURS.len());
+        for (index, colour) in COLOURS.iter().enumerate() {
+            assert!(!COLOURS[..index].contains(colour), "{colour} twice");
+        }
+    }
 }

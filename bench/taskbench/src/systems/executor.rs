@@ -1,8 +1,10 @@
 //! causeway's executor: one immediate process per task. A task's process is a dependent of each
 //! of its dependencies' processes ([`Process::set_dependents`]): it holds one suspension per
-//! dependency and becomes runnable when the last of them completes, on the worker that
-//! completed it when that worker is free (the executor's hand-off), with no other
-//! synchronisation.
+//! dependency and becomes runnable when the last of them completes, with no other
+//! synchronisation. Every process has a home worker ([`Process::with_home`]), the columns split
+//! into one contiguous block per worker: a runnable task is queued on its home worker's list
+//! (or run at once by that worker when it completed the last dependency and is free, the
+//! executor's hand-off), and a worker with nothing of its own takes from another's.
 //!
 //! Two timings ([`Wiring`]): with the graph's wiring and submission inside the timed part, done
 //! by the thread timing the run while the workers already run the first tasks (as rayon and
@@ -124,8 +126,15 @@ pub fn run(
         .zip(&sink)
         .map(|(&(step, point), &sink)| TaskDrain { shared: &shared, step, point, sink })
         .collect();
-    let processes: Vec<Process> =
-        drains.iter().map(|drain| Process::new(drain, Class::Immediate)).collect();
+    // Each worker's home is a contiguous block of columns, as an MPI rank owns its block: a
+    // task's dependencies in its own column and the next ones were mostly run by its home
+    // worker, whose cache still holds their outputs and processes.
+    let width = graph.width() as usize;
+    let home = |point: u32| point as usize * workers / width;
+    let processes: Vec<Process> = drains
+        .iter()
+        .map(|drain| Process::new(drain, Class::Immediate).with_home(home(drain.point)))
+        .collect();
     let mut dependents: Vec<Vec<&Process>> = vec![Vec::new(); processes.len()];
     for step in 1..graph.steps() {
         for &point in graph.active(step) {
