@@ -35,6 +35,10 @@ pub struct QueueStats {
     pub in_flight: u64,
     /// How its operations' waits were resolved at submission.
     pub resolutions: ResolutionCounts,
+    /// Times a submission found its ring full and slept for room, past a short watch. A submitter that runs ahead
+    /// of the queue sleeps once per half ring, not once per operation: a count near the
+    /// operations submitted means the queue's operations wait on signals given later.
+    pub room_sleeps: u64,
 }
 
 /// One driver's counts.
@@ -92,6 +96,7 @@ impl Device {
                     submitted: queue.submitted_under_lock(),
                     in_flight: queue.in_flight(),
                     resolutions,
+                    room_sleeps: queue.room_sleeps(),
                 }
             })
             .collect();

@@ -31,8 +31,11 @@ const STALL_LOOK_AFTER: Duration = Duration::from_millis(1);
 enum Patience {
     /// As long as the work already submitted will free it ([`Device::submit`]).
     UnlessStalled,
-    /// Until the deadline (`None`: for ever), whoever frees it ([`Device::submit_timeout`]).
-    Until(Option<Instant>),
+    /// For this long from when it first finds the resource full, whoever frees it
+    /// ([`Device::submit_timeout`]). The clock is read then, not at every submission: a
+    /// precise reading costs about a fiftieth of a submission, and a submission that finds
+    /// room waits for nothing.
+    Within(Duration),
     /// Not at all: a full resource refuses the operation ([`Device::try_submit`]).
     Never,
 }
@@ -62,18 +65,18 @@ impl Device {
         self.submit_waiting(queue, op, Patience::UnlessStalled)
     }
 
-    /// Submits `op` as [`submit`](Self::submit) does, waiting for room for up to `timeout`,
-    /// whoever frees it — the work already submitted, or a signal another thread has yet to
-    /// submit or give (no [`SubmitError::Stalled`] here) — and giving up with
-    /// [`SubmitError::TimedOut`] when the resource is still full then (nothing is changed).
+    /// Submits `op` as [`submit`](Self::submit) does, waiting for room for up to `timeout`
+    /// from when it first finds a resource full, whoever frees it — the work already
+    /// submitted, or a signal another thread has yet to submit or give (no
+    /// [`SubmitError::Stalled`] here) — and giving up with [`SubmitError::TimedOut`] when the
+    /// resource is still full then (nothing is changed).
     pub fn submit_timeout(
         &self,
         queue: QueueId,
         op: &Op<'_>,
         timeout: Duration,
     ) -> Result<Receipt, SubmitError> {
-        // A timeout too large to represent as an instant means no deadline.
-        self.submit_waiting(queue, op, Patience::Until(Instant::now().checked_add(timeout)))
+        self.submit_waiting(queue, op, Patience::Within(timeout))
     }
 
     /// Submits `op` without waiting: a full resource refuses it with [`SubmitError::Full`].
@@ -102,6 +105,8 @@ impl Device {
         op: &Op<'_>,
         patience: Patience,
     ) -> Result<Receipt, SubmitError> {
+        // Fixed when a resource is first found full (`Patience::Within`).
+        let mut fixed_deadline = None;
         loop {
             // Returned as it came, not moved out of a match arm: a receipt holds a frontier, and
             // a move of it is a bulk copy.
@@ -125,7 +130,9 @@ impl Device {
                             // comes (see `stall`): no need to look again while waiting.
                             None
                         }
-                        Patience::Until(deadline) => deadline,
+                        // A timeout too large to represent as an instant means no deadline.
+                        Patience::Within(timeout) => *fixed_deadline
+                            .get_or_insert_with(|| Instant::now().checked_add(timeout)),
                     };
                     if !self.wait_for_room(queue, op, resource, deadline) {
                         return Err(SubmitError::TimedOut(resource));

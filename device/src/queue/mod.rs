@@ -115,7 +115,7 @@ use crate::hand_off;
 use crate::ids::QueueId;
 use crate::prefetch;
 use crate::speculation::{LineageCell, LineageFrontier, LineageSignals, LineageWaits};
-use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use mirror::Mirrors;
 use ownership::RingOwnership;
 use run_claim::{Cancellers, RunClaim};
@@ -202,8 +202,11 @@ pub(crate) struct QueueShared {
     pub(crate) cancellers: Cancellers,
     /// Epoch of the last retired operation (what the device knows is complete).
     pub(crate) completed: AtomicU64,
-    /// Submitters waiting for a free slot (see "Waiting for a free slot").
-    slot_waiters: AtomicUsize,
+    /// The lowest `head` a sleeping waiter for room or retirements asks to be woken at;
+    /// `u64::MAX` when none sleeps (see "Waiting for a free slot").
+    slot_wake_at: AtomicU64,
+    /// Times a submission slept for room (`QueueStats::room_sleeps`).
+    room_sleeps: AtomicU64,
     slot_lock: Mutex<()>,
     slot_freed: Condvar,
     /// Whether the queue process or the device owns the ring (see `ownership`).
@@ -255,7 +258,8 @@ impl QueueShared {
             claims: (0..ring).map(|_| RunClaim::new()).collect(),
             cancellers: Cancellers::new(),
             completed: AtomicU64::new(0),
-            slot_waiters: AtomicUsize::new(0),
+            slot_wake_at: AtomicU64::new(u64::MAX),
+            room_sleeps: AtomicU64::new(0),
             slot_lock: Mutex::new(()),
             slot_freed: Condvar::new(),
             ownership: RingOwnership::new(),

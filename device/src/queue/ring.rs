@@ -4,33 +4,50 @@
 //!
 //! # Waiting for a free slot
 //!
-//! A submitter that finds the ring full ([`QueueShared::wait_for_slot`]) first watches `head`
-//! for [`SLOT_WATCH`], about what a sleep and a wake cost: at the ring limit the next
-//! retirement is usually microseconds away, and seeing it costs loads only. Sleeping at once
-//! cost a sleep, a wake and a barrier per operation. Measured on a 2-core VM with host
-//! operations through a ring of 8:
+//! A submitter that finds the ring full ([`QueueShared::wait_for_slot`]) waits for a *refill*:
+//! until [`QueueShared::refill`] slots (half the ring) are free, not one. Waiting for one slot
+//! made a submitter that runs ahead of its queue take its slots one retirement at a time, each
+//! paid with a wait — a watch of up to [`SLOT_WATCH`] that, at short operations, always
+//! succeeded, so the submitter spun all the time on a core the queue's own work needed (on a
+//! 2-core machine, a quarter of a Task Bench stencil's throughput through the queues). Waiting
+//! for half the ring costs one wait per half ring, and the queue still has half a ring queued
+//! when the submitter comes back, so it never runs dry for it.
 //!
-//! | operation | sleeping at once | watching first |
-//! |---|---|---|
-//! | 200 ns | 4.1–5.0 µs each | 0.36 µs |
-//! | 2 µs | 4.9–5.2 µs | 2.2 µs |
-//! | 20 µs | 26.1 µs | 22.6–23.2 µs |
+//! The wait first watches `head` for [`SLOT_WATCH`], about what a sleep and a wake cost: a
+//! small ring's refill often comes within microseconds, and seeing it costs loads only.
+//! Otherwise it sleeps on a condition variable until `head` reaches a *wake point* it stores in
+//! `slot_wake_at` (the lowest of every sleeper's; `u64::MAX` when none sleeps):
 //!
-//! If no retirement comes, it counts itself in `slot_waiters` and sleeps on a condition
-//! variable; `free_head` wakes it. The two sides are a
-//! store/load pair on different words — the submitter increments `slot_waiters` then reads
-//! `head`, the queue process stores `head` then reads `slot_waiters` — so each side needs a
-//! store → load barrier between its two accesses, and then either the submitter sees the freed
-//! slot or the queue process sees the waiter. Its wake-up takes the condition variable's
-//! mutex, under which the submitter checks before sleeping, so the wake cannot fall between a
-//! check and the sleep.
+//! ```text
+//!            ring full                      one slot free               refill free
+//! watching ────────────▶ sleeping, woken at ─────────────▶ sleeping, woken at ─────────▶ done
+//!   │ refill seen          the first free slot             the refill, or after
+//!   ▼                                                      SLOT_NAP: done with
+//! done                                                     whatever room there is
+//! ```
 //!
-//! The queue process retires every operation and a submitter waits rarely, so the pair is
+//! The nap bounds the wait for a refill that may never come: the operations behind the first
+//! retired one may wait for a signal only this submitter gives, after this submission (a
+//! single slot was all it needed). A submitter sleeping with no free slot is woken only by the
+//! first one, however long the operations run, so a slow queue costs a sleep per slot at most,
+//! as before. [`QueueShared::wait_for_retired`] sleeps the same way, woken at the count it
+//! waits for.
+//!
+//! `free_head` stores `head`, then reads `slot_wake_at`; a sleeper stores `slot_wake_at`, then
+//! reads `head`. The two sides are a store/load pair on different words, so each side needs a
+//! store → load barrier between its two accesses; then either the sleeper sees the retirement
+//! or the queue process sees the wake point. The wake takes the condition variable's mutex,
+//! under which every sleeper stores its wake point and checks before sleeping, so the wake
+//! cannot fall between a check and the sleep; it resets `slot_wake_at` under that mutex and
+//! wakes every sleeper, each of which stores its wake point again if it sleeps again.
+//!
+//! The queue process retires every operation and a submitter sleeps rarely, so the pair is
 //! asymmetric (`causeway_runtime::barrier`): the queue process's barrier is a compiler barrier
-//! only, the waiter's makes every thread of the process execute a full one (`membarrier` on
+//! only, the sleeper's makes every thread of the process execute a full one (`membarrier` on
 //! Linux; both are `SeqCst` fences where that is not available). A locked instruction here
 //! cost the signal → dependent start path 7–8 ns of its ~125 (it waits for every store before
-//! it to reach the cache). The queue process pays, with nobody waiting, one load.
+//! it to reach the cache). The queue process pays, with nobody sleeping, one load and a
+//! comparison.
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +63,21 @@ const SLOT_WATCH: Duration = Duration::from_micros(5);
 /// Spin hints between two looks at the clock while watching `head`.
 const SPINS_PER_LOOK: u32 = 16;
 
+/// How long a submitter that has a free slot sleeps on for the rest of its refill (see
+/// "Waiting for a free slot"): long beside a refill of short operations (a half ring of
+/// microsecond operations takes some hundred microseconds), short beside the wait it ends
+/// when the refill cannot come.
+const SLOT_NAP: Duration = Duration::from_millis(1);
+
+/// What a sleeping waiter for retirements asks of the queue process (see
+/// `QueueShared::sleep_until_retired`).
+enum Sleep {
+    /// Done: `true` when the wait got what it waited for.
+    Over(bool),
+    /// Wake me when `head` reaches this, or at this instant.
+    Until { head: u64, at: Option<Instant> },
+}
+
 impl QueueShared {
     /// Index of the next slot to fill, if one is free. Called with the submit lock held.
     pub(crate) fn free_slot(&self) -> Option<u64> {
@@ -56,59 +88,121 @@ impl QueueShared {
         (tail - head < self.capacity as u64).then_some(tail)
     }
 
+    /// Slots a submitter that found the ring full waits to see free (see "Waiting for a free
+    /// slot"): half the ring, rounded up.
+    pub(crate) fn refill(&self) -> u64 {
+        (self.capacity as u64).div_ceil(2)
+    }
+
     /// Blocks until a slot may be free (then the caller tries again) or `deadline` passes
-    /// (`false`). Called without the submit lock.
+    /// (`false`): until [`refill`](Self::refill) slots are, or one is and the refill does not
+    /// come within [`SLOT_NAP`]. Called without the submit lock.
     pub(crate) fn wait_for_slot(&self, deadline: Option<Instant>) -> bool {
         let capacity = self.capacity as u64;
-        self.wait_for_retire(|head, tail| tail - head < capacity, deadline)
+        let refill = self.refill();
+        // Relaxed `tail`: other submitters may move it at any time, so any reading is as good
+        // a hint; the caller's retry under the submit lock decides.
+        let refilled = |head: u64, tail: u64| tail - head <= capacity - refill;
+        if self.watch(refilled) {
+            return true;
+        }
+        self.room_sleeps.fetch_add(1, Ordering::Relaxed);
+        let mut nap_end = None;
+        self.sleep_until_retired(|head, tail, now| {
+            if refilled(head, tail) {
+                return Sleep::Over(true);
+            }
+            let room = tail - head < capacity;
+            if room && nap_end.is_none() {
+                nap_end = now.checked_add(SLOT_NAP);
+            }
+            let end = match (deadline, nap_end) {
+                (Some(deadline), Some(nap)) => Some(deadline.min(nap)),
+                (deadline, nap) => deadline.or(nap),
+            };
+            if end.is_some_and(|end| now >= end) {
+                return Sleep::Over(room);
+            }
+            // The first free slot, then the refill: `tail + k - capacity` is the head at which
+            // `k` slots are free (no underflow: the ring is not refilled, so `tail - head`
+            // exceeds `capacity - refill`).
+            let wanted = if room { refill } else { 1 };
+            Sleep::Until { head: tail + wanted - capacity, at: end }
+        })
     }
 
     /// Blocks until the queue has retired `count` operations or `deadline` passes (`false`).
     pub(crate) fn wait_for_retired(&self, count: u64, deadline: Option<Instant>) -> bool {
-        self.wait_for_retire(|head, _| head >= count, deadline)
+        if self.watch(|head, _| head >= count) {
+            return true;
+        }
+        self.sleep_until_retired(|head, _, now| {
+            if head >= count {
+                Sleep::Over(true)
+            } else if deadline.is_some_and(|deadline| now >= deadline) {
+                Sleep::Over(false)
+            } else {
+                Sleep::Until { head: count, at: deadline }
+            }
+        })
     }
 
-    /// Blocks until `done(head, tail)` holds — watching for [`SLOT_WATCH`], then re-checking at
-    /// every retirement — or until `deadline` passes (`false`).
-    fn wait_for_retire(&self, done: impl Fn(u64, u64) -> bool, deadline: Option<Instant>) -> bool {
-        // Acquire (here and below) pairs with the Release store of `head` in `free_head`: what the retired
+    /// Reads `head` and `tail`.
+    fn indices(&self) -> (u64, u64) {
+        // Acquire pairs with the Release store of `head` in `free_head`: what the retired
         // operations did is visible to the caller.
-        let holds = || done(self.head.load(Ordering::Acquire), self.tail.load(Ordering::Relaxed));
+        (self.head.load(Ordering::Acquire), self.tail.load(Ordering::Relaxed))
+    }
+
+    /// Watches `head` for [`SLOT_WATCH`]: whether `done(head, tail)` came to hold.
+    fn watch(&self, done: impl Fn(u64, u64) -> bool) -> bool {
         let watching = Instant::now();
         loop {
-            if holds() {
+            let (head, tail) = self.indices();
+            if done(head, tail) {
                 return true;
             }
             for _ in 0..SPINS_PER_LOOK {
                 std::hint::spin_loop();
             }
             if watching.elapsed() >= SLOT_WATCH {
-                break;
+                return false;
             }
         }
-        self.slot_waiters.fetch_add(1, Ordering::Relaxed);
-        // The rare side of the store → load pair with `free_head` (module docs, "Waiting for a
-        // free slot"); pairs with its light barrier.
-        barrier::heavy();
+    }
+
+    /// Sleeps, as `decide(head, tail, now)` asks each time it wakes, until it says the wait is
+    /// over (see "Waiting for a free slot").
+    fn sleep_until_retired(&self, mut decide: impl FnMut(u64, u64, Instant) -> Sleep) -> bool {
         let mut guard = self.slot_lock.lock();
-        let reached = loop {
-            if holds() {
-                break true;
+        loop {
+            let (head, tail) = self.indices();
+            let (wake_at, at) = match decide(head, tail, Instant::now()) {
+                Sleep::Over(got) => return got,
+                Sleep::Until { head, at } => (head, at),
+            };
+            // Under the mutex `free_head` resets it under, so a reset either comes after this
+            // store (and its wake after this thread sleeps) or before it.
+            self.slot_wake_at.fetch_min(wake_at, Ordering::Relaxed);
+            // The rare side of the store → load pair with `free_head` (module docs, "Waiting
+            // for a free slot"); pairs with its light barrier.
+            barrier::heavy();
+            if self.indices().0 >= wake_at {
+                continue;
             }
-            guard = match deadline {
+            guard = match at {
                 None => self.slot_freed.wait(guard),
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        break false;
-                    }
-                    self.slot_freed.wait_timeout(guard, deadline - now).0
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    self.slot_freed.wait_timeout(guard, left).0
                 }
             };
-        };
-        drop(guard);
-        self.slot_waiters.fetch_sub(1, Ordering::Relaxed);
-        reached
+        }
+    }
+
+    /// Times a submission slept for room in this queue's ring (see "Waiting for a free slot").
+    pub(crate) fn room_sleeps(&self) -> u64 {
+        self.room_sleeps.load(Ordering::Relaxed)
     }
 
     /// Operations retired so far.
@@ -166,13 +260,15 @@ impl QueueShared {
         // Release pairs with the Acquire load in `free_slot`: every access to the body above
         // happens before the submitter reuses the slot.
         self.head.store(head + 1, Ordering::Release);
-        // The frequent side of the store → load pair with `wait_for_retire` (module docs,
+        // The frequent side of the store → load pair with `sleep_until_retired` (module docs,
         // "Waiting for a free slot"); pairs with its heavy barrier.
         barrier::light();
-        if self.slot_waiters.load(Ordering::Relaxed) != 0 {
-            // Under the mutex the waiter checks under, so the wake cannot slip between its
-            // check and its sleep.
+        if head + 1 >= self.slot_wake_at.load(Ordering::Relaxed) {
+            // Under the mutex the sleepers store their wake points and check under, so the wake
+            // cannot slip between a check and its sleep; every sleeper wakes and stores its
+            // wake point again if it sleeps again.
             let _guard = self.slot_lock.lock();
+            self.slot_wake_at.store(u64::MAX, Ordering::Relaxed);
             self.slot_freed.notify_all();
         }
     }

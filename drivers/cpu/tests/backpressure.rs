@@ -252,3 +252,67 @@ fn a_failed_timeline_ends_a_wait_for_history_room() {
         Err(HostWaitError::Failed(Failure::Application(7)))
     );
 }
+
+/// A submitter that runs ahead of its queue waits for half the ring to free, not for each
+/// slot: it sleeps once per refill, where waiting for one slot slept once per operation (each
+/// operation here outlasts the watch before a sleep) and, at shorter operations, spun on a
+/// core the queue's work needed.
+#[test]
+fn a_submitter_ahead_of_its_queue_sleeps_once_per_half_ring() {
+    const CAPACITY: usize = 16;
+    const OPS: u64 = 400;
+    let (mut builder, tally) = builder();
+    let q = queue(&mut builder, CAPACITY);
+    let done = semaphore(&mut builder, 2 * CAPACITY);
+    // Each operation spins for 20 µs: four times the watch, a fiftieth of the nap, so a
+    // refill of 8 comes long before the nap ends even on a loaded machine.
+    let spin = builder.host_call(|_| {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_micros(20) {
+            std::hint::spin_loop();
+        }
+        Ok(())
+    });
+    let device = builder.build().unwrap();
+    let signals: Vec<[(SemaphoreId, u64); 1]> = (1..=OPS).map(|value| [(done, value)]).collect();
+    for (tag, signal) in (1..).zip(&signals) {
+        let op = Op { signals: signal, work: Work::Host(spin), tag, ..Default::default() };
+        device.submit(q, &op).unwrap();
+    }
+    assert_eq!(wait(device.semaphore(done).unwrap(), OPS, PATIENCE), Ok(OPS));
+    let sleeps = device.stats().queue(q).unwrap().room_sleeps;
+    // 384 submissions found the ring full; a refill is 8 slots, so about 48 sleeps.
+    assert!(sleeps <= OPS / 4, "{sleeps} sleeps for {OPS} operations through a ring of 16");
+    drop(device);
+    assert_eq!((tally.ok.load(Ordering::Relaxed), tally.failed.load(Ordering::Relaxed)), (OPS, 0));
+}
+
+/// The refill a full ring's submitter waits for may never come: here the operations behind
+/// the first wait for a gate this thread opens only after its submission. One free slot is
+/// then enough, after a short nap, where insisting on half the ring would wait until the
+/// timeout.
+#[test]
+fn a_submission_takes_one_free_slot_when_the_rest_of_the_ring_waits_for_the_submitter() {
+    let (mut builder, tally) = builder();
+    let q = queue(&mut builder, 4);
+    let first_gate = semaphore(&mut builder, 4);
+    let later_gate = semaphore(&mut builder, 4);
+    let done = semaphore(&mut builder, 4);
+    let device = builder.build().unwrap();
+    device.submit(q, &op(&[(first_gate, 1)], &[], 1)).unwrap();
+    for tag in 2..=4 {
+        device.submit(q, &op(&[(later_gate, 1)], &[], tag)).unwrap();
+    }
+    let started = Instant::now();
+    let submitted = with_gate_opened_later(&device, first_gate, || {
+        device.submit_timeout(q, &op(&[], &[(done, 1)], 5), LONG)
+    });
+    submitted.expect("one free slot taken");
+    // Not a bound on speed: the slot is taken about 20 ms in, after the first operation ran;
+    // a wait for the refill would last until the deadline, a minute away.
+    assert!(started.elapsed() < LONG / 2, "the submission waited for its deadline");
+    device.semaphore(later_gate).unwrap().signal_external(1).unwrap();
+    assert_eq!(wait(device.semaphore(done).unwrap(), 1, PATIENCE), Ok(1));
+    drop(device);
+    assert_eq!((tally.ok.load(Ordering::Relaxed), tally.failed.load(Ordering::Relaxed)), (5, 0));
+}
