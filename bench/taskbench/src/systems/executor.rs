@@ -7,11 +7,11 @@
 //! executor's hand-off), and a worker with nothing of its own takes from another's.
 //!
 //! Two timings ([`Wiring`]): with the graph's wiring and submission inside the timed part, done
-//! by the thread timing the run while the workers already run the first tasks (as rayon and
-//! tokio create their tasks while they run); and with the graph wired and submitted before the
-//! timer, the tasks without dependencies held and released when it starts (how a graph built
-//! once and run many times is timed): the executor's dependency resolution and scheduling
-//! alone.
+//! by the thread timing the run, task by task in timestep order, while the workers already run
+//! the first tasks (as rayon and tokio create their tasks while they run); and with the graph
+//! wired and submitted before the timer, the tasks without dependencies held and released when
+//! it starts (how a graph built once and run many times is timed): the executor's dependency
+//! resolution and scheduling alone.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::{self, Thread};
@@ -150,19 +150,26 @@ pub fn run(
         .thread_name("taskbench-executor")
         .scope(|executor| -> Result<Duration, TaskBenchError> {
             // Every edge is wired before its producer or consumer is submitted, as the
-            // executor requires; a process whose dependencies completed before its own
-            // submission is activated by that submission.
+            // executor requires: the tasks are in timestep order and each wires the edges to
+            // its dependents (of the next timestep) before it is submitted. A process whose
+            // dependencies completed before its own submission is activated by that
+            // submission. Timed, each task is submitted as soon as it is wired, so the workers
+            // run the first timesteps while the later ones are wired (as rayon and tokio
+            // spawn while they run); before the timer, the roots are held until it starts.
             let wire_and_submit = || -> Result<(), TaskBenchError> {
                 for (process, dependents) in processes.iter().zip(&dependents) {
                     process.set_dependents(dependents).map_err(|error| failed(&error))?;
+                    if wiring == Wiring::Timed {
+                        executor.submit(process).map_err(|error| failed(&error))?;
+                    }
                 }
                 if wiring == Wiring::BeforeTimer {
                     for &root in &roots {
                         executor.hold(&processes[root]).map_err(|error| failed(&error))?;
                     }
-                }
-                for process in &processes {
-                    executor.submit(process).map_err(|error| failed(&error))?;
+                    for process in &processes {
+                        executor.submit(process).map_err(|error| failed(&error))?;
+                    }
                 }
                 Ok(())
             };
