@@ -182,7 +182,7 @@ loom_sets=(
   "-p causeway-core --features signal-cancellation --test loom_semaphore --test loom_arena --test loom_executor"
   "-p causeway-driver-cpu --test loom_block"
   "-p causeway-driver-npu --no-default-features --test loom_ring"
-  "-p causeway-device --test loom_run_claim --test loom_wait_count --test loom_ownership"
+  "-p causeway-device --test loom_run_claim --test loom_wait_count --test loom_ownership --test loom_head_waiters"
 )
 # The device layer under Miri: its unit tests, and whole devices built, run, failed by a broken
 # driver and shut down (the ring's unsafe hand-overs, the leaked state freed at shutdown).

@@ -125,6 +125,7 @@ pub use speculation::CancelReport;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_models {
+    pub use crate::queue::head_waiters::{HeadWaiters, Sleep};
     pub use crate::queue::ownership::{RingOwnership, Running, TakeOver};
     pub use crate::queue::run_claim::{CancelWalk, Cancellers, Claimed, RunClaim};
     pub use crate::queue::wait_count::WaitCount;

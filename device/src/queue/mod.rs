@@ -84,6 +84,7 @@
 //! - `ownership`: the ring's owner, the queue process or the device taking it over at
 //!   shutdown.
 
+pub(crate) mod head_waiters;
 mod mirror;
 // The three protocols the loom models check: their types are `pub` inside these private
 // modules so that `crate::loom_models` can re-export them under loom. A `Default` beside their
@@ -106,7 +107,7 @@ use causeway_core::axis::Axis;
 use causeway_core::executor::{Drain, Process};
 use causeway_core::queue::{QueueClock, ResolutionCounts};
 use causeway_core::semaphore::Timepoint;
-use causeway_core::unpoisoned::{Condvar, Mutex, MutexGuard};
+use causeway_core::unpoisoned::{Mutex, MutexGuard};
 
 use causeway_runtime::{HostExecutor, FRONTIER_CAPACITY};
 
@@ -116,6 +117,7 @@ use crate::ids::QueueId;
 use crate::prefetch;
 use crate::speculation::{LineageCell, LineageFrontier, LineageSignals, LineageWaits};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use head_waiters::HeadWaiters;
 use mirror::Mirrors;
 use ownership::RingOwnership;
 use run_claim::{Cancellers, RunClaim};
@@ -202,13 +204,11 @@ pub(crate) struct QueueShared {
     pub(crate) cancellers: Cancellers,
     /// Epoch of the last retired operation (what the device knows is complete).
     pub(crate) completed: AtomicU64,
-    /// The lowest `head` a sleeping waiter for room or retirements asks to be woken at;
-    /// `u64::MAX` when none sleeps (see "Waiting for a free slot").
-    slot_wake_at: AtomicU64,
+    /// Who sleeps until `head` reaches a point: submitters waiting for room, waits for
+    /// retirements (see `head_waiters`).
+    head_waiters: HeadWaiters,
     /// Times a submission slept for room (`QueueStats::room_sleeps`).
     room_sleeps: AtomicU64,
-    slot_lock: Mutex<()>,
-    slot_freed: Condvar,
     /// Whether the queue process or the device owns the ring (see `ownership`).
     pub(crate) ownership: RingOwnership,
     process: OnceLock<Process<'static>>,
@@ -258,10 +258,8 @@ impl QueueShared {
             claims: (0..ring).map(|_| RunClaim::new()).collect(),
             cancellers: Cancellers::new(),
             completed: AtomicU64::new(0),
-            slot_wake_at: AtomicU64::new(u64::MAX),
+            head_waiters: HeadWaiters::new(),
             room_sleeps: AtomicU64::new(0),
-            slot_lock: Mutex::new(()),
-            slot_freed: Condvar::new(),
             ownership: RingOwnership::new(),
             process: OnceLock::new(),
             executor: OnceLock::new(),

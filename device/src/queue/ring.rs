@@ -15,8 +15,8 @@
 //!
 //! The wait first watches `head` for [`SLOT_WATCH`], about what a sleep and a wake cost: a
 //! small ring's refill often comes within microseconds, and seeing it costs loads only.
-//! Otherwise it sleeps on a condition variable until `head` reaches a *wake point* it stores in
-//! `slot_wake_at` (the lowest of every sleeper's; `u64::MAX` when none sleeps):
+//! Otherwise it sleeps until `head` reaches a *wake point*, woken by the queue process when it
+//! does (the protocol is `head_waiters`'):
 //!
 //! ```text
 //!            ring full                      one slot free               refill free
@@ -32,29 +32,13 @@
 //! first one, however long the operations run, so a slow queue costs a sleep per slot at most,
 //! as before. [`QueueShared::wait_for_retired`] sleeps the same way, woken at the count it
 //! waits for.
-//!
-//! `free_head` stores `head`, then reads `slot_wake_at`; a sleeper stores `slot_wake_at`, then
-//! reads `head`. The two sides are a store/load pair on different words, so each side needs a
-//! store → load barrier between its two accesses; then either the sleeper sees the retirement
-//! or the queue process sees the wake point. The wake takes the condition variable's mutex,
-//! under which every sleeper stores its wake point and checks before sleeping, so the wake
-//! cannot fall between a check and the sleep; it resets `slot_wake_at` under that mutex and
-//! wakes every sleeper, each of which stores its wake point again if it sleeps again.
-//!
-//! The queue process retires every operation and a submitter sleeps rarely, so the pair is
-//! asymmetric (`causeway_runtime::barrier`): the queue process's barrier is a compiler barrier
-//! only, the sleeper's makes every thread of the process execute a full one (`membarrier` on
-//! Linux; both are `SeqCst` fences where that is not available). A locked instruction here
-//! cost the signal → dependent start path 7–8 ns of its ~125 (it waits for every store before
-//! it to reach the cache). The queue process pays, with nobody sleeping, one load and a
-//! comparison.
 
 use std::time::{Duration, Instant};
 
+use super::head_waiters::Sleep;
 use super::slot::OpBody;
 use super::QueueShared;
 use crate::sync::atomic::Ordering;
-use crate::sync::barrier;
 
 /// How long a submitter waiting for a retirement watches `head` before it sleeps (see
 /// "Waiting for a free slot").
@@ -68,15 +52,6 @@ const SPINS_PER_LOOK: u32 = 16;
 /// microsecond operations takes some hundred microseconds), short beside the wait it ends
 /// when the refill cannot come.
 const SLOT_NAP: Duration = Duration::from_millis(1);
-
-/// What a sleeping waiter for retirements asks of the queue process (see
-/// `QueueShared::sleep_until_retired`).
-enum Sleep {
-    /// Done: `true` when the wait got what it waited for.
-    Over(bool),
-    /// Wake me when `head` reaches this, or at this instant.
-    Until { head: u64, at: Option<Instant> },
-}
 
 impl QueueShared {
     /// Index of the next slot to fill, if one is free. Called with the submit lock held.
@@ -108,27 +83,30 @@ impl QueueShared {
         }
         self.room_sleeps.fetch_add(1, Ordering::Relaxed);
         let mut nap_end = None;
-        self.sleep_until_retired(|head, tail, now| {
-            if refilled(head, tail) {
-                return Sleep::Over(true);
-            }
-            let room = tail - head < capacity;
-            if room && nap_end.is_none() {
-                nap_end = now.checked_add(SLOT_NAP);
-            }
-            let end = match (deadline, nap_end) {
-                (Some(deadline), Some(nap)) => Some(deadline.min(nap)),
-                (deadline, nap) => deadline.or(nap),
-            };
-            if end.is_some_and(|end| now >= end) {
-                return Sleep::Over(room);
-            }
-            // The first free slot, then the refill: `tail + k - capacity` is the head at which
-            // `k` slots are free (no underflow: the ring is not refilled, so `tail - head`
-            // exceeds `capacity - refill`).
-            let wanted = if room { refill } else { 1 };
-            Sleep::Until { head: tail + wanted - capacity, at: end }
-        })
+        self.head_waiters.sleep(
+            || self.indices(),
+            |head, tail, now| {
+                if refilled(head, tail) {
+                    return Sleep::Over(true);
+                }
+                let room = tail - head < capacity;
+                if room && nap_end.is_none() {
+                    nap_end = now.checked_add(SLOT_NAP);
+                }
+                let end = match (deadline, nap_end) {
+                    (Some(deadline), Some(nap)) => Some(deadline.min(nap)),
+                    (deadline, nap) => deadline.or(nap),
+                };
+                if end.is_some_and(|end| now >= end) {
+                    return Sleep::Over(room);
+                }
+                // The first free slot, then the refill: `tail + k - capacity` is the head at which
+                // `k` slots are free (no underflow: the ring is not refilled, so `tail - head`
+                // exceeds `capacity - refill`).
+                let wanted = if room { refill } else { 1 };
+                Sleep::Until { head: tail + wanted - capacity, at: end }
+            },
+        )
     }
 
     /// Blocks until the queue has retired `count` operations or `deadline` passes (`false`).
@@ -136,15 +114,18 @@ impl QueueShared {
         if self.watch(|head, _| head >= count) {
             return true;
         }
-        self.sleep_until_retired(|head, _, now| {
-            if head >= count {
-                Sleep::Over(true)
-            } else if deadline.is_some_and(|deadline| now >= deadline) {
-                Sleep::Over(false)
-            } else {
-                Sleep::Until { head: count, at: deadline }
-            }
-        })
+        self.head_waiters.sleep(
+            || self.indices(),
+            |head, _, now| {
+                if head >= count {
+                    Sleep::Over(true)
+                } else if deadline.is_some_and(|deadline| now >= deadline) {
+                    Sleep::Over(false)
+                } else {
+                    Sleep::Until { head: count, at: deadline }
+                }
+            },
+        )
     }
 
     /// Reads `head` and `tail`.
@@ -168,35 +149,6 @@ impl QueueShared {
             if watching.elapsed() >= SLOT_WATCH {
                 return false;
             }
-        }
-    }
-
-    /// Sleeps, as `decide(head, tail, now)` asks each time it wakes, until it says the wait is
-    /// over (see "Waiting for a free slot").
-    fn sleep_until_retired(&self, mut decide: impl FnMut(u64, u64, Instant) -> Sleep) -> bool {
-        let mut guard = self.slot_lock.lock();
-        loop {
-            let (head, tail) = self.indices();
-            let (wake_at, at) = match decide(head, tail, Instant::now()) {
-                Sleep::Over(got) => return got,
-                Sleep::Until { head, at } => (head, at),
-            };
-            // Under the mutex `free_head` resets it under, so a reset either comes after this
-            // store (and its wake after this thread sleeps) or before it.
-            self.slot_wake_at.fetch_min(wake_at, Ordering::Relaxed);
-            // The rare side of the store → load pair with `free_head` (module docs, "Waiting
-            // for a free slot"); pairs with its light barrier.
-            barrier::heavy();
-            if self.indices().0 >= wake_at {
-                continue;
-            }
-            guard = match at {
-                None => self.slot_freed.wait(guard),
-                Some(at) => {
-                    let left = at.saturating_duration_since(Instant::now());
-                    self.slot_freed.wait_timeout(guard, left).0
-                }
-            };
         }
     }
 
@@ -260,16 +212,6 @@ impl QueueShared {
         // Release pairs with the Acquire load in `free_slot`: every access to the body above
         // happens before the submitter reuses the slot.
         self.head.store(head + 1, Ordering::Release);
-        // The frequent side of the store → load pair with `sleep_until_retired` (module docs,
-        // "Waiting for a free slot"); pairs with its heavy barrier.
-        barrier::light();
-        if head + 1 >= self.slot_wake_at.load(Ordering::Relaxed) {
-            // Under the mutex the sleepers store their wake points and check under, so the wake
-            // cannot slip between a check and its sleep; every sleeper wakes and stores its
-            // wake point again if it sleeps again.
-            let _guard = self.slot_lock.lock();
-            self.slot_wake_at.store(u64::MAX, Ordering::Relaxed);
-            self.slot_freed.notify_all();
-        }
+        self.head_waiters.advanced(head + 1);
     }
 }
