@@ -37,6 +37,13 @@ impl Observer for Tally {
     }
 }
 
+/// Drops `device` (every operation has ended by then, and its observer has seen it) and checks
+/// that all `ops` operations finished, none failed.
+fn all_finished_ok(device: Device, tally: &Tally, ops: u64) {
+    drop(device);
+    assert_eq!((tally.ok.load(Ordering::Relaxed), tally.failed.load(Ordering::Relaxed)), (ops, 0));
+}
+
 fn builder() -> (DeviceBuilder, Arc<Tally>) {
     let mut builder = Device::builder(PoolConfig::with_workers(2));
     builder.driver(CpuBackend::new());
@@ -224,8 +231,7 @@ fn a_long_pipeline_through_small_resources_completes() {
     for (q, &semaphore) in semaphores.iter().enumerate() {
         assert_eq!(wait(device.semaphore(semaphore).unwrap(), values[q], PATIENCE), Ok(values[q]));
     }
-    drop(device);
-    assert_eq!((tally.ok.load(Ordering::Relaxed), tally.failed.load(Ordering::Relaxed)), (OPS, 0));
+    all_finished_ok(device, &tally, OPS);
 }
 
 #[test]
@@ -283,8 +289,7 @@ fn a_submitter_ahead_of_its_queue_sleeps_once_per_half_ring() {
     let sleeps = device.stats().queue(q).unwrap().room_sleeps;
     // 384 submissions found the ring full; a refill is 8 slots, so about 48 sleeps.
     assert!(sleeps <= OPS / 4, "{sleeps} sleeps for {OPS} operations through a ring of 16");
-    drop(device);
-    assert_eq!((tally.ok.load(Ordering::Relaxed), tally.failed.load(Ordering::Relaxed)), (OPS, 0));
+    all_finished_ok(device, &tally, OPS);
 }
 
 /// The refill a full ring's submitter waits for may never come: here the operations behind
@@ -313,6 +318,5 @@ fn a_submission_takes_one_free_slot_when_the_rest_of_the_ring_waits_for_the_subm
     assert!(started.elapsed() < LONG / 2, "the submission waited for its deadline");
     device.semaphore(later_gate).unwrap().signal_external(1).unwrap();
     assert_eq!(wait(device.semaphore(done).unwrap(), 1, PATIENCE), Ok(1));
-    drop(device);
-    assert_eq!((tally.ok.load(Ordering::Relaxed), tally.failed.load(Ordering::Relaxed)), (5, 0));
+    all_finished_ok(device, &tally, 5);
 }
