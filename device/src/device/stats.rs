@@ -35,9 +35,11 @@ pub struct QueueStats {
     pub in_flight: u64,
     /// How its operations' waits were resolved at submission.
     pub resolutions: ResolutionCounts,
-    /// Times a submission found its ring full and slept for room, past a short watch. A submitter that runs ahead
-    /// of the queue sleeps once per half ring, not once per operation: a count near the
-    /// operations submitted means the queue's operations wait on signals given later.
+    /// Times a submission found its ring full and slept for room, past a short watch. A
+    /// submitter that runs ahead of the queue sleeps once per half ring, not once per
+    /// operation; a count near the operations submitted means the refills rarely came (the
+    /// operations behind the ring's head waited for signals given later, or each ran for about
+    /// a millisecond or more).
     pub room_sleeps: u64,
 }
 

@@ -69,12 +69,6 @@ pub struct HeadWaiters {
     woken: Condvar,
 }
 
-impl Default for HeadWaiters {
-    fn default() -> HeadWaiters {
-        HeadWaiters::new()
-    }
-}
-
 impl HeadWaiters {
     /// Nobody sleeping.
     pub fn new() -> HeadWaiters {

@@ -77,18 +77,20 @@
 //!
 //! - `slot`: a ring entry — the body submission writes, the wait gate its timepoints count
 //!   down; `wait_count`: the gate's count.
-//! - `ring`: the ring's indices, publication, freeing a retired slot, and waiting for room.
+//! - `ring`: the ring's indices, publication, freeing a retired slot, and waiting for room;
+//!   `head_waiters`: sleeping until the ring's head reaches a point, and the wake.
 //! - `progress`: the queue's progress as other queues' native waits see it (issued, started,
 //!   retired), and the queues waiting for it; `mirror`: the drivers that mirror it.
 //! - `run_claim`: who got to an operation first, its start or a cancellation.
 //! - `ownership`: the ring's owner, the queue process or the device taking it over at
 //!   shutdown.
 
-pub(crate) mod head_waiters;
-mod mirror;
-// The three protocols the loom models check: their types are `pub` inside these private
+// The four protocols the loom models check: their types are `pub` inside these private
 // modules so that `crate::loom_models` can re-export them under loom. A `Default` beside their
 // constructors would be API for the models alone.
+#[allow(clippy::new_without_default)]
+pub(crate) mod head_waiters;
+mod mirror;
 #[allow(clippy::new_without_default)]
 pub(crate) mod ownership;
 mod progress;
