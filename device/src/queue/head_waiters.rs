@@ -79,17 +79,27 @@ impl HeadWaiters {
         }
     }
 
-    /// The queue process's side: called after it stored `head`, with that value.
+    /// The queue process's side: called after it stored `head`, with that value. Inlined into
+    /// the retirement, whose every operation pays it.
+    #[inline]
     pub fn advanced(&self, head: u64) {
         // The frequent side of the store → load pair with `sleep` (invariant 1); pairs with
         // its heavy barrier.
         barrier::light();
         if head >= self.wake_at.load(Ordering::Relaxed) {
-            // Invariant 2: under the lock every sleeper stores its point and checks under.
-            let _guard = self.lock.lock();
-            self.wake_at.store(u64::MAX, Ordering::Relaxed);
-            self.woken.notify_all();
+            self.wake_all();
         }
+    }
+
+    /// Wakes every sleeper, each of which decides again; out of line, where the retirement
+    /// that rarely calls it does not carry its code.
+    #[cold]
+    #[inline(never)]
+    fn wake_all(&self) {
+        // Invariant 2: under the lock every sleeper stores its point and checks under.
+        let _guard = self.lock.lock();
+        self.wake_at.store(u64::MAX, Ordering::Relaxed);
+        self.woken.notify_all();
     }
 
     /// The sleeper's side: sleeps as `decide(head, tail, now)` asks each time it looks (the
