@@ -19,7 +19,10 @@
 //! - the process state word: a wake landing while an immediate process's drain is about to
 //!   sleep runs it once more, and that drain sees what the waker wrote before waking; a
 //!   configuration racing a submission from another thread is either refused or seen by the
-//!   process's completion, which reads its dependents; a wake, or a cancellation, that finds
+//!   process's completion, which reads its dependents; a dependency's completion racing the
+//!   submission of its dependent on another thread activates the dependent once, and its
+//!   drain sees what the submitter wrote first, whichever dropped its suspension last; a
+//!   wake, or a cancellation, that finds
 //!   the process QUEUED before its drain call starts is seen by that call even through a
 //!   Relaxed flag, and so is one racing a drain's deferred wake that claims the process for
 //!   its own worker; a wake of a compute process waiting on the overflow list, racing the
@@ -41,7 +44,10 @@
 //! submission; for runs: a dropped worker that keeps its run, and a turn that leaves the shared ready run
 //! pointing inside the run it cut; for the state word: a `Sleep` whose failed compare-exchange
 //! is Relaxed, a configuration that ends with a Relaxed store, and a submission whose state
-//! load in `release` is Relaxed, each a data race on what the other thread wrote, and a drain
+//! load in `release` is Relaxed, each a data race on what the other thread wrote, a dependency's
+//! release (`release_dependency`) whose decrement is Relaxed, which loses the activation (its
+//! state check misses the submission; without that check, a data race on the submitter's
+//! write), and a drain
 //! call that starts with a store instead of a swap, or a wake that only loads a QUEUED state,
 //! each of which sleeps through the wake or the cancellation, and a claiming wake that leaves
 //! the process QUEUED while its worker drains it without the swap; for the compute claim: a
@@ -597,6 +603,69 @@ fn a_configuration_racing_a_submission_is_refused_or_seen_by_the_completion() {
             step_until(&mut worker, || dependent.is_completed());
             assert_eq!(second.drains.load(Ordering::Relaxed), 1);
         }
+        assert_eq!(executor.live(), 0);
+    });
+}
+
+/// Reads, in its drain, what the thread that submitted it wrote before submitting.
+struct ReadsSubmittersNote {
+    note: UnsafeCell<usize>,
+    seen: AtomicUsize,
+    drains: AtomicUsize,
+}
+
+// SAFETY: `note` is written once, by the submitting thread before its submission, and read
+// only by the drain that submission's activation runs; loom checks that the executor orders
+// the two.
+unsafe impl Sync for ReadsSubmittersNote {}
+
+impl ReadsSubmittersNote {
+    fn leaked() -> &'static ReadsSubmittersNote {
+        Box::leak(Box::new(ReadsSubmittersNote {
+            note: UnsafeCell::new(0),
+            seen: AtomicUsize::new(0),
+            drains: AtomicUsize::new(0),
+        }))
+    }
+}
+
+impl Drain for ReadsSubmittersNote {
+    fn drain(&self, _cx: &mut DrainContext<'_, '_>) -> Drained {
+        // SAFETY: written once, by the submitting thread before its submission; this read
+        // is ordered after that write by the activation (what the model checks: loom reports
+        // the read as a data race otherwise).
+        let note = self.note.with(|note| unsafe { *note });
+        self.seen.store(note, Ordering::Relaxed);
+        self.drains.fetch_add(1, Ordering::Relaxed);
+        Drained::Done(Ok(()))
+    }
+
+    fn finish(&self, _outcome: Result<(), Failure>) {}
+}
+
+#[test]
+fn a_completion_racing_its_dependents_submission_activates_it_once_after_the_submitter() {
+    bounded(|| {
+        let executor = executor(1);
+        let (upstream_drain, reader) = (Counted::leaked(1), ReadsSubmittersNote::leaked());
+        let upstream = process(upstream_drain, Class::Immediate);
+        let dependent = process(reader, Class::Immediate);
+        upstream.set_dependents(Box::leak(Box::new([dependent]))).unwrap();
+        executor.submit(upstream).unwrap();
+        // Whichever drops its suspension last — the submission its creation hold, the
+        // upstream's completion its edge — activates the dependent, and its drain must see
+        // what the submitter wrote first.
+        let submitter = thread::spawn(move || {
+            // SAFETY: the only write, before the submission that publishes it.
+            reader.note.with_mut(|note| unsafe { *note = 7 });
+            executor.submit(dependent).unwrap();
+        });
+        let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+        step_until(&mut worker, || dependent.is_completed());
+        submitter.join().unwrap();
+        assert_eq!(upstream_drain.finishes.load(Ordering::Relaxed), 1);
+        assert_eq!(reader.drains.load(Ordering::Relaxed), 1);
+        assert_eq!(reader.seen.load(Ordering::Relaxed), 7);
         assert_eq!(executor.live(), 0);
     });
 }

@@ -567,6 +567,45 @@ impl<'p> Process<'p> {
             .map_err(|_| ProcessError::NotSuspended)
     }
 
+    /// Drops the suspension a completing dependency holds on this process (one that
+    /// [`set_dependents`](Self::set_dependents) added); `true` when it was the last, so the
+    /// caller must activate the process.
+    ///
+    /// One decrement, not [`release`](Self::release)'s load and compare-exchange: the executor
+    /// added this suspension and drops it once, so the count is above zero — and above one
+    /// before submission, where the creation hold is still in it. A load followed by a
+    /// compare-exchange moves the cache line twice when another core wrote it last (shared
+    /// for the load, then owned for the exchange), and a dependent's count was mostly written
+    /// last by the thread that submitted it or by another dependency's worker.
+    ///
+    /// Only a caller's unmatched [`Executor::release`](super::Executor::release), which took
+    /// a suspension it never added, can make this decrement find the count at one before
+    /// submission (the creation hold left alone) or at zero (the process already activated
+    /// without it). Either way the decrement is undone, as `release` would have refused it:
+    /// submission still drops the creation hold and activates the process, and the count of
+    /// an activated one does not wrap.
+    #[cfg(not(target_os = "none"))]
+    #[inline]
+    pub(crate) fn release_dependency(&self) -> bool {
+        let activation = &self.core.0;
+        // AcqRel, as in `release`: the Release half publishes this completion's writes; the
+        // Acquire half, when this is the last suspension, synchronises with every earlier
+        // releaser's decrement — the submitter's drop of the creation hold among them, which
+        // follows its `transition_to_suspended`, so the state load below sees SUSPENDED or
+        // later — and hands their writes on through the activation that follows.
+        match activation.suspend.fetch_sub(1, Ordering::AcqRel) {
+            1 if activation.state.load().is_submitted() => true,
+            previous => {
+                if previous <= 1 {
+                    // The misuse above: take the decrement back (Relaxed: it publishes
+                    // nothing; the misused count's only reader is that process's submission).
+                    activation.suspend.fetch_add(1, Ordering::Relaxed);
+                }
+                false
+            }
+        }
+    }
+
     /// Records `failure` unless one is already recorded; returns whether it won.
     pub(crate) fn record_failure(&self, failure: Failure) -> bool {
         // AcqRel: pairs with the Acquire load in `failure`; the loser learns the winner.

@@ -451,6 +451,48 @@ fn holds_delay_activation_until_released() {
     assert_eq!(executor.hold(&process), Err(ProcessError::AlreadySubmitted));
 }
 
+/// A release with no hold to match takes one of the suspensions a dependency holds: the
+/// dependency's completion must then neither activate the process before its submission nor
+/// wrap its count after it (each completion drops its suspension with one decrement).
+#[test]
+fn an_unmatched_release_leaves_submission_to_activate_and_no_count_wrapped() {
+    let drains: [Scripted; 4] = core::array::from_fn(|_| Scripted::done());
+    let [early_dependency, early_dependent, late_dependency, late_dependent] =
+        drains.each_ref().map(|drain| Process::new(drain, Class::Immediate));
+    let (early_dependents, late_dependents) = ([&early_dependent], [&late_dependent]);
+    early_dependency.set_dependents(&early_dependents).unwrap();
+    late_dependency.set_dependents(&late_dependents).unwrap();
+    let executor = TestExecutor::<8>::new(YieldingFutex, 1).unwrap();
+    let mut worker = executor.worker::<RoundRobin>(0, SpinPolicy::Park).unwrap();
+
+    // Taken before the dependent's submission: the dependency's completion finds only the
+    // creation hold left, and submission activates the dependent.
+    executor.release(&early_dependent).unwrap();
+    executor.submit(&early_dependency).unwrap();
+    assert!(worker.step());
+    assert!(early_dependency.is_completed());
+    assert!(!worker.step(), "the dependent is not submitted: nothing may run it");
+    assert!(!early_dependent.is_completed());
+    executor.submit(&early_dependent).unwrap();
+    assert!(worker.step());
+    assert!(early_dependent.is_completed());
+    assert_eq!(drains[1].drains.load(SEQ), 1);
+
+    // Taken, then the dependent submitted (and so activated) before the dependency ran: the
+    // dependency's completion finds the count at zero and leaves it there.
+    executor.release(&late_dependent).unwrap();
+    executor.submit(&late_dependent).unwrap();
+    executor.submit(&late_dependency).unwrap();
+    assert!(worker.step() && worker.step());
+    assert!(late_dependency.is_completed() && late_dependent.is_completed());
+    assert_eq!(drains[3].drains.load(SEQ), 1);
+    assert_eq!(
+        executor.release(&late_dependent),
+        Err(ProcessError::NotSuspended),
+        "the count did not wrap below zero"
+    );
+}
+
 #[test]
 fn configuration_mistakes_are_typed_errors() {
     let drain = Scripted::done();
