@@ -9,6 +9,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use causeway::core::CachePadded;
+
 use crate::pattern::Pattern;
 use crate::TaskBenchError;
 
@@ -184,14 +186,20 @@ impl TaskGraph {
 }
 
 /// Every task's output, one word per cell of the grid, zero until the task stores it.
+///
+/// Each word has a cache line of its own ([`CachePadded`]): packed, a timestep's outputs at width 8 filled one
+/// line, and two workers running neighbouring columns moved that line between their cores at
+/// every task's store (false sharing) — a cost of this harness's layout, not of the system
+/// measured, and one Task Bench's MPI ranks, each with its own memory, never pay. Padded, only
+/// the reads of a dependency's output cross cores, as they must.
 #[derive(Debug)]
 pub struct Outputs {
-    cells: Vec<AtomicU64>,
+    cells: Vec<CachePadded<AtomicU64>>,
 }
 
 impl Outputs {
     /// Zeroed outputs for `graph`.
     pub fn new(graph: &TaskGraph) -> Outputs {
-        Outputs { cells: (0..graph.starts.len() - 1).map(|_| AtomicU64::new(0)).collect() }
+        Outputs { cells: (0..graph.starts.len() - 1).map(|_| CachePadded::default()).collect() }
     }
 }
