@@ -22,12 +22,11 @@
 //!   process's completion, which reads its dependents; a dependency's completion racing the
 //!   submission of its dependent on another thread activates the dependent once, and its
 //!   drain sees what the submitter wrote first, whichever dropped its suspension last; a
-//!   wake, or a cancellation, that finds
-//!   the process QUEUED before its drain call starts is seen by that call even through a
-//!   Relaxed flag, and so is one racing a drain's deferred wake that claims the process for
-//!   its own worker; a wake of a compute process waiting on the overflow list, racing the
-//!   worker that frees a slot and claims it there, is seen by its first drain (or runs it
-//!   again);
+//!   wake, or a cancellation, that finds the process QUEUED before its drain call starts is
+//!   seen by that call even through a Relaxed flag, and so is one racing a drain's deferred
+//!   wake that claims the process for its own worker; a wake of a compute process waiting
+//!   on the overflow list, racing the worker that frees a slot and claims it there, is seen
+//!   by its first drain (or runs it again);
 //! - homes: a submission queued on the home list of a worker that never runs still reaches a
 //!   parked worker, which takes it; two workers taking from their own home lists, the shared
 //!   list and each other's home lists (one dropped with part of a run in hand) drain every
@@ -44,17 +43,17 @@
 //! submission; for runs: a dropped worker that keeps its run, and a turn that leaves the shared ready run
 //! pointing inside the run it cut; for the state word: a `Sleep` whose failed compare-exchange
 //! is Relaxed, a configuration that ends with a Relaxed store, and a submission whose state
-//! load in `release` is Relaxed, each a data race on what the other thread wrote, a dependency's
-//! release (`release_dependency`) whose decrement is Relaxed, which loses the activation (its
-//! state check misses the submission; without that check, a data race on the submitter's
-//! write), and a drain
-//! call that starts with a store instead of a swap, or a wake that only loads a QUEUED state,
-//! each of which sleeps through the wake or the cancellation, and a claiming wake that leaves
-//! the process QUEUED while its worker drains it without the swap; for the compute claim: a
-//! claim that does not meet wakes on the state word, a wake that finds no slot and does not
-//! meet the claim there, and a wake that finds a claimed slot not yet published and leaves it
-//! alone, each of which sleeps through the wake; for the
-//! completion count: a worker index handed on through Relaxed `taken` RMWs, which loses a count).
+//! load in `release` is Relaxed, each a data race on what the other thread wrote, a
+//! dependency's release (`release_dependency`) whose decrement is Relaxed, which loses the
+//! activation (its state check misses the submission; without that check, a data race on
+//! the submitter's write), and a drain call that starts with a store instead of a swap, or a
+//! wake that only loads a QUEUED state, each of which sleeps through the wake or the
+//! cancellation, and a claiming wake that leaves the process QUEUED while its worker drains
+//! it without the swap; for the compute claim: a claim that does not meet wakes on the state
+//! word, a wake that finds no slot and does not meet the claim there, and a wake that finds a
+//! claimed slot not yet published and leaves it alone, each of which sleeps through the
+//! wake; for the completion count: a worker index handed on through Relaxed `taken` RMWs,
+//! which loses a count).
 #![cfg(loom)]
 
 mod loom_support;

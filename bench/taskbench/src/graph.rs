@@ -187,11 +187,12 @@ impl TaskGraph {
 
 /// Every task's output, one word per cell of the grid, zero until the task stores it.
 ///
-/// Each word has a cache line of its own ([`CachePadded`]): packed, a timestep's outputs at width 8 filled one
-/// line, and two workers running neighbouring columns moved that line between their cores at
-/// every task's store (false sharing) — a cost of this harness's layout, not of the system
-/// measured, and one Task Bench's MPI ranks, each with its own memory, never pay. Padded, only
-/// the reads of a dependency's output cross cores, as they must.
+/// Each word has a cache line of its own ([`CachePadded`]): packed, a timestep's outputs at
+/// width 8 filled one line, and two workers running neighbouring columns moved that line
+/// between their cores at every task's store (false sharing) — a cost of this harness's
+/// layout, not of the system measured, and one Task Bench's MPI ranks, each with its own
+/// memory, never pay. Padded, only the reads of a dependency's output cross cores, as they
+/// must.
 #[derive(Debug)]
 pub struct Outputs {
     cells: Vec<CachePadded<AtomicU64>>,
