@@ -604,13 +604,7 @@ impl<'p, F: Futex, const SLOTS: usize, const WORKERS: usize> Executor<'p, F, SLO
             if let Err(failure) = outcome {
                 dependent.record_failure(failure);
             }
-            // Bare metal keeps `release`: one core has no cache line to move, and the
-            // controller image's flash is what is scarce there (68 bytes for a second path).
-            #[cfg(not(target_os = "none"))]
-            let last = dependent.release_dependency();
-            #[cfg(target_os = "none")]
-            let last = matches!(dependent.release(), Ok(true));
-            if last {
+            if dependent.release_dependency() {
                 if may_hand_off
                     && handed.is_none()
                     && dependent.class() == Class::Immediate
